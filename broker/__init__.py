@@ -1,0 +1,1 @@
+"""Strom broker: the trio server, handlers and log storage."""

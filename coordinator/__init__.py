@@ -1,0 +1,1 @@
+"""Strom coordinators: groups, transactions and the controller."""

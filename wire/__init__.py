@@ -1,0 +1,1 @@
+"""Strom wire layer: the Kafka protocol, sans-IO."""
