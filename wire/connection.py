@@ -1,0 +1,160 @@
+"""Sans-IO Kafka connection framing, in the style of h11.
+
+Feed received bytes with `receive_data()` (b"" at end of stream); pull
+complete requests with `next_event()`; turn responses into bytes with
+`send_response()`. Every frame is an int32 size then that many bytes. A frame
+longer than `max_frame_size` is refused as soon as its size is read, before any
+of it is buffered. No sockets, no trio, no clock here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wire.apis import is_supported, request_class, request_header_version, response_header_version
+from wire.errors import ErrorCode, ProtocolError
+from wire.formats.protocol.request_header import RequestHeader
+from wire.formats.protocol.response_header import ResponseHeader
+from wire.message import Message
+from wire.primitives import INT16, INT32
+
+DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes
+
+
+class NeedData:
+    """`next_event()` needs more bytes before it can return a request."""
+
+
+class Closed:
+    """The peer closed its side and every complete frame was consumed."""
+
+
+NEED_DATA = NeedData()
+CLOSED = Closed()
+
+
+@dataclass(slots=True)
+class Request:
+    """A decoded request: its header and body."""
+
+    header: RequestHeader
+    body: Message
+    size: int
+
+
+@dataclass(slots=True)
+class UnsupportedRequest:
+    """A frame whose API key or version this side does not implement.
+
+    The header's key, version and correlation id are still known, so the
+    broker can answer (ApiVersions falls back to v0, KIP-511).
+    """
+
+    header: RequestHeader
+    size: int
+
+
+Event = Request | UnsupportedRequest | NeedData | Closed
+
+
+def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
+    """Decode just the request header; return it and the body's offset."""
+    if len(frame) < 4:
+        raise ProtocolError("request shorter than its header", ErrorCode.INVALID_REQUEST)
+    api_key = INT16.unpack_from(frame, 0)[0]
+    api_version = INT16.unpack_from(frame, 2)[0]
+    return RequestHeader.decode_from(frame, 0, request_header_version(api_key, api_version))
+
+
+def decode_request(frame: bytes | memoryview) -> Request | UnsupportedRequest:
+    """Decode a whole request frame (without its size prefix)."""
+    header, offset = decode_request_header(frame)
+    if not is_supported(header.request_api_key, header.request_api_version):
+        return UnsupportedRequest(header, len(frame))
+    cls = request_class(header.request_api_key)
+    try:
+        body = cls.decode_from(frame, offset, header.request_api_version)[0]
+    except ProtocolError as exc:
+        raise ProtocolError(str(exc), ErrorCode.INVALID_REQUEST) from exc
+    return Request(header, body, len(frame))
+
+
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: Message, body_version: int | None = None
+) -> list[Any]:
+    """Size-prefixed response chunks; records fields stay uncopied for writev.
+
+    `body_version` differs from `api_version` only for the ApiVersions v0
+    fallback, where the body is written at v0 whatever the request said.
+    """
+    chunks: list[Any] = [b""]
+    header_version = response_header_version(api_key, api_version)
+    ResponseHeader(correlation_id).encode_into(header_version, chunks)
+    body.encode_into(api_version if body_version is None else body_version, chunks)
+    chunks[0] = INT32.pack(sum(len(c) for c in chunks))
+    return chunks
+
+
+class Connection:
+    """The server side of one Kafka connection: frames in, responses out."""
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._eof = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a frame."""
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Add received bytes; empty data means the peer closed its side."""
+        if not data:
+            self._eof = True
+            return
+        if self._eof:
+            raise RuntimeError("receive_data after end of stream")
+        self._buffer += data
+        self._check_size()
+
+    def _check_size(self) -> int | None:
+        if len(self._buffer) < 4:
+            return None
+        size: int = INT32.unpack_from(self._buffer, 0)[0]
+        if size < 0:
+            raise ProtocolError(f"negative frame size {size}", ErrorCode.INVALID_REQUEST)
+        if size > self.max_frame_size:
+            raise ProtocolError(
+                f"frame of {size} bytes exceeds the maximum of {self.max_frame_size}",
+                ErrorCode.INVALID_REQUEST,
+            )
+        return size
+
+    def next_frame(self) -> bytes | NeedData | Closed:
+        """The next complete frame without its size prefix."""
+        size = self._check_size()
+        if size is None or len(self._buffer) < 4 + size:
+            if self._eof:
+                if self._buffer:
+                    raise ProtocolError("connection closed inside a frame", ErrorCode.INVALID_REQUEST)
+                return CLOSED
+            return NEED_DATA
+        frame = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
+        return frame
+
+    def next_event(self) -> Event:
+        frame = self.next_frame()
+        if isinstance(frame, bytes):
+            return decode_request(frame)
+        return frame
+
+    def send_response(self, request: Request | UnsupportedRequest, body: Message) -> bytes:
+        header = request.header
+        return b"".join(
+            encode_response(
+                header.request_api_key, header.request_api_version, header.correlation_id, body
+            )
+        )
