@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+
 from wire.errors import ErrorCode, ProtocolError, truncated
 
 Buffer = bytes | bytearray | memoryview

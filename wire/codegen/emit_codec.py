@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wire.codegen.schema import Field, Message
-from wire.codegen.types import FIXED, alias, class_ref, default_literal, default_value_check, is_mutable_default
+from wire.codegen.types import (
+    FIXED,
+    alias,
+    class_ref,
+    default_literal,
+    default_value_check,
+    is_mutable_default,
+)
 
 
 @dataclass
