@@ -1,0 +1,80 @@
+"""Kafka record batches, sans-IO: header fast path, record codec, compression, legacy sets.
+
+Every decoder raises only `wire.errors.ProtocolError` for bad bytes (usually
+CORRUPT_MESSAGE; MESSAGE_TOO_LARGE past a decompression bound). Builders raise
+ValueError for bad arguments, which are programming errors rather than input.
+"""
+
+from wire.records.batch import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    TimestampType,
+    compute_crc,
+    validate_batch,
+    verify_crc,
+)
+from wire.records.builder import batch_payload, build_batch, build_control_batch, decode_batch
+from wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
+from wire.records.iterate import BatchIterator, iter_batches
+from wire.records.legacy import decode_legacy_message
+from wire.records.patch import patch_base_offset, patch_leader_epoch, set_max_timestamp
+from wire.records.reader import RecordSet, read_records
+from wire.records.record import (
+    ControlType,
+    EndTxnMarker,
+    Header,
+    Record,
+    control_key,
+    decode_records,
+    encode_record,
+    end_txn_marker_record,
+    parse_control_key,
+    parse_end_txn_marker,
+)
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED",
+    "HEADER",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "BatchHeader",
+    "BatchIterator",
+    "Codec",
+    "ControlType",
+    "EndTxnMarker",
+    "Header",
+    "Record",
+    "RecordSet",
+    "TimestampType",
+    "batch_payload",
+    "build_batch",
+    "build_control_batch",
+    "compress",
+    "compute_crc",
+    "control_key",
+    "decode_batch",
+    "decode_legacy_message",
+    "decode_records",
+    "decompress",
+    "encode_record",
+    "end_txn_marker_record",
+    "iter_batches",
+    "parse_control_key",
+    "parse_end_txn_marker",
+    "patch_base_offset",
+    "patch_leader_epoch",
+    "read_records",
+    "set_max_timestamp",
+    "validate_batch",
+    "verify_crc",
+]
