@@ -1,0 +1,1 @@
+"""Benchmarks: run them by hand, never as timed tests."""

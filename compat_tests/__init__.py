@@ -1,0 +1,1 @@
+"""Stock clients and tools against a real Strom broker process."""
