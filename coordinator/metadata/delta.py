@@ -1,0 +1,283 @@
+"""`MetadataDelta`: replay records against an image, then build the next image.
+
+Replay is the only place metadata records gain meaning, and it is shared by
+the controller (after its own appends), log replay at start-up and, later,
+Raft followers: the same records in the same order give the same image.
+Copy-on-write: each top-level map is copied at most once per delta, and a
+topic's partition map only when one of its partitions changes. Records that
+contradict the image (a partition of an unknown topic, a producer id block
+that goes backwards) raise MetadataError; record types Strom does not model
+(ACLs, quotas, SCRAM, delegation tokens, no-ops) are ignored.
+
+The delta also says what changed, for listeners: created/deleted topics,
+changed partitions, config resources, brokers and features.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from coordinator.metadata.image import (
+    TOPIC_RESOURCE,
+    BrokerEndpoint,
+    BrokerRegistration,
+    ConfigKey,
+    MetadataImage,
+    PartitionImage,
+    Provenance,
+    TopicImage,
+)
+from coordinator.metadata.records import MetadataError
+from wire.formats.metadata.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
+from wire.formats.metadata.config_record import ConfigRecord
+from wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from wire.formats.metadata.fence_broker_record import FenceBrokerRecord
+from wire.formats.metadata.partition_change_record import PartitionChangeRecord
+from wire.formats.metadata.partition_record import PartitionRecord
+from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+from wire.formats.metadata.topic_record import TopicRecord
+from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
+from wire.message import Message
+
+NO_LEADER_CHANGE = -2
+
+
+class MetadataDelta:
+    """Changes against `base`; `replay` records in order, then `apply()` once."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self._topics: dict[uuid.UUID, TopicImage] | None = None
+        self._names: dict[str, uuid.UUID] = {}  # topic names added by this delta
+        self._gone: set[str] = set()  # topic names removed by this delta
+        self._parts: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self._configs: dict[ConfigKey, dict[str, str]] | None = None
+        self._copied_configs: set[ConfigKey] = set()
+        self._brokers: dict[int, BrokerRegistration] | None = None
+        self._features: dict[str, int] | None = None
+        self._next_producer_id = base.next_producer_id
+        self.created_topics: set[uuid.UUID] = set()
+        self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
+        """Topics that existed in `base` and are gone (a topic created then deleted
+        within this delta appears in neither set)."""
+        self.changed_partitions: set[tuple[uuid.UUID, int]] = set()
+        self.changed_configs: set[ConfigKey] = set()
+        self.changed_brokers: set[int] = set()
+        self.changed_features: set[str] = set()
+
+    # --- copy-on-write accessors --------------------------------------------
+
+    def _topic_map(self) -> dict[uuid.UUID, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self.base.topics_by_id)
+        return self._topics
+
+    def _partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
+        parts = self._parts.get(topic_id)
+        if parts is None:
+            topic = self._topic_map().get(topic_id)
+            if topic is None:
+                raise MetadataError(f"partition record for unknown topic id {topic_id}")
+            parts = self._parts[topic_id] = dict(topic.partitions)
+        return parts
+
+    def _config_map(self, key: ConfigKey) -> dict[str, str]:
+        if self._configs is None:
+            self._configs = dict(self.base.configs)  # type: ignore[arg-type]
+        if key not in self._copied_configs:
+            self._configs[key] = dict(self._configs.get(key, {}))
+            self._copied_configs.add(key)
+        return self._configs[key]
+
+    def _broker_map(self) -> dict[int, BrokerRegistration]:
+        if self._brokers is None:
+            self._brokers = dict(self.base.brokers_by_id)
+        return self._brokers
+
+    # --- replay ---------------------------------------------------------------
+
+    def replay(self, record: Message) -> None:
+        """Apply one record to this delta (see the module docstring for errors)."""
+        handler = _HANDLERS.get(type(record))
+        if handler is not None:
+            handler(self, record)
+
+    def _topic(self, r: TopicRecord) -> None:
+        topics = self._topic_map()
+        if r.topic_id in topics:
+            raise MetadataError(f"topic id {r.topic_id} already exists")
+        if r.name in self._names or (
+            r.name in self.base.topics_by_name and r.name not in self._gone
+        ):
+            raise MetadataError(f"topic {r.name!r} already exists")
+        topics[r.topic_id] = TopicImage(r.name, r.topic_id, {})
+        self._names[r.name] = r.topic_id
+        self._parts[r.topic_id] = {}
+        self.created_topics.add(r.topic_id)
+
+    def _partition(self, r: PartitionRecord) -> None:
+        self._partitions(r.topic_id)[r.partition_id] = PartitionImage(
+            r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch,
+            r.partition_epoch, tuple(r.removing_replicas), tuple(r.adding_replicas),
+            r.leader_recovery_state,
+        )  # fmt: skip
+        self.changed_partitions.add((r.topic_id, r.partition_id))
+
+    def _partition_change(self, r: PartitionChangeRecord) -> None:
+        parts = self._partitions(r.topic_id)
+        old = parts.get(r.partition_id)
+        if old is None:
+            raise MetadataError(f"change to unknown partition {r.topic_id}:{r.partition_id}")
+        leader, leader_epoch = old.leader, old.leader_epoch
+        if r.leader != NO_LEADER_CHANGE:
+            leader, leader_epoch = r.leader, old.leader_epoch + 1
+        parts[r.partition_id] = PartitionImage(
+            r.partition_id,
+            old.replicas if r.replicas is None else tuple(r.replicas),
+            old.isr if r.isr is None else tuple(r.isr),
+            leader,
+            leader_epoch,
+            old.partition_epoch + 1,
+            old.removing_replicas if r.removing_replicas is None else tuple(r.removing_replicas),
+            old.adding_replicas if r.adding_replicas is None else tuple(r.adding_replicas),
+            old.leader_recovery_state if r.leader_recovery_state < 0 else r.leader_recovery_state,
+        )
+        self.changed_partitions.add((r.topic_id, r.partition_id))
+
+    def _remove_topic(self, r: RemoveTopicRecord) -> None:
+        topics = self._topic_map()
+        topic = topics.pop(r.topic_id, None)
+        if topic is None:
+            raise MetadataError(f"cannot remove unknown topic id {r.topic_id}")
+        self._parts.pop(r.topic_id, None)
+        self._names.pop(topic.name, None)
+        self._gone.add(topic.name)
+        self.changed_partitions = {p for p in self.changed_partitions if p[0] != r.topic_id}
+        if r.topic_id in self.created_topics:
+            self.created_topics.discard(r.topic_id)
+        else:
+            self.deleted_topics[r.topic_id] = topic
+        key = (TOPIC_RESOURCE, topic.name)
+        if key in self.base.configs or (self._configs is not None and key in self._configs):
+            self._config_map(key).clear()
+            self.changed_configs.add(key)
+
+    def _config(self, r: ConfigRecord) -> None:
+        key = (r.resource_type, r.resource_name)
+        values = self._config_map(key)
+        if r.value is None:
+            values.pop(r.name, None)
+        else:
+            values[r.name] = r.value
+        self.changed_configs.add(key)
+
+    def _register_broker(self, r: RegisterBrokerRecord) -> None:
+        self._broker_map()[r.broker_id] = BrokerRegistration(
+            broker_id=r.broker_id,
+            incarnation_id=r.incarnation_id,
+            epoch=r.broker_epoch,
+            endpoints=tuple(
+                BrokerEndpoint(e.name, e.host, e.port, e.security_protocol) for e in r.end_points
+            ),
+            rack=r.rack,
+            fenced=r.fenced,
+            in_controlled_shutdown=r.in_controlled_shutdown,
+            features=tuple(
+                (f.name, f.min_supported_version, f.max_supported_version) for f in r.features
+            ),
+            log_dirs=tuple(r.log_dirs),
+        )
+        self.changed_brokers.add(r.broker_id)
+
+    def _change_broker(self, broker_id: int, epoch: int, **changes: Any) -> None:
+        brokers = self._broker_map()
+        old = brokers.get(broker_id)
+        if old is None or old.epoch != epoch:
+            raise MetadataError(f"no broker {broker_id} registered with epoch {epoch}")
+        values = {f: getattr(old, f) for f in old.__dataclass_fields__}
+        values.update(changes)
+        brokers[broker_id] = BrokerRegistration(**values)
+        self.changed_brokers.add(broker_id)
+
+    def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
+        brokers = self._broker_map()
+        old = brokers.get(r.broker_id)
+        if old is None or old.epoch != r.broker_epoch:
+            raise MetadataError(f"no broker {r.broker_id} registered with epoch {r.broker_epoch}")
+        del brokers[r.broker_id]
+        self.changed_brokers.add(r.broker_id)
+
+    def _registration_change(self, r: BrokerRegistrationChangeRecord) -> None:
+        changes: dict[str, Any] = {}
+        if r.fenced:
+            changes["fenced"] = r.fenced > 0
+        if r.in_controlled_shutdown:
+            changes["in_controlled_shutdown"] = r.in_controlled_shutdown > 0
+        if r.log_dirs:
+            changes["log_dirs"] = tuple(r.log_dirs)
+        self._change_broker(r.broker_id, r.broker_epoch, **changes)
+
+    def _feature(self, r: FeatureLevelRecord) -> None:
+        if self._features is None:
+            self._features = dict(self.base.features)
+        if r.feature_level == 0:
+            self._features.pop(r.name, None)
+        else:
+            self._features[r.name] = r.feature_level
+        self.changed_features.add(r.name)
+
+    def _producer_ids(self, r: ProducerIdsRecord) -> None:
+        if r.next_producer_id <= self._next_producer_id:
+            raise MetadataError(
+                f"producer id block goes backwards: {r.next_producer_id} "
+                f"after {self._next_producer_id}"
+            )
+        self._next_producer_id = r.next_producer_id
+
+    # --- result ---------------------------------------------------------------
+
+    def apply(self, provenance: Provenance | None = None) -> MetadataImage:
+        """The image with every replayed change; `base` is left untouched."""
+        base = self.base
+        by_id, by_name = base.topics_by_id, base.topics_by_name
+        if self._topics is not None:
+            topics = self._topics
+            for topic_id, parts in self._parts.items():
+                topic = topics[topic_id]
+                topics[topic_id] = TopicImage(topic.name, topic_id, parts)
+            by_id = topics
+            by_name = {t.name: t for t in topics.values()}
+        configs = base.configs
+        if self._configs is not None:
+            configs = {k: v for k, v in self._configs.items() if v}
+        return MetadataImage(
+            topics_by_name=by_name,
+            topics_by_id=by_id,
+            configs=configs,
+            brokers_by_id=base.brokers_by_id if self._brokers is None else self._brokers,
+            features=base.features if self._features is None else self._features,
+            next_producer_id=self._next_producer_id,
+            provenance=base.provenance if provenance is None else provenance,
+        )
+
+
+_HANDLERS: dict[type[Message], Any] = {
+    TopicRecord: MetadataDelta._topic,
+    PartitionRecord: MetadataDelta._partition,
+    PartitionChangeRecord: MetadataDelta._partition_change,
+    RemoveTopicRecord: MetadataDelta._remove_topic,
+    ConfigRecord: MetadataDelta._config,
+    RegisterBrokerRecord: MetadataDelta._register_broker,
+    UnregisterBrokerRecord: MetadataDelta._unregister_broker,
+    FenceBrokerRecord: lambda d, r: d._change_broker(r.id, r.epoch, fenced=True),
+    UnfenceBrokerRecord: lambda d, r: d._change_broker(r.id, r.epoch, fenced=False),
+    BrokerRegistrationChangeRecord: MetadataDelta._registration_change,
+    FeatureLevelRecord: MetadataDelta._feature,
+    ProducerIdsRecord: MetadataDelta._producer_ids,
+}

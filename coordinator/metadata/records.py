@@ -1,0 +1,139 @@
+"""KRaft metadata records: the frame around one record, and v2 batches of them.
+
+Every metadata record is the *value* of one record in a v2 RecordBatch (key
+null, no headers), framed the way Kafka's metadata serde frames it, so a Kafka
+tool reading `__cluster_metadata-0` sees the same bytes::
+
+    frameVersion   unsigned varint   always 1 (0 was the 2.8 preview; refused)
+    apiKey         unsigned varint   the record type (RegisterBrokerRecord 0,
+                                     TopicRecord 2, PartitionRecord 3, ...)
+    version        unsigned varint   the record's schema version
+    body                             the record encoded at `version`
+
+Nothing may follow the body. One batch holds the records of one controller
+command, so a command is applied whole or not at all. Batch fields: producer
+id -1, CreateTime, no compression, partitionLeaderEpoch = the Raft epoch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from wire.errors import ProtocolError
+from wire.formats.metadata import FORMATS
+from wire.message import Message
+from wire.primitives import Buffer, read_uvarint, uvarint
+from wire.records import BatchHeader, Record, build_batch
+from wire.records import decode_batch as wire_decode_batch
+
+FRAME_VERSION = 1
+
+
+class MetadataError(Exception):
+    """Bytes or records that cannot be part of a valid metadata log."""
+
+
+def _load_types() -> dict[int, type[Message]]:
+    types: dict[int, type[Message]] = {}
+    for name, (module, type_id) in FORMATS.items():
+        if type_id is not None:
+            types[type_id] = getattr(importlib.import_module(module), name)
+    return types
+
+
+RECORD_TYPES: dict[int, type[Message]] = _load_types()
+"""Record type id (apiKey) -> generated record class."""
+
+_WRITE_VERSIONS: dict[str, int] = {"PartitionRecord": 0, "PartitionChangeRecord": 0}
+"""Versions Strom writes where the newest needs data it does not track (log dirs, ELR)."""
+
+
+def write_version(record: Message) -> int:
+    """The schema version a record is written at: the newest, except as noted above."""
+    return _WRITE_VERSIONS.get(record.NAME, record.MAX_VERSION)
+
+
+def encode_record(record: Message, version: int | None = None) -> bytes:
+    """Frame one metadata record (see the module docstring)."""
+    if record.API_KEY is None or RECORD_TYPES.get(record.API_KEY) is not type(record):
+        raise TypeError(f"{type(record).__name__} is not a metadata record")
+    v = write_version(record) if version is None else version
+    return uvarint(FRAME_VERSION) + uvarint(record.API_KEY) + uvarint(v) + record.encode(v)
+
+
+def decode_record(value: Buffer) -> tuple[Message, int]:
+    """Unframe one metadata record: `(record, version)`; MetadataError if malformed."""
+    view = memoryview(value)
+    try:
+        frame, pos = read_uvarint(view, 0)
+        if frame != FRAME_VERSION:
+            raise MetadataError(f"unknown metadata record frame version {frame}")
+        type_id, pos = read_uvarint(view, pos)
+        version, pos = read_uvarint(view, pos)
+        cls = RECORD_TYPES.get(type_id)
+        if cls is None:
+            raise MetadataError(f"unknown metadata record type {type_id}")
+        record, end = cls.decode_from(view, pos, version)
+    except ProtocolError as exc:
+        raise MetadataError(f"malformed metadata record: {exc}") from exc
+    if end != len(view):
+        raise MetadataError(f"{len(view) - end} byte(s) of garbage after {cls.NAME}")
+    return record, version
+
+
+class MetadataBatch(NamedTuple):
+    """One decoded batch: where it sits, its Raft epoch, and its records.
+
+    Control batches (snapshot header/footer, leader change) have `control`
+    set and no metadata records; they still occupy their offsets.
+    """
+
+    base_offset: int
+    last_offset: int
+    epoch: int
+    timestamp: int
+    records: list[Message]
+    control: bool
+    size: int
+
+
+def encode_batch(
+    records: Sequence[Message], *, base_offset: int, epoch: int, timestamp: int
+) -> bytearray:
+    """One data batch holding `records` at consecutive offsets from `base_offset`."""
+    if not records:
+        raise ValueError("a metadata batch needs at least one record")
+    return build_batch(
+        [Record(None, encode_record(r), (), timestamp) for r in records],
+        base_offset=base_offset,
+        partition_leader_epoch=epoch,
+    )
+
+
+def decode_batch(batch: Buffer) -> MetadataBatch:
+    """Validate one whole batch (CRC included) and unframe its records."""
+    try:
+        header, raw = wire_decode_batch(batch)
+    except ProtocolError as exc:
+        raise MetadataError(f"corrupt metadata batch: {exc}") from exc
+    return _batch(header, raw)
+
+
+def _batch(header: BatchHeader, raw: list[Record]) -> MetadataBatch:
+    records: list[Message] = []
+    if not header.is_control:
+        for item in raw:
+            if item.value is None:
+                raise MetadataError(f"null metadata record at offset {item.offset}")
+            records.append(decode_record(item.value)[0])
+    return MetadataBatch(
+        header.base_offset,
+        header.last_offset,
+        header.partition_leader_epoch,
+        header.max_timestamp,
+        records,
+        header.is_control,
+        header.size,
+    )

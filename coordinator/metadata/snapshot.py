@@ -1,0 +1,206 @@
+"""Metadata snapshots: a whole `MetadataImage` as records, in KRaft's checkpoint files.
+
+File name: `<20-digit end offset>-<10-digit epoch>.checkpoint` in the log
+directory, where the end offset is one past the last log offset the snapshot
+contains and the epoch is that offset's Raft epoch (KRaft's snapshot id).
+
+Contents, v2 RecordBatches with offsets counting from 0 and
+partitionLeaderEpoch = the snapshot epoch:
+
+    control batch   one control record: key (version 0, type 3 SNAPSHOT_HEADER),
+                    value SnapshotHeaderRecord v0 (version 0,
+                    lastContainedLogTimestamp)
+    data batches    the image as metadata records, framed as in the log:
+                    feature levels (metadata.version first), broker
+                    registrations, each topic's TopicRecord and PartitionRecords,
+                    ConfigRecords, then one ProducerIdsRecord
+    control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
+                    value SnapshotFooterRecord v0
+
+Crash safety: a snapshot is written to `<name>.checkpoint.part`, fsynced,
+renamed to its final name and the directory fsynced, so a `.checkpoint` file
+is always whole; leftover `.part` files are deleted at start-up. A snapshot
+that still fails to read (header, footer or CRC) is reported, never guessed at.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from coordinator.metadata.log import fsync_dir
+from coordinator.metadata.records import MetadataError, encode_batch
+from coordinator.metadata.records import decode_batch as decode_metadata_batch
+from wire.errors import ProtocolError
+from wire.formats.metadata.config_record import ConfigRecord
+from wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from wire.formats.metadata.partition_record import PartitionRecord
+from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from wire.formats.metadata.topic_record import TopicRecord
+from wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
+from wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
+from wire.message import Message
+from wire.records import ControlType, Record, build_batch, control_key, decode_batch, iter_batches
+from wire.records.record import parse_control_key
+
+SUFFIX = ".checkpoint"
+PART_SUFFIX = ".checkpoint.part"
+RECORDS_PER_BATCH = 1000
+
+
+class SnapshotId(NamedTuple):
+    """KRaft's snapshot id: `end_offset` is exclusive; `epoch` is that of offset end-1."""
+
+    end_offset: int
+    epoch: int
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}{SUFFIX}"
+
+    @classmethod
+    def parse(cls, name: str) -> SnapshotId | None:
+        stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
+        offset, _, epoch = stem.partition("-")
+        if len(offset) != 20 or len(epoch) != 10 or not (offset + epoch).isdigit():
+            return None
+        return cls(int(offset), int(epoch))
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    """Complete snapshots in `directory`, oldest first; removes leftover `.part` files."""
+    found = []
+    for path in directory.iterdir():
+        if path.name.endswith(PART_SUFFIX):
+            path.unlink()
+        elif (snapshot_id := SnapshotId.parse(path.name)) is not None:
+            found.append(snapshot_id)
+    return sorted(found)
+
+
+def image_records(image: MetadataImage) -> Iterator[Message]:
+    """Records that rebuild `image` from empty, in an order replay accepts."""
+    features = sorted(image.features.items(), key=lambda kv: (kv[0] != METADATA_VERSION, kv[0]))
+    for name, level in features:
+        yield FeatureLevelRecord(name, level)
+    for b in image.brokers():
+        yield RegisterBrokerRecord(
+            broker_id=b.broker_id,
+            incarnation_id=b.incarnation_id,
+            broker_epoch=b.epoch,
+            end_points=[
+                RegisterBrokerRecord.BrokerEndpoint(e.name, e.host, e.port, e.security_protocol)
+                for e in b.endpoints
+            ],
+            features=[RegisterBrokerRecord.BrokerFeature(*f) for f in b.features],
+            rack=b.rack,
+            fenced=b.fenced,
+            in_controlled_shutdown=b.in_controlled_shutdown,
+            log_dirs=list(b.log_dirs),
+        )
+    for name in image.topic_names():
+        topic = image.topics_by_name[name]
+        yield TopicRecord(name, topic.topic_id)
+        for index in sorted(topic.partitions):
+            p = topic.partitions[index]
+            yield PartitionRecord(
+                partition_id=index, topic_id=topic.topic_id, replicas=list(p.replicas),
+                isr=list(p.isr), removing_replicas=list(p.removing_replicas),
+                adding_replicas=list(p.adding_replicas), leader=p.leader,
+                leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+            )  # fmt: skip
+    for (rtype, rname), values in sorted(image.configs.items()):
+        for key in sorted(values):
+            yield ConfigRecord(rtype, rname, key, values[key])
+    if image.next_producer_id > 0:
+        yield ProducerIdsRecord(-1, -1, image.next_producer_id)
+
+
+def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts: int) -> bytes:
+    record = Record(control_key(kind), body.encode(0), (), ts)
+    return bytes(
+        build_batch([record], base_offset=offset, control=True, partition_leader_epoch=epoch)
+    )
+
+
+def write_snapshot(directory: Path, image: MetadataImage, snapshot_id: SnapshotId) -> Path:
+    """Write `image` as snapshot `snapshot_id` (atomically, fsynced); returns its path."""
+    ts = image.provenance.timestamp
+    epoch = snapshot_id.epoch
+    final = directory / snapshot_id.file_name
+    part = directory / (snapshot_id.file_name[: -len(SUFFIX)] + PART_SUFFIX)
+    with open(part, "wb") as out:
+        out.write(
+            _control_batch(ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, ts), 0, epoch, ts)
+        )
+        offset = 1
+        chunk: list[Message] = []
+        for record in (*image_records(image), None):
+            if record is not None:
+                chunk.append(record)
+            if chunk and (record is None or len(chunk) == RECORDS_PER_BATCH):
+                out.write(encode_batch(chunk, base_offset=offset, epoch=epoch, timestamp=ts))
+                offset += len(chunk)
+                chunk = []
+        out.write(
+            _control_batch(ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, ts)
+        )
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(part, final)
+    fsync_dir(directory)
+    return final
+
+
+def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> MetadataImage:
+    """Load a snapshot into an image whose provenance is the snapshot's last offset."""
+    path = directory / snapshot_id.file_name
+    data = path.read_bytes()
+    records: list[Message] = []
+    header: SnapshotHeaderRecord | None = None
+    footer = False
+    try:
+        for batch_header, view in iter_batches(data, allow_partial=False, check_crc=True):
+            if footer:
+                raise MetadataError("data after the snapshot footer")
+            if not batch_header.is_control:
+                if header is None:
+                    raise MetadataError("snapshot does not start with a header")
+                records.extend(decode_metadata_batch(view).records)
+                continue
+            for control in decode_batch(view)[1]:
+                _, kind = parse_control_key(control.key)
+                value = control.value or b""
+                if kind == ControlType.SNAPSHOT_HEADER and header is None and not records:
+                    header = SnapshotHeaderRecord.decode(value, 0)
+                elif kind == ControlType.SNAPSHOT_FOOTER and header is not None:
+                    SnapshotFooterRecord.decode(value, 0)
+                    footer = True
+                else:
+                    raise MetadataError(f"unexpected control record type {kind}")
+    except (ProtocolError, MetadataError) as exc:
+        raise MetadataError(f"snapshot {path.name} is corrupt: {exc}") from exc
+    if header is None or not footer:
+        raise MetadataError(f"snapshot {path.name} lacks its header or footer")
+    provenance = Provenance(
+        snapshot_id.end_offset - 1, snapshot_id.epoch, header.last_contained_log_timestamp
+    )
+    return MetadataImage.EMPTY.apply_all(records, provenance)
+
+
+def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[Path]:
+    """Delete every snapshot older than `keep`; returns what was deleted."""
+    gone = []
+    for snapshot_id in list_snapshots(directory):
+        if snapshot_id < keep:
+            path = directory / snapshot_id.file_name
+            path.unlink()
+            gone.append(path)
+    if gone:
+        fsync_dir(directory)
+    return gone
