@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wire.apis import is_supported, request_class, request_header_version, response_header_version
+from wire.apis import (
+    is_supported,
+    request_class,
+    request_header_version,
+    response_class,
+    response_header_version,
+)
 from wire.errors import ErrorCode, ProtocolError
 from wire.formats.protocol.request_header import RequestHeader
 from wire.formats.protocol.response_header import ResponseHeader
@@ -81,7 +87,11 @@ def decode_request(frame: bytes | memoryview) -> Request | UnsupportedRequest:
 
 
 def encode_response(
-    api_key: int, api_version: int, correlation_id: int, body: Message, body_version: int | None = None
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: Message,
+    body_version: int | None = None,
 ) -> list[Any]:
     """Size-prefixed response chunks; records fields stay uncopied for writev.
 
@@ -138,7 +148,9 @@ class Connection:
         if size is None or len(self._buffer) < 4 + size:
             if self._eof:
                 if self._buffer:
-                    raise ProtocolError("connection closed inside a frame", ErrorCode.INVALID_REQUEST)
+                    raise ProtocolError(
+                        "connection closed inside a frame", ErrorCode.INVALID_REQUEST
+                    )
                 return CLOSED
             return NEED_DATA
         frame = bytes(self._buffer[4 : 4 + size])
@@ -158,3 +170,56 @@ class Connection:
                 header.request_api_key, header.request_api_version, header.correlation_id, body
             )
         )
+
+
+class ClientConnection:
+    """The client side: requests out, responses matched to them by correlation id.
+
+    Kafka answers requests on one connection in order; a response whose
+    correlation id is not the oldest outstanding one is a protocol error.
+    Requests that expect no response (Produce with acks=0) are not tracked.
+    """
+
+    def __init__(
+        self, client_id: str | None = "strom", max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    ) -> None:
+        self.client_id = client_id
+        self._frames = Connection(max_frame_size)
+        self._next_correlation = 0
+        self._pending: list[tuple[int, int, int]] = []  # (correlation id, api key, version)
+
+    def send_request(self, body: Message, version: int, expect_response: bool = True) -> bytes:
+        api_key = body.API_KEY
+        if api_key is None:
+            raise ValueError(f"{body.NAME} is not a request")
+        correlation = self._next_correlation
+        self._next_correlation = (correlation + 1) & 0x7FFFFFFF
+        chunks: list[Any] = [b""]
+        header = RequestHeader(api_key, version, correlation, self.client_id)
+        header.encode_into(request_header_version(api_key, version), chunks)
+        body.encode_into(version, chunks)
+        chunks[0] = INT32.pack(sum(len(c) for c in chunks))
+        if expect_response:
+            self._pending.append((correlation, api_key, version))
+        return b"".join(chunks)
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        self._frames.receive_data(data)
+
+    def next_response(self) -> tuple[int, Message] | NeedData | Closed:
+        """The next (correlation id, response body), decoded at the request's version."""
+        frame = self._frames.next_frame()
+        if not isinstance(frame, bytes):
+            return frame
+        if not self._pending:
+            raise ProtocolError("response with no request outstanding", ErrorCode.CORRUPT_MESSAGE)
+        correlation, api_key, version = self._pending.pop(0)
+        header, pos = ResponseHeader.decode_from(
+            frame, 0, response_header_version(api_key, version)
+        )
+        if header.correlation_id != correlation:
+            raise ProtocolError(
+                f"expected correlation id {correlation}, got {header.correlation_id}",
+                ErrorCode.CORRUPT_MESSAGE,
+            )
+        return correlation, response_class(api_key).decode_from(frame, pos, version)[0]

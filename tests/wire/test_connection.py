@@ -123,3 +123,25 @@ def test_send_response_round_trip() -> None:
     assert isinstance(event, Request)
     out = conn.send_response(event, ApiVersionsResponse(error_code=35))
     assert struct.unpack_from(">i", out, 4)[0] == 9
+
+
+def test_client_connection_matches_responses_in_order() -> None:
+    from wire.connection import ClientConnection
+
+    client = ClientConnection("me")
+    server = Connection()
+    server.receive_data(client.send_request(MetadataRequest(topics=None), 12))
+    server.receive_data(client.send_request(ApiVersionsRequest("a", "1"), 3))
+    first, second = server.next_event(), server.next_event()
+    assert isinstance(first, Request)
+    assert isinstance(second, Request)
+    assert first.header.client_id == "me"
+    client.receive_data(server.send_response(first, MetadataResponse(cluster_id="c")))
+    client.receive_data(server.send_response(second, ApiVersionsResponse(error_code=0)))
+    corr1, body1 = client.next_response()  # type: ignore[misc]
+    corr2, body2 = client.next_response()  # type: ignore[misc]
+    assert (corr1, corr2) == (0, 1)
+    assert isinstance(body1, MetadataResponse)
+    assert body1.cluster_id == "c"
+    assert isinstance(body2, ApiVersionsResponse)
+    assert client.next_response() is NEED_DATA
