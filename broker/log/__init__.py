@@ -1,0 +1,29 @@
+"""Partition log storage: segments, indexes, recovery, producer state, epochs.
+
+Synchronous by design: the trio layer calls these from its thread and moves
+the slow parts (`PartitionLog.flush`, `LogManager.checkpoint`, `load`, `close`)
+to worker threads. See docs/storage.md for the on-disk formats and rules.
+"""
+
+from broker.log.config import LogConfig
+from broker.log.errors import KafkaStorageError, LogAppendError, LogError, OffsetOutOfRange
+from broker.log.manager import LogManager
+from broker.log.partition import PartitionLog
+from broker.log.producer_state import ProducerInfo
+from broker.log.results import AppendResult, ReadResult, SegmentInfo
+from broker.log.validate import AppendOrigin
+
+__all__ = [
+    "AppendOrigin",
+    "AppendResult",
+    "KafkaStorageError",
+    "LogAppendError",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "ProducerInfo",
+    "ReadResult",
+    "SegmentInfo",
+]

@@ -1,0 +1,225 @@
+"""Sparse per-segment indexes: offset -> file position, and timestamp -> offset.
+
+Both are rebuildable caches of the segment's `.log` file (big-endian, no header)::
+
+    <base>.index      8-byte entries: relativeOffset int32, position int32
+    <base>.timeindex  12-byte entries: timestamp int64, relativeOffset int32
+
+relativeOffset = offset - segment base offset. An offset-index entry is written
+for a batch once more than `index.interval.bytes` have been appended since the
+previous entry; it holds the batch's *last* offset and the batch's start
+position, so "largest entry <= target" gives a position at or before the batch
+holding the target. A time-index entry (written alongside) holds the largest
+timestamp seen so far in the segment and the last offset of the first batch that
+reached it; timestamps strictly increase from entry to entry.
+
+Files are appended to, never preallocated, so their length is entries x size.
+Crash recovery: a length that is not a multiple of the entry size, keys that go
+backwards, or a last entry pointing outside the segment means the file is
+corrupt; the segment is then rescanned and the index rewritten. Entries are
+only loaded into memory (as `array`s) when first used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from broker.log.fileio import write_all
+
+NO_TIMESTAMP = -1
+
+
+class _Index:
+    """Shared file/array plumbing: an append-only file of (key, value) entries."""
+
+    ENTRY: struct.Struct
+    KEY_TYPE: str
+    VALUE_TYPE: str
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max_bytes // self.ENTRY.size
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._file_size = os.fstat(self._fd).st_size
+        self._keys: array[int] | None = None
+        self._values: array[int] | None = None
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def entries(self) -> int:
+        if self._keys is not None:
+            return len(self._keys)
+        return self._file_size // self.ENTRY.size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def _load(self) -> tuple[array[int], array[int]]:
+        if self._keys is None or self._values is None:
+            size = self.ENTRY.size
+            whole = self._file_size - self._file_size % size
+            data = os.pread(self._fd, whole, 0) if whole else b""
+            keys, values = array(self.KEY_TYPE), array(self.VALUE_TYPE)
+            for key, value in self.ENTRY.iter_unpack(data[: len(data) - len(data) % size]):
+                keys.append(key)
+                values.append(value)
+            self._keys, self._values = keys, values
+        return self._keys, self._values
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """Entry `n`, read from the file unless the arrays are already loaded."""
+        if self._keys is not None and self._values is not None:
+            return self._keys[n], self._values[n]
+        key, value = self.ENTRY.unpack(os.pread(self._fd, self.ENTRY.size, n * self.ENTRY.size))
+        return key, value
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """The final entry, read without loading the whole file."""
+        if self._keys is not None and self._values is not None:
+            return (self._keys[-1], self._values[-1]) if self._keys else None
+        size = self.ENTRY.size
+        if self._file_size < size:
+            return None
+        data = os.pread(self._fd, size, self._file_size - self._file_size % size - size)
+        key, value = self.ENTRY.unpack(data)
+        return key, value
+
+    def file_ok(self) -> bool:
+        return self._file_size % self.ENTRY.size == 0
+
+    def append_entries(self, entries: list[tuple[int, int]]) -> None:
+        """Append (key, value) entries in one write; on OSError the file is restored and it re-raises."""
+        if not entries:
+            return
+        keys, values = self._load()
+        data = b"".join(self.ENTRY.pack(k, v) for k, v in entries)
+        old = self._file_size
+        try:
+            write_all(self._fd, data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, old)
+            raise
+        self._file_size += len(data)
+        for key, value in entries:
+            keys.append(key)
+            values.append(value)
+
+    def keep(self, count: int) -> None:
+        """Keep only the first `count` entries."""
+        keys, values = self._load()
+        if count >= len(keys):
+            return
+        os.ftruncate(self._fd, count * self.ENTRY.size)
+        self._file_size = count * self.ENTRY.size
+        del keys[count:]
+        del values[count:]
+
+    def reset(self) -> None:
+        os.ftruncate(self._fd, 0)
+        self._file_size = 0
+        self._keys, self._values = array(self.KEY_TYPE), array(self.VALUE_TYPE)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+class OffsetIndex(_Index):
+    """Maps a relative offset to the file position of a batch at or before it."""
+
+    ENTRY = struct.Struct(">ii")
+    KEY_TYPE = "i"
+    VALUE_TYPE = "i"
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry <= offset, else (base_offset, 0)."""
+        keys, values = self._load()
+        i = bisect_right(keys, offset - self.base_offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + keys[i], values[i]
+
+    def position_floor(self, position: int) -> int:
+        """The largest indexed batch position <= `position` (0 if none): a known batch boundary."""
+        _, values = self._load()
+        i = bisect_right(values, position) - 1
+        return values[i] if i >= 0 else 0
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        """Append (absolute last offset, position) entries."""
+        self.append_entries([(offset - self.base_offset, pos) for offset, pos in entries])
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        keys, _ = self._load()
+        self.keep(bisect_right(keys, offset - self.base_offset - 1))
+
+    def sane(self, segment_size: int) -> bool:
+        """Cheap check that the file is usable (Kafka's sanityCheck plus bounds)."""
+        if not self.file_ok():
+            return False
+        last = self.last_entry()
+        if last is None:
+            return True
+        first_key, first_pos = self.entry(0)
+        return 0 <= first_key <= last[0] and 0 <= first_pos <= last[1] < segment_size
+
+
+class TimeIndex(_Index):
+    """Maps a timestamp to the offset of the first batch that reached it."""
+
+    ENTRY = struct.Struct(">qi")
+    KEY_TYPE = "q"
+    VALUE_TYPE = "i"
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the largest entry with timestamp <= target, else (-1, base)."""
+        keys, values = self._load()
+        i = bisect_right(keys, timestamp) - 1
+        if i < 0:
+            return NO_TIMESTAMP, self.base_offset
+        return keys[i], self.base_offset + values[i]
+
+    def last(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the last entry."""
+        last = self.last_entry()
+        return None if last is None else (last[0], self.base_offset + last[1])
+
+    def append(self, entries: list[tuple[int, int]]) -> None:
+        """Append (timestamp, absolute offset) entries (caller keeps timestamps increasing)."""
+        self.append_entries([(ts, offset - self.base_offset) for ts, offset in entries])
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop entries for offsets >= `offset`."""
+        _, values = self._load()
+        rel = offset - self.base_offset
+        count = len(values)
+        while count and values[count - 1] >= rel:
+            count -= 1
+        self.keep(count)
+
+    def sane(self) -> bool:
+        if not self.file_ok():
+            return False
+        last = self.last_entry()
+        if last is None:
+            return True
+        first_ts, first_rel = self.entry(0)
+        return first_rel >= 0 and first_ts <= last[0] and first_rel <= last[1]

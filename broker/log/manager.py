@@ -1,0 +1,248 @@
+"""All partition logs of this broker, across its data directories (log.dirs).
+
+Per data directory::
+
+    <topic>-<partition>/               one PartitionLog (see broker.log.loader)
+    <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
+    recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
+    log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
+    .kafka_cleanshutdown               clean-shutdown marker, JSON {"version":0,...}
+
+The checkpoints use Kafka's text format (broker.log.checkpoint). Crash recovery:
+the marker is written last by `close()` after every log of the directory has
+been flushed and checkpointed, and removed by `load()` once the directory is
+open, before any append; without it each log scans the segments past its
+recovery point. Checkpoints are rewritten by `checkpoint()` (the trio layer
+calls it every log.flush.offset.checkpoint.interval.ms, in a worker thread)
+and on close; a lost or stale checkpoint only costs a longer scan (recovery
+point) or brings back records below a not-yet-checkpointed log start offset,
+exactly as in Kafka. `__cluster_metadata-*` directories belong to the KRaft
+layer and are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from broker.log.checkpoint import (
+    CheckpointError,
+    fsync_dir,
+    read_offsets,
+    write_atomic,
+    write_offsets,
+)
+from broker.log.config import LogConfig
+from broker.log.errors import LogError
+from broker.log.partition import PartitionLog
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+METADATA_TOPIC = "__cluster_metadata"
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """(topic, partition) for a partition directory name, None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or "." in partition:
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    """Creates, loads, flushes, checkpoints and deletes partition logs."""
+
+    def __init__(
+        self,
+        dirs: Sequence[Path],
+        clock: Callable[[], int],
+        *,
+        topic_config: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        if not dirs:
+            raise ValueError("LogManager needs at least one log directory")
+        self.dirs = [Path(d) for d in dirs]
+        self.clock = clock
+        self._topic_config = topic_config or (lambda _topic: LogConfig())
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+
+    # --- start-up ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open every partition directory, recovering those without a clean-shutdown marker."""
+        for directory in self.dirs:
+            try:
+                self._load_dir(directory)
+            except OSError as exc:
+                log.error("log dir %s is offline: %s", directory, exc)
+                self.offline_dirs.add(directory)
+
+    def _load_dir(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        try:
+            recovery = read_offsets(directory / RECOVERY_POINT_FILE)
+            starts = read_offsets(directory / LOG_START_FILE)
+        except CheckpointError as exc:
+            log.warning("%s; recovering every log in %s", exc, directory)
+            recovery, starts, clean = {}, {}, False
+        todo: list[tuple[Path, TopicPartition]] = []
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_SUFFIX):
+                log.info("removing partially deleted log %s", child)
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            tp = parse_log_dir_name(child.name)
+            if tp is None or tp[0] == METADATA_TOPIC:
+                continue
+            if tp in self._logs:
+                log.error("%s duplicates %s; ignoring it", child, self._dir_of[tp])
+                continue
+            todo.append((child, tp))
+        started = time.monotonic()
+        log.info(
+            "loading %d logs from %s (%s shutdown)",
+            len(todo),
+            directory,
+            "clean" if clean else "unclean",
+        )
+        for n, (child, tp) in enumerate(todo, 1):
+            self._logs[tp] = PartitionLog.open(
+                child,
+                tp[0],
+                tp[1],
+                self._topic_config(tp[0]),
+                clock=self.clock,
+                clean=clean,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp),
+            )
+            self._dir_of[tp] = directory
+            if n % 100 == 0 or n == len(todo):
+                log.info("loaded %d/%d logs from %s", n, len(todo), directory)
+        if clean:
+            marker.unlink()
+            fsync_dir(directory)
+        log.info("log dir %s ready in %.3fs", directory, time.monotonic() - started)
+
+    # --- lookup -----------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def partitions(self) -> Iterable[PartitionLog]:
+        return list(self._logs.values())
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        """The data directory holding a partition (DescribeLogDirs)."""
+        return self._dir_of.get((topic, partition))
+
+    # --- create / delete --------------------------------------------------------------------
+
+    def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        """The partition's log, created in the data dir with the fewest partitions if missing."""
+        tp = (topic, partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            return existing
+        online = [d for d in self.dirs if d not in self.offline_dirs]
+        if not online:
+            raise OSError("no online log directory")
+        counts = dict.fromkeys(online, 0)
+        for d in self._dir_of.values():
+            if d in counts:
+                counts[d] += 1
+        directory = min(online, key=lambda d: counts[d])
+        path = directory / f"{topic}-{partition}"
+        fresh = not path.exists()
+        new = PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
+        if fresh:
+            fsync_dir(directory)
+        self._logs[tp] = new
+        self._dir_of[tp] = directory
+        return new
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Close the log, rename it to `<name>.<hex>-delete`, then remove it."""
+        tp = (topic, partition)
+        doomed = self._logs.pop(tp, None)
+        directory = self._dir_of.pop(tp, None)
+        if doomed is None or directory is None:
+            return
+        doomed.close(clean=False)
+        target = doomed.directory.with_name(
+            f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        )
+        os.rename(doomed.directory, target)
+        fsync_dir(directory)
+        shutil.rmtree(target, ignore_errors=True)
+
+    # --- durability -------------------------------------------------------------------------
+
+    def flush_due(self, now_ms: int) -> list[PartitionLog]:
+        """Logs whose flush.messages / flush.ms policy (or a segment roll) wants a flush now."""
+        return [
+            p
+            for p in self._logs.values()
+            if p.failed is None and not p.closed and p.flush_due(now_ms)
+        ]
+
+    def checkpoint(self) -> None:
+        """Rewrite every dir's recovery-point and log-start checkpoints (worker thread)."""
+        for directory in self.dirs:
+            if directory not in self.offline_dirs:
+                self._checkpoint_dir(directory)
+
+    def _checkpoint_dir(self, directory: Path) -> None:
+        logs = {tp: p for tp, p in self._logs.items() if self._dir_of.get(tp) == directory}
+        write_offsets(
+            directory / RECOVERY_POINT_FILE, {tp: p.recovery_point for tp, p in logs.items()}
+        )
+        write_offsets(
+            directory / LOG_START_FILE, {tp: p.log_start_offset for tp, p in logs.items()}
+        )
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Apply retention.ms / retention.bytes to every log; segments deleted."""
+        return sum(p.enforce_retention(now_ms) for p in self._logs.values() if p.failed is None)
+
+    def close(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown markers."""
+        for directory in self.dirs:
+            if directory in self.offline_dirs:
+                continue
+            ok = True
+            for tp, p in self._logs.items():
+                if self._dir_of.get(tp) != directory:
+                    continue
+                try:
+                    p.close()
+                except (OSError, LogError) as exc:
+                    log.error("closing %s failed: %s", p.name, exc)
+                    ok = False
+                ok = ok and p.failed is None
+            try:
+                self._checkpoint_dir(directory)
+                if ok:
+                    marker = directory / CLEAN_SHUTDOWN_FILE
+                    write_atomic(marker, b'{"version":0,"brokerEpoch":-1}')
+            except OSError as exc:
+                log.error("could not checkpoint %s: %s", directory, exc)
+        for p in self._logs.values():
+            p.close(clean=False)

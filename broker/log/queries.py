@@ -1,0 +1,85 @@
+"""Read-only lookups over a partition's segments: ListOffsets and OffsetForLeaderEpoch.
+
+Kept apart from `partition.py` to keep modules small; `PartitionLog` inherits
+these. Timestamp answers are per record, as Kafka's: the time index narrows the
+search to one batch, and only that batch is decoded.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from pathlib import Path
+
+from broker.log.config import LogConfig
+from broker.log.epoch import LeaderEpochCache
+from broker.log.errors import OffsetOutOfRange
+from broker.log.index import NO_TIMESTAMP
+from broker.log.producer_state import ProducerStateManager
+from broker.log.segment import Found, LogSegment
+
+
+class LogQueries:
+    """State shared by the partition log's parts, and the lookups that only read it."""
+
+    directory: Path
+    topic: str
+    partition: int
+    config: LogConfig
+    log_start_offset: int
+    high_watermark: int
+    recovery_point: int
+    epochs: LeaderEpochCache
+    producer_state: ProducerStateManager
+    _segments: list[LogSegment]
+    _lock: threading.Lock
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment whose range holds `offset` (0 if below all)."""
+        bases = [s.base_offset for s in self._segments]
+        return max(bisect_right(bases, offset) - 1, 0)
+
+    def offset_for_timestamp(self, timestamp: int) -> Found | None:
+        """(offset, timestamp, leader_epoch) of the first record with timestamp >= `timestamp`
+        at or after the log start; None if there is none (ListOffsets then answers -1)."""
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
+                found = segment.find_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> Found | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the largest timestamp."""
+        best: LogSegment | None = None
+        for segment in self._segments:
+            if segment.next_offset <= self.log_start_offset:
+                continue
+            if segment.max_timestamp != NO_TIMESTAMP and (
+                best is None or segment.max_timestamp > best.max_timestamp
+            ):
+                best = segment
+        return None if best is None else best.find_max_timestamp()
+
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch that wrote to this log (None if none recorded)."""
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (leader_epoch, end_offset); (-1, -1) when unknown.
+
+        The latest epoch ends at the log end; an older one ends where the next
+        known epoch starts, reported with the largest known epoch <= the request.
+        """
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The leader epoch that wrote `offset` (for fetch epoch validation)."""
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        return self.epochs.epoch_at(offset)
