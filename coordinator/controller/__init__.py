@@ -1,0 +1,25 @@
+"""The controller: a pure state machine (`controller`) and its trio driver (`driver`).
+
+`Controller` turns admin requests into metadata records and responses with
+Kafka's semantics and error codes; `ControllerDriver` serializes commands,
+makes their records durable in the metadata log, applies them and publishes
+the new `MetadataImage`. See docs/metadata.md.
+"""
+
+from coordinator.controller.controller import (
+    LATEST_METADATA_VERSION,
+    MIN_METADATA_VERSION,
+    PRODUCER_ID_BLOCK_SIZE,
+    Controller,
+)
+from coordinator.controller.result import ApiError, ControllerError, ControllerResult
+
+__all__ = [
+    "LATEST_METADATA_VERSION",
+    "MIN_METADATA_VERSION",
+    "PRODUCER_ID_BLOCK_SIZE",
+    "ApiError",
+    "Controller",
+    "ControllerError",
+    "ControllerResult",
+]

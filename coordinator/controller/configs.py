@@ -1,0 +1,210 @@
+"""IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2) on topic and broker resources.
+
+Checks follow Kafka's broker pre-checks then its controller, per resource:
+a resource named twice fails both entries ("Each resource must appear at
+most once."), duplicate keys and null values (other than DELETE) are
+INVALID_REQUEST; resource types other than TOPIC (2) and BROKER (4) are
+INVALID_REQUEST. Broker resources: name "" or this node's id, only dynamic
+keys, validated as a whole configuration (failures are INVALID_REQUEST, as
+in Kafka). Topic resources: legal name, known keys and valid values
+(INVALID_CONFIG), existing topic (UNKNOWN_TOPIC_OR_PARTITION).
+
+Records: one ConfigRecord per key whose value changes (value null deletes);
+broker resources get a record for every key named even when unchanged, as
+Kafka does to make brokers reload. AlterConfigs replaces the resource's whole
+override set, so keys it omits are deleted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+from broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
+from broker.config.values import to_string
+from coordinator.controller.dynamic import check_broker_change
+from coordinator.controller.names import invalid_topic_name
+from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from coordinator.controller.topics import check_topic_configs
+from coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from wire.errors import ErrorCode
+from wire.formats.metadata.config_record import ConfigRecord
+from wire.message import Message
+from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+class _Resource(Protocol):
+    resource_type: int
+    resource_name: str
+
+
+ResourceT = TypeVar("ResourceT", bound=_Resource)
+
+
+def incremental_alter_configs(
+    ctx: Context, request: IncrementalAlterConfigsRequest, version: int
+) -> ControllerResult[IncrementalAlterConfigsResponse]:
+    outcomes, records = _each(ctx, request.resources, _incremental)
+    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    response = IncrementalAlterConfigsResponse(
+        responses=[result(e.code, e.message, r.resource_type, r.resource_name) for r, e in outcomes]
+    )
+    return ControllerResult(response, [] if request.validate_only else records)
+
+
+def alter_configs(
+    ctx: Context, request: AlterConfigsRequest, version: int
+) -> ControllerResult[AlterConfigsResponse]:
+    outcomes, records = _each(ctx, request.resources, _legacy)
+    result = AlterConfigsResponse.AlterConfigsResourceResponse
+    response = AlterConfigsResponse(
+        responses=[result(e.code, e.message, r.resource_type, r.resource_name) for r, e in outcomes]
+    )
+    return ControllerResult(response, [] if request.validate_only else records)
+
+
+def _each(
+    ctx: Context,
+    resources: Sequence[ResourceT],
+    plan: Callable[[Context, ResourceT], list[Message]],
+) -> tuple[list[tuple[ResourceT, ApiError]], list[Message]]:
+    """Run `plan` per resource: its outcome, and the records of those that succeed."""
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
+    outcomes: list[tuple[ResourceT, ApiError]] = []
+    records: list[Message] = []
+    for resource in resources:
+        error = ApiError(ErrorCode.NONE)
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise ControllerError(
+                    ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+                )
+            records.extend(plan(ctx, resource))
+        except ControllerError as exc:
+            error = exc.error
+        outcomes.append((resource, error))
+    return outcomes, records
+
+
+def _incremental(
+    ctx: Context, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
+) -> list[Message]:
+    ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
+    _check_shape([(name, value) for name, op, value in ops if op != DELETE], [n for n, _, _ in ops])
+    rtype, rname = resource.resource_type, resource.resource_name
+    _check_type_and_name(ctx, rtype, rname)
+    current = dict(ctx.image.config_overrides(rtype, rname))
+    new = dict(current)
+    named: list[str] = []
+    for key, op, value in ops:
+        if op == SET:
+            new[key] = value or ""
+        elif op == DELETE:
+            new.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            new[key] = _list_op(rtype, key, op, current.get(key), value or "")
+        else:
+            raise ControllerError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+        named.append(key)
+    _validate(ctx, rtype, rname, new)
+    return _records(rtype, rname, current, new, named)
+
+
+def _legacy(ctx: Context, resource: AlterConfigsRequest.AlterConfigsResource) -> list[Message]:
+    pairs = [(c.name, c.value) for c in resource.configs]
+    _check_shape(pairs, [n for n, _ in pairs])
+    rtype, rname = resource.resource_type, resource.resource_name
+    _check_type_and_name(ctx, rtype, rname)
+    current = dict(ctx.image.config_overrides(rtype, rname))
+    new = {name: value or "" for name, value in pairs}
+    _validate(ctx, rtype, rname, new)
+    return _records(rtype, rname, current, new, list(new) + [k for k in current if k not in new])
+
+
+def _check_shape(values: Sequence[tuple[str, str | None]], names: Sequence[str]) -> None:
+    if len(set(names)) != len(names):
+        raise ControllerError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name for name, value in values if value is None]
+    if nulls:
+        raise ControllerError(
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        )
+
+
+def _check_type_and_name(ctx: Context, rtype: int, rname: str) -> None:
+    if rtype == TOPIC_RESOURCE:
+        return
+    if rtype != BROKER_RESOURCE:
+        raise ControllerError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unsupported resource type {rtype}: Strom alters only TOPIC (2) and BROKER (4) configs.",
+        )
+    if rname:
+        try:
+            node = int(rname)
+        except ValueError:
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {rname}"
+            ) from None
+        if node != ctx.node_id:
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {ctx.node_id}, but received {rname}",
+            )
+
+
+def _list_op(rtype: int, key: str, op: int, current: str | None, value: str) -> str:
+    """APPEND/SUBTRACT on a LIST key: the stored value (or default) +/- the items."""
+    spec = (TOPIC_KEYS if rtype == TOPIC_RESOURCE else BROKER_KEYS).get(key)
+    if spec is None or spec.type is not ConfigType.LIST:
+        if rtype == TOPIC_RESOURCE:
+            message = f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST."
+        else:
+            verb = "append" if op == APPEND else "subtract"
+            message = f"Config value {verb} is not allowed for config key: {key}"
+        raise ControllerError(ErrorCode.INVALID_CONFIG, message)
+    base = current if current is not None else to_string(spec.default)
+    items = [part for part in (base or "").split(",") if part]
+    for item in value.split(","):
+        if op == APPEND and item not in items:
+            items.append(item)
+        elif op == SUBTRACT and item in items:
+            items.remove(item)
+    return ",".join(items)
+
+
+def _validate(ctx: Context, rtype: int, rname: str, new: Mapping[str, str]) -> None:
+    if rtype == BROKER_RESOURCE:
+        reason = check_broker_change(ctx.static_config, ctx.image, ctx.node_id, rname, new)
+        if reason is not None:
+            raise ControllerError(ErrorCode.INVALID_REQUEST, reason)
+        return
+    if not rname:
+        raise ControllerError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    reason = invalid_topic_name(rname)
+    if reason is not None:
+        raise ControllerError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    check_topic_configs(ctx, new)
+    if ctx.image.topic(rname) is None:
+        raise ControllerError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{rname}' does not exist."
+        )
+
+
+def _records(
+    rtype: int, rname: str, current: Mapping[str, str], new: Mapping[str, str], named: list[str]
+) -> list[Message]:
+    records: list[Message] = []
+    for key in dict.fromkeys(named):
+        value = new.get(key)
+        if value != current.get(key) or rtype == BROKER_RESOURCE:
+            records.append(ConfigRecord(rtype, rname, key, value))
+    return records

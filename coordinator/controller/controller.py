@@ -1,0 +1,216 @@
+"""`Controller`: the pure metadata state machine (requests in, records and responses out).
+
+No I/O, no trio, no clock, no randomness of its own: ids come from the
+`new_uuid` source it is given, so a test (or a Raft follower replaying the
+leader's records) gets exactly the same outcome from the same inputs. Each
+command reads the current image and returns a `ControllerResult`; nothing
+changes until the caller has made the records durable and hands them back to
+`replay`. That split is what lets a later Raft layer append the records to a
+replicated log first and replay them on commit, on every controller alike.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+from broker.config import BrokerConfig, Listener
+from coordinator.controller.configs import alter_configs, incremental_alter_configs
+from coordinator.controller.deletion import delete_topics
+from coordinator.controller.dynamic import effective_config
+from coordinator.controller.partitions import create_partitions
+from coordinator.controller.result import Context, ControllerError, ControllerResult
+from coordinator.controller.topics import create_topics
+from coordinator.metadata.delta import MetadataDelta
+from coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from wire.errors import ErrorCode
+from wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from wire.message import Message
+from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+MIN_METADATA_VERSION = 7
+"""3.3-IV3: the oldest metadata.version level Kafka 4.0 supports."""
+LATEST_METADATA_VERSION = 25
+"""4.0-IV3: Kafka 4.0's latest production level, written at bootstrap."""
+PRODUCER_ID_BLOCK_SIZE = 1000
+LONG_MAX = 2**63 - 1
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class Controller:
+    """Kafka's controller semantics over a `MetadataImage` it owns."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        new_uuid: Callable[[], uuid.UUID],
+        image: MetadataImage = MetadataImage.EMPTY,
+    ) -> None:
+        self._config = config
+        self._new_uuid = new_uuid
+        self._image = image
+        self._context: Context | None = None
+
+    @property
+    def image(self) -> MetadataImage:
+        """The image every command reads (as of the last `replay`)."""
+        return self._image
+
+    @property
+    def node_id(self) -> int:
+        return self._config.node_id
+
+    def context(self) -> Context:
+        """The inputs of a command; rebuilt only when the image changes."""
+        if self._context is None or self._context.image is not self._image:
+            self._context = Context(
+                image=self._image,
+                config=effective_config(self._config, self._image, self.node_id),
+                static_config=self._config,
+                node_id=self.node_id,
+                new_uuid=self._new_uuid,
+            )
+        return self._context
+
+    def replay(
+        self, records: Sequence[Message], provenance: Provenance | None = None
+    ) -> MetadataDelta:
+        """Apply durable records; returns the delta (its `base` is the previous image)."""
+        delta = self._image.delta()
+        for record in records:
+            delta.replay(record)
+        self._image = delta.apply(provenance)
+        return delta
+
+    def reset(self, image: MetadataImage) -> None:
+        """Adopt a whole image (loaded from a snapshot)."""
+        self._image = image
+
+    # --- cluster life cycle ---------------------------------------------------
+
+    def bootstrap(
+        self,
+        metadata_version: int = LATEST_METADATA_VERSION,
+        features: Mapping[str, int] | None = None,
+    ) -> list[Message]:
+        """Records that finalize feature levels on a new cluster (none once bootstrapped)."""
+        if self._image.metadata_version:
+            return []
+        if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
+            raise ValueError(f"unsupported metadata.version level {metadata_version}")
+        records: list[Message] = [FeatureLevelRecord(METADATA_VERSION, metadata_version)]
+        for name in sorted(features or {}):
+            if name != METADATA_VERSION and (features or {})[name] > 0:
+                records.append(FeatureLevelRecord(name, (features or {})[name]))
+        return records
+
+    def register_broker(
+        self, endpoints: Sequence[Listener], *, broker_epoch: int
+    ) -> ControllerResult[int]:
+        """Register this node (a new incarnation) and unfence it; response: its broker epoch.
+
+        Kafka's broker epoch is the offset of the registration record, so the
+        caller passes the offset the records will be appended at.
+        """
+        level = self._image.metadata_version
+        if not MIN_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
+            raise ControllerError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"metadata.version {level} is not supported by this node",
+            )
+        protocols = self._config.protocol_map
+        record = RegisterBrokerRecord(
+            broker_id=self.node_id,
+            incarnation_id=self._new_uuid(),
+            broker_epoch=broker_epoch,
+            end_points=[
+                RegisterBrokerRecord.BrokerEndpoint(
+                    e.name,
+                    e.host,
+                    e.port,
+                    SECURITY_PROTOCOL_IDS[protocols.get(e.name, "PLAINTEXT")],
+                )
+                for e in endpoints
+            ],
+            features=[
+                RegisterBrokerRecord.BrokerFeature(
+                    METADATA_VERSION, MIN_METADATA_VERSION, LATEST_METADATA_VERSION
+                )
+            ],
+            rack=self._config.broker_rack,
+            fenced=True,
+        )
+        unfence = UnfenceBrokerRecord(self.node_id, broker_epoch)
+        return ControllerResult(broker_epoch, [record, unfence])
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControllerResult[tuple[int, int]]:
+        """The next block of producer ids for a broker: (first id, length)."""
+        registration = self._image.broker(broker_id)
+        if registration is None:
+            raise ControllerError(
+                ErrorCode.STALE_BROKER_EPOCH, f"No broker registration found for broker {broker_id}"
+            )
+        if registration.epoch != broker_epoch:
+            raise ControllerError(
+                ErrorCode.STALE_BROKER_EPOCH,
+                f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
+            )
+        start = self._image.next_producer_id
+        if start > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
+            raise ControllerError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "Exhausted all producerIds as the next block's end producerId "
+                "has exceeded the int64 type limit",
+            )
+        record = ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)
+        return ControllerResult((start, PRODUCER_ID_BLOCK_SIZE), [record])
+
+    # --- admin requests ---------------------------------------------------------
+
+    def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> ControllerResult[CreateTopicsResponse]:
+        _check_version(CreateTopicsRequest, version)
+        return create_topics(self.context(), request, version)
+
+    def delete_topics(
+        self, request: DeleteTopicsRequest, version: int
+    ) -> ControllerResult[DeleteTopicsResponse]:
+        _check_version(DeleteTopicsRequest, version)
+        return delete_topics(self.context(), request, version)
+
+    def create_partitions(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> ControllerResult[CreatePartitionsResponse]:
+        _check_version(CreatePartitionsRequest, version)
+        return create_partitions(self.context(), request, version)
+
+    def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest, version: int
+    ) -> ControllerResult[IncrementalAlterConfigsResponse]:
+        _check_version(IncrementalAlterConfigsRequest, version)
+        return incremental_alter_configs(self.context(), request, version)
+
+    def alter_configs(
+        self, request: AlterConfigsRequest, version: int
+    ) -> ControllerResult[AlterConfigsResponse]:
+        _check_version(AlterConfigsRequest, version)
+        return alter_configs(self.context(), request, version)
+
+
+def _check_version(cls: type[Message], version: int) -> None:
+    if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
+        raise ValueError(f"{cls.NAME} has no version {version}")

@@ -1,0 +1,115 @@
+"""CreatePartitions (v0-3): grow a topic to `count` partitions, as KRaft checks it.
+
+Names given twice get INVALID_REQUEST "Duplicate topic name." first; then per
+topic in request order: UNKNOWN_TOPIC_OR_PARTITION (no message), INVALID_PARTITIONS
+when `count` is not an increase, INVALID_REPLICA_ASSIGNMENT for assignments
+that do not match the number added or break the manual-assignment rules,
+INVALID_REPLICATION_FACTOR when placement is impossible. New partitions keep
+the replication factor of partition 0. `validate_only` returns the same
+results without records.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from coordinator.controller.placement import (
+    active_replicas,
+    check_manual_assignment,
+    partition_record,
+    place,
+)
+from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from wire.errors import ErrorCode
+from wire.message import Message
+from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def create_partitions(
+    ctx: Context, request: CreatePartitionsRequest, version: int
+) -> ControllerResult[CreatePartitionsResponse]:
+    response = CreatePartitionsResponse(results=[])
+    counts = Counter(t.name for t in request.topics)
+    for name in dict.fromkeys(t.name for t in request.topics if counts[t.name] > 1):
+        response.results.append(Result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    unique = [t for t in request.topics if counts[t.name] == 1]
+    added = 0
+    for t in unique:
+        image = ctx.image.topic(t.name)
+        added += max(0, t.count - image.num_partitions) if image is not None else 0
+    if added > MAX_PARTITIONS_PER_REQUEST:
+        error = ApiError(
+            ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request."
+        )
+        response.results.extend(Result(t.name, error.code, error.message) for t in unique)
+        return ControllerResult(response)
+    records: list[Message] = []
+    for topic in unique:
+        try:
+            records.extend(_grow(ctx, topic))
+            response.results.append(Result(topic.name, ErrorCode.NONE, None))
+        except ControllerError as exc:
+            response.results.append(Result(topic.name, exc.error.code, exc.error.message))
+    return ControllerResult(response, [] if request.validate_only else records)
+
+
+def _grow(ctx: Context, request: CreatePartitionsRequest.CreatePartitionsTopic) -> list[Message]:
+    image = ctx.image
+    topic = image.topic(request.name)
+    if topic is None:
+        raise ControllerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    current = topic.num_partitions
+    if request.count == current:
+        raise ControllerError(
+            ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+        )
+    if request.count < current:
+        raise ControllerError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {request.name} currently has {current} partition(s); "
+            f"{request.count} would not be an increase.",
+        )
+    additional = request.count - current
+    assignments = request.assignments
+    if assignments is not None and len(assignments) != additional:
+        raise ControllerError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(assignments)} assignment(s) were specified.",
+        )
+    first = topic.partition(0)
+    if first is None:
+        raise ControllerError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"Invalid state: topic {request.name} appears to have no partitions.",
+        )
+    factor = len(first.replicas)
+    planned: list[tuple[list[int], list[int]]] = []
+    if assignments is not None:
+        for offset, assignment in enumerate(assignments):
+            check_manual_assignment(image, assignment.broker_ids, factor)
+            isr = active_replicas(image, assignment.broker_ids)
+            if not isr:
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "All brokers specified in the manual partition assignment for partition "
+                    f"{current + offset} are fenced or in controlled shutdown.",
+                )
+            planned.append((list(assignment.broker_ids), isr))
+    else:
+        for replicas in place(image, current, additional, factor):
+            isr = active_replicas(image, replicas)
+            if not isr:
+                raise ControllerError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {factor} time(s): All brokers are "
+                    "currently fenced or in controlled shutdown.",
+                )
+            planned.append((replicas, isr))
+    return [
+        partition_record(topic.topic_id, current + i, replicas, isr)
+        for i, (replicas, isr) in enumerate(planned)
+    ]

@@ -1,0 +1,70 @@
+"""What every controller command returns, and how per-item failures are carried.
+
+A command never touches the image it reads: it returns the records to append
+and the response to send once they are durable. `ControllerError` aborts one
+item (a topic, a resource) with a Kafka error code and message; commands
+catch it per item, the way Kafka's controller maps ApiException to ApiError.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, NamedTuple, TypeVar
+
+from broker.config import BrokerConfig
+from coordinator.metadata.image import MetadataImage
+from wire.errors import ErrorCode
+from wire.message import Message
+
+R = TypeVar("R")
+
+DEFAULT_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+}
+"""Kafka's default messages, for errors it reports without a specific one."""
+
+
+class ApiError(NamedTuple):
+    """An error code and its message (None: no message on the wire)."""
+
+    code: ErrorCode
+    message: str | None = None
+
+    @classmethod
+    def default(cls, code: ErrorCode) -> ApiError:
+        """The error with Kafka's default message for its code."""
+        return cls(code, DEFAULT_MESSAGES.get(code))
+
+
+NO_ERROR = ApiError(ErrorCode.NONE)
+
+
+class ControllerError(Exception):
+    """Fail one item of a command with `error`."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.error = ApiError(code, message)
+
+
+@dataclass(frozen=True)
+class ControllerResult(Generic[R]):
+    """Records to append (all or none, as one batch) and the response once they are."""
+
+    response: R
+    records: list[Message] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a command may read: the image, configuration, and the id source."""
+
+    image: MetadataImage
+    config: BrokerConfig
+    """The static configuration overlaid with this node's dynamic broker configs."""
+    static_config: BrokerConfig
+    node_id: int
+    new_uuid: Callable[[], uuid.UUID]
