@@ -203,7 +203,9 @@ def test_brokers_fencing_and_features() -> None:
         ]
     )
     assert image.broker(2) is None
-    assert image.broker(1).active
+    one = image.broker(1)
+    assert one is not None
+    assert one.active
     assert image.features == {}
     assert image.metadata_version == 0
 

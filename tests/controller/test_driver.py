@@ -1,0 +1,304 @@
+"""ControllerDriver under trio: bootstrap, durability across restarts, listeners, snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import trio
+import trio.lowlevel
+
+from broker.config import BrokerConfig, Listener
+from coordinator.controller import ControllerError
+from coordinator.controller.driver import ControllerDriver
+from coordinator.metadata.delta import MetadataDelta
+from coordinator.metadata.image import MetadataImage
+from coordinator.metadata.log import LOG_DIR_NAME
+from coordinator.metadata.properties import read_meta_properties
+from coordinator.metadata.records import MetadataError
+from coordinator.metadata.snapshot import list_snapshots
+from tests.controller.helpers import topic, uuid_source
+from wire.errors import ErrorCode
+from wire.messages.alter_configs import AlterConfigsRequest
+from wire.messages.create_partitions import CreatePartitionsRequest
+from wire.messages.create_topics import CreateTopicsRequest
+from wire.messages.delete_topics import DeleteTopicsRequest
+from wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+
+
+def _config(tmp_path: Path, **extra: str) -> BrokerConfig:
+    props = {
+        "log.dir": str(tmp_path / "data"),
+        **{k.replace("_", "."): v for k, v in extra.items()},
+    }
+    return BrokerConfig.from_properties(props)
+
+
+def _run(test: Callable[[], Awaitable[None]]) -> None:
+    trio.run(test)
+
+
+async def _open(config: BrokerConfig, **kwargs: object) -> ControllerDriver:
+    return await ControllerDriver.open(config, clock=lambda: 1_700_000_000_000, **kwargs)  # type: ignore[arg-type]
+
+
+def test_first_start_bootstraps_and_restart_recovers(tmp_path: Path) -> None:
+    config = _config(tmp_path, cluster_id="strom-test")
+
+    async def main() -> None:
+        driver = await _open(config)
+        image = driver.image
+        assert driver.cluster_id == "strom-test"
+        assert image.metadata_version == 25
+        (node,) = image.brokers()
+        assert (node.broker_id, node.fenced, node.epoch) == (1, False, driver.broker_epoch)
+        assert [(e.name, e.host, e.port) for e in node.endpoints] == [
+            ("PLAINTEXT", "127.0.0.1", 9092)
+        ]
+        created = await driver.create_topics(CreateTopicsRequest(topics=[topic("a", 3)]), 7)
+        assert created.topics[0].error_code == 0
+        grown = await driver.create_partitions(
+            CreatePartitionsRequest(
+                topics=[CreatePartitionsRequest.CreatePartitionsTopic("a", 4, None)]
+            ),
+            3,
+        )
+        assert grown.results[0].error_code == 0
+        config_change = IncrementalAlterConfigsRequest(
+            resources=[
+                IncrementalAlterConfigsRequest.AlterConfigsResource(
+                    2, "a", [IncrementalAlterConfigsRequest.AlterableConfig("retention.ms", 0, "5")]
+                )
+            ]
+        )
+        assert (await driver.incremental_alter_configs(config_change, 1)).responses[
+            0
+        ].error_code == 0
+        legacy = AlterConfigsRequest(
+            resources=[
+                AlterConfigsRequest.AlterConfigsResource(
+                    2, "a", [AlterConfigsRequest.AlterableConfig("segment.ms", "99")]
+                )
+            ]
+        )
+        assert (await driver.alter_configs(legacy, 1)).responses[0].error_code == 0
+        assert await driver.allocate_producer_ids() == (0, 1000)
+        assert await driver.allocate_producer_ids() == (1000, 1000)
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("gone")]), 7)
+        deleted = await driver.delete_topics(DeleteTopicsRequest(topic_names=["gone"]), 4)
+        assert deleted.responses[0].error_code == 0
+        before, epoch = driver.image, driver.epoch
+        await driver.close()
+
+        again = await _open(config)
+        after = again.image
+        assert again.epoch == epoch + 1
+        assert after.topic_names() == ["a"]
+        assert after.topic("a") == before.topic("a")
+        assert after.topic_config_overrides("a") == {"segment.ms": "99"}
+        assert after.next_producer_id == 2000
+        assert await again.allocate_producer_ids() == (2000, 1000)
+        assert again.broker_epoch > driver.broker_epoch  # re-registered as a new incarnation
+        assert again.image.broker(1).incarnation_id != before.broker(1).incarnation_id  # type: ignore[union-attr]
+        await again.close()
+
+    _run(main)
+    props = read_meta_properties(tmp_path / "data")
+    assert props is not None
+    assert (props["cluster.id"], props["node.id"], props["version"]) == ("strom-test", "1", "1")
+
+
+def test_generated_cluster_id_is_kept(tmp_path: Path) -> None:
+    async def main() -> None:
+        first = await _open(_config(tmp_path), new_uuid=uuid_source())
+        await first.close()
+        second = await _open(_config(tmp_path))
+        assert second.cluster_id == first.cluster_id
+        assert len(first.cluster_id) == 22
+        await second.close()
+
+    _run(main)
+
+
+def test_foreign_directory_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        await (await _open(_config(tmp_path, cluster_id="one"))).close()
+        with pytest.raises(MetadataError, match="does not match"):
+            await _open(_config(tmp_path, cluster_id="two"))
+        with pytest.raises(MetadataError, match=r"node\.id"):
+            await _open(_config(tmp_path, node_id="7"))
+
+    _run(main)
+
+
+def test_metadata_log_dir_setting(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path, metadata_log_dir=str(tmp_path / "meta")))
+        await driver.close()
+
+    _run(main)
+    assert (tmp_path / "meta" / LOG_DIR_NAME).is_dir()
+    assert (tmp_path / "meta" / "meta.properties").exists()
+
+
+def test_validate_only_and_failures_write_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        offset = driver.image.provenance.offset
+        response = await driver.create_topics(
+            CreateTopicsRequest(topics=[topic("v")], validate_only=True), 7
+        )
+        assert response.topics[0].error_code == 0
+        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("bad!")]), 7)
+        assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert driver.image.provenance.offset == offset
+        assert driver.image.topic_names() == []
+        await driver.close()
+
+    _run(main)
+
+
+def test_listeners_see_each_change(tmp_path: Path) -> None:
+    seen: list[tuple[str, list[str]]] = []
+    deltas: list[MetadataDelta] = []
+
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+
+        def on_image(image: MetadataImage) -> None:
+            seen.append(("sync", image.topic_names()))
+
+        async def on_delta(image: MetadataImage, delta: MetadataDelta) -> None:
+            await trio.lowlevel.checkpoint()
+            deltas.append(delta)
+            seen.append(("async", image.topic_names()))
+
+        def broken(image: MetadataImage) -> None:
+            raise RuntimeError("listener bug")
+
+        driver.subscribe(broken)
+        unsubscribe = driver.subscribe(on_image)
+        driver.subscribe_deltas(on_delta)
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("x", 2)]), 7)
+        await driver.delete_topics(DeleteTopicsRequest(topic_names=["x"]), 5)
+        unsubscribe()
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("y")]), 7)
+        await driver.close()
+
+    _run(main)
+    assert seen == [
+        ("sync", ["x"]),
+        ("async", ["x"]),
+        ("sync", []),
+        ("async", []),
+        ("async", ["y"]),
+    ]
+    assert len(deltas[0].created_topics) == 1
+    assert [t.name for t in deltas[1].deleted_topics.values()] == ["x"]
+
+
+def test_concurrent_commands_are_serialized(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        results: dict[str, int] = {}
+
+        async def create(name: str) -> None:
+            response = await driver.create_topics(
+                CreateTopicsRequest(topics=[topic("same"), topic(name)]), 7
+            )
+            for entry in response.topics:
+                if entry.name == "same":
+                    results[name] = entry.error_code
+
+        async with trio.open_nursery() as nursery:
+            for i in range(8):
+                nursery.start_soon(create, f"n{i}")
+        assert sorted(results.values()) == [0] + [ErrorCode.TOPIC_ALREADY_EXISTS] * 7
+        assert len(driver.image.topic_names()) == 9
+        await driver.close()
+
+    _run(main)
+
+
+def test_snapshots_are_taken_and_used_on_restart(tmp_path: Path) -> None:
+    config = _config(tmp_path, metadata_log_segment_bytes="2048")
+
+    async def main() -> None:
+        driver = await _open(config, snapshot_interval_bytes=4096)
+        for i in range(40):
+            await driver.create_topics(CreateTopicsRequest(topics=[topic(f"t{i}", 2)]), 7)
+        directory = tmp_path / "data" / LOG_DIR_NAME
+        snapshots = list_snapshots(directory)
+        assert snapshots
+        assert len(snapshots) == 1  # older ones are deleted
+        segments = sorted(directory.glob("*.log"))
+        assert int(segments[0].name[:20]) > 0  # segments below the snapshot were deleted
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("last")]), 7)
+        explicit = await driver.snapshot()
+        assert explicit is not None
+        assert await driver.snapshot() is None  # nothing new since
+        before = driver.image
+        await driver.close()
+
+        again = await _open(config)
+        assert again.image.topics_by_name == before.topics_by_name
+        assert again.image.next_producer_id == before.next_producer_id
+        await again.close()
+
+    _run(main)
+
+
+def test_start_reregisters_with_bound_endpoints(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path, listeners="PLAINTEXT://127.0.0.1:0"))
+        first_epoch = driver.broker_epoch
+        await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])
+        assert driver.broker_epoch > first_epoch
+        node = driver.image.broker(1)
+        assert node is not None
+        assert [e.port for e in node.endpoints] == [40123]
+        offset = driver.image.provenance.offset
+        await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])  # unchanged: no-op
+        assert driver.image.provenance.offset == offset
+        await driver.close()
+
+    _run(main)
+
+
+def test_closed_driver_refuses_commands(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        await driver.close()
+        await driver.close()  # idempotent
+        with pytest.raises(trio.ClosedResourceError):
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("z")]), 7)
+
+    _run(main)
+
+
+def test_producer_ids_need_registration(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        driver._broker_epoch = 12345  # a stale epoch, as after a lost registration
+        with pytest.raises(ControllerError) as info:
+            await driver.allocate_producer_ids()
+        assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
+        await driver.close()
+
+    _run(main)
+
+
+def test_cancelled_caller_does_not_tear_state(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        with trio.move_on_after(0):
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("c")]), 7)
+        # whether or not the command ran, image and log agree after a restart
+        image = driver.image
+        await driver.close()
+        again = await _open(_config(tmp_path))
+        assert again.image.topic_names() == image.topic_names()
+        await again.close()
+
+    _run(main)
