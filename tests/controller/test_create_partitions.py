@@ -120,3 +120,15 @@ def test_too_many_new_partitions() -> None:
     result = controller.create_partitions(CreatePartitionsRequest(topics=[Grow("t", 20_000)]), 3)
     assert result.records == []
     assert result.response.results[0].error_code == ErrorCode.POLICY_VIOLATION
+
+
+def test_empty_assignment_list_is_not_null() -> None:
+    # Kafka treats [] (unlike null) as "0 assignments given"
+    result = _controller().create_partitions(CreatePartitionsRequest(topics=[Grow("t", 3, [])]), 3)
+    assert _rows(result.response) == [
+        (
+            "t",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified.",
+        )
+    ]

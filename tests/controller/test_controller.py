@@ -1,0 +1,121 @@
+"""The state machine's cluster life cycle: bootstrap, registration, producer id blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import BrokerConfig, Listener
+from coordinator.controller import (
+    LATEST_METADATA_VERSION,
+    PRODUCER_ID_BLOCK_SIZE,
+    Controller,
+    ControllerError,
+)
+from tests.controller.helpers import commit, make_controller, uuid_source
+from wire.errors import ErrorCode
+from wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from wire.messages.create_topics import CreateTopicsRequest
+
+
+def _fresh(props: dict[str, str] | None = None) -> Controller:
+    return Controller(BrokerConfig.from_properties(props or {}), new_uuid=uuid_source())
+
+
+def test_bootstrap_once() -> None:
+    controller = _fresh()
+    records = controller.bootstrap(features={"group.version": 1, "off.feature": 0})
+    assert records == [
+        FeatureLevelRecord("metadata.version", LATEST_METADATA_VERSION),
+        FeatureLevelRecord("group.version", 1),
+    ]
+    controller.replay(records)
+    assert controller.image.features == {"metadata.version": 25, "group.version": 1}
+    assert controller.bootstrap() == []
+
+
+def test_bootstrap_rejects_unknown_level() -> None:
+    with pytest.raises(ValueError, match=r"metadata\.version"):
+        _fresh().bootstrap(metadata_version=99)
+
+
+def test_registration_records() -> None:
+    controller = _fresh(
+        {
+            "listeners": "PLAINTEXT://:9092,SECURE://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SSL",
+            "broker.rack": "rack-a",
+        }
+    )
+    controller.replay(controller.bootstrap())
+    endpoints = [Listener("PLAINTEXT", "h", 9092), Listener("SECURE", "h", 9093)]
+    result = controller.register_broker(endpoints, broker_epoch=17)
+    register, unfence = result.records
+    assert isinstance(register, RegisterBrokerRecord)
+    assert (register.broker_id, register.broker_epoch, register.fenced, register.rack) == (
+        1,
+        17,
+        True,
+        "rack-a",
+    )
+    assert [(e.name, e.port, e.security_protocol) for e in register.end_points] == [
+        ("PLAINTEXT", 9092, 0),
+        ("SECURE", 9093, 1),
+    ]
+    assert [
+        (f.name, f.min_supported_version, f.max_supported_version) for f in register.features
+    ] == [("metadata.version", 7, 25)]
+    assert unfence == UnfenceBrokerRecord(1, 17)
+    assert commit(controller, result) == 17
+    node = controller.image.broker(1)
+    assert node is not None
+    assert node.active
+    assert node.rack == "rack-a"
+
+
+def test_registration_needs_a_bootstrapped_cluster() -> None:
+    with pytest.raises(ControllerError) as info:
+        _fresh().register_broker([], broker_epoch=0)
+    assert info.value.error.code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_producer_id_blocks() -> None:
+    controller = make_controller()
+    first = controller.allocate_producer_ids(1, 1)
+    assert first.response == (0, PRODUCER_ID_BLOCK_SIZE)
+    assert first.records == [ProducerIdsRecord(1, 1, 1000)]
+    assert controller.allocate_producer_ids(1, 1).response == (0, 1000)  # nothing replayed yet
+    commit(controller, first)
+    assert commit(controller, controller.allocate_producer_ids(1, 1)) == (1000, 1000)
+    assert controller.image.next_producer_id == 2000
+
+
+@pytest.mark.parametrize(("broker", "epoch"), [(1, 99), (5, 1)])
+def test_producer_ids_check_broker_epoch(broker: int, epoch: int) -> None:
+    with pytest.raises(ControllerError) as info:
+        make_controller().allocate_producer_ids(broker, epoch)
+    assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_producer_ids_exhausted() -> None:
+    controller = make_controller()
+    controller.replay([ProducerIdsRecord(1, 1, 2**63 - 10)])
+    with pytest.raises(ControllerError) as info:
+        controller.allocate_producer_ids(1, 1)
+    assert info.value.error.code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_versions_outside_range_are_programming_errors() -> None:
+    with pytest.raises(ValueError, match="no version 1"):
+        make_controller().create_topics(CreateTopicsRequest(), 1)
+
+
+def test_commands_do_not_touch_the_image() -> None:
+    controller = make_controller()
+    image = controller.image
+    controller.create_topics(
+        CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic("t", 1, 1)]), 7
+    )
+    assert controller.image is image
