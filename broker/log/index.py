@@ -45,6 +45,7 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_bytes // self.ENTRY.size
+        self.was_missing = not path.exists()
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._file_size = os.fstat(self._fd).st_size
         self._keys: array[int] | None = None

@@ -141,6 +141,7 @@ class SegmentLifecycle(LogQueries):
                 self.config.index_interval_bytes, self.config.segment_index_bytes
             )
             end = self.log_end_offset
+            self.log_start_offset = min(self.log_start_offset, end)
             if self.epochs.truncate_from_end(end):
                 self.epochs.save()
             self._rebuild_producers(end)

@@ -169,6 +169,8 @@ def _recover_segments(
         why = None
         if not clean and (following is None or following > recovery_point):
             why = "past the recovery point"
+        elif segment.size and (segment.offset_index.was_missing or segment.time_index.was_missing):
+            why = "missing index"
         elif not (segment.offset_index.sane(segment.size) and segment.time_index.sane()):
             why = "corrupt index"
         else:
@@ -180,6 +182,8 @@ def _recover_segments(
             log.info("%s: recovering segment %d (%s)", directory.name, segment.base_offset, why)
             lost = segment.recover()
             dropped += lost
+            if following is not None and not lost:
+                segment.seal()
             if lost and following is not None:
                 log.warning(
                     "%s: segment %d truncated by %d bytes; dropping %d later segments",

@@ -1,0 +1,148 @@
+"""LogManager: directories, create/delete, checkpoints, markers, flush policy; LogConfig."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig, effective_topic_config
+from broker.log import LogConfig, LogManager
+from broker.log.checkpoint import read_offsets
+from broker.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    parse_log_dir_name,
+)
+from tests.log.helpers import T0, Clock, batch, manager, read_everything
+
+
+def test_create_is_idempotent_and_spreads_over_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = manager(dirs)
+    first = m.create("t", 0, LogConfig())
+    assert m.create("t", 0, LogConfig()) is first
+    m.create("t", 1, LogConfig())
+    m.create("my-topic", 2, LogConfig())
+    assert sorted(p.name for p in dirs[0].iterdir()) == ["my-topic-2", "t-0"]
+    assert sorted(p.name for p in dirs[1].iterdir()) == ["t-1"]
+    assert m.get("my-topic", 2) is not None
+    assert m.get("t", 9) is None
+    assert m.dir_of("t", 1) == dirs[1]
+    assert sorted(p.name for p in m.partitions()) == ["my-topic-2", "t-0", "t-1"]
+
+
+def test_close_writes_checkpoints_and_marker_then_load_restores(tmp_path: Path) -> None:
+    m = manager([tmp_path])
+    a = m.create("t", 0, LogConfig())
+    b = m.create("u-v", 3, LogConfig())
+    for i in range(4):
+        a.append(batch([b"a%d" % i]), 0, T0)
+    b.append(batch([b"b"]), 0, T0)
+    a.delete_records_before(2)
+    m.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert read_offsets(tmp_path / RECOVERY_POINT_FILE) == {("t", 0): 4, ("u-v", 3): 1}
+    assert read_offsets(tmp_path / LOG_START_FILE) == {("t", 0): 2, ("u-v", 3): 0}
+    assert (tmp_path / RECOVERY_POINT_FILE).read_text() == "0\n2\nt 0 4\nu-v 3 1\n"
+    m2 = manager([tmp_path])
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    a2 = m2.get("t", 0)
+    assert a2 is not None
+    assert a2.log_start_offset == 2
+    assert a2.recovery_point == 4
+    assert read_everything(a2) == [(2, b"a2"), (3, b"a3")]
+
+
+def test_delete_renames_then_removes(tmp_path: Path) -> None:
+    m = manager([tmp_path])
+    log = m.create("t", 0, LogConfig())
+    log.append(batch(), 0, T0)
+    result = log.read(0, 100)
+    m.delete("t", 0)
+    assert m.get("t", 0) is None
+    assert list(tmp_path.iterdir()) == []
+    m.delete("t", 0)  # idempotent
+    assert m.create("t", 0, LogConfig()).log_end_offset == 0
+    del result
+
+
+def test_read_result_outlives_segment_deletion(tmp_path: Path) -> None:
+    m = manager([tmp_path], config=LogConfig(segment_bytes=200))
+    log = m.create("t", 0, LogConfig(segment_bytes=200))
+    for _i in range(6):
+        log.append(batch([b"x" * 60]), 0, T0)
+    pending = log.read(0, 100)
+    expected = pending.read_bytes()
+    log.delete_records_before(5)
+    assert not pending.path or not pending.path.exists()
+    assert pending.read_bytes() == expected  # the fd is still open: sendfile would still work
+
+
+def test_flush_due_policies(tmp_path: Path) -> None:
+    clock = Clock()
+    m = manager([tmp_path], clock)
+    by_count = m.create("count", 0, LogConfig(flush_messages=3))
+    by_time = m.create("time", 0, LogConfig(flush_ms=1000))
+    never = m.create("never", 0, LogConfig(segment_bytes=200))
+    assert m.flush_due(T0) == []
+    for log in (by_count, by_time, never):
+        log.append(batch([b"a", b"b"]), 0, T0)
+    assert m.flush_due(T0) == []
+    by_count.append(batch(), 0, T0)
+    assert m.flush_due(T0) == [by_count]
+    assert set(m.flush_due(T0 + 1000)) == {by_count, by_time}
+    never.append(batch([b"x" * 80]), 0, T0)  # rolls: Kafka flushes the old segment soon
+    assert never in m.flush_due(T0)
+    for log in m.flush_due(T0 + 1000):
+        worker = threading.Thread(target=log.flush)  # flush is meant for a worker thread
+        worker.start()
+        worker.join()
+    assert m.flush_due(T0 + 10**9) == []
+    assert by_count.recovery_point == 3
+    assert never.recovery_point == never.log_end_offset
+
+
+def test_load_logs_progress_and_skips_foreign_entries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    m = manager([tmp_path])
+    m.create("t", 0, LogConfig()).append(batch(), 0, T0)
+    m.close()
+    (tmp_path / "not_a_partition").mkdir()
+    (tmp_path / "t-x").mkdir()
+    with caplog.at_level(logging.INFO, logger="broker.log"):
+        m2 = manager([tmp_path])
+    assert [p.name for p in m2.partitions()] == ["t-0"]
+    assert "loading 1 logs" in caplog.text
+    assert "clean shutdown" in caplog.text
+
+
+def test_parse_log_dir_name() -> None:
+    assert parse_log_dir_name("a-b-c-12") == ("a-b-c", 12)
+    assert parse_log_dir_name("t-0.abc-delete") is None
+    assert parse_log_dir_name("t-") is None
+    assert parse_log_dir_name("-1") is None
+
+
+def test_manager_needs_a_dir() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        LogManager([], Clock())
+
+
+def test_log_config_from_topic_config() -> None:
+    assert LogConfig.from_topic_config(effective_topic_config(BrokerConfig(), {})) == LogConfig()
+    broker = BrokerConfig.from_properties({"log.roll.hours": "2", "log.segment.bytes": "5000"})
+    config = LogConfig.for_topic(
+        broker, {"message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact,delete"}
+    )
+    assert config.segment_ms == 7_200_000
+    assert config.segment_bytes == 5000
+    assert config.log_append_time
+    assert config.compact
+    assert config.delete
+    with pytest.raises(ValueError, match="timestamp"):
+        LogConfig(message_timestamp_type="Nope")
