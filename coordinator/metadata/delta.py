@@ -15,7 +15,9 @@ changed partitions, config resources, brokers and features.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator.metadata.image import (
@@ -57,8 +59,8 @@ class MetadataDelta:
         self._names: dict[str, uuid.UUID] = {}  # topic names added by this delta
         self._gone: set[str] = set()  # topic names removed by this delta
         self._parts: dict[uuid.UUID, dict[int, PartitionImage]] = {}
-        self._configs: dict[ConfigKey, dict[str, str]] | None = None
-        self._copied_configs: set[ConfigKey] = set()
+        self._configs: dict[ConfigKey, Mapping[str, str]] | None = None
+        self._owned_configs: dict[ConfigKey, dict[str, str]] = {}
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._features: dict[str, int] | None = None
         self._next_producer_id = base.next_producer_id
@@ -89,11 +91,12 @@ class MetadataDelta:
 
     def _config_map(self, key: ConfigKey) -> dict[str, str]:
         if self._configs is None:
-            self._configs = dict(self.base.configs)  # type: ignore[arg-type]
-        if key not in self._copied_configs:
-            self._configs[key] = dict(self._configs.get(key, {}))
-            self._copied_configs.add(key)
-        return self._configs[key]
+            self._configs = dict(self.base.configs)
+        values = self._owned_configs.get(key)
+        if values is None:
+            values = self._owned_configs[key] = dict(self._configs.get(key, {}))
+            self._configs[key] = values
+        return values
 
     def _broker_map(self) -> dict[int, BrokerRegistration]:
         if self._brokers is None:
@@ -200,9 +203,7 @@ class MetadataDelta:
         old = brokers.get(broker_id)
         if old is None or old.epoch != epoch:
             raise MetadataError(f"no broker {broker_id} registered with epoch {epoch}")
-        values = {f: getattr(old, f) for f in old.__dataclass_fields__}
-        values.update(changes)
-        brokers[broker_id] = BrokerRegistration(**values)
+        brokers[broker_id] = dataclasses.replace(old, **changes)
         self.changed_brokers.add(broker_id)
 
     def _unregister_broker(self, r: UnregisterBrokerRecord) -> None:
