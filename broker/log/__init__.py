@@ -6,7 +6,13 @@ to worker threads. See docs/storage.md for the on-disk formats and rules.
 """
 
 from broker.log.config import LogConfig
-from broker.log.errors import KafkaStorageError, LogAppendError, LogError, OffsetOutOfRange
+from broker.log.errors import (
+    CorruptLogError,
+    KafkaStorageError,
+    LogAppendError,
+    LogError,
+    OffsetOutOfRange,
+)
 from broker.log.manager import LogManager
 from broker.log.partition import PartitionLog
 from broker.log.producer_state import ProducerInfo
@@ -16,6 +22,7 @@ from broker.log.validate import AppendOrigin
 __all__ = [
     "AppendOrigin",
     "AppendResult",
+    "CorruptLogError",
     "KafkaStorageError",
     "LogAppendError",
     "LogConfig",

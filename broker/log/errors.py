@@ -51,3 +51,10 @@ class OffsetOutOfRange(LogError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+
+
+class CorruptLogError(LogError):
+    """Stored bytes that were trusted (validated on write or recovery) no longer parse."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.CORRUPT_MESSAGE, message)

@@ -15,17 +15,14 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+from broker.log.errors import CorruptLogError
 from wire.errors import ProtocolError
 from wire.primitives import INT32, Buffer
 from wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, validate_batch
 
-SCAN_CHUNK = 64 * 1024
+SCAN_CHUNK = 16 * 1024
 INT32_MAX = 2**31 - 1
 MAGIC = 2
-
-
-class CorruptSegmentError(Exception):
-    """Bytes that were trusted (below the recovery point) do not parse as batches."""
 
 
 def write_all(fd: int, data: Buffer) -> None:
@@ -72,10 +69,10 @@ def scan_headers(
             buf = os.pread(fd, min(max(chunk, HEADER_SIZE), end - pos), pos)
             buf_pos, rel = pos, 0
             if len(buf) < HEADER_SIZE:
-                raise CorruptSegmentError(f"truncated batch header at position {pos}")
+                raise CorruptLogError(f"truncated batch header at position {pos}")
         header = BatchHeader(*HEADER.unpack_from(buf, rel))
         if header.magic != MAGIC or header.size < HEADER_SIZE or pos + header.size > end:
-            raise CorruptSegmentError(f"bad batch header at position {pos}")
+            raise CorruptLogError(f"bad batch header at position {pos}")
         yield pos, header
         pos += header.size
 

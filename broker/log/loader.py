@@ -42,7 +42,8 @@ from broker.log.checkpoint import TMP_SUFFIX
 from broker.log.config import LogConfig
 from broker.log.epoch import FILE_NAME as EPOCH_FILE
 from broker.log.epoch import LeaderEpochCache
-from broker.log.fileio import CorruptSegmentError, scan_headers
+from broker.log.errors import CorruptLogError
+from broker.log.fileio import scan_headers
 from broker.log.producer_state import ProducerStateManager
 from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from wire.records import BatchHeader
@@ -176,7 +177,7 @@ def _recover_segments(
         else:
             try:
                 segment.load_tail()
-            except CorruptSegmentError as exc:
+            except CorruptLogError as exc:
                 why = str(exc)
         if why is not None:
             log.info("%s: recovering segment %d (%s)", directory.name, segment.base_offset, why)

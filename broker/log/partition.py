@@ -350,3 +350,15 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+__all__ = [
+    "AppendOrigin",
+    "AppendResult",
+    "KafkaStorageError",
+    "LogAppendError",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "ReadResult",
+    "SegmentInfo",
+]

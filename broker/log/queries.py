@@ -41,8 +41,7 @@ class LogQueries:
 
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose range holds `offset` (0 if below all)."""
-        bases = [s.base_offset for s in self._segments]
-        return max(bisect_right(bases, offset) - 1, 0)
+        return max(bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
 
     def offset_for_timestamp(self, timestamp: int) -> Found | None:
         """(offset, timestamp, leader_epoch) of the first record with timestamp >= `timestamp`
@@ -83,3 +82,7 @@ class LogQueries:
         if not self.log_start_offset <= offset <= self.log_end_offset:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
         return self.epochs.epoch_at(offset)
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset

@@ -243,7 +243,7 @@ class LogSegment:
                 self.offset_of_max_timestamp = header.last_offset
         self.bytes_since_index = self.size - start
 
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+    def recover(self) -> int:
         """Validate every batch, truncate at the first bad one, rebuild indexes; bytes dropped."""
         self.offset_index.reset()
         self.time_index.reset()
@@ -256,8 +256,6 @@ class LogSegment:
         times: list[tuple[int, int]] = []
         for pos, header in scan:
             self._index_one(pos, header, offsets, times)
-            if on_batch is not None:
-                on_batch(header)
         dropped = self.size - scan.valid_end
         if dropped:
             os.ftruncate(self.file.fd, scan.valid_end)

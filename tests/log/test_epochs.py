@@ -47,7 +47,6 @@ def test_checkpoint_ahead_of_log_is_cut_on_load(tmp_path: Path) -> None:
     crash(m)
     (tmp_path / "t-0" / CHECKPOINT).write_text("0\n2\n3 0\n9 1\n")
     log = get_log(manager([tmp_path]))
-    assert log is not None
     assert log.latest_epoch() == 3
     assert (tmp_path / "t-0" / CHECKPOINT).read_text() == "0\n1\n3 0\n"
 
@@ -60,7 +59,6 @@ def test_missing_or_corrupt_checkpoint_rebuilt_from_batches(tmp_path: Path) -> N
     m.close()
     (tmp_path / "t-0" / CHECKPOINT).write_text("0\n5\n1 0\n")
     log = get_log(manager([tmp_path]))
-    assert log is not None
     assert log.epochs.entries == [(1, 0), (2, 2), (6, 3)]
 
 

@@ -123,7 +123,6 @@ def test_state_survives_clean_restart_via_snapshot(tmp_path: Path) -> None:
     entries = decode_snapshot(snapshots[-1].read_bytes())
     assert [(e.producer_id, e.last_seq, len(e.batches)) for e in entries] == [(PID, 5, 3)]
     log = get_log(manager([tmp_path]))
-    assert log is not None
     assert send(log, 4, 2) == (4, 5, True)
     fails(log, 7, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert send(log, 6) == (6, 6, False)
@@ -138,7 +137,6 @@ def test_state_rebuilt_by_replay_after_crash(tmp_path: Path) -> None:
     assert len(log.segments) > 2  # rolls wrote snapshots; the tail must be replayed
     crash(m)
     log = get_log(manager([tmp_path], config=config))
-    assert log is not None
     assert send(log, 19) == (19, 19, True)
     assert send(log, 20) == (20, 20, False)
 
@@ -153,7 +151,6 @@ def test_corrupt_snapshot_falls_back_to_older_one_and_replay(tmp_path: Path) -> 
     newest = sorted((tmp_path / "t-0").glob("*.snapshot"))[-1]
     newest.write_bytes(newest.read_bytes()[:-3])
     log = get_log(manager([tmp_path], config=config))
-    assert log is not None
     assert send(log, 18) == (18, 18, True)
     assert send(log, 20) == (20, 20, False)
 

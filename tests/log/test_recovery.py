@@ -55,7 +55,6 @@ def test_torn_tail_at_every_byte_of_last_batch(tmp_path: Path) -> None:
         shutil.copytree(template, root)
         (root / "t-0" / seg.name).write_bytes(full[:cut])
         log = get_log(reopen(root, LogConfig()))
-        assert log is not None
         assert log.log_end_offset == kept_records[-1][0] + 1, cut
         assert read_everything(log) == kept_records, cut
         assert (root / "t-0" / seg.name).stat().st_size == last_start
@@ -73,7 +72,6 @@ def test_corrupt_byte_in_middle_truncates_there_and_drops_later_segments(tmp_pat
     data[(start + end) // 2] ^= 0x01
     first.write_bytes(bytes(data))
     log = get_log(reopen(tmp_path))
-    assert log is not None
     survivors = read_everything(log)
     assert survivors == records[: len(survivors)]
     assert log.log_end_offset == len(survivors) == 1 + 2  # batches 0 and 1: 1 + 2 records
@@ -89,7 +87,6 @@ def test_corrupt_length_field_is_treated_like_a_torn_tail(tmp_path: Path) -> Non
     data[start + 8 : start + 12] = (10**6).to_bytes(4, "big")
     seg.write_bytes(bytes(data))
     log = get_log(reopen(tmp_path, LogConfig()))
-    assert log is not None
     assert read_everything(log) == records[:1]
 
 
@@ -101,7 +98,6 @@ def test_deleted_indexes_are_rebuilt(tmp_path: Path) -> None:
     for p in (tmp_path / "t-0").glob("*index"):
         p.unlink()
     log = get_log(reopen(tmp_path))
-    assert log is not None
     assert read_everything(log) == records
     for offset in range(0, log.log_end_offset, 7):
         assert log.read(offset, 1).size > 0
@@ -123,7 +119,6 @@ def test_corrupt_indexes_are_rebuilt_even_after_clean_shutdown(tmp_path: Path, d
     else:
         timeindex.write_bytes(timeindex.read_bytes()[:-5])
     log = get_log(reopen(tmp_path))
-    assert log is not None
     assert read_everything(log) == records
     assert index.stat().st_size % 8 == 0
     assert timeindex.stat().st_size % 12 == 0
@@ -141,7 +136,6 @@ def test_clean_shutdown_skips_the_scan_and_marker_is_removed(tmp_path: Path) -> 
     data[end - 1] ^= 0xFF  # a payload byte: only a CRC check would notice
     seg.write_bytes(bytes(data))
     log = get_log(reopen(tmp_path, LogConfig()))
-    assert log is not None
     assert log.log_end_offset == 6
     assert not marker.exists()
 
@@ -168,7 +162,6 @@ def test_segments_below_recovery_point_are_not_scanned(tmp_path: Path) -> None:
     last = max((tmp_path / "t-0").glob("*.log"))
     last.write_bytes(last.read_bytes()[:-4])
     log2 = get_log(reopen(tmp_path))
-    assert log2 is not None
     assert log2.log_end_offset == 34
     assert log2.recovery_point == flushed
 
@@ -180,7 +173,6 @@ def test_power_loss_of_unflushed_segments(tmp_path: Path) -> None:
     segs[-1].unlink()
     segs[-2].write_bytes(segs[-2].read_bytes()[:-7])
     log = get_log(reopen(tmp_path))
-    assert log is not None
     survivors = read_everything(log)
     assert survivors == records[: len(survivors)]
     assert 0 < len(survivors) < len(records)
@@ -209,7 +201,6 @@ def test_corrupt_recovery_checkpoint_means_full_recovery(tmp_path: Path) -> None
     m.close()
     (tmp_path / RECOVERY_POINT_FILE).write_text("0\n7\nbogus")
     log = get_log(reopen(tmp_path, LogConfig()))
-    assert log is not None
     assert read_everything(log) == records
     assert log.recovery_point == 0
 
@@ -222,7 +213,6 @@ def test_restart_continues_offsets_and_time_index(tmp_path: Path) -> None:
         log.append(batch([b"a"], ts=T0 + i * 10), 0, T0 + 10_000)
     m.close()
     log = get_log(reopen(tmp_path))
-    assert log is not None
     assert log.max_timestamp_offset() == (19, T0 + 190, 0)
     assert log.offset_for_timestamp(T0 + 95) == (10, T0 + 100, 0)
     assert log.append(batch([b"b"], ts=T0 + 5000), 0, T0 + 10_000).base_offset == 20

@@ -115,6 +115,5 @@ def test_log_recovers_cleanly_after_storage_error(
     m.close()
     assert not (tmp_path / ".kafka_cleanshutdown").exists()  # not clean: recover next time
     log = get_log(manager([tmp_path]))
-    assert log is not None
     assert read_everything(log) == [(0, b"kept")]
     assert log.append(batch([b"again"]), 0, T0).base_offset == 1

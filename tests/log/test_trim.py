@@ -61,7 +61,6 @@ def test_log_start_offset_survives_restart(tmp_path: Path) -> None:
     log.delete_records_before(13)
     m.close()
     log = get_log(manager([tmp_path], config=SMALL))
-    assert log is not None
     assert log.log_start_offset == 13
     assert read_everything(log)[0] == (13, b"v13")
 
