@@ -86,7 +86,7 @@ class LogManager:
         for directory in self.dirs:
             try:
                 self._load_dir(directory)
-            except OSError as exc:
+            except (OSError, LogError) as exc:
                 log.error("log dir %s is offline: %s", directory, exc)
                 self.offline_dirs.add(directory)
 

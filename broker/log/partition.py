@@ -124,7 +124,7 @@ class PartitionLog(SegmentLifecycle):
             buf = bytearray(records)
             batches = validate_records(buf, self.config, now_ms, origin)
             lat = self.config.log_append_time
-            staged = self.producer_state.stage()
+            staged = self.producer_state.stage(check_sequences=origin is AppendOrigin.CLIENT)
             offset = self.log_end_offset
             for pos, header in batches:
                 if header.has_producer_id:

@@ -146,8 +146,9 @@ class ProducerStateManager:
         self.directory = directory
         self.entries: dict[int, ProducerEntry] = {}
 
-    def stage(self, check: bool = True) -> ProducerAppend:
-        return ProducerAppend(self, check)
+    def stage(self, check_sequences: bool = True) -> ProducerAppend:
+        """Start checking one append; epochs are always checked, sequences only for clients."""
+        return ProducerAppend(self, check_sequences)
 
     def replay(self, header: BatchHeader) -> None:
         """Apply a batch read back from the log (recovery): no checks."""
@@ -230,9 +231,9 @@ class ProducerAppend:
     """Producer-state changes of one append, checked against the current state and
     committed only if the whole append is written."""
 
-    def __init__(self, manager: ProducerStateManager, check: bool) -> None:
+    def __init__(self, manager: ProducerStateManager, check_sequences: bool) -> None:
         self._manager = manager
-        self._check = check
+        self._check_sequences = check_sequences
         self.updated: dict[int, ProducerEntry] = {}
         self._staged: set[int] = set()
 
@@ -253,14 +254,13 @@ class ProducerAppend:
         entry, current = self._entry(header.producer_id)
         staged = header.producer_id in self._staged
         epoch = header.producer_epoch
-        if self._check:
-            if epoch < entry.epoch:
-                raise LogAppendError(
-                    ErrorCode.INVALID_PRODUCER_EPOCH,
-                    f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}",
-                )
-            if not header.is_control:
-                self._check_sequence(header, entry, current, staged)
+        if epoch < entry.epoch:
+            raise LogAppendError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {header.producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+        if self._check_sequences and not header.is_control:
+            self._check_sequence(header, entry, current, staged)
         if header.is_control:
             entry.end_txn(header, coordinator_epoch)
         else:

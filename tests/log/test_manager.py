@@ -17,7 +17,7 @@ from broker.log.manager import (
     RECOVERY_POINT_FILE,
     parse_log_dir_name,
 )
-from tests.log.helpers import T0, Clock, batch, manager, read_everything
+from tests.log.helpers import T0, Clock, batch, get_log, manager, read_everything
 
 
 def test_create_is_idempotent_and_spreads_over_dirs(tmp_path: Path) -> None:
@@ -146,3 +146,35 @@ def test_log_config_from_topic_config() -> None:
     assert config.delete
     with pytest.raises(ValueError, match="timestamp"):
         LogConfig(message_timestamp_type="Nope")
+
+
+def test_flush_in_worker_thread_while_appending(tmp_path: Path) -> None:
+    """flush() only holds the lock to copy fds, so appends and rolls race it safely."""
+    config = LogConfig(segment_bytes=2000)
+    m = manager([tmp_path], config=config)
+    log = m.create("t", 0, config)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def flusher() -> None:
+        try:
+            while not stop.is_set():
+                log.flush()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    worker = threading.Thread(target=flusher)
+    worker.start()
+    try:
+        for i in range(300):
+            log.append(batch([b"v%d" % i] * 3), 0, T0)
+            if i % 50 == 49:
+                log.delete_records_before(i)
+    finally:
+        stop.set()
+        worker.join()
+    assert errors == []
+    log.flush()
+    assert log.recovery_point == log.log_end_offset == 900
+    m.close()
+    assert get_log(manager([tmp_path], config=config)).log_end_offset == 900
