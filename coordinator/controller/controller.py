@@ -87,11 +87,29 @@ class Controller:
         self, records: Sequence[Message], provenance: Provenance | None = None
     ) -> MetadataDelta:
         """Apply durable records; returns the delta (its `base` is the previous image)."""
+        delta = self.stage(records, provenance)
+        self.adopt(delta)
+        return delta
+
+    def stage(
+        self, records: Sequence[Message], provenance: Provenance | None = None
+    ) -> MetadataDelta:
+        """Replay `records` onto the current image without adopting the result.
+
+        Raises MetadataError for records that would not apply, so a caller can
+        refuse them before making them durable; `adopt` the delta afterwards.
+        """
         delta = self._image.delta()
         for record in records:
             delta.replay(record)
-        self._image = delta.apply(provenance)
+        delta.apply(provenance)
         return delta
+
+    def adopt(self, delta: MetadataDelta) -> None:
+        """Make a staged delta's image current; it must be based on the current image."""
+        if delta.base is not self._image:
+            raise ValueError("the delta was staged against an older image")
+        self._image = delta.apply()
 
     def reset(self, image: MetadataImage) -> None:
         """Adopt a whole image (loaded from a snapshot)."""

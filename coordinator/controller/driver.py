@@ -244,13 +244,15 @@ class ControllerDriver:
 
     async def _commit(self, records: Sequence[Message]) -> None:
         """Append durably, replay, publish, maybe snapshot (caller holds the lock)."""
+        timestamp = self._clock()
+        last_offset = self._log.end_offset + len(records) - 1
+        # Replay first: records that would not apply must never become durable.
+        delta = self._controller.stage(records, Provenance(last_offset, self._epoch, timestamp))
         with trio.CancelScope(shield=True):
             batch = await trio.to_thread.run_sync(
-                partial(self._log.append, records, epoch=self._epoch, timestamp=self._clock())
+                partial(self._log.append, records, epoch=self._epoch, timestamp=timestamp)
             )
-            delta = self._controller.replay(
-                records, Provenance(batch.last_offset, batch.epoch, batch.timestamp)
-            )
+            self._controller.adopt(delta)
             image = self._controller.image
             for listener in list(self._listeners):
                 try:

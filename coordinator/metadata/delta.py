@@ -72,6 +72,7 @@ class MetadataDelta:
         self.changed_configs: set[ConfigKey] = set()
         self.changed_brokers: set[int] = set()
         self.changed_features: set[str] = set()
+        self._result: MetadataImage | None = None
 
     # --- copy-on-write accessors --------------------------------------------
 
@@ -107,6 +108,8 @@ class MetadataDelta:
 
     def replay(self, record: Message) -> None:
         """Apply one record to this delta (see the module docstring for errors)."""
+        if self._result is not None:
+            raise RuntimeError("this delta has already been applied")
         handler = _HANDLERS.get(type(record))
         if handler is not None:
             handler(self, record)
@@ -244,7 +247,13 @@ class MetadataDelta:
     # --- result ---------------------------------------------------------------
 
     def apply(self, provenance: Provenance | None = None) -> MetadataImage:
-        """The image with every replayed change; `base` is left untouched."""
+        """The image with every replayed change; `base` is left untouched.
+
+        The first call builds the image; later calls return that same image
+        (their `provenance` is ignored), and no record may be replayed after.
+        """
+        if self._result is not None:
+            return self._result
         base = self.base
         by_id, by_name = base.topics_by_id, base.topics_by_name
         if self._topics is not None:
@@ -257,7 +266,7 @@ class MetadataDelta:
         configs = base.configs
         if self._configs is not None:
             configs = {k: v for k, v in self._configs.items() if v}
-        return MetadataImage(
+        self._result = MetadataImage(
             topics_by_name=by_name,
             topics_by_id=by_id,
             configs=configs,
@@ -266,6 +275,7 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             provenance=base.provenance if provenance is None else provenance,
         )
+        return self._result
 
 
 _HANDLERS: dict[type[Message], Any] = {

@@ -11,6 +11,7 @@ from coordinator.controller import (
     Controller,
     ControllerError,
 )
+from coordinator.metadata.records import MetadataError
 from tests.controller.helpers import commit, make_controller, uuid_source
 from wire.errors import ErrorCode
 from wire.formats.metadata.feature_level_record import FeatureLevelRecord
@@ -119,3 +120,26 @@ def test_commands_do_not_touch_the_image() -> None:
         CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic("t", 1, 1)]), 7
     )
     assert controller.image is image
+
+
+def test_stage_then_adopt() -> None:
+    controller = make_controller()
+    image = controller.image
+    result = controller.create_topics(
+        CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic("t", 1, 1)]), 7
+    )
+    delta = controller.stage(result.records)
+    assert controller.image is image  # staging changes nothing
+    assert delta.apply().topic("t") is not None
+    controller.adopt(delta)
+    assert controller.image is delta.apply()
+    with pytest.raises(ValueError, match="older image"):
+        controller.adopt(delta)
+    with pytest.raises(RuntimeError, match="already been applied"):
+        delta.replay(ProducerIdsRecord(1, 1, 5000))
+
+
+def test_stage_refuses_records_that_do_not_apply() -> None:
+    controller = make_controller()
+    with pytest.raises(MetadataError):
+        controller.stage([ProducerIdsRecord(1, 1, 0)])

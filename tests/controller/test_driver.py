@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import trio
 import trio.lowlevel
 
 from broker.config import BrokerConfig, Listener
-from coordinator.controller import ControllerError
+from coordinator.controller import ControllerError, ControllerResult
 from coordinator.controller.driver import ControllerDriver
 from coordinator.metadata.delta import MetadataDelta
 from coordinator.metadata.image import MetadataImage
@@ -20,6 +21,7 @@ from coordinator.metadata.records import MetadataError
 from coordinator.metadata.snapshot import list_snapshots
 from tests.controller.helpers import topic, uuid_source
 from wire.errors import ErrorCode
+from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
 from wire.messages.alter_configs import AlterConfigsRequest
 from wire.messages.create_partitions import CreatePartitionsRequest
 from wire.messages.create_topics import CreateTopicsRequest
@@ -299,6 +301,22 @@ def test_cancelled_caller_does_not_tear_state(tmp_path: Path) -> None:
         await driver.close()
         again = await _open(_config(tmp_path))
         assert again.image.topic_names() == image.topic_names()
+        await again.close()
+
+    _run(main)
+
+
+def test_records_that_would_not_apply_are_never_written(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        before = driver.image
+        bad = ControllerResult(None, [RemoveTopicRecord(uuid.UUID(int=42))])
+        with pytest.raises(MetadataError):
+            await driver._run(lambda: bad)
+        assert driver.image is before
+        await driver.close()
+        again = await _open(_config(tmp_path))  # the log still replays
+        assert again.image.topic_names() == []
         await again.close()
 
     _run(main)
