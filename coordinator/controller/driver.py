@@ -79,6 +79,7 @@ class ControllerDriver:
 
     def __init__(
         self,
+        config: BrokerConfig,
         controller: Controller,
         metadata_log: MetadataLog,
         *,
@@ -86,6 +87,7 @@ class ControllerDriver:
         clock: Callable[[], int],
         snapshot_interval_bytes: int,
     ) -> None:
+        self._config = config
         self._controller = controller
         self._log = metadata_log
         self.cluster_id = cluster_id
@@ -113,6 +115,7 @@ class ControllerDriver:
         cluster_id, metadata_log, image = await trio.to_thread.run_sync(_load, config, new_uuid)
         controller = Controller(config, new_uuid=new_uuid, image=image)
         driver = cls(
+            config,
             controller,
             metadata_log,
             cluster_id=cluster_id,
@@ -124,7 +127,7 @@ class ControllerDriver:
             async with driver._lock:
                 if records:
                     await driver._commit(records)
-            await driver.start(config.advertised_endpoints)
+            await driver.start()
         except BaseException:
             with trio.CancelScope(shield=True):
                 await driver.close()
@@ -164,8 +167,9 @@ class ControllerDriver:
     # --- life cycle ------------------------------------------------------------
 
     async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
-        """(Re-)register this broker with `endpoints` unless already registered with them."""
-        wanted = list(endpoints) if endpoints is not None else []
+        """(Re-)register this broker with `endpoints` (default: the configured advertised
+        endpoints) unless it is already registered with exactly those."""
+        wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
         current = self.image.broker(self.node_id)
         if current is not None and self._broker_epoch == current.epoch:
             known = [(e.name, e.host, e.port) for e in current.endpoints]
