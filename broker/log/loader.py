@@ -177,6 +177,8 @@ def _recover_segments(
         else:
             try:
                 segment.load_tail()
+                if not _indexes_below_end(segment):
+                    why = "index entries past the segment's end"
             except CorruptLogError as exc:
                 why = str(exc)
         if why is not None:
@@ -199,3 +201,12 @@ def _recover_segments(
                 del segments[i + 1 :]
         i += 1
     return dropped
+
+
+def _indexes_below_end(segment: LogSegment) -> bool:
+    """Index entries may only name offsets the segment holds."""
+    offset_entry = segment.offset_index.last_entry()
+    time_entry = segment.time_index.last()
+    if offset_entry is not None and segment.base_offset + offset_entry[0] >= segment.next_offset:
+        return False
+    return time_entry is None or time_entry[1] < segment.next_offset

@@ -105,7 +105,9 @@ def test_deleted_indexes_are_rebuilt(tmp_path: Path) -> None:
     assert rebuilt == sizes
 
 
-@pytest.mark.parametrize("damage", ["partial-entry", "garbage-entry", "truncated-timeindex"])
+@pytest.mark.parametrize(
+    "damage", ["partial-entry", "garbage-entry", "truncated-timeindex", "future-timeindex"]
+)
 def test_corrupt_indexes_are_rebuilt_even_after_clean_shutdown(tmp_path: Path, damage: str) -> None:
     records = build(tmp_path, batches=40)
     reopen(tmp_path).close()
@@ -116,12 +118,17 @@ def test_corrupt_indexes_are_rebuilt_even_after_clean_shutdown(tmp_path: Path, d
         index.write_bytes(index.read_bytes() + b"\x01\x02\x03")
     elif damage == "garbage-entry":
         index.write_bytes(index.read_bytes() + (5).to_bytes(4, "big") + (10**8).to_bytes(4, "big"))
-    else:
+    elif damage == "truncated-timeindex":
         timeindex.write_bytes(timeindex.read_bytes()[:-5])
+    else:
+        timeindex.write_bytes(timeindex.read_bytes() + (T0 * 2).to_bytes(8, "big") + b"\0\0\1\0")
     log = get_log(reopen(tmp_path))
     assert read_everything(log) == records
     assert index.stat().st_size % 8 == 0
     assert timeindex.stat().st_size % 12 == 0
+    top = log.max_timestamp_offset()
+    assert top is not None
+    assert top[1] == T0 + 2  # the largest real timestamp, not the planted one
 
 
 def test_clean_shutdown_skips_the_scan_and_marker_is_removed(tmp_path: Path) -> None:
