@@ -15,7 +15,7 @@ from broker.log.errors import (
 )
 from broker.log.manager import LogManager
 from broker.log.partition import PartitionLog
-from broker.log.producer_state import ProducerInfo
+from broker.log.producer_entry import ProducerInfo
 from broker.log.results import AppendResult, ReadResult, SegmentInfo
 from broker.log.validate import AppendOrigin
 

@@ -1,4 +1,7 @@
-"""Segment lifecycle: rolling, and removing data from either end of the log.
+"""Segment lifecycle: rolling, flushing, closing, and removing data from either end.
+
+Flush: `flush()` runs in a worker thread; it holds the lock only to dup the
+fds of segments with unflushed data and to publish the new recovery point.
 
 Head: DeleteRecords and retention advance the log start offset, then delete
 every segment wholly below it (rolling first if that includes the active one).
@@ -9,13 +12,15 @@ callers hold no lock, each method takes the log's lock itself.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.log.errors import OffsetOutOfRange
+from broker.log.checkpoint import fsync_dir
+from broker.log.errors import KafkaStorageError, OffsetOutOfRange
 from broker.log.loader import iter_headers_from, new_segment
 from broker.log.queries import LogQueries
 from broker.log.segment import LogSegment
@@ -24,10 +29,13 @@ log = logging.getLogger(__name__)
 
 
 class SegmentLifecycle(LogQueries):
-    """Rolling and trimming; see the module docstring."""
+    """Rolling, flushing, closing and trimming; see the module docstring."""
 
     clock: Callable[[], int]
     flush_requested: bool
+    last_flush_ms: int
+    failed: str | None
+    closed: bool
     _rng: random.Random
     _pending_snapshots: list[Path]
 
@@ -57,6 +65,72 @@ class SegmentLifecycle(LogQueries):
             )
         self.flush_requested = True
         log.debug("%s: rolled segment at %d", self.directory.name, segment.base_offset)
+
+    # --- durability ------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync every segment holding unflushed data, then advance the recovery point."""
+        with self._lock:
+            if self.closed:
+                return
+            target = self.log_end_offset
+            fds = [
+                fd
+                for s in self._segments
+                if s.next_offset > self.recovery_point or s is self._segments[-1]
+                for fd in s.sync_fds()
+            ]
+            snapshots, self._pending_snapshots = self._pending_snapshots, []
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            for path in snapshots:
+                with contextlib.suppress(FileNotFoundError):
+                    _fsync_path(path)
+            fsync_dir(self.directory)
+        except OSError as exc:
+            with self._lock:
+                self.failed = f"fsync failed: {exc}"
+            raise KafkaStorageError(f"{self.name}: fsync failed: {exc}") from exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
+            self.last_flush_ms = self.clock()
+            self.flush_requested = False
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether flush.messages / flush.ms (or a just-rolled segment) call for a flush now."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
+            return False
+        return (
+            self.flush_requested
+            or unflushed >= self.config.flush_messages
+            or now_ms - self.last_flush_ms >= self.config.flush_ms
+        )
+
+    def close(self, *, clean: bool = True) -> None:
+        """Close files; `clean` first seals, fsyncs and snapshots producers at the log end."""
+        if self.closed:
+            return
+        try:
+            if clean and self.failed is None:
+                with self._lock:
+                    self._segments[-1].seal()
+                self.flush()
+                end = self.log_end_offset
+                self.producer_state.write_snapshot(end, sync=True)
+                keep = {s.base_offset for s in self._segments} | {end}
+                for offset in self.producer_state.snapshot_offsets():
+                    if offset not in keep:
+                        self.producer_state.delete_snapshot(offset)
+        finally:
+            with self._lock:
+                for segment in self._segments:
+                    segment.close()
+                self.closed = True
 
     # --- head -------------------------------------------------------------------------------
 
@@ -186,3 +260,11 @@ def _age_ts(segment: LogSegment) -> int:
     if segment.max_timestamp >= 0:
         return segment.max_timestamp
     return os.fstat(segment.file.fd).st_mtime_ns // 1_000_000
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

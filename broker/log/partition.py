@@ -9,20 +9,17 @@ to assign). On a single node the high watermark follows the log end.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.log.checkpoint import fsync_dir
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from broker.log.lifecycle import SegmentLifecycle
 from broker.log.loader import LoadedLog, load_partition
-from broker.log.producer_state import ProducerInfo
+from broker.log.producer_entry import ProducerInfo
 from broker.log.results import AppendResult, ReadResult, SegmentInfo
 from broker.log.segment import LogSegment
 from broker.log.validate import AppendOrigin, validate_records
@@ -102,10 +99,6 @@ class PartitionLog(SegmentLifecycle):
         if not loaded.epochs.path.exists():
             loaded.epochs.save()
         return cls(directory, topic, partition, config, loaded, clock, rng)
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
     # --- append ----------------------------------------------------------------------------
 
@@ -239,71 +232,7 @@ class PartitionLog(SegmentLifecycle):
             self.high_watermark,
         )
 
-    # --- durability ------------------------------------------------------------------------
-
-    def flush(self) -> None:
-        """fsync every segment holding unflushed data, then advance the recovery point."""
-        with self._lock:
-            if self.closed:
-                return
-            target = self.log_end_offset
-            fds = [
-                fd
-                for s in self._segments
-                if s.next_offset > self.recovery_point or s is self._segments[-1]
-                for fd in s.sync_fds()
-            ]
-            snapshots, self._pending_snapshots = self._pending_snapshots, []
-        try:
-            for fd in fds:
-                os.fsync(fd)
-            for path in snapshots:
-                with contextlib.suppress(FileNotFoundError):
-                    _fsync_path(path)
-            fsync_dir(self.directory)
-        except OSError as exc:
-            with self._lock:
-                self.failed = f"fsync failed: {exc}"
-            raise KafkaStorageError(f"{self.name}: fsync failed: {exc}") from exc
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            self.recovery_point = max(self.recovery_point, target)
-            self.last_flush_ms = self.clock()
-            self.flush_requested = False
-
-    def flush_due(self, now_ms: int) -> bool:
-        """Whether flush.messages / flush.ms (or a just-rolled segment) call for a flush now."""
-        unflushed = self.log_end_offset - self.recovery_point
-        if unflushed <= 0:
-            return False
-        return (
-            self.flush_requested
-            or unflushed >= self.config.flush_messages
-            or now_ms - self.last_flush_ms >= self.config.flush_ms
-        )
-
-    def close(self, *, clean: bool = True) -> None:
-        """Close files; `clean` first seals, fsyncs and snapshots producers at the log end."""
-        if self.closed:
-            return
-        try:
-            if clean and self.failed is None:
-                with self._lock:
-                    self._segments[-1].seal()
-                self.flush()
-                end = self.log_end_offset
-                self.producer_state.write_snapshot(end, sync=True)
-                keep = {s.base_offset for s in self._segments} | {end}
-                for offset in self.producer_state.snapshot_offsets():
-                    if offset not in keep:
-                        self.producer_state.delete_snapshot(offset)
-        finally:
-            with self._lock:
-                for segment in self._segments:
-                    segment.close()
-                self.closed = True
+    # --- configuration and introspection --------------------------------------------------
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -311,8 +240,6 @@ class PartitionLog(SegmentLifecycle):
             active = self._segments[-1]
             active.set_index_limits(config.index_interval_bytes, config.segment_index_bytes)
             active.roll_jitter_ms = config.random_jitter(self._rng)
-
-    # --- introspection ---------------------------------------------------------------------
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
@@ -342,14 +269,6 @@ def _coordinator_epoch(buf: bytearray, pos: int, header: BatchHeader) -> int:
         return parse_end_txn_marker(records[0]).coordinator_epoch
     except (ProtocolError, IndexError) as exc:
         raise LogAppendError(ErrorCode.INVALID_RECORD, f"bad control batch: {exc}") from exc
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = [

@@ -9,134 +9,26 @@ DeleteRecords; refusing would make the client resend and duplicate). A retry
 whose (epoch, first sequence, last sequence) matches one of the five retained
 batches is a duplicate and gets the original offsets back.
 
-Snapshot file `<20-digit offset>.snapshot` (state after every batch below that
-offset; written on segment roll and clean shutdown), big-endian::
-
-    0   magic                 4 bytes  b"SPST"
-    4   version               int16    1
-    6   crc                   uint32   CRC-32C of bytes 10..end
-    10  producer count        int32
-    14  producers, each:
-          producerId int64, producerEpoch int16, coordinatorEpoch int32,
-          currentTxnFirstOffset int64 (-1 none), lastTimestamp int64,
-          batchCount int8, then per batch (oldest first):
-            firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64,
-            timestamp int64
-
-Crash recovery: a snapshot is written to a temp file and renamed, but not
-fsynced on roll (only by `flush`), so a crash may leave it empty or torn; the
-CRC catches that and the loader falls back to the next older snapshot (or
-none), then replays the batch headers from there to the log end. Snapshots
-past the log end (the log was truncated) are deleted.
+Snapshots (see `broker.log.snapshot`) persist this state; the loader replays the
+batch headers after the newest valid one.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import struct
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
-import crc32c
-
-from broker.log.checkpoint import write_atomic
+from broker.log import snapshot
 from broker.log.errors import LogAppendError
+from broker.log.producer_entry import (
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    BatchMetadata,
+    ProducerEntry,
+    ProducerInfo,
+    in_sequence,
+)
 from wire.errors import ErrorCode
 from wire.records import BatchHeader
-
-NUM_BATCHES_TO_RETAIN = 5
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-INT32_MAX = 2**31 - 1
-SNAPSHOT_SUFFIX = ".snapshot"
-
-_MAGIC = b"SPST"
-_FILE_HEADER = struct.Struct(">4shIi")
-_PRODUCER = struct.Struct(">qhiqqb")
-_BATCH = struct.Struct(">iiqqq")
-
-
-class BatchMetadata(NamedTuple):
-    first_seq: int
-    last_seq: int
-    first_offset: int
-    last_offset: int
-    timestamp: int
-
-
-@dataclass
-class ProducerEntry:
-    producer_id: int
-    epoch: int = NO_PRODUCER_EPOCH
-    batches: list[BatchMetadata] = field(default_factory=list)
-    coordinator_epoch: int = -1
-    current_txn_first_offset: int = -1
-    last_timestamp: int = -1
-
-    @property
-    def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
-
-    def copy(self) -> ProducerEntry:
-        return ProducerEntry(
-            self.producer_id,
-            self.epoch,
-            list(self.batches),
-            self.coordinator_epoch,
-            self.current_txn_first_offset,
-            self.last_timestamp,
-        )
-
-    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
-        if header.producer_epoch != self.epoch:
-            return None
-        for batch in self.batches:
-            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
-                return batch
-        return None
-
-    def add(self, header: BatchHeader, first_offset: int, last_offset: int, timestamp: int) -> None:
-        """Record an appended data batch (a new epoch forgets the old epoch's batches)."""
-        if header.producer_epoch != self.epoch:
-            self.epoch = header.producer_epoch
-            self.batches.clear()
-        if header.base_sequence != NO_SEQUENCE:
-            meta = BatchMetadata(
-                header.base_sequence, header.last_sequence, first_offset, last_offset, timestamp
-            )
-            self.batches.append(meta)
-            del self.batches[:-NUM_BATCHES_TO_RETAIN]
-        self.last_timestamp = timestamp
-        if header.is_transactional and self.current_txn_first_offset < 0:
-            self.current_txn_first_offset = first_offset
-
-    def end_txn(self, header: BatchHeader, coordinator_epoch: int) -> None:
-        """Record a commit/abort marker."""
-        if header.producer_epoch > self.epoch:
-            self.epoch = header.producer_epoch
-            self.batches.clear()
-        self.coordinator_epoch = max(self.coordinator_epoch, coordinator_epoch)
-        self.current_txn_first_offset = -1
-        self.last_timestamp = header.max_timestamp
-
-
-@dataclass(frozen=True)
-class ProducerInfo:
-    """One row of DescribeProducers."""
-
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int
-
-
-def in_sequence(last_seq: int, next_seq: int) -> bool:
-    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
 class ProducerStateManager:
@@ -186,33 +78,22 @@ class ProducerStateManager:
 
     # --- snapshots -------------------------------------------------------------------------
 
-    def snapshot_path(self, offset: int) -> Path:
-        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
-
     def snapshot_offsets(self) -> list[int]:
-        """Offsets of the snapshot files present, ascending."""
-        offsets = []
-        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-            with contextlib.suppress(ValueError):
-                offsets.append(int(path.name[: -len(SNAPSHOT_SUFFIX)]))
-        return sorted(offsets)
+        return snapshot.snapshot_offsets(self.directory)
 
     def write_snapshot(self, offset: int, sync: bool = False) -> Path:
-        path = self.snapshot_path(offset)
-        write_atomic(path, encode_snapshot(self.entries.values()), sync=sync)
-        return path
+        """Persist the current state as of `offset` (the log end offset, or a new segment's base)."""
+        return snapshot.write_snapshot(self.directory, offset, self.entries.values(), sync)
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`; its offset (None: none usable)."""
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_offset:
                 continue
-            try:
-                entries = decode_snapshot(self.snapshot_path(offset).read_bytes())
-            except (OSError, ValueError, struct.error):
-                continue
-            self.entries = {e.producer_id: e for e in entries}
-            return offset
+            entries = snapshot.read_snapshot(self.directory, offset)
+            if entries is not None:
+                self.entries = {e.producer_id: e for e in entries}
+                return offset
         self.entries = {}
         return None
 
@@ -223,8 +104,7 @@ class ProducerStateManager:
                 self.delete_snapshot(offset)
 
     def delete_snapshot(self, offset: int) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.snapshot_path(offset))
+        snapshot.delete_snapshot(self.directory, offset)
 
 
 class ProducerAppend:
@@ -295,44 +175,3 @@ class ProducerAppend:
 
     def commit(self) -> None:
         self._manager.entries.update(self.updated)
-
-
-def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
-    """Serialize producer entries in the documented layout."""
-    body = bytearray()
-    items = list(entries)
-    for e in items:
-        body += _PRODUCER.pack(
-            e.producer_id,
-            e.epoch,
-            e.coordinator_epoch,
-            e.current_txn_first_offset,
-            e.last_timestamp,
-            len(e.batches),
-        )
-        for b in e.batches:
-            body += _BATCH.pack(*b)
-    count = struct.pack(">i", len(items))
-    crc = crc32c.crc32c(count + body)
-    return _FILE_HEADER.pack(_MAGIC, 1, crc, len(items))[:10] + count + bytes(body)
-
-
-def decode_snapshot(data: bytes) -> list[ProducerEntry]:
-    """Parse a snapshot; ValueError if the magic, version, CRC or framing is wrong."""
-    if len(data) < _FILE_HEADER.size:
-        raise ValueError("snapshot too short")
-    magic, version, crc, count = _FILE_HEADER.unpack_from(data)
-    if magic != _MAGIC or version != 1 or crc32c.crc32c(data[10:]) != crc:
-        raise ValueError("bad snapshot header or CRC")
-    pos, entries = _FILE_HEADER.size, []
-    for _ in range(count):
-        pid, epoch, coord, txn, ts, nbatches = _PRODUCER.unpack_from(data, pos)
-        pos += _PRODUCER.size
-        batches = [
-            BatchMetadata(*_BATCH.unpack_from(data, pos + i * _BATCH.size)) for i in range(nbatches)
-        ]
-        pos += nbatches * _BATCH.size
-        entries.append(ProducerEntry(pid, epoch, batches, coord, txn, ts))
-    if pos != len(data):
-        raise ValueError("trailing bytes in snapshot")
-    return entries

@@ -35,6 +35,10 @@ class LogQueries:
     _lock: threading.Lock
 
     @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets."""
         return self._segments[-1].next_offset

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from broker.log import LogAppendError, LogConfig, PartitionLog
-from broker.log.producer_state import INT32_MAX, decode_snapshot
+from broker.log.producer_entry import INT32_MAX
+from broker.log.snapshot import decode_snapshot
 from tests.log.helpers import T0, Clock, batch, crash, get_log, manager, open_log, read_everything
 from wire.errors import ErrorCode
 
