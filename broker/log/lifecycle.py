@@ -112,7 +112,9 @@ class SegmentLifecycle(LogQueries):
         )
 
     def close(self, *, clean: bool = True) -> None:
-        """Close files; `clean` first seals, fsyncs and snapshots producers at the log end."""
+        """Close the log. `clean` (shutdown) seals, fsyncs, snapshots producers at the log end
+        and closes every fd now; otherwise (topic deletion) nothing is written and segment fds
+        stay open until the last ReadResult using them is gone."""
         if self.closed:
             return
         try:
@@ -129,7 +131,7 @@ class SegmentLifecycle(LogQueries):
         finally:
             with self._lock:
                 for segment in self._segments:
-                    segment.close()
+                    segment.close(release=not clean)
                 self.closed = True
 
     # --- head -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ class ReadResult:
 
     For zero-copy, hand `fd`, `position` and `size` to `os.sendfile`; otherwise
     call `read_bytes()`. The fd stays valid while this object lives, even if the
-    segment is deleted meanwhile (it is only closed outright at shutdown).
+    segment or the whole partition is deleted meanwhile; only a clean shutdown
+    closes it outright (check `file.closed` before a late sendfile).
     """
 
     file: SegmentFile | None
@@ -49,6 +51,8 @@ class ReadResult:
         """Copy the range into memory (one pread per call, looping on short reads)."""
         if self.file is None or self.size == 0:
             return b""
+        if self.file.closed:
+            raise OSError(errno.EBADF, f"{self.file.path} was closed at shutdown")
         chunks, pos, left = [], self.position, self.size
         while left:
             chunk = os.pread(self.file.fd, left, pos)

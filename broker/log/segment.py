@@ -302,10 +302,12 @@ class LogSegment:
         """Duplicates of the three fds, so a worker thread can fsync them without racing close()."""
         return [os.dup(fd) for fd in (self.file.fd, self.offset_index.fd, self.time_index.fd)]
 
-    def close(self) -> None:
+    def close(self, release: bool = False) -> None:
+        """Close the files; with `release` the `.log` fd stays open for live ReadResults."""
         self.offset_index.close()
         self.time_index.close()
-        self.file.close()
+        if not release:
+            self.file.close()
 
     def delete(self) -> None:
         """Unlink the files; the `.log` fd lives on while a ReadResult still holds it."""

@@ -17,7 +17,7 @@ from broker.log.manager import (
     RECOVERY_POINT_FILE,
     parse_log_dir_name,
 )
-from tests.log.helpers import T0, Clock, batch, get_log, manager, read_everything
+from tests.log.helpers import T0, Clock, batch, decode_all, get_log, manager, read_everything
 
 
 def test_create_is_idempotent_and_spreads_over_dirs(tmp_path: Path) -> None:
@@ -178,3 +178,15 @@ def test_flush_in_worker_thread_while_appending(tmp_path: Path) -> None:
     assert log.recovery_point == log.log_end_offset == 900
     m.close()
     assert get_log(manager([tmp_path], config=config)).log_end_offset == 900
+
+
+def test_read_result_outlives_topic_deletion(tmp_path: Path) -> None:
+    m = manager([tmp_path])
+    log = m.create("t", 0, LogConfig())
+    log.append(batch([b"still here"]), 0, T0)
+    pending = log.read(0, 100)
+    m.delete("t", 0)
+    assert decode_all(pending.read_bytes()) == [(0, b"still here")]
+    other = m.create("u", 0, LogConfig())
+    other.append(batch([b"other"]), 0, T0)
+    assert decode_all(pending.read_bytes()) == [(0, b"still here")]
