@@ -1,0 +1,44 @@
+"""Authorized-operations bitfields, as Kafka reports them without an authorizer.
+
+Without ACLs every operation a resource type supports is allowed; Metadata,
+DescribeCluster and DescribeGroups report that set as a bitfield over Kafka's
+AclOperation codes. The sentinel INT32_MIN means "not requested".
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+NOT_REQUESTED = -(2**31)
+
+
+class AclOperation(IntEnum):
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+def _bits(*ops: AclOperation) -> int:
+    return sum(1 << op for op in ops)
+
+
+A = AclOperation
+TOPIC_OPERATIONS = _bits(
+    A.READ, A.WRITE, A.CREATE, A.DELETE, A.ALTER, A.DESCRIBE, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS
+)
+CLUSTER_OPERATIONS = _bits(
+    A.CREATE, A.CLUSTER_ACTION, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS, A.IDEMPOTENT_WRITE, A.ALTER,
+    A.DESCRIBE,
+)  # fmt: skip
+GROUP_OPERATIONS = _bits(A.READ, A.DESCRIBE, A.DELETE)
+
+
+def authorized(requested: bool, operations: int) -> int:
+    return operations if requested else NOT_REQUESTED

@@ -1,0 +1,41 @@
+"""One module per API key; this registry is what ApiVersions advertises.
+
+Each handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
+versions Strom implements, which may be fewer than the wire layer decodes)
+and `async def handle(broker, request, body)` returning the response body, or
+None when no response is sent (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from broker.handlers import api_versions, metadata
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+    from wire.message import Message
+
+HandleFn = Callable[["BrokerState", "RequestContext", Any], Awaitable["Message | None"]]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: HandleFn
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def _handler(module: ModuleType) -> Handler:
+    return Handler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
+
+
+HANDLERS: dict[int, Handler] = {h.api_key: h for h in map(_handler, [api_versions, metadata])}

@@ -1,0 +1,52 @@
+"""ApiVersions (key 18).
+
+Behavior:
+- Advertises exactly the handlers Strom implements, with their version ranges.
+- A request at a version newer than Strom knows is answered at v0 with
+  UNSUPPORTED_VERSION and the full list, so the client can pick (KIP-511);
+  the server does that before a handler runs (see broker.server).
+- v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
+
+Version notes: v1 adds ThrottleTimeMs; v3 is flexible and adds client software
+fields and (tagged) features; the response header is always v0.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from wire.errors import ErrorCode
+from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def supported_versions(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
+    """The response body listing every implemented API key and version range."""
+    from broker.handlers import HANDLERS
+
+    keys = [
+        ApiVersionsResponse.ApiVersion(h.api_key, h.min_version, h.max_version)
+        for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+    ]
+    return ApiVersionsResponse(error_code=error, api_keys=keys)
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: ApiVersionsRequest
+) -> ApiVersionsResponse:
+    if request.api_version >= 3 and not (
+        _SOFTWARE.fullmatch(body.client_software_name)
+        and _SOFTWARE.fullmatch(body.client_software_version)
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    return supported_versions()

@@ -1,0 +1,125 @@
+"""Metadata (key 3).
+
+Behavior:
+- Topics null (v1+) means all topics; an empty list means none; in v0 an
+  empty list means all. Topics may be named or (v10+) given by topic id.
+- A missing topic is created with the broker defaults when the request allows
+  it (always in v0-v3, `allow_auto_topic_creation` from v4) and
+  `auto.create.topics.enable` is on; creation goes through the controller like
+  CreateTopics, and the new topic is returned at once.
+- Brokers are listed with their endpoint on the listener the request came in
+  on, as Kafka does.
+
+Version notes: v1 controller id and is_internal; v2 cluster id; v5 offline
+replicas; v7 leader epoch; v8-v10 authorized operations; v9 flexible; v10
+topic ids; v11 drops cluster authorized operations.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from broker.topics import auto_create_topics, is_internal_topic
+from wire.errors import ErrorCode
+from wire.messages.metadata import MetadataRequest, MetadataResponse
+from wire.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+    from coordinator.metadata.image import MetadataImage, TopicImage
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: MetadataRequest
+) -> MetadataResponse:
+    version = request.api_version
+    wanted = body.topics
+    if wanted is not None and not wanted and version == 0:
+        wanted = None
+    topics: list[Topic] = []
+    if wanted is None:
+        image = broker.image
+        topics = [_topic(image.topics_by_name[n], body) for n in image.topic_names()]
+    else:
+        missing = [t.name for t in wanted if t.name is not None and broker.image.topic(t.name) is None]
+        allow = body.allow_auto_topic_creation if version >= 4 else True
+        created: dict[str, ErrorCode] = {}
+        if missing and allow and broker.config.auto_create_topics_enable:
+            created = await auto_create_topics(broker, missing)
+        image = broker.image
+        topics = [_requested(image, t, body, created) for t in wanted]
+    return MetadataResponse(
+        brokers=_brokers(broker, request.listener),
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=authorized(
+            body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
+        ),
+    )
+
+
+def _brokers(broker: BrokerState, listener: str) -> list[MetadataResponse.MetadataResponseBroker]:
+    out = []
+    for reg in broker.image.brokers():
+        if reg.broker_id == broker.node_id:
+            endpoint = next((e for e in broker.endpoints if e.name == listener), None)
+            host_port = (endpoint.host, endpoint.port) if endpoint else None
+        else:
+            found = reg.endpoint(listener)
+            host_port = (found.host, found.port) if found else None
+        if host_port is not None and not reg.fenced:
+            out.append(MetadataResponse.MetadataResponseBroker(reg.broker_id, *host_port, reg.rack))
+    return out
+
+
+def _requested(
+    image: MetadataImage,
+    wanted: MetadataRequest.MetadataRequestTopic,
+    body: MetadataRequest,
+    created: dict[str, ErrorCode],
+) -> Topic:
+    if wanted.name is None:
+        topic = image.topic_by_id(wanted.topic_id)
+        if topic is None or wanted.topic_id == ZERO_UUID:
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id)
+        return _topic(topic, body)
+    topic = image.topic(wanted.name)
+    if topic is None:
+        error = created.get(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if error == ErrorCode.NONE:
+            error = ErrorCode.LEADER_NOT_AVAILABLE  # created, but not yet in this image
+        return Topic(error_code=error, name=wanted.name, topic_id=ZERO_UUID)
+    return _topic(topic, body)
+
+
+def _topic(topic: TopicImage, body: MetadataRequest) -> Topic:
+    partitions = [
+        Partition(
+            error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p.partition_id,
+            leader_id=p.leader,
+            leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas),
+            isr_nodes=list(p.isr),
+            offline_replicas=[],
+        )
+        for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id)
+    ]
+    return Topic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=is_internal_topic(topic.name),
+        partitions=partitions,
+        topic_authorized_operations=authorized(body.include_topic_authorized_operations, TOPIC_OPERATIONS),
+    )

@@ -1,0 +1,49 @@
+"""Keep the partition logs in step with the metadata image.
+
+The controller decides which topics and partitions exist; the broker only
+follows: a partition assigned to this node gets a log, a deleted one loses
+it, and a topic config change reaches its logs without a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.config import ConfigError
+from broker.log.config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.state import BrokerState
+    from coordinator.metadata.image import MetadataImage
+
+log = logging.getLogger("strom.partitions")
+
+
+def log_config(state: BrokerState, image: MetadataImage, topic: str) -> LogConfig:
+    """The effective storage config of a topic (overrides on top of the broker's defaults)."""
+    try:
+        return LogConfig.for_topic(state.config, image.topic_config_overrides(topic))
+    except ConfigError as exc:  # the controller validated them; never refuse to serve
+        log.error("topic %s has an invalid stored config (%s); using broker defaults", topic, exc)
+        return LogConfig.for_topic(state.config, {})
+
+
+def sync_partitions(state: BrokerState, image: MetadataImage) -> None:
+    wanted: set[tuple[str, int]] = set()
+    for topic in image.topics_by_name.values():
+        config = log_config(state, image, topic.name)
+        for partition in topic.partitions.values():
+            if state.node_id not in partition.replicas:
+                continue
+            key = (topic.name, partition.partition_id)
+            wanted.add(key)
+            existing = state.logs.get(*key)
+            if existing is None:
+                state.logs.create(topic.name, partition.partition_id, config)
+            elif existing.config != config:
+                existing.update_config(config)
+    for partition_log in list(state.logs.partitions()):
+        if (partition_log.topic, partition_log.partition) not in wanted:
+            log.info("deleting log of %s-%d", partition_log.topic, partition_log.partition)
+            state.logs.delete(partition_log.topic, partition_log.partition)

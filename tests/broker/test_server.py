@@ -1,0 +1,130 @@
+"""The server loop: versions, framing limits, pipelining, bad clients, shutdown."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.client import KafkaClient
+from broker.embedded import EmbeddedBroker, open_broker
+from broker.handlers import HANDLERS
+from wire.errors import ErrorCode
+from wire.formats.protocol.request_header import RequestHeader
+from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from wire.messages.metadata import MetadataRequest, MetadataResponse
+
+pytestmark = pytest.mark.trio
+
+
+async def raw_connect(broker: EmbeddedBroker) -> trio.SocketStream:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return await trio.open_tcp_stream(host, int(port))
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def read_frame(stream: trio.SocketStream) -> bytes | None:
+    buf = b""
+    while True:
+        if len(buf) >= 4:
+            size = struct.unpack_from(">i", buf)[0]
+            if len(buf) >= 4 + size:
+                return buf[4 : 4 + size]
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return None
+        buf += chunk
+
+
+@pytest.mark.parametrize("version", range(5))
+async def test_api_versions_lists_exactly_the_handlers(client: KafkaClient, version: int) -> None:
+    response = await client.request(
+        ApiVersionsRequest("strom-test", "1.0"), version, ApiVersionsResponse
+    )
+    assert response.error_code == ErrorCode.NONE
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert advertised == {h.api_key: (h.min_version, h.max_version) for h in HANDLERS.values()}
+
+
+async def test_api_versions_rejects_bad_software_name(client: KafkaClient) -> None:
+    response = await client.request(ApiVersionsRequest("bad name!", "1"), 3, ApiVersionsResponse)
+    assert response.error_code == ErrorCode.INVALID_REQUEST
+
+
+async def test_too_new_api_versions_gets_v0_fallback(broker: EmbeddedBroker) -> None:
+    stream = await raw_connect(broker)
+    header = RequestHeader(18, 77, 1234, "future-client").encode(2)
+    await stream.send_all(frame(header + b"\x00\x00"))
+    payload = await read_frame(stream)
+    assert payload is not None
+    assert struct.unpack_from(">i", payload)[0] == 1234
+    body = ApiVersionsResponse.decode(payload[4:], 0)
+    assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert any(k.api_key == 18 and k.max_version == 4 for k in body.api_keys)
+    await stream.aclose()
+
+
+async def test_bad_client_is_closed_and_others_keep_working(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    bad = await raw_connect(broker)
+    header = RequestHeader(3, 12, 1, "bad").encode(2)
+    await bad.send_all(frame(header + b"\xff\xff\xff\xff\xff\xff"))  # a varint that never ends
+    assert await read_frame(bad) is None  # closed without a response
+    await bad.aclose()
+    response = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+    assert response.cluster_id
+
+
+async def test_unsupported_version_closes_only_that_connection(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    bad = await raw_connect(broker)
+    await bad.send_all(frame(RequestHeader(3, 99, 1, "bad").encode(1)))
+    assert await read_frame(bad) is None
+    await bad.aclose()
+    response = await client.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
+    assert response.error_code == 0
+
+
+async def test_oversized_frame_is_refused(tmp_path: Path) -> None:
+    async with open_broker(tmp_path, {"socket.request.max.bytes": "1000"}) as broker:
+        stream = await raw_connect(broker)
+        await stream.send_all(struct.pack(">i", 50_000_000))
+        assert await read_frame(stream) is None
+        await stream.aclose()
+
+
+async def test_pipelined_requests_are_answered_in_order(broker: EmbeddedBroker) -> None:
+    stream = await raw_connect(broker)
+    payload = b"".join(
+        frame(RequestHeader(18, 3, corr, "p").encode(2) + ApiVersionsRequest("p", "1").encode(3))
+        for corr in range(20)
+    )
+    await stream.send_all(payload)
+    seen: list[int] = []
+    buf = b""
+    while len(seen) < 20:
+        buf += await stream.receive_some(65536)
+        while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+            size = struct.unpack_from(">i", buf)[0]
+            seen.append(struct.unpack_from(">i", buf, 4)[0])
+            buf = buf[4 + size :]
+    assert seen == list(range(20))
+    await stream.aclose()
+
+
+async def test_shutdown_closes_idle_connections_promptly(tmp_path: Path) -> None:
+    with trio.fail_after(5):
+        async with open_broker(tmp_path) as broker:
+            idle = await raw_connect(broker)
+            kafka = await KafkaClient.connect(broker.bootstrap)
+            await kafka.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
+        assert await read_frame(idle) is None
+        await idle.aclose()
+        await kafka.aclose()
