@@ -154,6 +154,9 @@ def rd_clen(buf: memoryview, pos: int) -> tuple[int, int]:
     first = buf[pos]
     if first < 0x80:
         return first - 1, pos + 1
+    second = buf[pos + 1]
+    if second < 0x80:  # two bytes cover lengths up to 16 KiB, most records blobs
+        return ((first & 0x7F) | (second << 7)) - 1, pos + 2
     n, pos = read_uvarint(buf, pos)
     return n - 1, pos
 
@@ -162,6 +165,20 @@ def check_count(buf: memoryview, pos: int, count: int, what: str) -> None:
     """Refuse an array count that cannot fit in what is left of the buffer."""
     if count > len(buf) - pos:
         raise truncated(what)
+
+
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def array_struct(code: str, count: int) -> struct.Struct:
+    """A cached Struct for `count` fixed-width elements (arrays of ids, replicas...)."""
+    key = (code, count)
+    found = _ARRAY_STRUCTS.get(key)
+    if found is None:
+        found = struct.Struct(f">{count}{code}")
+        if len(_ARRAY_STRUCTS) < 4096:
+            _ARRAY_STRUCTS[key] = found
+    return found
 
 
 # --- strings and bytes -----------------------------------------------------

@@ -86,6 +86,8 @@ def uvarint(value: int) -> bytes:
     """Encode a non-negative integer as an unsigned varint."""
     if 0 <= value < 128:
         return _SMALL_UVARINTS[value]
+    if 0 <= value < 16384:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     if value < 0:
         raise ValueError(f"unsigned varint cannot hold {value}")
     out = bytearray()

@@ -148,7 +148,7 @@ class Emitter:
         if elem in FIXED and elem != "uuid":
             code, width = FIXED[elem]
             lines += [
-                f"{ind}    {target} = list(_unpack_from('>%d{code}' % n, {buf}, {pos}))",
+                f"{ind}    {target} = list(array_struct({code!r}, n).unpack_from({buf}, {pos}))",
                 f"{ind}    {pos} += n * {width}",
             ]
             return lines

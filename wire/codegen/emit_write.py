@@ -50,7 +50,8 @@ class CodecEmitter(Emitter):
         if f.is_struct:
             fn = self.writer(f.element, self.msg.structs[f.element].fields, version)
             if narrowed or not _optional(f):
-                return [f"{ind}{fn}({expr}, {out})"]
+                marker = [f"{ind}{app}(b'\\x01')"] if lay.nullable else []
+                return [*marker, f"{ind}{fn}({expr}, {out})"]
             null = f"{app}(b'\\xff')" if lay.nullable else f"raise null_in_non_nullable({f.name!r})"
             var = f"s_{f.attr}"
             lines = [f"{ind}{var} = {expr}", f"{ind}if {var} is None:", f"{ind}    {null}", f"{ind}else:"]
@@ -75,7 +76,7 @@ class CodecEmitter(Emitter):
         elem = f.element
         if elem in FIXED and elem != "uuid":
             code = FIXED[elem][0]
-            return [*lines, f"{inner}{app}(_pack('>%d{code}' % len({arr}), *{arr}))"]
+            return [*lines, f"{inner}{app}(array_struct({code!r}, len({arr})).pack(*{arr}))"]
         if f.is_struct:
             fn = self.writer(elem, self.msg.structs[elem].fields, version)
             return [*lines, f"{inner}for {item} in {arr}:", f"{inner}    {fn}({item}, {out})"]

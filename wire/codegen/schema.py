@@ -145,7 +145,7 @@ def _field(raw: dict[str, Any]) -> Field:
         nullable=Versions.parse(raw.get("nullableVersions")),
         tagged=Versions.parse(raw.get("taggedVersions")),
         tag=int(raw["tag"]) if "tag" in raw else None,
-        default=raw.get("default"),
+        default="null" if "default" in raw and raw["default"] is None else raw.get("default"),
         ignorable=bool(raw.get("ignorable", False)),
         flexible=Versions.parse(raw["flexibleVersions"]) if "flexibleVersions" in raw else None,
         fields=[_field(f) for f in nested] if nested is not None else None,

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -160,16 +160,31 @@ class AddPartitionsToTxnResponse(Message):
 
 _C_AddPartitionsToTxnRequest = AddPartitionsToTxnRequest
 _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic()
 _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
-_D_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction()
 _C_AddPartitionsToTxnResponse = AddPartitionsToTxnResponse
 _C_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult()
 _C_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult = AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult()
 _C_AddPartitionsToTxnResponse_AddPartitionsToTxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
-_D_AddPartitionsToTxnResponse_AddPartitionsToTxnResult = AddPartitionsToTxnResponse.AddPartitionsToTxnResult()
+
+
+def _nd_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(v: Any) -> bool:
+    return bool((v.transactional_id != '') or (v.producer_id != 0) or (v.producer_epoch != 0) or (v.verify_only != False) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.results_by_partition) or (v.unknown_tagged_fields))
+
+
+def _nd_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.partition_error_code != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_AddPartitionsToTxnResponse_AddPartitionsToTxnResult(v: Any) -> bool:
+    return bool((v.transactional_id != '') or (v.topic_results) or (v.unknown_tagged_fields))
 
 
 def _rd_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf: memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic, int]:
@@ -180,7 +195,7 @@ def _rd_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf: memoryview, po
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(v_name, v_partitions), pos
 
@@ -210,7 +225,7 @@ def _rd_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf: memoryview, po
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -288,7 +303,7 @@ def _wr_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(o: AddPartitionsToT
     wr_str(o.name, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_AddPartitionsToTxnRequest_v0(o: AddPartitionsToTxnRequest, out: list[Any]) -> None:
@@ -308,7 +323,7 @@ def _wr_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(o: AddPartitionsToT
     wr_cstr(o.name, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

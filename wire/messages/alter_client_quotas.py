@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -148,16 +148,31 @@ class AlterClientQuotasResponse(Message):
 
 _C_AlterClientQuotasRequest = AlterClientQuotasRequest
 _C_AlterClientQuotasRequest_EntryData = AlterClientQuotasRequest.EntryData
-_D_AlterClientQuotasRequest_EntryData = AlterClientQuotasRequest.EntryData()
 _C_AlterClientQuotasRequest_EntityData = AlterClientQuotasRequest.EntityData
-_D_AlterClientQuotasRequest_EntityData = AlterClientQuotasRequest.EntityData()
 _C_AlterClientQuotasRequest_OpData = AlterClientQuotasRequest.OpData
-_D_AlterClientQuotasRequest_OpData = AlterClientQuotasRequest.OpData()
 _C_AlterClientQuotasResponse = AlterClientQuotasResponse
 _C_AlterClientQuotasResponse_EntryData = AlterClientQuotasResponse.EntryData
-_D_AlterClientQuotasResponse_EntryData = AlterClientQuotasResponse.EntryData()
 _C_AlterClientQuotasResponse_EntityData = AlterClientQuotasResponse.EntityData
-_D_AlterClientQuotasResponse_EntityData = AlterClientQuotasResponse.EntityData()
+
+
+def _nd_AlterClientQuotasRequest_EntryData(v: Any) -> bool:
+    return bool((v.entity) or (v.ops) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterClientQuotasRequest_EntityData(v: Any) -> bool:
+    return bool((v.entity_type != '') or (v.entity_name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_AlterClientQuotasRequest_OpData(v: Any) -> bool:
+    return bool((v.key != '') or (v.value != 0.0) or (v.remove != False) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterClientQuotasResponse_EntryData(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.entity) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterClientQuotasResponse_EntityData(v: Any) -> bool:
+    return bool((v.entity_type != '') or (v.entity_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_AlterClientQuotasRequest_EntityData_v0(buf: memoryview, pos: int) -> tuple[AlterClientQuotasRequest.EntityData, int]:

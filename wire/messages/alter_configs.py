@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -122,12 +122,21 @@ class AlterConfigsResponse(Message):
 
 _C_AlterConfigsRequest = AlterConfigsRequest
 _C_AlterConfigsRequest_AlterConfigsResource = AlterConfigsRequest.AlterConfigsResource
-_D_AlterConfigsRequest_AlterConfigsResource = AlterConfigsRequest.AlterConfigsResource()
 _C_AlterConfigsRequest_AlterableConfig = AlterConfigsRequest.AlterableConfig
-_D_AlterConfigsRequest_AlterableConfig = AlterConfigsRequest.AlterableConfig()
 _C_AlterConfigsResponse = AlterConfigsResponse
 _C_AlterConfigsResponse_AlterConfigsResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse
-_D_AlterConfigsResponse_AlterConfigsResourceResponse = AlterConfigsResponse.AlterConfigsResourceResponse()
+
+
+def _nd_AlterConfigsRequest_AlterConfigsResource(v: Any) -> bool:
+    return bool((v.resource_type != 0) or (v.resource_name != '') or (v.configs) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterConfigsRequest_AlterableConfig(v: Any) -> bool:
+    return bool((v.name != '') or (v.value != '') or (v.unknown_tagged_fields))
+
+
+def _nd_AlterConfigsResponse_AlterConfigsResourceResponse(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.resource_type != 0) or (v.resource_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_AlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[AlterConfigsRequest.AlterableConfig, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -170,16 +170,31 @@ class AlterPartitionResponse(Message):
 
 _C_AlterPartitionRequest = AlterPartitionRequest
 _C_AlterPartitionRequest_TopicData = AlterPartitionRequest.TopicData
-_D_AlterPartitionRequest_TopicData = AlterPartitionRequest.TopicData()
 _C_AlterPartitionRequest_PartitionData = AlterPartitionRequest.PartitionData
-_D_AlterPartitionRequest_PartitionData = AlterPartitionRequest.PartitionData()
 _C_AlterPartitionRequest_BrokerState = AlterPartitionRequest.BrokerState
-_D_AlterPartitionRequest_BrokerState = AlterPartitionRequest.BrokerState()
 _C_AlterPartitionResponse = AlterPartitionResponse
 _C_AlterPartitionResponse_TopicData = AlterPartitionResponse.TopicData
-_D_AlterPartitionResponse_TopicData = AlterPartitionResponse.TopicData()
 _C_AlterPartitionResponse_PartitionData = AlterPartitionResponse.PartitionData
-_D_AlterPartitionResponse_PartitionData = AlterPartitionResponse.PartitionData()
+
+
+def _nd_AlterPartitionRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.leader_epoch != 0) or (v.new_isr) or (v.new_isr_with_epochs) or (v.leader_recovery_state != 0) or (v.partition_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionRequest_BrokerState(v: Any) -> bool:
+    return bool((v.broker_id != 0) or (v.broker_epoch != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.isr) or (v.leader_recovery_state != 0) or (v.partition_epoch != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_AlterPartitionRequest_PartitionData_v2(buf: memoryview, pos: int) -> tuple[AlterPartitionRequest.PartitionData, int]:
@@ -191,7 +206,7 @@ def _rd_AlterPartitionRequest_PartitionData_v2(buf: memoryview, pos: int) -> tup
         raise null_in_non_nullable('NewIsr')
     else:
         check_count(buf, pos, n, 'NewIsr')
-        v_new_isr = list(_unpack_from('>%di' % n, buf, pos))
+        v_new_isr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     v_leader_recovery_state, v_partition_epoch = _U_bi(buf, pos)
     pos += 5
@@ -330,7 +345,7 @@ def _wr_AlterPartitionRequest_PartitionData_v2(o: AlterPartitionRequest.Partitio
     a(_P_ii(o.partition_index, o.leader_epoch))
     arr_new_isr = o.new_isr
     wr_clen(len(arr_new_isr), a)
-    a(_pack('>%di' % len(arr_new_isr), *arr_new_isr))
+    a(array_struct('i', len(arr_new_isr)).pack(*arr_new_isr))
     a(_P_bi(o.leader_recovery_state, o.partition_epoch))
     unk = o.unknown_tagged_fields
     if unk:
@@ -435,7 +450,7 @@ def _rd_AlterPartitionResponse_PartitionData_v2(buf: memoryview, pos: int) -> tu
         raise null_in_non_nullable('Isr')
     else:
         check_count(buf, pos, n, 'Isr')
-        v_isr = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     v_leader_recovery_state, v_partition_epoch = _U_bi(buf, pos)
     pos += 5
@@ -495,7 +510,7 @@ def _wr_AlterPartitionResponse_PartitionData_v2(o: AlterPartitionResponse.Partit
     a(_P_ihii(o.partition_index, o.error_code, o.leader_id, o.leader_epoch))
     arr_isr = o.isr
     wr_clen(len(arr_isr), a)
-    a(_pack('>%di' % len(arr_isr), *arr_isr))
+    a(array_struct('i', len(arr_isr)).pack(*arr_isr))
     a(_P_bi(o.leader_recovery_state, o.partition_epoch))
     unk = o.unknown_tagged_fields
     if unk:

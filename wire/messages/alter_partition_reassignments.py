@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -132,14 +132,26 @@ class AlterPartitionReassignmentsResponse(Message):
 
 _C_AlterPartitionReassignmentsRequest = AlterPartitionReassignmentsRequest
 _C_AlterPartitionReassignmentsRequest_ReassignableTopic = AlterPartitionReassignmentsRequest.ReassignableTopic
-_D_AlterPartitionReassignmentsRequest_ReassignableTopic = AlterPartitionReassignmentsRequest.ReassignableTopic()
 _C_AlterPartitionReassignmentsRequest_ReassignablePartition = AlterPartitionReassignmentsRequest.ReassignablePartition
-_D_AlterPartitionReassignmentsRequest_ReassignablePartition = AlterPartitionReassignmentsRequest.ReassignablePartition()
 _C_AlterPartitionReassignmentsResponse = AlterPartitionReassignmentsResponse
 _C_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
-_D_AlterPartitionReassignmentsResponse_ReassignableTopicResponse = AlterPartitionReassignmentsResponse.ReassignableTopicResponse()
 _C_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
-_D_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse()
+
+
+def _nd_AlterPartitionReassignmentsRequest_ReassignableTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionReassignmentsRequest_ReassignablePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.replicas is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionReassignmentsResponse_ReassignableTopicResponse(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.error_message != '') or (v.unknown_tagged_fields))
 
 
 def _rd_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf: memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest.ReassignablePartition, int]:
@@ -151,7 +163,7 @@ def _rd_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf: memoryv
         v_replicas = None
     else:
         check_count(buf, pos, n, 'Replicas')
-        v_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -210,7 +222,7 @@ def _wr_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(o: AlterPart
         wr_clen(-1, a)
     else:
         wr_clen(len(arr_replicas), a)
-        a(_pack('>%di' % len(arr_replicas), *arr_replicas))
+        a(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

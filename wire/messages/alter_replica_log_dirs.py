@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -124,14 +124,26 @@ class AlterReplicaLogDirsResponse(Message):
 
 _C_AlterReplicaLogDirsRequest = AlterReplicaLogDirsRequest
 _C_AlterReplicaLogDirsRequest_AlterReplicaLogDir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
-_D_AlterReplicaLogDirsRequest_AlterReplicaLogDir = AlterReplicaLogDirsRequest.AlterReplicaLogDir()
 _C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic
-_D_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic = AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic()
 _C_AlterReplicaLogDirsResponse = AlterReplicaLogDirsResponse
 _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult
-_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult()
 _C_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult
-_D_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult = AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult()
+
+
+def _nd_AlterReplicaLogDirsRequest_AlterReplicaLogDir(v: Any) -> bool:
+    return bool((v.path != '') or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v1(buf: memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic, int]:
@@ -142,7 +154,7 @@ def _rd_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v1(buf: memoryview, p
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(v_name, v_partitions), pos
 
@@ -184,7 +196,7 @@ def _rd_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf: memoryview, p
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -238,7 +250,7 @@ def _wr_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v1(o: AlterReplicaLog
     wr_str(o.name, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v1(o: AlterReplicaLogDirsRequest.AlterReplicaLogDir, out: list[Any]) -> None:
@@ -263,7 +275,7 @@ def _wr_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(o: AlterReplicaLog
     wr_cstr(o.name, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

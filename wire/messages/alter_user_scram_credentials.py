@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -124,12 +124,21 @@ class AlterUserScramCredentialsResponse(Message):
 
 _C_AlterUserScramCredentialsRequest = AlterUserScramCredentialsRequest
 _C_AlterUserScramCredentialsRequest_ScramCredentialDeletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
-_D_AlterUserScramCredentialsRequest_ScramCredentialDeletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion()
 _C_AlterUserScramCredentialsRequest_ScramCredentialUpsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
-_D_AlterUserScramCredentialsRequest_ScramCredentialUpsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion()
 _C_AlterUserScramCredentialsResponse = AlterUserScramCredentialsResponse
 _C_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
-_D_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult()
+
+
+def _nd_AlterUserScramCredentialsRequest_ScramCredentialDeletion(v: Any) -> bool:
+    return bool((v.name != '') or (v.mechanism != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_AlterUserScramCredentialsRequest_ScramCredentialUpsertion(v: Any) -> bool:
+    return bool((v.name != '') or (v.mechanism != 0) or (v.iterations != 0) or (v.salt != b'') or (v.salted_password != b'') or (v.unknown_tagged_fields))
+
+
+def _nd_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(v: Any) -> bool:
+    return bool((v.user != '') or (v.error_code != 0) or (v.error_message != '') or (v.unknown_tagged_fields))
 
 
 def _rd_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf: memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest.ScramCredentialDeletion, int]:

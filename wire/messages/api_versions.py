@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -133,11 +133,20 @@ class ApiVersionsResponse(Message):
 _C_ApiVersionsRequest = ApiVersionsRequest
 _C_ApiVersionsResponse = ApiVersionsResponse
 _C_ApiVersionsResponse_ApiVersion = ApiVersionsResponse.ApiVersion
-_D_ApiVersionsResponse_ApiVersion = ApiVersionsResponse.ApiVersion()
 _C_ApiVersionsResponse_SupportedFeatureKey = ApiVersionsResponse.SupportedFeatureKey
-_D_ApiVersionsResponse_SupportedFeatureKey = ApiVersionsResponse.SupportedFeatureKey()
 _C_ApiVersionsResponse_FinalizedFeatureKey = ApiVersionsResponse.FinalizedFeatureKey
-_D_ApiVersionsResponse_FinalizedFeatureKey = ApiVersionsResponse.FinalizedFeatureKey()
+
+
+def _nd_ApiVersionsResponse_ApiVersion(v: Any) -> bool:
+    return bool((v.api_key != 0) or (v.min_version != 0) or (v.max_version != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ApiVersionsResponse_SupportedFeatureKey(v: Any) -> bool:
+    return bool((v.name != '') or (v.min_version != 0) or (v.max_version != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ApiVersionsResponse_FinalizedFeatureKey(v: Any) -> bool:
+    return bool((v.name != '') or (v.max_version_level != 0) or (v.min_version_level != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_ApiVersionsRequest_v0(buf: memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -160,18 +160,36 @@ class AssignReplicasToDirsResponse(Message):
 
 _C_AssignReplicasToDirsRequest = AssignReplicasToDirsRequest
 _C_AssignReplicasToDirsRequest_DirectoryData = AssignReplicasToDirsRequest.DirectoryData
-_D_AssignReplicasToDirsRequest_DirectoryData = AssignReplicasToDirsRequest.DirectoryData()
 _C_AssignReplicasToDirsRequest_TopicData = AssignReplicasToDirsRequest.TopicData
-_D_AssignReplicasToDirsRequest_TopicData = AssignReplicasToDirsRequest.TopicData()
 _C_AssignReplicasToDirsRequest_PartitionData = AssignReplicasToDirsRequest.PartitionData
-_D_AssignReplicasToDirsRequest_PartitionData = AssignReplicasToDirsRequest.PartitionData()
 _C_AssignReplicasToDirsResponse = AssignReplicasToDirsResponse
 _C_AssignReplicasToDirsResponse_DirectoryData = AssignReplicasToDirsResponse.DirectoryData
-_D_AssignReplicasToDirsResponse_DirectoryData = AssignReplicasToDirsResponse.DirectoryData()
 _C_AssignReplicasToDirsResponse_TopicData = AssignReplicasToDirsResponse.TopicData
-_D_AssignReplicasToDirsResponse_TopicData = AssignReplicasToDirsResponse.TopicData()
 _C_AssignReplicasToDirsResponse_PartitionData = AssignReplicasToDirsResponse.PartitionData
-_D_AssignReplicasToDirsResponse_PartitionData = AssignReplicasToDirsResponse.PartitionData()
+
+
+def _nd_AssignReplicasToDirsRequest_DirectoryData(v: Any) -> bool:
+    return bool((v.id != ZERO_UUID) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_AssignReplicasToDirsRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AssignReplicasToDirsRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_AssignReplicasToDirsResponse_DirectoryData(v: Any) -> bool:
+    return bool((v.id != ZERO_UUID) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_AssignReplicasToDirsResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_AssignReplicasToDirsResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_AssignReplicasToDirsRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[AssignReplicasToDirsRequest.PartitionData, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -180,18 +180,36 @@ class BeginQuorumEpochResponse(Message):
 
 _C_BeginQuorumEpochRequest = BeginQuorumEpochRequest
 _C_BeginQuorumEpochRequest_TopicData = BeginQuorumEpochRequest.TopicData
-_D_BeginQuorumEpochRequest_TopicData = BeginQuorumEpochRequest.TopicData()
 _C_BeginQuorumEpochRequest_PartitionData = BeginQuorumEpochRequest.PartitionData
-_D_BeginQuorumEpochRequest_PartitionData = BeginQuorumEpochRequest.PartitionData()
 _C_BeginQuorumEpochRequest_LeaderEndpoint = BeginQuorumEpochRequest.LeaderEndpoint
-_D_BeginQuorumEpochRequest_LeaderEndpoint = BeginQuorumEpochRequest.LeaderEndpoint()
 _C_BeginQuorumEpochResponse = BeginQuorumEpochResponse
 _C_BeginQuorumEpochResponse_TopicData = BeginQuorumEpochResponse.TopicData
-_D_BeginQuorumEpochResponse_TopicData = BeginQuorumEpochResponse.TopicData()
 _C_BeginQuorumEpochResponse_PartitionData = BeginQuorumEpochResponse.PartitionData
-_D_BeginQuorumEpochResponse_PartitionData = BeginQuorumEpochResponse.PartitionData()
 _C_BeginQuorumEpochResponse_NodeEndpoint = BeginQuorumEpochResponse.NodeEndpoint
-_D_BeginQuorumEpochResponse_NodeEndpoint = BeginQuorumEpochResponse.NodeEndpoint()
+
+
+def _nd_BeginQuorumEpochRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_BeginQuorumEpochRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.voter_directory_id != ZERO_UUID) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_BeginQuorumEpochRequest_LeaderEndpoint(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_BeginQuorumEpochResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_BeginQuorumEpochResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_BeginQuorumEpochResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_BeginQuorumEpochRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[BeginQuorumEpochRequest.PartitionData, int]:

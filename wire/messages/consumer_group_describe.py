@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -167,13 +167,25 @@ class ConsumerGroupDescribeResponse(Message):
 _C_ConsumerGroupDescribeRequest = ConsumerGroupDescribeRequest
 _C_ConsumerGroupDescribeResponse = ConsumerGroupDescribeResponse
 _C_ConsumerGroupDescribeResponse_TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions
-_D_ConsumerGroupDescribeResponse_TopicPartitions = ConsumerGroupDescribeResponse.TopicPartitions()
 _C_ConsumerGroupDescribeResponse_Assignment = ConsumerGroupDescribeResponse.Assignment
-_D_ConsumerGroupDescribeResponse_Assignment = ConsumerGroupDescribeResponse.Assignment()
 _C_ConsumerGroupDescribeResponse_DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
-_D_ConsumerGroupDescribeResponse_DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup()
 _C_ConsumerGroupDescribeResponse_Member = ConsumerGroupDescribeResponse.Member
-_D_ConsumerGroupDescribeResponse_Member = ConsumerGroupDescribeResponse.Member()
+
+
+def _nd_ConsumerGroupDescribeResponse_TopicPartitions(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ConsumerGroupDescribeResponse_Assignment(v: Any) -> bool:
+    return bool((v.topic_partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ConsumerGroupDescribeResponse_DescribedGroup(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message is not None) or (v.group_id != '') or (v.group_state != '') or (v.group_epoch != 0) or (v.assignment_epoch != 0) or (v.assignor_name != '') or (v.members) or (v.authorized_operations != -2147483648) or (v.unknown_tagged_fields))
+
+
+def _nd_ConsumerGroupDescribeResponse_Member(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.instance_id is not None) or (v.rack_id is not None) or (v.member_epoch != 0) or (v.client_id != '') or (v.client_host != '') or (v.subscribed_topic_names) or (v.subscribed_topic_regex is not None) or (_nd_ConsumerGroupDescribeResponse_Assignment(v.assignment)) or (_nd_ConsumerGroupDescribeResponse_Assignment(v.target_assignment)) or (v.member_type != -1) or (v.unknown_tagged_fields))
 
 
 def _rd_ConsumerGroupDescribeRequest_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
@@ -226,7 +238,7 @@ def _rd_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf: memoryview, pos: i
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -421,7 +433,7 @@ def _wr_ConsumerGroupDescribeResponse_TopicPartitions_v0(o: ConsumerGroupDescrib
     wr_cstr(o.topic_name, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -110,10 +110,16 @@ class CreateAclsResponse(Message):
 
 _C_CreateAclsRequest = CreateAclsRequest
 _C_CreateAclsRequest_AclCreation = CreateAclsRequest.AclCreation
-_D_CreateAclsRequest_AclCreation = CreateAclsRequest.AclCreation()
 _C_CreateAclsResponse = CreateAclsResponse
 _C_CreateAclsResponse_AclCreationResult = CreateAclsResponse.AclCreationResult
-_D_CreateAclsResponse_AclCreationResult = CreateAclsResponse.AclCreationResult()
+
+
+def _nd_CreateAclsRequest_AclCreation(v: Any) -> bool:
+    return bool((v.resource_type != 0) or (v.resource_name != '') or (v.resource_pattern_type != 3) or (v.principal != '') or (v.host != '') or (v.operation != 0) or (v.permission_type != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_CreateAclsResponse_AclCreationResult(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.unknown_tagged_fields))
 
 
 def _rd_CreateAclsRequest_AclCreation_v1(buf: memoryview, pos: int) -> tuple[CreateAclsRequest.AclCreation, int]:

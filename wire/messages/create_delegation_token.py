@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -110,8 +110,11 @@ class CreateDelegationTokenResponse(Message):
 
 _C_CreateDelegationTokenRequest = CreateDelegationTokenRequest
 _C_CreateDelegationTokenRequest_CreatableRenewers = CreateDelegationTokenRequest.CreatableRenewers
-_D_CreateDelegationTokenRequest_CreatableRenewers = CreateDelegationTokenRequest.CreatableRenewers()
 _C_CreateDelegationTokenResponse = CreateDelegationTokenResponse
+
+
+def _nd_CreateDelegationTokenRequest_CreatableRenewers(v: Any) -> bool:
+    return bool((v.principal_type != '') or (v.principal_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_CreateDelegationTokenRequest_CreatableRenewers_v1(buf: memoryview, pos: int) -> tuple[CreateDelegationTokenRequest.CreatableRenewers, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -118,12 +118,21 @@ class CreatePartitionsResponse(Message):
 
 _C_CreatePartitionsRequest = CreatePartitionsRequest
 _C_CreatePartitionsRequest_CreatePartitionsTopic = CreatePartitionsRequest.CreatePartitionsTopic
-_D_CreatePartitionsRequest_CreatePartitionsTopic = CreatePartitionsRequest.CreatePartitionsTopic()
 _C_CreatePartitionsRequest_CreatePartitionsAssignment = CreatePartitionsRequest.CreatePartitionsAssignment
-_D_CreatePartitionsRequest_CreatePartitionsAssignment = CreatePartitionsRequest.CreatePartitionsAssignment()
 _C_CreatePartitionsResponse = CreatePartitionsResponse
 _C_CreatePartitionsResponse_CreatePartitionsTopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
-_D_CreatePartitionsResponse_CreatePartitionsTopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult()
+
+
+def _nd_CreatePartitionsRequest_CreatePartitionsTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.count != 0) or (v.assignments) or (v.unknown_tagged_fields))
+
+
+def _nd_CreatePartitionsRequest_CreatePartitionsAssignment(v: Any) -> bool:
+    return bool((v.broker_ids) or (v.unknown_tagged_fields))
+
+
+def _nd_CreatePartitionsResponse_CreatePartitionsTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.error_code != 0) or (v.error_message is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf: memoryview, pos: int) -> tuple[CreatePartitionsRequest.CreatePartitionsAssignment, int]:
@@ -133,7 +142,7 @@ def _rd_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf: memoryview, p
         raise null_in_non_nullable('BrokerIds')
     else:
         check_count(buf, pos, n, 'BrokerIds')
-        v_broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_broker_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_CreatePartitionsRequest_CreatePartitionsAssignment(v_broker_ids), pos
 
@@ -178,7 +187,7 @@ def _rd_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf: memoryview, p
         raise null_in_non_nullable('BrokerIds')
     else:
         check_count(buf, pos, n, 'BrokerIds')
-        v_broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_broker_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -235,7 +244,7 @@ def _wr_CreatePartitionsRequest_CreatePartitionsAssignment_v0(o: CreatePartition
     a = out.append
     arr_broker_ids = o.broker_ids
     wr_len32(len(arr_broker_ids), a)
-    a(_pack('>%di' % len(arr_broker_ids), *arr_broker_ids))
+    a(array_struct('i', len(arr_broker_ids)).pack(*arr_broker_ids))
 
 
 def _wr_CreatePartitionsRequest_CreatePartitionsTopic_v0(o: CreatePartitionsRequest.CreatePartitionsTopic, out: list[Any]) -> None:
@@ -264,7 +273,7 @@ def _wr_CreatePartitionsRequest_CreatePartitionsAssignment_v2(o: CreatePartition
     a = out.append
     arr_broker_ids = o.broker_ids
     wr_clen(len(arr_broker_ids), a)
-    a(_pack('>%di' % len(arr_broker_ids), *arr_broker_ids))
+    a(array_struct('i', len(arr_broker_ids)).pack(*arr_broker_ids))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

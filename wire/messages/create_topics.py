@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -174,16 +174,31 @@ class CreateTopicsResponse(Message):
 
 _C_CreateTopicsRequest = CreateTopicsRequest
 _C_CreateTopicsRequest_CreatableTopic = CreateTopicsRequest.CreatableTopic
-_D_CreateTopicsRequest_CreatableTopic = CreateTopicsRequest.CreatableTopic()
 _C_CreateTopicsRequest_CreatableReplicaAssignment = CreateTopicsRequest.CreatableReplicaAssignment
-_D_CreateTopicsRequest_CreatableReplicaAssignment = CreateTopicsRequest.CreatableReplicaAssignment()
 _C_CreateTopicsRequest_CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig
-_D_CreateTopicsRequest_CreatableTopicConfig = CreateTopicsRequest.CreatableTopicConfig()
 _C_CreateTopicsResponse = CreateTopicsResponse
 _C_CreateTopicsResponse_CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult
-_D_CreateTopicsResponse_CreatableTopicResult = CreateTopicsResponse.CreatableTopicResult()
 _C_CreateTopicsResponse_CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicConfigs
-_D_CreateTopicsResponse_CreatableTopicConfigs = CreateTopicsResponse.CreatableTopicConfigs()
+
+
+def _nd_CreateTopicsRequest_CreatableTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.num_partitions != 0) or (v.replication_factor != 0) or (v.assignments) or (v.configs) or (v.unknown_tagged_fields))
+
+
+def _nd_CreateTopicsRequest_CreatableReplicaAssignment(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.broker_ids) or (v.unknown_tagged_fields))
+
+
+def _nd_CreateTopicsRequest_CreatableTopicConfig(v: Any) -> bool:
+    return bool((v.name != '') or (v.value != '') or (v.unknown_tagged_fields))
+
+
+def _nd_CreateTopicsResponse_CreatableTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.topic_id != ZERO_UUID) or (v.error_code != 0) or (v.error_message != '') or (v.topic_config_error_code != 0) or (v.num_partitions != -1) or (v.replication_factor != -1) or (v.configs) or (v.unknown_tagged_fields))
+
+
+def _nd_CreateTopicsResponse_CreatableTopicConfigs(v: Any) -> bool:
+    return bool((v.name != '') or (v.value != '') or (v.read_only != False) or (v.config_source != -1) or (v.is_sensitive != False) or (v.unknown_tagged_fields))
 
 
 def _rd_CreateTopicsRequest_CreatableReplicaAssignment_v2(buf: memoryview, pos: int) -> tuple[CreateTopicsRequest.CreatableReplicaAssignment, int]:
@@ -195,7 +210,7 @@ def _rd_CreateTopicsRequest_CreatableReplicaAssignment_v2(buf: memoryview, pos: 
         raise null_in_non_nullable('BrokerIds')
     else:
         check_count(buf, pos, n, 'BrokerIds')
-        v_broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_broker_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_CreateTopicsRequest_CreatableReplicaAssignment(v_partition_index, v_broker_ids), pos
 
@@ -258,7 +273,7 @@ def _rd_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf: memoryview, pos: 
         raise null_in_non_nullable('BrokerIds')
     else:
         check_count(buf, pos, n, 'BrokerIds')
-        v_broker_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_broker_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -337,7 +352,7 @@ def _wr_CreateTopicsRequest_CreatableReplicaAssignment_v2(o: CreateTopicsRequest
     a(_P_i(o.partition_index))
     arr_broker_ids = o.broker_ids
     wr_len32(len(arr_broker_ids), a)
-    a(_pack('>%di' % len(arr_broker_ids), *arr_broker_ids))
+    a(array_struct('i', len(arr_broker_ids)).pack(*arr_broker_ids))
 
 
 def _wr_CreateTopicsRequest_CreatableTopicConfig_v2(o: CreateTopicsRequest.CreatableTopicConfig, out: list[Any]) -> None:
@@ -374,7 +389,7 @@ def _wr_CreateTopicsRequest_CreatableReplicaAssignment_v5(o: CreateTopicsRequest
     a(_P_i(o.partition_index))
     arr_broker_ids = o.broker_ids
     wr_clen(len(arr_broker_ids), a)
-    a(_pack('>%di' % len(arr_broker_ids), *arr_broker_ids))
+    a(array_struct('i', len(arr_broker_ids)).pack(*arr_broker_ids))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

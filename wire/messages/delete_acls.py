@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -140,12 +140,21 @@ class DeleteAclsResponse(Message):
 
 _C_DeleteAclsRequest = DeleteAclsRequest
 _C_DeleteAclsRequest_DeleteAclsFilter = DeleteAclsRequest.DeleteAclsFilter
-_D_DeleteAclsRequest_DeleteAclsFilter = DeleteAclsRequest.DeleteAclsFilter()
 _C_DeleteAclsResponse = DeleteAclsResponse
 _C_DeleteAclsResponse_DeleteAclsFilterResult = DeleteAclsResponse.DeleteAclsFilterResult
-_D_DeleteAclsResponse_DeleteAclsFilterResult = DeleteAclsResponse.DeleteAclsFilterResult()
 _C_DeleteAclsResponse_DeleteAclsMatchingAcl = DeleteAclsResponse.DeleteAclsMatchingAcl
-_D_DeleteAclsResponse_DeleteAclsMatchingAcl = DeleteAclsResponse.DeleteAclsMatchingAcl()
+
+
+def _nd_DeleteAclsRequest_DeleteAclsFilter(v: Any) -> bool:
+    return bool((v.resource_type_filter != 0) or (v.resource_name_filter != '') or (v.pattern_type_filter != 3) or (v.principal_filter != '') or (v.host_filter != '') or (v.operation != 0) or (v.permission_type != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteAclsResponse_DeleteAclsFilterResult(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.matching_acls) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteAclsResponse_DeleteAclsMatchingAcl(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.resource_type != 0) or (v.resource_name != '') or (v.pattern_type != 3) or (v.principal != '') or (v.host != '') or (v.operation != 0) or (v.permission_type != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DeleteAclsRequest_DeleteAclsFilter_v1(buf: memoryview, pos: int) -> tuple[DeleteAclsRequest.DeleteAclsFilter, int]:

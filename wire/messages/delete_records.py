@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -130,14 +130,26 @@ class DeleteRecordsResponse(Message):
 
 _C_DeleteRecordsRequest = DeleteRecordsRequest
 _C_DeleteRecordsRequest_DeleteRecordsTopic = DeleteRecordsRequest.DeleteRecordsTopic
-_D_DeleteRecordsRequest_DeleteRecordsTopic = DeleteRecordsRequest.DeleteRecordsTopic()
 _C_DeleteRecordsRequest_DeleteRecordsPartition = DeleteRecordsRequest.DeleteRecordsPartition
-_D_DeleteRecordsRequest_DeleteRecordsPartition = DeleteRecordsRequest.DeleteRecordsPartition()
 _C_DeleteRecordsResponse = DeleteRecordsResponse
 _C_DeleteRecordsResponse_DeleteRecordsTopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
-_D_DeleteRecordsResponse_DeleteRecordsTopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult()
 _C_DeleteRecordsResponse_DeleteRecordsPartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult
-_D_DeleteRecordsResponse_DeleteRecordsPartitionResult = DeleteRecordsResponse.DeleteRecordsPartitionResult()
+
+
+def _nd_DeleteRecordsRequest_DeleteRecordsTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteRecordsRequest_DeleteRecordsPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.offset != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteRecordsResponse_DeleteRecordsTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteRecordsResponse_DeleteRecordsPartitionResult(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.low_watermark != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf: memoryview, pos: int) -> tuple[DeleteRecordsRequest.DeleteRecordsPartition, int]:

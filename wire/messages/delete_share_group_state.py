@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -126,14 +126,26 @@ class DeleteShareGroupStateResponse(Message):
 
 _C_DeleteShareGroupStateRequest = DeleteShareGroupStateRequest
 _C_DeleteShareGroupStateRequest_DeleteStateData = DeleteShareGroupStateRequest.DeleteStateData
-_D_DeleteShareGroupStateRequest_DeleteStateData = DeleteShareGroupStateRequest.DeleteStateData()
 _C_DeleteShareGroupStateRequest_PartitionData = DeleteShareGroupStateRequest.PartitionData
-_D_DeleteShareGroupStateRequest_PartitionData = DeleteShareGroupStateRequest.PartitionData()
 _C_DeleteShareGroupStateResponse = DeleteShareGroupStateResponse
 _C_DeleteShareGroupStateResponse_DeleteStateResult = DeleteShareGroupStateResponse.DeleteStateResult
-_D_DeleteShareGroupStateResponse_DeleteStateResult = DeleteShareGroupStateResponse.DeleteStateResult()
 _C_DeleteShareGroupStateResponse_PartitionResult = DeleteShareGroupStateResponse.PartitionResult
-_D_DeleteShareGroupStateResponse_PartitionResult = DeleteShareGroupStateResponse.PartitionResult()
+
+
+def _nd_DeleteShareGroupStateRequest_DeleteStateData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteShareGroupStateRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteShareGroupStateResponse_DeleteStateResult(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteShareGroupStateResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_DeleteShareGroupStateRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[DeleteShareGroupStateRequest.PartitionData, int]:

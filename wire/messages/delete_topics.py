@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -108,10 +108,16 @@ class DeleteTopicsResponse(Message):
 
 _C_DeleteTopicsRequest = DeleteTopicsRequest
 _C_DeleteTopicsRequest_DeleteTopicState = DeleteTopicsRequest.DeleteTopicState
-_D_DeleteTopicsRequest_DeleteTopicState = DeleteTopicsRequest.DeleteTopicState()
 _C_DeleteTopicsResponse = DeleteTopicsResponse
 _C_DeleteTopicsResponse_DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult
-_D_DeleteTopicsResponse_DeletableTopicResult = DeleteTopicsResponse.DeletableTopicResult()
+
+
+def _nd_DeleteTopicsRequest_DeleteTopicState(v: Any) -> bool:
+    return bool((v.name is not None) or (v.topic_id != ZERO_UUID) or (v.unknown_tagged_fields))
+
+
+def _nd_DeleteTopicsResponse_DeletableTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.topic_id != ZERO_UUID) or (v.error_code != 0) or (v.error_message is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_DeleteTopicsRequest_v1(buf: memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -136,14 +136,26 @@ class DescribeClientQuotasResponse(Message):
 
 _C_DescribeClientQuotasRequest = DescribeClientQuotasRequest
 _C_DescribeClientQuotasRequest_ComponentData = DescribeClientQuotasRequest.ComponentData
-_D_DescribeClientQuotasRequest_ComponentData = DescribeClientQuotasRequest.ComponentData()
 _C_DescribeClientQuotasResponse = DescribeClientQuotasResponse
 _C_DescribeClientQuotasResponse_EntryData = DescribeClientQuotasResponse.EntryData
-_D_DescribeClientQuotasResponse_EntryData = DescribeClientQuotasResponse.EntryData()
 _C_DescribeClientQuotasResponse_EntityData = DescribeClientQuotasResponse.EntityData
-_D_DescribeClientQuotasResponse_EntityData = DescribeClientQuotasResponse.EntityData()
 _C_DescribeClientQuotasResponse_ValueData = DescribeClientQuotasResponse.ValueData
-_D_DescribeClientQuotasResponse_ValueData = DescribeClientQuotasResponse.ValueData()
+
+
+def _nd_DescribeClientQuotasRequest_ComponentData(v: Any) -> bool:
+    return bool((v.entity_type != '') or (v.match_type != 0) or (v.match != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeClientQuotasResponse_EntryData(v: Any) -> bool:
+    return bool((v.entity) or (v.values) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeClientQuotasResponse_EntityData(v: Any) -> bool:
+    return bool((v.entity_type != '') or (v.entity_name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeClientQuotasResponse_ValueData(v: Any) -> bool:
+    return bool((v.key != '') or (v.value != 0.0) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeClientQuotasRequest_ComponentData_v0(buf: memoryview, pos: int) -> tuple[DescribeClientQuotasRequest.ComponentData, int]:

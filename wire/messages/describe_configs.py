@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -158,14 +158,26 @@ class DescribeConfigsResponse(Message):
 
 _C_DescribeConfigsRequest = DescribeConfigsRequest
 _C_DescribeConfigsRequest_DescribeConfigsResource = DescribeConfigsRequest.DescribeConfigsResource
-_D_DescribeConfigsRequest_DescribeConfigsResource = DescribeConfigsRequest.DescribeConfigsResource()
 _C_DescribeConfigsResponse = DescribeConfigsResponse
 _C_DescribeConfigsResponse_DescribeConfigsResult = DescribeConfigsResponse.DescribeConfigsResult
-_D_DescribeConfigsResponse_DescribeConfigsResult = DescribeConfigsResponse.DescribeConfigsResult()
 _C_DescribeConfigsResponse_DescribeConfigsResourceResult = DescribeConfigsResponse.DescribeConfigsResourceResult
-_D_DescribeConfigsResponse_DescribeConfigsResourceResult = DescribeConfigsResponse.DescribeConfigsResourceResult()
 _C_DescribeConfigsResponse_DescribeConfigsSynonym = DescribeConfigsResponse.DescribeConfigsSynonym
-_D_DescribeConfigsResponse_DescribeConfigsSynonym = DescribeConfigsResponse.DescribeConfigsSynonym()
+
+
+def _nd_DescribeConfigsRequest_DescribeConfigsResource(v: Any) -> bool:
+    return bool((v.resource_type != 0) or (v.resource_name != '') or (v.configuration_keys) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeConfigsResponse_DescribeConfigsResult(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.resource_type != 0) or (v.resource_name != '') or (v.configs) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeConfigsResponse_DescribeConfigsResourceResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.value != '') or (v.read_only != False) or (v.config_source != -1) or (v.is_sensitive != False) or (v.synonyms) or (v.config_type != 0) or (v.documentation != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeConfigsResponse_DescribeConfigsSynonym(v: Any) -> bool:
+    return bool((v.name != '') or (v.value != '') or (v.source != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeConfigsRequest_DescribeConfigsResource_v1(buf: memoryview, pos: int) -> tuple[DescribeConfigsRequest.DescribeConfigsResource, int]:

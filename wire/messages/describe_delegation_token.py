@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -130,12 +130,21 @@ class DescribeDelegationTokenResponse(Message):
 
 _C_DescribeDelegationTokenRequest = DescribeDelegationTokenRequest
 _C_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner
-_D_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner()
 _C_DescribeDelegationTokenResponse = DescribeDelegationTokenResponse
 _C_DescribeDelegationTokenResponse_DescribedDelegationToken = DescribeDelegationTokenResponse.DescribedDelegationToken
-_D_DescribeDelegationTokenResponse_DescribedDelegationToken = DescribeDelegationTokenResponse.DescribedDelegationToken()
 _C_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
-_D_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer()
+
+
+def _nd_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(v: Any) -> bool:
+    return bool((v.principal_type != '') or (v.principal_name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeDelegationTokenResponse_DescribedDelegationToken(v: Any) -> bool:
+    return bool((v.principal_type != '') or (v.principal_name != '') or (v.token_requester_principal_type != '') or (v.token_requester_principal_name != '') or (v.issue_timestamp != 0) or (v.expiry_timestamp != 0) or (v.max_timestamp != 0) or (v.token_id != '') or (v.hmac != b'') or (v.renewers) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer(v: Any) -> bool:
+    return bool((v.principal_type != '') or (v.principal_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v1(buf: memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner, int]:

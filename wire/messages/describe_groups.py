@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -121,9 +121,15 @@ class DescribeGroupsResponse(Message):
 _C_DescribeGroupsRequest = DescribeGroupsRequest
 _C_DescribeGroupsResponse = DescribeGroupsResponse
 _C_DescribeGroupsResponse_DescribedGroup = DescribeGroupsResponse.DescribedGroup
-_D_DescribeGroupsResponse_DescribedGroup = DescribeGroupsResponse.DescribedGroup()
 _C_DescribeGroupsResponse_DescribedGroupMember = DescribeGroupsResponse.DescribedGroupMember
-_D_DescribeGroupsResponse_DescribedGroupMember = DescribeGroupsResponse.DescribedGroupMember()
+
+
+def _nd_DescribeGroupsResponse_DescribedGroup(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message is not None) or (v.group_id != '') or (v.group_state != '') or (v.protocol_type != '') or (v.protocol_data != '') or (v.members) or (v.authorized_operations != -2147483648) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeGroupsResponse_DescribedGroupMember(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.group_instance_id is not None) or (v.client_id != '') or (v.client_host != '') or (v.member_metadata != b'') or (v.member_assignment != b'') or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeGroupsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:

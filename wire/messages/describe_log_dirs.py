@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -142,14 +142,26 @@ class DescribeLogDirsResponse(Message):
 
 _C_DescribeLogDirsRequest = DescribeLogDirsRequest
 _C_DescribeLogDirsRequest_DescribableLogDirTopic = DescribeLogDirsRequest.DescribableLogDirTopic
-_D_DescribeLogDirsRequest_DescribableLogDirTopic = DescribeLogDirsRequest.DescribableLogDirTopic()
 _C_DescribeLogDirsResponse = DescribeLogDirsResponse
 _C_DescribeLogDirsResponse_DescribeLogDirsResult = DescribeLogDirsResponse.DescribeLogDirsResult
-_D_DescribeLogDirsResponse_DescribeLogDirsResult = DescribeLogDirsResponse.DescribeLogDirsResult()
 _C_DescribeLogDirsResponse_DescribeLogDirsTopic = DescribeLogDirsResponse.DescribeLogDirsTopic
-_D_DescribeLogDirsResponse_DescribeLogDirsTopic = DescribeLogDirsResponse.DescribeLogDirsTopic()
 _C_DescribeLogDirsResponse_DescribeLogDirsPartition = DescribeLogDirsResponse.DescribeLogDirsPartition
-_D_DescribeLogDirsResponse_DescribeLogDirsPartition = DescribeLogDirsResponse.DescribeLogDirsPartition()
+
+
+def _nd_DescribeLogDirsRequest_DescribableLogDirTopic(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeLogDirsResponse_DescribeLogDirsResult(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.log_dir != '') or (v.topics) or (v.total_bytes != -1) or (v.usable_bytes != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeLogDirsResponse_DescribeLogDirsTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeLogDirsResponse_DescribeLogDirsPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.partition_size != 0) or (v.offset_lag != 0) or (v.is_future_key != False) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeLogDirsRequest_DescribableLogDirTopic_v1(buf: memoryview, pos: int) -> tuple[DescribeLogDirsRequest.DescribableLogDirTopic, int]:
@@ -160,7 +172,7 @@ def _rd_DescribeLogDirsRequest_DescribableLogDirTopic_v1(buf: memoryview, pos: i
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_DescribeLogDirsRequest_DescribableLogDirTopic(v_topic, v_partitions), pos
 
@@ -187,7 +199,7 @@ def _rd_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf: memoryview, pos: i
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -221,7 +233,7 @@ def _wr_DescribeLogDirsRequest_DescribableLogDirTopic_v1(o: DescribeLogDirsReque
     wr_str(o.topic, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_DescribeLogDirsRequest_v1(o: DescribeLogDirsRequest, out: list[Any]) -> None:
@@ -240,7 +252,7 @@ def _wr_DescribeLogDirsRequest_DescribableLogDirTopic_v2(o: DescribeLogDirsReque
     wr_cstr(o.topic, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -138,14 +138,26 @@ class DescribeProducersResponse(Message):
 
 _C_DescribeProducersRequest = DescribeProducersRequest
 _C_DescribeProducersRequest_TopicRequest = DescribeProducersRequest.TopicRequest
-_D_DescribeProducersRequest_TopicRequest = DescribeProducersRequest.TopicRequest()
 _C_DescribeProducersResponse = DescribeProducersResponse
 _C_DescribeProducersResponse_TopicResponse = DescribeProducersResponse.TopicResponse
-_D_DescribeProducersResponse_TopicResponse = DescribeProducersResponse.TopicResponse()
 _C_DescribeProducersResponse_PartitionResponse = DescribeProducersResponse.PartitionResponse
-_D_DescribeProducersResponse_PartitionResponse = DescribeProducersResponse.PartitionResponse()
 _C_DescribeProducersResponse_ProducerState = DescribeProducersResponse.ProducerState
-_D_DescribeProducersResponse_ProducerState = DescribeProducersResponse.ProducerState()
+
+
+def _nd_DescribeProducersRequest_TopicRequest(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_indexes) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeProducersResponse_TopicResponse(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeProducersResponse_PartitionResponse(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.active_producers) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeProducersResponse_ProducerState(v: Any) -> bool:
+    return bool((v.producer_id != 0) or (v.producer_epoch != 0) or (v.last_sequence != -1) or (v.last_timestamp != -1) or (v.coordinator_epoch != 0) or (v.current_txn_start_offset != -1) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeProducersRequest_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeProducersRequest.TopicRequest, int]:
@@ -156,7 +168,7 @@ def _rd_DescribeProducersRequest_TopicRequest_v0(buf: memoryview, pos: int) -> t
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -190,7 +202,7 @@ def _wr_DescribeProducersRequest_TopicRequest_v0(o: DescribeProducersRequest.Top
     wr_cstr(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_clen(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

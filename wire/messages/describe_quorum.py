@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -202,20 +202,41 @@ class DescribeQuorumResponse(Message):
 
 _C_DescribeQuorumRequest = DescribeQuorumRequest
 _C_DescribeQuorumRequest_TopicData = DescribeQuorumRequest.TopicData
-_D_DescribeQuorumRequest_TopicData = DescribeQuorumRequest.TopicData()
 _C_DescribeQuorumRequest_PartitionData = DescribeQuorumRequest.PartitionData
-_D_DescribeQuorumRequest_PartitionData = DescribeQuorumRequest.PartitionData()
 _C_DescribeQuorumResponse = DescribeQuorumResponse
 _C_DescribeQuorumResponse_ReplicaState = DescribeQuorumResponse.ReplicaState
-_D_DescribeQuorumResponse_ReplicaState = DescribeQuorumResponse.ReplicaState()
 _C_DescribeQuorumResponse_TopicData = DescribeQuorumResponse.TopicData
-_D_DescribeQuorumResponse_TopicData = DescribeQuorumResponse.TopicData()
 _C_DescribeQuorumResponse_PartitionData = DescribeQuorumResponse.PartitionData
-_D_DescribeQuorumResponse_PartitionData = DescribeQuorumResponse.PartitionData()
 _C_DescribeQuorumResponse_Node = DescribeQuorumResponse.Node
-_D_DescribeQuorumResponse_Node = DescribeQuorumResponse.Node()
 _C_DescribeQuorumResponse_Listener = DescribeQuorumResponse.Listener
-_D_DescribeQuorumResponse_Listener = DescribeQuorumResponse.Listener()
+
+
+def _nd_DescribeQuorumRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumResponse_ReplicaState(v: Any) -> bool:
+    return bool((v.replica_id != 0) or (v.replica_directory_id != ZERO_UUID) or (v.log_end_offset != 0) or (v.last_fetch_timestamp != -1) or (v.last_caught_up_timestamp != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.error_message != '') or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.high_watermark != 0) or (v.current_voters) or (v.observers) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumResponse_Node(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.listeners) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeQuorumResponse_Listener(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeQuorumRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[DescribeQuorumRequest.PartitionData, int]:

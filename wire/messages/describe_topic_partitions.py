@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -168,16 +168,31 @@ class DescribeTopicPartitionsResponse(Message):
 
 _C_DescribeTopicPartitionsRequest = DescribeTopicPartitionsRequest
 _C_DescribeTopicPartitionsRequest_TopicRequest = DescribeTopicPartitionsRequest.TopicRequest
-_D_DescribeTopicPartitionsRequest_TopicRequest = DescribeTopicPartitionsRequest.TopicRequest()
 _C_DescribeTopicPartitionsRequest_Cursor = DescribeTopicPartitionsRequest.Cursor
-_D_DescribeTopicPartitionsRequest_Cursor = DescribeTopicPartitionsRequest.Cursor()
 _C_DescribeTopicPartitionsResponse = DescribeTopicPartitionsResponse
 _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
-_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic()
 _C_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
-_D_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition()
 _C_DescribeTopicPartitionsResponse_Cursor = DescribeTopicPartitionsResponse.Cursor
-_D_DescribeTopicPartitionsResponse_Cursor = DescribeTopicPartitionsResponse.Cursor()
+
+
+def _nd_DescribeTopicPartitionsRequest_TopicRequest(v: Any) -> bool:
+    return bool((v.name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeTopicPartitionsRequest_Cursor(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partition_index != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.name != '') or (v.topic_id != ZERO_UUID) or (v.is_internal != False) or (v.partitions) or (v.topic_authorized_operations != -2147483648) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.partition_index != 0) or (v.leader_id != 0) or (v.leader_epoch != -1) or (v.replica_nodes) or (v.isr_nodes) or (v.eligible_leader_replicas is not None) or (v.last_known_elr is not None) or (v.offline_replicas) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeTopicPartitionsResponse_Cursor(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partition_index != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeTopicPartitionsRequest_TopicRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest.TopicRequest, int]:
@@ -286,35 +301,35 @@ def _rd_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition
         raise null_in_non_nullable('ReplicaNodes')
     else:
         check_count(buf, pos, n, 'ReplicaNodes')
-        v_replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_replica_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('IsrNodes')
     else:
         check_count(buf, pos, n, 'IsrNodes')
-        v_isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         v_eligible_leader_replicas = None
     else:
         check_count(buf, pos, n, 'EligibleLeaderReplicas')
-        v_eligible_leader_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_eligible_leader_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         v_last_known_elr = None
     else:
         check_count(buf, pos, n, 'LastKnownElr')
-        v_last_known_elr = list(_unpack_from('>%di' % n, buf, pos))
+        v_last_known_elr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('OfflineReplicas')
     else:
         check_count(buf, pos, n, 'OfflineReplicas')
-        v_offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_offline_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -394,25 +409,25 @@ def _wr_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition
     a(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     arr_replica_nodes = o.replica_nodes
     wr_clen(len(arr_replica_nodes), a)
-    a(_pack('>%di' % len(arr_replica_nodes), *arr_replica_nodes))
+    a(array_struct('i', len(arr_replica_nodes)).pack(*arr_replica_nodes))
     arr_isr_nodes = o.isr_nodes
     wr_clen(len(arr_isr_nodes), a)
-    a(_pack('>%di' % len(arr_isr_nodes), *arr_isr_nodes))
+    a(array_struct('i', len(arr_isr_nodes)).pack(*arr_isr_nodes))
     arr_eligible_leader_replicas = o.eligible_leader_replicas
     if arr_eligible_leader_replicas is None:
         wr_clen(-1, a)
     else:
         wr_clen(len(arr_eligible_leader_replicas), a)
-        a(_pack('>%di' % len(arr_eligible_leader_replicas), *arr_eligible_leader_replicas))
+        a(array_struct('i', len(arr_eligible_leader_replicas)).pack(*arr_eligible_leader_replicas))
     arr_last_known_elr = o.last_known_elr
     if arr_last_known_elr is None:
         wr_clen(-1, a)
     else:
         wr_clen(len(arr_last_known_elr), a)
-        a(_pack('>%di' % len(arr_last_known_elr), *arr_last_known_elr))
+        a(array_struct('i', len(arr_last_known_elr)).pack(*arr_last_known_elr))
     arr_offline_replicas = o.offline_replicas
     wr_clen(len(arr_offline_replicas), a)
-    a(_pack('>%di' % len(arr_offline_replicas), *arr_offline_replicas))
+    a(array_struct('i', len(arr_offline_replicas)).pack(*arr_offline_replicas))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

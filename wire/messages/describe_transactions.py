@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -111,9 +111,15 @@ class DescribeTransactionsResponse(Message):
 _C_DescribeTransactionsRequest = DescribeTransactionsRequest
 _C_DescribeTransactionsResponse = DescribeTransactionsResponse
 _C_DescribeTransactionsResponse_TransactionState = DescribeTransactionsResponse.TransactionState
-_D_DescribeTransactionsResponse_TransactionState = DescribeTransactionsResponse.TransactionState()
 _C_DescribeTransactionsResponse_TopicData = DescribeTransactionsResponse.TopicData
-_D_DescribeTransactionsResponse_TopicData = DescribeTransactionsResponse.TopicData()
+
+
+def _nd_DescribeTransactionsResponse_TransactionState(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.transactional_id != '') or (v.transaction_state != '') or (v.transaction_timeout_ms != 0) or (v.transaction_start_time_ms != 0) or (v.producer_id != 0) or (v.producer_epoch != 0) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeTransactionsResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
@@ -160,7 +166,7 @@ def _rd_DescribeTransactionsResponse_TopicData_v0(buf: memoryview, pos: int) -> 
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -221,7 +227,7 @@ def _wr_DescribeTransactionsResponse_TopicData_v0(o: DescribeTransactionsRespons
     wr_cstr(o.topic, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

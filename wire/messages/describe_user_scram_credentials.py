@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -118,12 +118,21 @@ class DescribeUserScramCredentialsResponse(Message):
 
 _C_DescribeUserScramCredentialsRequest = DescribeUserScramCredentialsRequest
 _C_DescribeUserScramCredentialsRequest_UserName = DescribeUserScramCredentialsRequest.UserName
-_D_DescribeUserScramCredentialsRequest_UserName = DescribeUserScramCredentialsRequest.UserName()
 _C_DescribeUserScramCredentialsResponse = DescribeUserScramCredentialsResponse
 _C_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
-_D_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult()
 _C_DescribeUserScramCredentialsResponse_CredentialInfo = DescribeUserScramCredentialsResponse.CredentialInfo
-_D_DescribeUserScramCredentialsResponse_CredentialInfo = DescribeUserScramCredentialsResponse.CredentialInfo()
+
+
+def _nd_DescribeUserScramCredentialsRequest_UserName(v: Any) -> bool:
+    return bool((v.name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult(v: Any) -> bool:
+    return bool((v.user != '') or (v.error_code != 0) or (v.error_message != '') or (v.credential_infos) or (v.unknown_tagged_fields))
+
+
+def _nd_DescribeUserScramCredentialsResponse_CredentialInfo(v: Any) -> bool:
+    return bool((v.mechanism != 0) or (v.iterations != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_DescribeUserScramCredentialsRequest_UserName_v0(buf: memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest.UserName, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -120,12 +120,21 @@ class ElectLeadersResponse(Message):
 
 _C_ElectLeadersRequest = ElectLeadersRequest
 _C_ElectLeadersRequest_TopicPartitions = ElectLeadersRequest.TopicPartitions
-_D_ElectLeadersRequest_TopicPartitions = ElectLeadersRequest.TopicPartitions()
 _C_ElectLeadersResponse = ElectLeadersResponse
 _C_ElectLeadersResponse_ReplicaElectionResult = ElectLeadersResponse.ReplicaElectionResult
-_D_ElectLeadersResponse_ReplicaElectionResult = ElectLeadersResponse.ReplicaElectionResult()
 _C_ElectLeadersResponse_PartitionResult = ElectLeadersResponse.PartitionResult
-_D_ElectLeadersResponse_PartitionResult = ElectLeadersResponse.PartitionResult()
+
+
+def _nd_ElectLeadersRequest_TopicPartitions(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ElectLeadersResponse_ReplicaElectionResult(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partition_result) or (v.unknown_tagged_fields))
+
+
+def _nd_ElectLeadersResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition_id != 0) or (v.error_code != 0) or (v.error_message != '') or (v.unknown_tagged_fields))
 
 
 def _rd_ElectLeadersRequest_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[ElectLeadersRequest.TopicPartitions, int]:
@@ -136,7 +145,7 @@ def _rd_ElectLeadersRequest_TopicPartitions_v0(buf: memoryview, pos: int) -> tup
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_ElectLeadersRequest_TopicPartitions(v_topic, v_partitions), pos
 
@@ -183,7 +192,7 @@ def _rd_ElectLeadersRequest_TopicPartitions_v2(buf: memoryview, pos: int) -> tup
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -221,7 +230,7 @@ def _wr_ElectLeadersRequest_TopicPartitions_v0(o: ElectLeadersRequest.TopicParti
     wr_str(o.topic, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_ElectLeadersRequest_v0(o: ElectLeadersRequest, out: list[Any]) -> None:
@@ -256,7 +265,7 @@ def _wr_ElectLeadersRequest_TopicPartitions_v2(o: ElectLeadersRequest.TopicParti
     wr_cstr(o.topic, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

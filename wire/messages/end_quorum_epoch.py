@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -194,20 +194,41 @@ class EndQuorumEpochResponse(Message):
 
 _C_EndQuorumEpochRequest = EndQuorumEpochRequest
 _C_EndQuorumEpochRequest_TopicData = EndQuorumEpochRequest.TopicData
-_D_EndQuorumEpochRequest_TopicData = EndQuorumEpochRequest.TopicData()
 _C_EndQuorumEpochRequest_PartitionData = EndQuorumEpochRequest.PartitionData
-_D_EndQuorumEpochRequest_PartitionData = EndQuorumEpochRequest.PartitionData()
 _C_EndQuorumEpochRequest_ReplicaInfo = EndQuorumEpochRequest.ReplicaInfo
-_D_EndQuorumEpochRequest_ReplicaInfo = EndQuorumEpochRequest.ReplicaInfo()
 _C_EndQuorumEpochRequest_LeaderEndpoint = EndQuorumEpochRequest.LeaderEndpoint
-_D_EndQuorumEpochRequest_LeaderEndpoint = EndQuorumEpochRequest.LeaderEndpoint()
 _C_EndQuorumEpochResponse = EndQuorumEpochResponse
 _C_EndQuorumEpochResponse_TopicData = EndQuorumEpochResponse.TopicData
-_D_EndQuorumEpochResponse_TopicData = EndQuorumEpochResponse.TopicData()
 _C_EndQuorumEpochResponse_PartitionData = EndQuorumEpochResponse.PartitionData
-_D_EndQuorumEpochResponse_PartitionData = EndQuorumEpochResponse.PartitionData()
 _C_EndQuorumEpochResponse_NodeEndpoint = EndQuorumEpochResponse.NodeEndpoint
-_D_EndQuorumEpochResponse_NodeEndpoint = EndQuorumEpochResponse.NodeEndpoint()
+
+
+def _nd_EndQuorumEpochRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.preferred_successors) or (v.preferred_candidates) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochRequest_ReplicaInfo(v: Any) -> bool:
+    return bool((v.candidate_id != 0) or (v.candidate_directory_id != ZERO_UUID) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochRequest_LeaderEndpoint(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_EndQuorumEpochResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_EndQuorumEpochRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[EndQuorumEpochRequest.PartitionData, int]:
@@ -219,7 +240,7 @@ def _rd_EndQuorumEpochRequest_PartitionData_v0(buf: memoryview, pos: int) -> tup
         raise null_in_non_nullable('PreferredSuccessors')
     else:
         check_count(buf, pos, n, 'PreferredSuccessors')
-        v_preferred_successors = list(_unpack_from('>%di' % n, buf, pos))
+        v_preferred_successors = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_EndQuorumEpochRequest_PartitionData(v_partition_index, v_leader_id, v_leader_epoch, v_preferred_successors, []), pos
 
@@ -355,7 +376,7 @@ def _wr_EndQuorumEpochRequest_PartitionData_v0(o: EndQuorumEpochRequest.Partitio
     a(_P_iii(o.partition_index, o.leader_id, o.leader_epoch))
     arr_preferred_successors = o.preferred_successors
     wr_len32(len(arr_preferred_successors), a)
-    a(_pack('>%di' % len(arr_preferred_successors), *arr_preferred_successors))
+    a(array_struct('i', len(arr_preferred_successors)).pack(*arr_preferred_successors))
 
 
 def _wr_EndQuorumEpochRequest_TopicData_v0(o: EndQuorumEpochRequest.TopicData, out: list[Any]) -> None:

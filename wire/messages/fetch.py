@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -316,28 +316,61 @@ class FetchResponse(Message):
 
 _C_FetchRequest = FetchRequest
 _C_FetchRequest_ReplicaState = FetchRequest.ReplicaState
-_D_FetchRequest_ReplicaState = FetchRequest.ReplicaState()
 _C_FetchRequest_FetchTopic = FetchRequest.FetchTopic
-_D_FetchRequest_FetchTopic = FetchRequest.FetchTopic()
 _C_FetchRequest_FetchPartition = FetchRequest.FetchPartition
-_D_FetchRequest_FetchPartition = FetchRequest.FetchPartition()
 _C_FetchRequest_ForgottenTopic = FetchRequest.ForgottenTopic
-_D_FetchRequest_ForgottenTopic = FetchRequest.ForgottenTopic()
 _C_FetchResponse = FetchResponse
 _C_FetchResponse_FetchableTopicResponse = FetchResponse.FetchableTopicResponse
-_D_FetchResponse_FetchableTopicResponse = FetchResponse.FetchableTopicResponse()
 _C_FetchResponse_PartitionData = FetchResponse.PartitionData
-_D_FetchResponse_PartitionData = FetchResponse.PartitionData()
 _C_FetchResponse_EpochEndOffset = FetchResponse.EpochEndOffset
-_D_FetchResponse_EpochEndOffset = FetchResponse.EpochEndOffset()
 _C_FetchResponse_LeaderIdAndEpoch = FetchResponse.LeaderIdAndEpoch
-_D_FetchResponse_LeaderIdAndEpoch = FetchResponse.LeaderIdAndEpoch()
 _C_FetchResponse_SnapshotId = FetchResponse.SnapshotId
-_D_FetchResponse_SnapshotId = FetchResponse.SnapshotId()
 _C_FetchResponse_AbortedTransaction = FetchResponse.AbortedTransaction
-_D_FetchResponse_AbortedTransaction = FetchResponse.AbortedTransaction()
 _C_FetchResponse_NodeEndpoint = FetchResponse.NodeEndpoint
-_D_FetchResponse_NodeEndpoint = FetchResponse.NodeEndpoint()
+
+
+def _nd_FetchRequest_ReplicaState(v: Any) -> bool:
+    return bool((v.replica_id != -1) or (v.replica_epoch != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchRequest_FetchTopic(v: Any) -> bool:
+    return bool((v.topic != '') or (v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchRequest_FetchPartition(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.current_leader_epoch != -1) or (v.fetch_offset != 0) or (v.last_fetched_epoch != -1) or (v.log_start_offset != -1) or (v.partition_max_bytes != 0) or (v.replica_directory_id != ZERO_UUID) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchRequest_ForgottenTopic(v: Any) -> bool:
+    return bool((v.topic != '') or (v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_FetchableTopicResponse(v: Any) -> bool:
+    return bool((v.topic != '') or (v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.high_watermark != 0) or (v.last_stable_offset != -1) or (v.log_start_offset != -1) or (_nd_FetchResponse_EpochEndOffset(v.diverging_epoch)) or (_nd_FetchResponse_LeaderIdAndEpoch(v.current_leader)) or (_nd_FetchResponse_SnapshotId(v.snapshot_id)) or (v.aborted_transactions) or (v.preferred_read_replica != -1) or (v.records is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_EpochEndOffset(v: Any) -> bool:
+    return bool((v.epoch != -1) or (v.end_offset != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_LeaderIdAndEpoch(v: Any) -> bool:
+    return bool((v.leader_id != -1) or (v.leader_epoch != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_SnapshotId(v: Any) -> bool:
+    return bool((v.end_offset != -1) or (v.epoch != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_AbortedTransaction(v: Any) -> bool:
+    return bool((v.producer_id != 0) or (v.first_offset != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.rack is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_FetchRequest_FetchPartition_v4(buf: memoryview, pos: int) -> tuple[FetchRequest.FetchPartition, int]:
@@ -422,7 +455,7 @@ def _rd_FetchRequest_ForgottenTopic_v7(buf: memoryview, pos: int) -> tuple[Fetch
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_FetchRequest_ForgottenTopic(v_topic, ZERO_UUID, v_partitions), pos
 
@@ -566,7 +599,7 @@ def _rd_FetchRequest_ForgottenTopic_v12(buf: memoryview, pos: int) -> tuple[Fetc
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -651,7 +684,7 @@ def _rd_FetchRequest_ForgottenTopic_v13(buf: memoryview, pos: int) -> tuple[Fetc
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -873,7 +906,7 @@ def _wr_FetchRequest_FetchTopic_v4(o: FetchRequest.FetchTopic, out: list[Any]) -
 
 def _wr_FetchRequest_v4(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     if o.forgotten_topics_data:
         raise unsupported('ForgottenTopicsData')
@@ -902,7 +935,7 @@ def _wr_FetchRequest_FetchTopic_v5(o: FetchRequest.FetchTopic, out: list[Any]) -
 
 def _wr_FetchRequest_v5(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     if o.forgotten_topics_data:
         raise unsupported('ForgottenTopicsData')
@@ -918,12 +951,12 @@ def _wr_FetchRequest_ForgottenTopic_v7(o: FetchRequest.ForgottenTopic, out: list
     wr_str(o.topic, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_FetchRequest_v7(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     a(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     arr_topics = o.topics
@@ -954,7 +987,7 @@ def _wr_FetchRequest_FetchTopic_v9(o: FetchRequest.FetchTopic, out: list[Any]) -
 
 def _wr_FetchRequest_v9(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     a(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     arr_topics = o.topics
@@ -969,7 +1002,7 @@ def _wr_FetchRequest_v9(o: FetchRequest, out: list[Any]) -> None:
 
 def _wr_FetchRequest_v11(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     a(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     arr_topics = o.topics
@@ -1012,7 +1045,7 @@ def _wr_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: lis
     wr_cstr(o.topic, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -1022,7 +1055,7 @@ def _wr_FetchRequest_ForgottenTopic_v12(o: FetchRequest.ForgottenTopic, out: lis
 
 def _wr_FetchRequest_v12(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     a(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     arr_topics = o.topics
@@ -1066,7 +1099,7 @@ def _wr_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: lis
     a(_P_U(o.topic_id.bytes))
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -1076,7 +1109,7 @@ def _wr_FetchRequest_ForgottenTopic_v13(o: FetchRequest.ForgottenTopic, out: lis
 
 def _wr_FetchRequest_v13(o: FetchRequest, out: list[Any]) -> None:
     a = out.append
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         raise unsupported('ReplicaState')
     a(_P_iiiibii(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     arr_topics = o.topics
@@ -1131,7 +1164,7 @@ def _wr_FetchRequest_v15(o: FetchRequest, out: list[Any]) -> None:
         sub = []
         wr_ncstr(o.cluster_id, sub.append)
         tags.append((0, b''.join(sub)))
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         sub = []
         _wr_FetchRequest_ReplicaState_v15(o.replica_state, sub)
         tags.append((1, b''.join(sub)))
@@ -1192,7 +1225,7 @@ def _wr_FetchRequest_v17(o: FetchRequest, out: list[Any]) -> None:
         sub = []
         wr_ncstr(o.cluster_id, sub.append)
         tags.append((0, b''.join(sub)))
-    if o.replica_state != _D_FetchRequest_ReplicaState:
+    if _nd_FetchRequest_ReplicaState(o.replica_state):
         sub = []
         _wr_FetchRequest_ReplicaState_v15(o.replica_state, sub)
         tags.append((1, b''.join(sub)))
@@ -1610,11 +1643,11 @@ def _wr_FetchResponse_AbortedTransaction_v4(o: FetchResponse.AbortedTransaction,
 
 def _wr_FetchResponse_PartitionData_v4(o: FetchResponse.PartitionData, out: list[Any]) -> None:
     a = out.append
-    if o.diverging_epoch != _D_FetchResponse_EpochEndOffset:
+    if _nd_FetchResponse_EpochEndOffset(o.diverging_epoch):
         raise unsupported('DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_LeaderIdAndEpoch:
+    if _nd_FetchResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_SnapshotId:
+    if _nd_FetchResponse_SnapshotId(o.snapshot_id):
         raise unsupported('SnapshotId')
     if o.preferred_read_replica != -1:
         raise unsupported('PreferredReadReplica')
@@ -1653,11 +1686,11 @@ def _wr_FetchResponse_v4(o: FetchResponse, out: list[Any]) -> None:
 
 def _wr_FetchResponse_PartitionData_v5(o: FetchResponse.PartitionData, out: list[Any]) -> None:
     a = out.append
-    if o.diverging_epoch != _D_FetchResponse_EpochEndOffset:
+    if _nd_FetchResponse_EpochEndOffset(o.diverging_epoch):
         raise unsupported('DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_LeaderIdAndEpoch:
+    if _nd_FetchResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_SnapshotId:
+    if _nd_FetchResponse_SnapshotId(o.snapshot_id):
         raise unsupported('SnapshotId')
     if o.preferred_read_replica != -1:
         raise unsupported('PreferredReadReplica')
@@ -1707,11 +1740,11 @@ def _wr_FetchResponse_v7(o: FetchResponse, out: list[Any]) -> None:
 
 def _wr_FetchResponse_PartitionData_v11(o: FetchResponse.PartitionData, out: list[Any]) -> None:
     a = out.append
-    if o.diverging_epoch != _D_FetchResponse_EpochEndOffset:
+    if _nd_FetchResponse_EpochEndOffset(o.diverging_epoch):
         raise unsupported('DivergingEpoch')
-    if o.current_leader != _D_FetchResponse_LeaderIdAndEpoch:
+    if _nd_FetchResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
-    if o.snapshot_id != _D_FetchResponse_SnapshotId:
+    if _nd_FetchResponse_SnapshotId(o.snapshot_id):
         raise unsupported('SnapshotId')
     a(_P_ihqqq(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset))
     arr_aborted_transactions = o.aborted_transactions
@@ -1799,15 +1832,15 @@ def _wr_FetchResponse_PartitionData_v12(o: FetchResponse.PartitionData, out: lis
     wr_crecords(o.records, a)
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
-    if o.diverging_epoch != _D_FetchResponse_EpochEndOffset:
+    if _nd_FetchResponse_EpochEndOffset(o.diverging_epoch):
         sub = []
         _wr_FetchResponse_EpochEndOffset_v12(o.diverging_epoch, sub)
         tags.append((0, b''.join(sub)))
-    if o.current_leader != _D_FetchResponse_LeaderIdAndEpoch:
+    if _nd_FetchResponse_LeaderIdAndEpoch(o.current_leader):
         sub = []
         _wr_FetchResponse_LeaderIdAndEpoch_v12(o.current_leader, sub)
         tags.append((1, b''.join(sub)))
-    if o.snapshot_id != _D_FetchResponse_SnapshotId:
+    if _nd_FetchResponse_SnapshotId(o.snapshot_id):
         sub = []
         _wr_FetchResponse_SnapshotId_v12(o.snapshot_id, sub)
         tags.append((2, b''.join(sub)))

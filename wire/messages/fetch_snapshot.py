@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -218,22 +218,46 @@ class FetchSnapshotResponse(Message):
 
 _C_FetchSnapshotRequest = FetchSnapshotRequest
 _C_FetchSnapshotRequest_TopicSnapshot = FetchSnapshotRequest.TopicSnapshot
-_D_FetchSnapshotRequest_TopicSnapshot = FetchSnapshotRequest.TopicSnapshot()
 _C_FetchSnapshotRequest_PartitionSnapshot = FetchSnapshotRequest.PartitionSnapshot
-_D_FetchSnapshotRequest_PartitionSnapshot = FetchSnapshotRequest.PartitionSnapshot()
 _C_FetchSnapshotRequest_SnapshotId = FetchSnapshotRequest.SnapshotId
-_D_FetchSnapshotRequest_SnapshotId = FetchSnapshotRequest.SnapshotId()
 _C_FetchSnapshotResponse = FetchSnapshotResponse
 _C_FetchSnapshotResponse_TopicSnapshot = FetchSnapshotResponse.TopicSnapshot
-_D_FetchSnapshotResponse_TopicSnapshot = FetchSnapshotResponse.TopicSnapshot()
 _C_FetchSnapshotResponse_PartitionSnapshot = FetchSnapshotResponse.PartitionSnapshot
-_D_FetchSnapshotResponse_PartitionSnapshot = FetchSnapshotResponse.PartitionSnapshot()
 _C_FetchSnapshotResponse_SnapshotId = FetchSnapshotResponse.SnapshotId
-_D_FetchSnapshotResponse_SnapshotId = FetchSnapshotResponse.SnapshotId()
 _C_FetchSnapshotResponse_LeaderIdAndEpoch = FetchSnapshotResponse.LeaderIdAndEpoch
-_D_FetchSnapshotResponse_LeaderIdAndEpoch = FetchSnapshotResponse.LeaderIdAndEpoch()
 _C_FetchSnapshotResponse_NodeEndpoint = FetchSnapshotResponse.NodeEndpoint
-_D_FetchSnapshotResponse_NodeEndpoint = FetchSnapshotResponse.NodeEndpoint()
+
+
+def _nd_FetchSnapshotRequest_TopicSnapshot(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotRequest_PartitionSnapshot(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.current_leader_epoch != 0) or (_nd_FetchSnapshotRequest_SnapshotId(v.snapshot_id)) or (v.position != 0) or (v.replica_directory_id != ZERO_UUID) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotRequest_SnapshotId(v: Any) -> bool:
+    return bool((v.end_offset != 0) or (v.epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotResponse_TopicSnapshot(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotResponse_PartitionSnapshot(v: Any) -> bool:
+    return bool((v.index != 0) or (v.error_code != 0) or (_nd_FetchSnapshotResponse_SnapshotId(v.snapshot_id)) or (_nd_FetchSnapshotResponse_LeaderIdAndEpoch(v.current_leader)) or (v.size != 0) or (v.position != 0) or (v.unaligned_records is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotResponse_SnapshotId(v: Any) -> bool:
+    return bool((v.end_offset != 0) or (v.epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotResponse_LeaderIdAndEpoch(v: Any) -> bool:
+    return bool((v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_FetchSnapshotResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_FetchSnapshotRequest_SnapshotId_v0(buf: memoryview, pos: int) -> tuple[FetchSnapshotRequest.SnapshotId, int]:
@@ -673,7 +697,7 @@ def _wr_FetchSnapshotResponse_PartitionSnapshot_v0(o: FetchSnapshotResponse.Part
     wr_crecords(o.unaligned_records, a)
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
-    if o.current_leader != _D_FetchSnapshotResponse_LeaderIdAndEpoch:
+    if _nd_FetchSnapshotResponse_LeaderIdAndEpoch(o.current_leader):
         sub = []
         _wr_FetchSnapshotResponse_LeaderIdAndEpoch_v0(o.current_leader, sub)
         tags.append((0, b''.join(sub)))

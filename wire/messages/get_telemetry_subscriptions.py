@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -123,7 +123,7 @@ def _rd_GetTelemetrySubscriptionsResponse_v0(buf: memoryview, pos: int) -> tuple
         raise null_in_non_nullable('AcceptedCompressionTypes')
     else:
         check_count(buf, pos, n, 'AcceptedCompressionTypes')
-        v_accepted_compression_types = list(_unpack_from('>%db' % n, buf, pos))
+        v_accepted_compression_types = list(array_struct('b', n).unpack_from(buf, pos))
         pos += n * 1
     v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality = _U_iio(buf, pos)
     pos += 9
@@ -149,7 +149,7 @@ def _wr_GetTelemetrySubscriptionsResponse_v0(o: GetTelemetrySubscriptionsRespons
     a(_P_ihUi(o.throttle_time_ms, o.error_code, o.client_instance_id.bytes, o.subscription_id))
     arr_accepted_compression_types = o.accepted_compression_types
     wr_clen(len(arr_accepted_compression_types), a)
-    a(_pack('>%db' % len(arr_accepted_compression_types), *arr_accepted_compression_types))
+    a(array_struct('b', len(arr_accepted_compression_types)).pack(*arr_accepted_compression_types))
     a(_P_iio(o.push_interval_ms, o.telemetry_max_bytes, o.delta_temporality))
     arr_requested_metrics = o.requested_metrics
     wr_clen(len(arr_requested_metrics), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -124,12 +124,21 @@ class IncrementalAlterConfigsResponse(Message):
 
 _C_IncrementalAlterConfigsRequest = IncrementalAlterConfigsRequest
 _C_IncrementalAlterConfigsRequest_AlterConfigsResource = IncrementalAlterConfigsRequest.AlterConfigsResource
-_D_IncrementalAlterConfigsRequest_AlterConfigsResource = IncrementalAlterConfigsRequest.AlterConfigsResource()
 _C_IncrementalAlterConfigsRequest_AlterableConfig = IncrementalAlterConfigsRequest.AlterableConfig
-_D_IncrementalAlterConfigsRequest_AlterableConfig = IncrementalAlterConfigsRequest.AlterableConfig()
 _C_IncrementalAlterConfigsResponse = IncrementalAlterConfigsResponse
 _C_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
-_D_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse()
+
+
+def _nd_IncrementalAlterConfigsRequest_AlterConfigsResource(v: Any) -> bool:
+    return bool((v.resource_type != 0) or (v.resource_name != '') or (v.configs) or (v.unknown_tagged_fields))
+
+
+def _nd_IncrementalAlterConfigsRequest_AlterableConfig(v: Any) -> bool:
+    return bool((v.name != '') or (v.config_operation != 0) or (v.value != '') or (v.unknown_tagged_fields))
+
+
+def _nd_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message != '') or (v.resource_type != 0) or (v.resource_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf: memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest.AlterableConfig, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -130,14 +130,26 @@ class InitializeShareGroupStateResponse(Message):
 
 _C_InitializeShareGroupStateRequest = InitializeShareGroupStateRequest
 _C_InitializeShareGroupStateRequest_InitializeStateData = InitializeShareGroupStateRequest.InitializeStateData
-_D_InitializeShareGroupStateRequest_InitializeStateData = InitializeShareGroupStateRequest.InitializeStateData()
 _C_InitializeShareGroupStateRequest_PartitionData = InitializeShareGroupStateRequest.PartitionData
-_D_InitializeShareGroupStateRequest_PartitionData = InitializeShareGroupStateRequest.PartitionData()
 _C_InitializeShareGroupStateResponse = InitializeShareGroupStateResponse
 _C_InitializeShareGroupStateResponse_InitializeStateResult = InitializeShareGroupStateResponse.InitializeStateResult
-_D_InitializeShareGroupStateResponse_InitializeStateResult = InitializeShareGroupStateResponse.InitializeStateResult()
 _C_InitializeShareGroupStateResponse_PartitionResult = InitializeShareGroupStateResponse.PartitionResult
-_D_InitializeShareGroupStateResponse_PartitionResult = InitializeShareGroupStateResponse.PartitionResult()
+
+
+def _nd_InitializeShareGroupStateRequest_InitializeStateData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_InitializeShareGroupStateRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.state_epoch != 0) or (v.start_offset != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_InitializeShareGroupStateResponse_InitializeStateResult(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_InitializeShareGroupStateResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_InitializeShareGroupStateRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[InitializeShareGroupStateRequest.PartitionData, int]:

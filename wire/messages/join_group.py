@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -128,10 +128,16 @@ class JoinGroupResponse(Message):
 
 _C_JoinGroupRequest = JoinGroupRequest
 _C_JoinGroupRequest_JoinGroupRequestProtocol = JoinGroupRequest.JoinGroupRequestProtocol
-_D_JoinGroupRequest_JoinGroupRequestProtocol = JoinGroupRequest.JoinGroupRequestProtocol()
 _C_JoinGroupResponse = JoinGroupResponse
 _C_JoinGroupResponse_JoinGroupResponseMember = JoinGroupResponse.JoinGroupResponseMember
-_D_JoinGroupResponse_JoinGroupResponseMember = JoinGroupResponse.JoinGroupResponseMember()
+
+
+def _nd_JoinGroupRequest_JoinGroupRequestProtocol(v: Any) -> bool:
+    return bool((v.name != '') or (v.metadata != b'') or (v.unknown_tagged_fields))
+
+
+def _nd_JoinGroupResponse_JoinGroupResponseMember(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.group_instance_id is not None) or (v.metadata != b'') or (v.unknown_tagged_fields))
 
 
 def _rd_JoinGroupRequest_JoinGroupRequestProtocol_v2(buf: memoryview, pos: int) -> tuple[JoinGroupRequest.JoinGroupRequestProtocol, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -106,10 +106,16 @@ class LeaveGroupResponse(Message):
 
 _C_LeaveGroupRequest = LeaveGroupRequest
 _C_LeaveGroupRequest_MemberIdentity = LeaveGroupRequest.MemberIdentity
-_D_LeaveGroupRequest_MemberIdentity = LeaveGroupRequest.MemberIdentity()
 _C_LeaveGroupResponse = LeaveGroupResponse
 _C_LeaveGroupResponse_MemberResponse = LeaveGroupResponse.MemberResponse
-_D_LeaveGroupResponse_MemberResponse = LeaveGroupResponse.MemberResponse()
+
+
+def _nd_LeaveGroupRequest_MemberIdentity(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.group_instance_id is not None) or (v.reason is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_LeaveGroupResponse_MemberResponse(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.group_instance_id != '') or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_LeaveGroupRequest_v0(buf: memoryview, pos: int) -> tuple[LeaveGroupRequest, int]:

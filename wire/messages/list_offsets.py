@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -146,14 +146,26 @@ class ListOffsetsResponse(Message):
 
 _C_ListOffsetsRequest = ListOffsetsRequest
 _C_ListOffsetsRequest_ListOffsetsTopic = ListOffsetsRequest.ListOffsetsTopic
-_D_ListOffsetsRequest_ListOffsetsTopic = ListOffsetsRequest.ListOffsetsTopic()
 _C_ListOffsetsRequest_ListOffsetsPartition = ListOffsetsRequest.ListOffsetsPartition
-_D_ListOffsetsRequest_ListOffsetsPartition = ListOffsetsRequest.ListOffsetsPartition()
 _C_ListOffsetsResponse = ListOffsetsResponse
 _C_ListOffsetsResponse_ListOffsetsTopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
-_D_ListOffsetsResponse_ListOffsetsTopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse()
 _C_ListOffsetsResponse_ListOffsetsPartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
-_D_ListOffsetsResponse_ListOffsetsPartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse()
+
+
+def _nd_ListOffsetsRequest_ListOffsetsTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ListOffsetsRequest_ListOffsetsPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.current_leader_epoch != -1) or (v.timestamp != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ListOffsetsResponse_ListOffsetsTopicResponse(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ListOffsetsResponse_ListOffsetsPartitionResponse(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.timestamp != -1) or (v.offset != -1) or (v.leader_epoch != -1) or (v.unknown_tagged_fields))
 
 
 def _rd_ListOffsetsRequest_ListOffsetsPartition_v1(buf: memoryview, pos: int) -> tuple[ListOffsetsRequest.ListOffsetsPartition, int]:

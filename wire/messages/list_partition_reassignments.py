@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -120,12 +120,21 @@ class ListPartitionReassignmentsResponse(Message):
 
 _C_ListPartitionReassignmentsRequest = ListPartitionReassignmentsRequest
 _C_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
-_D_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics()
 _C_ListPartitionReassignmentsResponse = ListPartitionReassignmentsResponse
 _C_ListPartitionReassignmentsResponse_OngoingTopicReassignment = ListPartitionReassignmentsResponse.OngoingTopicReassignment
-_D_ListPartitionReassignmentsResponse_OngoingTopicReassignment = ListPartitionReassignmentsResponse.OngoingTopicReassignment()
 _C_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
-_D_ListPartitionReassignmentsResponse_OngoingPartitionReassignment = ListPartitionReassignmentsResponse.OngoingPartitionReassignment()
+
+
+def _nd_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_indexes) or (v.unknown_tagged_fields))
+
+
+def _nd_ListPartitionReassignmentsResponse_OngoingTopicReassignment(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ListPartitionReassignmentsResponse_OngoingPartitionReassignment(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.replicas) or (v.adding_replicas) or (v.removing_replicas) or (v.unknown_tagged_fields))
 
 
 def _rd_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf: memoryview, pos: int) -> tuple[ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics, int]:
@@ -136,7 +145,7 @@ def _rd_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(bu
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -172,7 +181,7 @@ def _wr_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o:
     wr_cstr(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_clen(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -212,21 +221,21 @@ def _rd_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf: 
         raise null_in_non_nullable('Replicas')
     else:
         check_count(buf, pos, n, 'Replicas')
-        v_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('AddingReplicas')
     else:
         check_count(buf, pos, n, 'AddingReplicas')
-        v_adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_adding_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('RemovingReplicas')
     else:
         check_count(buf, pos, n, 'RemovingReplicas')
-        v_removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_removing_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -283,13 +292,13 @@ def _wr_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(o: Li
     a(_P_i(o.partition_index))
     arr_replicas = o.replicas
     wr_clen(len(arr_replicas), a)
-    a(_pack('>%di' % len(arr_replicas), *arr_replicas))
+    a(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
     arr_adding_replicas = o.adding_replicas
     wr_clen(len(arr_adding_replicas), a)
-    a(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+    a(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
     arr_removing_replicas = o.removing_replicas
     wr_clen(len(arr_removing_replicas), a)
-    a(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+    a(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -93,7 +93,10 @@ class ListTransactionsResponse(Message):
 _C_ListTransactionsRequest = ListTransactionsRequest
 _C_ListTransactionsResponse = ListTransactionsResponse
 _C_ListTransactionsResponse_TransactionState = ListTransactionsResponse.TransactionState
-_D_ListTransactionsResponse_TransactionState = ListTransactionsResponse.TransactionState()
+
+
+def _nd_ListTransactionsResponse_TransactionState(v: Any) -> bool:
+    return bool((v.transactional_id != '') or (v.producer_id != 0) or (v.transaction_state != '') or (v.unknown_tagged_fields))
 
 
 def _rd_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
@@ -113,7 +116,7 @@ def _rd_ListTransactionsRequest_v0(buf: memoryview, pos: int) -> tuple[ListTrans
         raise null_in_non_nullable('ProducerIdFilters')
     else:
         check_count(buf, pos, n, 'ProducerIdFilters')
-        v_producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+        v_producer_id_filters = list(array_struct('q', n).unpack_from(buf, pos))
         pos += n * 8
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -140,7 +143,7 @@ def _rd_ListTransactionsRequest_v1(buf: memoryview, pos: int) -> tuple[ListTrans
         raise null_in_non_nullable('ProducerIdFilters')
     else:
         check_count(buf, pos, n, 'ProducerIdFilters')
-        v_producer_id_filters = list(_unpack_from('>%dq' % n, buf, pos))
+        v_producer_id_filters = list(array_struct('q', n).unpack_from(buf, pos))
         pos += n * 8
     v_duration_filter, = _U_q(buf, pos)
     pos += 8
@@ -162,7 +165,7 @@ def _wr_ListTransactionsRequest_v0(o: ListTransactionsRequest, out: list[Any]) -
         wr_cstr(item_state_filters, a)
     arr_producer_id_filters = o.producer_id_filters
     wr_clen(len(arr_producer_id_filters), a)
-    a(_pack('>%dq' % len(arr_producer_id_filters), *arr_producer_id_filters))
+    a(array_struct('q', len(arr_producer_id_filters)).pack(*arr_producer_id_filters))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -178,7 +181,7 @@ def _wr_ListTransactionsRequest_v1(o: ListTransactionsRequest, out: list[Any]) -
         wr_cstr(item_state_filters, a)
     arr_producer_id_filters = o.producer_id_filters
     wr_clen(len(arr_producer_id_filters), a)
-    a(_pack('>%dq' % len(arr_producer_id_filters), *arr_producer_id_filters))
+    a(array_struct('q', len(arr_producer_id_filters)).pack(*arr_producer_id_filters))
     a(_P_q(o.duration_filter))
     unk = o.unknown_tagged_fields
     if unk:

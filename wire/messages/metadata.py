@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -176,14 +176,26 @@ class MetadataResponse(Message):
 
 _C_MetadataRequest = MetadataRequest
 _C_MetadataRequest_MetadataRequestTopic = MetadataRequest.MetadataRequestTopic
-_D_MetadataRequest_MetadataRequestTopic = MetadataRequest.MetadataRequestTopic()
 _C_MetadataResponse = MetadataResponse
 _C_MetadataResponse_MetadataResponseBroker = MetadataResponse.MetadataResponseBroker
-_D_MetadataResponse_MetadataResponseBroker = MetadataResponse.MetadataResponseBroker()
 _C_MetadataResponse_MetadataResponseTopic = MetadataResponse.MetadataResponseTopic
-_D_MetadataResponse_MetadataResponseTopic = MetadataResponse.MetadataResponseTopic()
 _C_MetadataResponse_MetadataResponsePartition = MetadataResponse.MetadataResponsePartition
-_D_MetadataResponse_MetadataResponsePartition = MetadataResponse.MetadataResponsePartition()
+
+
+def _nd_MetadataRequest_MetadataRequestTopic(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.name != '') or (v.unknown_tagged_fields))
+
+
+def _nd_MetadataResponse_MetadataResponseBroker(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.rack is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_MetadataResponse_MetadataResponseTopic(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.name != '') or (v.topic_id != ZERO_UUID) or (v.is_internal != False) or (v.partitions) or (v.topic_authorized_operations != -2147483648) or (v.unknown_tagged_fields))
+
+
+def _nd_MetadataResponse_MetadataResponsePartition(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.partition_index != 0) or (v.leader_id != 0) or (v.leader_epoch != -1) or (v.replica_nodes) or (v.isr_nodes) or (v.offline_replicas) or (v.unknown_tagged_fields))
 
 
 def _rd_MetadataRequest_MetadataRequestTopic_v0(buf: memoryview, pos: int) -> tuple[MetadataRequest.MetadataRequestTopic, int]:
@@ -501,14 +513,14 @@ def _rd_MetadataResponse_MetadataResponsePartition_v0(buf: memoryview, pos: int)
         raise null_in_non_nullable('ReplicaNodes')
     else:
         check_count(buf, pos, n, 'ReplicaNodes')
-        v_replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_replica_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_len32(buf, pos)
     if n < 0:
         raise null_in_non_nullable('IsrNodes')
     else:
         check_count(buf, pos, n, 'IsrNodes')
-        v_isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_MetadataResponse_MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, -1, v_replica_nodes, v_isr_nodes, []), pos
 
@@ -676,21 +688,21 @@ def _rd_MetadataResponse_MetadataResponsePartition_v5(buf: memoryview, pos: int)
         raise null_in_non_nullable('ReplicaNodes')
     else:
         check_count(buf, pos, n, 'ReplicaNodes')
-        v_replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_replica_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_len32(buf, pos)
     if n < 0:
         raise null_in_non_nullable('IsrNodes')
     else:
         check_count(buf, pos, n, 'IsrNodes')
-        v_isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_len32(buf, pos)
     if n < 0:
         raise null_in_non_nullable('OfflineReplicas')
     else:
         check_count(buf, pos, n, 'OfflineReplicas')
-        v_offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_offline_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_MetadataResponse_MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, -1, v_replica_nodes, v_isr_nodes, v_offline_replicas), pos
 
@@ -754,21 +766,21 @@ def _rd_MetadataResponse_MetadataResponsePartition_v7(buf: memoryview, pos: int)
         raise null_in_non_nullable('ReplicaNodes')
     else:
         check_count(buf, pos, n, 'ReplicaNodes')
-        v_replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_replica_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_len32(buf, pos)
     if n < 0:
         raise null_in_non_nullable('IsrNodes')
     else:
         check_count(buf, pos, n, 'IsrNodes')
-        v_isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_len32(buf, pos)
     if n < 0:
         raise null_in_non_nullable('OfflineReplicas')
     else:
         check_count(buf, pos, n, 'OfflineReplicas')
-        v_offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_offline_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_MetadataResponse_MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, v_leader_epoch, v_replica_nodes, v_isr_nodes, v_offline_replicas), pos
 
@@ -899,21 +911,21 @@ def _rd_MetadataResponse_MetadataResponsePartition_v9(buf: memoryview, pos: int)
         raise null_in_non_nullable('ReplicaNodes')
     else:
         check_count(buf, pos, n, 'ReplicaNodes')
-        v_replica_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_replica_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('IsrNodes')
     else:
         check_count(buf, pos, n, 'IsrNodes')
-        v_isr_nodes = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr_nodes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('OfflineReplicas')
     else:
         check_count(buf, pos, n, 'OfflineReplicas')
-        v_offline_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_offline_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -1191,10 +1203,10 @@ def _wr_MetadataResponse_MetadataResponsePartition_v0(o: MetadataResponse.Metada
     a(_P_hii(o.error_code, o.partition_index, o.leader_id))
     arr_replica_nodes = o.replica_nodes
     wr_len32(len(arr_replica_nodes), a)
-    a(_pack('>%di' % len(arr_replica_nodes), *arr_replica_nodes))
+    a(array_struct('i', len(arr_replica_nodes)).pack(*arr_replica_nodes))
     arr_isr_nodes = o.isr_nodes
     wr_len32(len(arr_isr_nodes), a)
-    a(_pack('>%di' % len(arr_isr_nodes), *arr_isr_nodes))
+    a(array_struct('i', len(arr_isr_nodes)).pack(*arr_isr_nodes))
 
 
 def _wr_MetadataResponse_MetadataResponseTopic_v0(o: MetadataResponse.MetadataResponseTopic, out: list[Any]) -> None:
@@ -1297,13 +1309,13 @@ def _wr_MetadataResponse_MetadataResponsePartition_v5(o: MetadataResponse.Metada
     a(_P_hii(o.error_code, o.partition_index, o.leader_id))
     arr_replica_nodes = o.replica_nodes
     wr_len32(len(arr_replica_nodes), a)
-    a(_pack('>%di' % len(arr_replica_nodes), *arr_replica_nodes))
+    a(array_struct('i', len(arr_replica_nodes)).pack(*arr_replica_nodes))
     arr_isr_nodes = o.isr_nodes
     wr_len32(len(arr_isr_nodes), a)
-    a(_pack('>%di' % len(arr_isr_nodes), *arr_isr_nodes))
+    a(array_struct('i', len(arr_isr_nodes)).pack(*arr_isr_nodes))
     arr_offline_replicas = o.offline_replicas
     wr_len32(len(arr_offline_replicas), a)
-    a(_pack('>%di' % len(arr_offline_replicas), *arr_offline_replicas))
+    a(array_struct('i', len(arr_offline_replicas)).pack(*arr_offline_replicas))
 
 
 def _wr_MetadataResponse_MetadataResponseTopic_v5(o: MetadataResponse.MetadataResponseTopic, out: list[Any]) -> None:
@@ -1341,13 +1353,13 @@ def _wr_MetadataResponse_MetadataResponsePartition_v7(o: MetadataResponse.Metada
     a(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     arr_replica_nodes = o.replica_nodes
     wr_len32(len(arr_replica_nodes), a)
-    a(_pack('>%di' % len(arr_replica_nodes), *arr_replica_nodes))
+    a(array_struct('i', len(arr_replica_nodes)).pack(*arr_replica_nodes))
     arr_isr_nodes = o.isr_nodes
     wr_len32(len(arr_isr_nodes), a)
-    a(_pack('>%di' % len(arr_isr_nodes), *arr_isr_nodes))
+    a(array_struct('i', len(arr_isr_nodes)).pack(*arr_isr_nodes))
     arr_offline_replicas = o.offline_replicas
     wr_len32(len(arr_offline_replicas), a)
-    a(_pack('>%di' % len(arr_offline_replicas), *arr_offline_replicas))
+    a(array_struct('i', len(arr_offline_replicas)).pack(*arr_offline_replicas))
 
 
 def _wr_MetadataResponse_MetadataResponseTopic_v7(o: MetadataResponse.MetadataResponseTopic, out: list[Any]) -> None:
@@ -1426,13 +1438,13 @@ def _wr_MetadataResponse_MetadataResponsePartition_v9(o: MetadataResponse.Metada
     a(_P_hiii(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     arr_replica_nodes = o.replica_nodes
     wr_clen(len(arr_replica_nodes), a)
-    a(_pack('>%di' % len(arr_replica_nodes), *arr_replica_nodes))
+    a(array_struct('i', len(arr_replica_nodes)).pack(*arr_replica_nodes))
     arr_isr_nodes = o.isr_nodes
     wr_clen(len(arr_isr_nodes), a)
-    a(_pack('>%di' % len(arr_isr_nodes), *arr_isr_nodes))
+    a(array_struct('i', len(arr_isr_nodes)).pack(*arr_isr_nodes))
     arr_offline_replicas = o.offline_replicas
     wr_clen(len(arr_offline_replicas), a)
-    a(_pack('>%di' % len(arr_offline_replicas), *arr_offline_replicas))
+    a(array_struct('i', len(arr_offline_replicas)).pack(*arr_offline_replicas))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -144,14 +144,26 @@ class OffsetCommitResponse(Message):
 
 _C_OffsetCommitRequest = OffsetCommitRequest
 _C_OffsetCommitRequest_OffsetCommitRequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic
-_D_OffsetCommitRequest_OffsetCommitRequestTopic = OffsetCommitRequest.OffsetCommitRequestTopic()
 _C_OffsetCommitRequest_OffsetCommitRequestPartition = OffsetCommitRequest.OffsetCommitRequestPartition
-_D_OffsetCommitRequest_OffsetCommitRequestPartition = OffsetCommitRequest.OffsetCommitRequestPartition()
 _C_OffsetCommitResponse = OffsetCommitResponse
 _C_OffsetCommitResponse_OffsetCommitResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic
-_D_OffsetCommitResponse_OffsetCommitResponseTopic = OffsetCommitResponse.OffsetCommitResponseTopic()
 _C_OffsetCommitResponse_OffsetCommitResponsePartition = OffsetCommitResponse.OffsetCommitResponsePartition
-_D_OffsetCommitResponse_OffsetCommitResponsePartition = OffsetCommitResponse.OffsetCommitResponsePartition()
+
+
+def _nd_OffsetCommitRequest_OffsetCommitRequestTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetCommitRequest_OffsetCommitRequestPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.committed_offset != 0) or (v.committed_leader_epoch != -1) or (v.committed_metadata != '') or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetCommitResponse_OffsetCommitResponseTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetCommitResponse_OffsetCommitResponsePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_OffsetCommitRequest_OffsetCommitRequestPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetCommitRequest.OffsetCommitRequestPartition, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -128,14 +128,26 @@ class OffsetDeleteResponse(Message):
 
 _C_OffsetDeleteRequest = OffsetDeleteRequest
 _C_OffsetDeleteRequest_OffsetDeleteRequestTopic = OffsetDeleteRequest.OffsetDeleteRequestTopic
-_D_OffsetDeleteRequest_OffsetDeleteRequestTopic = OffsetDeleteRequest.OffsetDeleteRequestTopic()
 _C_OffsetDeleteRequest_OffsetDeleteRequestPartition = OffsetDeleteRequest.OffsetDeleteRequestPartition
-_D_OffsetDeleteRequest_OffsetDeleteRequestPartition = OffsetDeleteRequest.OffsetDeleteRequestPartition()
 _C_OffsetDeleteResponse = OffsetDeleteResponse
 _C_OffsetDeleteResponse_OffsetDeleteResponseTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic
-_D_OffsetDeleteResponse_OffsetDeleteResponseTopic = OffsetDeleteResponse.OffsetDeleteResponseTopic()
 _C_OffsetDeleteResponse_OffsetDeleteResponsePartition = OffsetDeleteResponse.OffsetDeleteResponsePartition
-_D_OffsetDeleteResponse_OffsetDeleteResponsePartition = OffsetDeleteResponse.OffsetDeleteResponsePartition()
+
+
+def _nd_OffsetDeleteRequest_OffsetDeleteRequestTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetDeleteRequest_OffsetDeleteRequestPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetDeleteResponse_OffsetDeleteResponseTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetDeleteResponse_OffsetDeleteResponsePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf: memoryview, pos: int) -> tuple[OffsetDeleteRequest.OffsetDeleteRequestPartition, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -214,22 +214,46 @@ class OffsetFetchResponse(Message):
 
 _C_OffsetFetchRequest = OffsetFetchRequest
 _C_OffsetFetchRequest_OffsetFetchRequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic
-_D_OffsetFetchRequest_OffsetFetchRequestTopic = OffsetFetchRequest.OffsetFetchRequestTopic()
 _C_OffsetFetchRequest_OffsetFetchRequestGroup = OffsetFetchRequest.OffsetFetchRequestGroup
-_D_OffsetFetchRequest_OffsetFetchRequestGroup = OffsetFetchRequest.OffsetFetchRequestGroup()
 _C_OffsetFetchRequest_OffsetFetchRequestTopics = OffsetFetchRequest.OffsetFetchRequestTopics
-_D_OffsetFetchRequest_OffsetFetchRequestTopics = OffsetFetchRequest.OffsetFetchRequestTopics()
 _C_OffsetFetchResponse = OffsetFetchResponse
 _C_OffsetFetchResponse_OffsetFetchResponseTopic = OffsetFetchResponse.OffsetFetchResponseTopic
-_D_OffsetFetchResponse_OffsetFetchResponseTopic = OffsetFetchResponse.OffsetFetchResponseTopic()
 _C_OffsetFetchResponse_OffsetFetchResponsePartition = OffsetFetchResponse.OffsetFetchResponsePartition
-_D_OffsetFetchResponse_OffsetFetchResponsePartition = OffsetFetchResponse.OffsetFetchResponsePartition()
 _C_OffsetFetchResponse_OffsetFetchResponseGroup = OffsetFetchResponse.OffsetFetchResponseGroup
-_D_OffsetFetchResponse_OffsetFetchResponseGroup = OffsetFetchResponse.OffsetFetchResponseGroup()
 _C_OffsetFetchResponse_OffsetFetchResponseTopics = OffsetFetchResponse.OffsetFetchResponseTopics
-_D_OffsetFetchResponse_OffsetFetchResponseTopics = OffsetFetchResponse.OffsetFetchResponseTopics()
 _C_OffsetFetchResponse_OffsetFetchResponsePartitions = OffsetFetchResponse.OffsetFetchResponsePartitions
-_D_OffsetFetchResponse_OffsetFetchResponsePartitions = OffsetFetchResponse.OffsetFetchResponsePartitions()
+
+
+def _nd_OffsetFetchRequest_OffsetFetchRequestTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_indexes) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchRequest_OffsetFetchRequestGroup(v: Any) -> bool:
+    return bool((v.group_id != '') or (v.member_id is not None) or (v.member_epoch != -1) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchRequest_OffsetFetchRequestTopics(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_indexes) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchResponse_OffsetFetchResponseTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchResponse_OffsetFetchResponsePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.committed_offset != 0) or (v.committed_leader_epoch != -1) or (v.metadata != '') or (v.error_code != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchResponse_OffsetFetchResponseGroup(v: Any) -> bool:
+    return bool((v.group_id != '') or (v.topics) or (v.error_code != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchResponse_OffsetFetchResponseTopics(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetFetchResponse_OffsetFetchResponsePartitions(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.committed_offset != 0) or (v.committed_leader_epoch != -1) or (v.metadata != '') or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_OffsetFetchRequest_OffsetFetchRequestTopic_v1(buf: memoryview, pos: int) -> tuple[OffsetFetchRequest.OffsetFetchRequestTopic, int]:
@@ -240,7 +264,7 @@ def _rd_OffsetFetchRequest_OffsetFetchRequestTopic_v1(buf: memoryview, pos: int)
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_OffsetFetchRequest_OffsetFetchRequestTopic(v_name, v_partition_indexes), pos
 
@@ -283,7 +307,7 @@ def _rd_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf: memoryview, pos: int)
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -343,7 +367,7 @@ def _rd_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf: memoryview, pos: int
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -443,7 +467,7 @@ def _wr_OffsetFetchRequest_OffsetFetchRequestTopic_v1(o: OffsetFetchRequest.Offs
     wr_str(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_len32(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
 
 
 def _wr_OffsetFetchRequest_v1(o: OffsetFetchRequest, out: list[Any]) -> None:
@@ -483,7 +507,7 @@ def _wr_OffsetFetchRequest_OffsetFetchRequestTopic_v6(o: OffsetFetchRequest.Offs
     wr_cstr(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_clen(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -537,7 +561,7 @@ def _wr_OffsetFetchRequest_OffsetFetchRequestTopics_v8(o: OffsetFetchRequest.Off
     wr_cstr(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_clen(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -134,14 +134,26 @@ class OffsetForLeaderEpochResponse(Message):
 
 _C_OffsetForLeaderEpochRequest = OffsetForLeaderEpochRequest
 _C_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-_D_OffsetForLeaderEpochRequest_OffsetForLeaderTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic()
 _C_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = OffsetForLeaderEpochRequest.OffsetForLeaderPartition
-_D_OffsetForLeaderEpochRequest_OffsetForLeaderPartition = OffsetForLeaderEpochRequest.OffsetForLeaderPartition()
 _C_OffsetForLeaderEpochResponse = OffsetForLeaderEpochResponse
 _C_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
-_D_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult()
 _C_OffsetForLeaderEpochResponse_EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset
-_D_OffsetForLeaderEpochResponse_EpochEndOffset = OffsetForLeaderEpochResponse.EpochEndOffset()
+
+
+def _nd_OffsetForLeaderEpochRequest_OffsetForLeaderTopic(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetForLeaderEpochRequest_OffsetForLeaderPartition(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.current_leader_epoch != -1) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_OffsetForLeaderEpochResponse_EpochEndOffset(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.partition != 0) or (v.leader_epoch != -1) or (v.end_offset != -1) or (v.unknown_tagged_fields))
 
 
 def _rd_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf: memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest.OffsetForLeaderPartition, int]:

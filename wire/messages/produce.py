@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -196,20 +196,41 @@ class ProduceResponse(Message):
 
 _C_ProduceRequest = ProduceRequest
 _C_ProduceRequest_TopicProduceData = ProduceRequest.TopicProduceData
-_D_ProduceRequest_TopicProduceData = ProduceRequest.TopicProduceData()
 _C_ProduceRequest_PartitionProduceData = ProduceRequest.PartitionProduceData
-_D_ProduceRequest_PartitionProduceData = ProduceRequest.PartitionProduceData()
 _C_ProduceResponse = ProduceResponse
 _C_ProduceResponse_TopicProduceResponse = ProduceResponse.TopicProduceResponse
-_D_ProduceResponse_TopicProduceResponse = ProduceResponse.TopicProduceResponse()
 _C_ProduceResponse_PartitionProduceResponse = ProduceResponse.PartitionProduceResponse
-_D_ProduceResponse_PartitionProduceResponse = ProduceResponse.PartitionProduceResponse()
 _C_ProduceResponse_BatchIndexAndErrorMessage = ProduceResponse.BatchIndexAndErrorMessage
-_D_ProduceResponse_BatchIndexAndErrorMessage = ProduceResponse.BatchIndexAndErrorMessage()
 _C_ProduceResponse_LeaderIdAndEpoch = ProduceResponse.LeaderIdAndEpoch
-_D_ProduceResponse_LeaderIdAndEpoch = ProduceResponse.LeaderIdAndEpoch()
 _C_ProduceResponse_NodeEndpoint = ProduceResponse.NodeEndpoint
-_D_ProduceResponse_NodeEndpoint = ProduceResponse.NodeEndpoint()
+
+
+def _nd_ProduceRequest_TopicProduceData(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_data) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceRequest_PartitionProduceData(v: Any) -> bool:
+    return bool((v.index != 0) or (v.records is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceResponse_TopicProduceResponse(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_responses) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceResponse_PartitionProduceResponse(v: Any) -> bool:
+    return bool((v.index != 0) or (v.error_code != 0) or (v.base_offset != 0) or (v.log_append_time_ms != -1) or (v.log_start_offset != -1) or (v.record_errors) or (v.error_message is not None) or (_nd_ProduceResponse_LeaderIdAndEpoch(v.current_leader)) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceResponse_BatchIndexAndErrorMessage(v: Any) -> bool:
+    return bool((v.batch_index != 0) or (v.batch_index_error_message is not None) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceResponse_LeaderIdAndEpoch(v: Any) -> bool:
+    return bool((v.leader_id != -1) or (v.leader_epoch != -1) or (v.unknown_tagged_fields))
+
+
+def _nd_ProduceResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.rack is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_ProduceRequest_PartitionProduceData_v3(buf: memoryview, pos: int) -> tuple[ProduceRequest.PartitionProduceData, int]:
@@ -699,7 +720,7 @@ def _rd_ProduceResponse_v10(buf: memoryview, pos: int) -> tuple[ProduceResponse,
 
 def _wr_ProduceResponse_PartitionProduceResponse_v3(o: ProduceResponse.PartitionProduceResponse, out: list[Any]) -> None:
     a = out.append
-    if o.current_leader != _D_ProduceResponse_LeaderIdAndEpoch:
+    if _nd_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
     a(_P_ihqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms))
 
@@ -726,7 +747,7 @@ def _wr_ProduceResponse_v3(o: ProduceResponse, out: list[Any]) -> None:
 
 def _wr_ProduceResponse_PartitionProduceResponse_v5(o: ProduceResponse.PartitionProduceResponse, out: list[Any]) -> None:
     a = out.append
-    if o.current_leader != _D_ProduceResponse_LeaderIdAndEpoch:
+    if _nd_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
     a(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
 
@@ -759,7 +780,7 @@ def _wr_ProduceResponse_BatchIndexAndErrorMessage_v8(o: ProduceResponse.BatchInd
 
 def _wr_ProduceResponse_PartitionProduceResponse_v8(o: ProduceResponse.PartitionProduceResponse, out: list[Any]) -> None:
     a = out.append
-    if o.current_leader != _D_ProduceResponse_LeaderIdAndEpoch:
+    if _nd_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
     a(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
     arr_record_errors = o.record_errors
@@ -802,7 +823,7 @@ def _wr_ProduceResponse_BatchIndexAndErrorMessage_v9(o: ProduceResponse.BatchInd
 
 def _wr_ProduceResponse_PartitionProduceResponse_v9(o: ProduceResponse.PartitionProduceResponse, out: list[Any]) -> None:
     a = out.append
-    if o.current_leader != _D_ProduceResponse_LeaderIdAndEpoch:
+    if _nd_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         raise unsupported('CurrentLeader')
     a(_P_ihqqq(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset))
     arr_record_errors = o.record_errors
@@ -867,7 +888,7 @@ def _wr_ProduceResponse_PartitionProduceResponse_v10(o: ProduceResponse.Partitio
     wr_ncstr(o.error_message, a)
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
-    if o.current_leader != _D_ProduceResponse_LeaderIdAndEpoch:
+    if _nd_ProduceResponse_LeaderIdAndEpoch(o.current_leader):
         sub = []
         _wr_ProduceResponse_LeaderIdAndEpoch_v10(o.current_leader, sub)
         tags.append((0, b''.join(sub)))

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -156,16 +156,31 @@ class ReadShareGroupStateResponse(Message):
 
 _C_ReadShareGroupStateRequest = ReadShareGroupStateRequest
 _C_ReadShareGroupStateRequest_ReadStateData = ReadShareGroupStateRequest.ReadStateData
-_D_ReadShareGroupStateRequest_ReadStateData = ReadShareGroupStateRequest.ReadStateData()
 _C_ReadShareGroupStateRequest_PartitionData = ReadShareGroupStateRequest.PartitionData
-_D_ReadShareGroupStateRequest_PartitionData = ReadShareGroupStateRequest.PartitionData()
 _C_ReadShareGroupStateResponse = ReadShareGroupStateResponse
 _C_ReadShareGroupStateResponse_ReadStateResult = ReadShareGroupStateResponse.ReadStateResult
-_D_ReadShareGroupStateResponse_ReadStateResult = ReadShareGroupStateResponse.ReadStateResult()
 _C_ReadShareGroupStateResponse_PartitionResult = ReadShareGroupStateResponse.PartitionResult
-_D_ReadShareGroupStateResponse_PartitionResult = ReadShareGroupStateResponse.PartitionResult()
 _C_ReadShareGroupStateResponse_StateBatch = ReadShareGroupStateResponse.StateBatch
-_D_ReadShareGroupStateResponse_StateBatch = ReadShareGroupStateResponse.StateBatch()
+
+
+def _nd_ReadShareGroupStateRequest_ReadStateData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateResponse_ReadStateResult(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.state_epoch != 0) or (v.start_offset != 0) or (v.state_batches) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateResponse_StateBatch(v: Any) -> bool:
+    return bool((v.first_offset != 0) or (v.last_offset != 0) or (v.delivery_state != 0) or (v.delivery_count != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_ReadShareGroupStateRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateRequest.PartitionData, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -134,14 +134,26 @@ class ReadShareGroupStateSummaryResponse(Message):
 
 _C_ReadShareGroupStateSummaryRequest = ReadShareGroupStateSummaryRequest
 _C_ReadShareGroupStateSummaryRequest_ReadStateSummaryData = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
-_D_ReadShareGroupStateSummaryRequest_ReadStateSummaryData = ReadShareGroupStateSummaryRequest.ReadStateSummaryData()
 _C_ReadShareGroupStateSummaryRequest_PartitionData = ReadShareGroupStateSummaryRequest.PartitionData
-_D_ReadShareGroupStateSummaryRequest_PartitionData = ReadShareGroupStateSummaryRequest.PartitionData()
 _C_ReadShareGroupStateSummaryResponse = ReadShareGroupStateSummaryResponse
 _C_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
-_D_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult()
 _C_ReadShareGroupStateSummaryResponse_PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult
-_D_ReadShareGroupStateSummaryResponse_PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult()
+
+
+def _nd_ReadShareGroupStateSummaryRequest_ReadStateSummaryData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateSummaryRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ReadShareGroupStateSummaryResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.state_epoch != 0) or (v.start_offset != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest.PartitionData, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -194,20 +194,41 @@ class ShareAcknowledgeResponse(Message):
 
 _C_ShareAcknowledgeRequest = ShareAcknowledgeRequest
 _C_ShareAcknowledgeRequest_AcknowledgeTopic = ShareAcknowledgeRequest.AcknowledgeTopic
-_D_ShareAcknowledgeRequest_AcknowledgeTopic = ShareAcknowledgeRequest.AcknowledgeTopic()
 _C_ShareAcknowledgeRequest_AcknowledgePartition = ShareAcknowledgeRequest.AcknowledgePartition
-_D_ShareAcknowledgeRequest_AcknowledgePartition = ShareAcknowledgeRequest.AcknowledgePartition()
 _C_ShareAcknowledgeRequest_AcknowledgementBatch = ShareAcknowledgeRequest.AcknowledgementBatch
-_D_ShareAcknowledgeRequest_AcknowledgementBatch = ShareAcknowledgeRequest.AcknowledgementBatch()
 _C_ShareAcknowledgeResponse = ShareAcknowledgeResponse
 _C_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
-_D_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse()
 _C_ShareAcknowledgeResponse_PartitionData = ShareAcknowledgeResponse.PartitionData
-_D_ShareAcknowledgeResponse_PartitionData = ShareAcknowledgeResponse.PartitionData()
 _C_ShareAcknowledgeResponse_LeaderIdAndEpoch = ShareAcknowledgeResponse.LeaderIdAndEpoch
-_D_ShareAcknowledgeResponse_LeaderIdAndEpoch = ShareAcknowledgeResponse.LeaderIdAndEpoch()
 _C_ShareAcknowledgeResponse_NodeEndpoint = ShareAcknowledgeResponse.NodeEndpoint
-_D_ShareAcknowledgeResponse_NodeEndpoint = ShareAcknowledgeResponse.NodeEndpoint()
+
+
+def _nd_ShareAcknowledgeRequest_AcknowledgeTopic(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeRequest_AcknowledgePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.acknowledgement_batches) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeRequest_AcknowledgementBatch(v: Any) -> bool:
+    return bool((v.first_offset != 0) or (v.last_offset != 0) or (v.acknowledge_types) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.error_message is not None) or (_nd_ShareAcknowledgeResponse_LeaderIdAndEpoch(v.current_leader)) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeResponse_LeaderIdAndEpoch(v: Any) -> bool:
+    return bool((v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareAcknowledgeResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.rack is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> tuple[ShareAcknowledgeRequest.AcknowledgementBatch, int]:
@@ -219,7 +240,7 @@ def _rd_ShareAcknowledgeRequest_AcknowledgementBatch_v0(buf: memoryview, pos: in
         raise null_in_non_nullable('AcknowledgeTypes')
     else:
         check_count(buf, pos, n, 'AcknowledgeTypes')
-        v_acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
+        v_acknowledge_types = list(array_struct('b', n).unpack_from(buf, pos))
         pos += n * 1
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -300,7 +321,7 @@ def _wr_ShareAcknowledgeRequest_AcknowledgementBatch_v0(o: ShareAcknowledgeReque
     a(_P_qq(o.first_offset, o.last_offset))
     arr_acknowledge_types = o.acknowledge_types
     wr_clen(len(arr_acknowledge_types), a)
-    a(_pack('>%db' % len(arr_acknowledge_types), *arr_acknowledge_types))
+    a(array_struct('b', len(arr_acknowledge_types)).pack(*arr_acknowledge_types))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

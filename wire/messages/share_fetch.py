@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -248,24 +248,51 @@ class ShareFetchResponse(Message):
 
 _C_ShareFetchRequest = ShareFetchRequest
 _C_ShareFetchRequest_FetchTopic = ShareFetchRequest.FetchTopic
-_D_ShareFetchRequest_FetchTopic = ShareFetchRequest.FetchTopic()
 _C_ShareFetchRequest_FetchPartition = ShareFetchRequest.FetchPartition
-_D_ShareFetchRequest_FetchPartition = ShareFetchRequest.FetchPartition()
 _C_ShareFetchRequest_AcknowledgementBatch = ShareFetchRequest.AcknowledgementBatch
-_D_ShareFetchRequest_AcknowledgementBatch = ShareFetchRequest.AcknowledgementBatch()
 _C_ShareFetchRequest_ForgottenTopic = ShareFetchRequest.ForgottenTopic
-_D_ShareFetchRequest_ForgottenTopic = ShareFetchRequest.ForgottenTopic()
 _C_ShareFetchResponse = ShareFetchResponse
 _C_ShareFetchResponse_ShareFetchableTopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
-_D_ShareFetchResponse_ShareFetchableTopicResponse = ShareFetchResponse.ShareFetchableTopicResponse()
 _C_ShareFetchResponse_PartitionData = ShareFetchResponse.PartitionData
-_D_ShareFetchResponse_PartitionData = ShareFetchResponse.PartitionData()
 _C_ShareFetchResponse_LeaderIdAndEpoch = ShareFetchResponse.LeaderIdAndEpoch
-_D_ShareFetchResponse_LeaderIdAndEpoch = ShareFetchResponse.LeaderIdAndEpoch()
 _C_ShareFetchResponse_AcquiredRecords = ShareFetchResponse.AcquiredRecords
-_D_ShareFetchResponse_AcquiredRecords = ShareFetchResponse.AcquiredRecords()
 _C_ShareFetchResponse_NodeEndpoint = ShareFetchResponse.NodeEndpoint
-_D_ShareFetchResponse_NodeEndpoint = ShareFetchResponse.NodeEndpoint()
+
+
+def _nd_ShareFetchRequest_FetchTopic(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchRequest_FetchPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.partition_max_bytes != 0) or (v.acknowledgement_batches) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchRequest_AcknowledgementBatch(v: Any) -> bool:
+    return bool((v.first_offset != 0) or (v.last_offset != 0) or (v.acknowledge_types) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchRequest_ForgottenTopic(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchResponse_ShareFetchableTopicResponse(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.acknowledge_error_code != 0) or (v.acknowledge_error_message is not None) or (_nd_ShareFetchResponse_LeaderIdAndEpoch(v.current_leader)) or (v.records is not None) or (v.acquired_records) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchResponse_LeaderIdAndEpoch(v: Any) -> bool:
+    return bool((v.leader_id != 0) or (v.leader_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchResponse_AcquiredRecords(v: Any) -> bool:
+    return bool((v.first_offset != 0) or (v.last_offset != 0) or (v.delivery_count != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareFetchResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.rack is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_ShareFetchRequest_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> tuple[ShareFetchRequest.AcknowledgementBatch, int]:
@@ -277,7 +304,7 @@ def _rd_ShareFetchRequest_AcknowledgementBatch_v0(buf: memoryview, pos: int) -> 
         raise null_in_non_nullable('AcknowledgeTypes')
     else:
         check_count(buf, pos, n, 'AcknowledgeTypes')
-        v_acknowledge_types = list(_unpack_from('>%db' % n, buf, pos))
+        v_acknowledge_types = list(array_struct('b', n).unpack_from(buf, pos))
         pos += n * 1
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -340,7 +367,7 @@ def _rd_ShareFetchRequest_ForgottenTopic_v0(buf: memoryview, pos: int) -> tuple[
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -388,7 +415,7 @@ def _wr_ShareFetchRequest_AcknowledgementBatch_v0(o: ShareFetchRequest.Acknowled
     a(_P_qq(o.first_offset, o.last_offset))
     arr_acknowledge_types = o.acknowledge_types
     wr_clen(len(arr_acknowledge_types), a)
-    a(_pack('>%db' % len(arr_acknowledge_types), *arr_acknowledge_types))
+    a(array_struct('b', len(arr_acknowledge_types)).pack(*arr_acknowledge_types))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
@@ -429,7 +456,7 @@ def _wr_ShareFetchRequest_ForgottenTopic_v0(o: ShareFetchRequest.ForgottenTopic,
     a(_P_U(o.topic_id.bytes))
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

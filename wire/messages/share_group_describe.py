@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -157,13 +157,25 @@ class ShareGroupDescribeResponse(Message):
 _C_ShareGroupDescribeRequest = ShareGroupDescribeRequest
 _C_ShareGroupDescribeResponse = ShareGroupDescribeResponse
 _C_ShareGroupDescribeResponse_TopicPartitions = ShareGroupDescribeResponse.TopicPartitions
-_D_ShareGroupDescribeResponse_TopicPartitions = ShareGroupDescribeResponse.TopicPartitions()
 _C_ShareGroupDescribeResponse_Assignment = ShareGroupDescribeResponse.Assignment
-_D_ShareGroupDescribeResponse_Assignment = ShareGroupDescribeResponse.Assignment()
 _C_ShareGroupDescribeResponse_DescribedGroup = ShareGroupDescribeResponse.DescribedGroup
-_D_ShareGroupDescribeResponse_DescribedGroup = ShareGroupDescribeResponse.DescribedGroup()
 _C_ShareGroupDescribeResponse_Member = ShareGroupDescribeResponse.Member
-_D_ShareGroupDescribeResponse_Member = ShareGroupDescribeResponse.Member()
+
+
+def _nd_ShareGroupDescribeResponse_TopicPartitions(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareGroupDescribeResponse_Assignment(v: Any) -> bool:
+    return bool((v.topic_partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareGroupDescribeResponse_DescribedGroup(v: Any) -> bool:
+    return bool((v.error_code != 0) or (v.error_message is not None) or (v.group_id != '') or (v.group_state != '') or (v.group_epoch != 0) or (v.assignment_epoch != 0) or (v.assignor_name != '') or (v.members) or (v.authorized_operations != -2147483648) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareGroupDescribeResponse_Member(v: Any) -> bool:
+    return bool((v.member_id != '') or (v.rack_id is not None) or (v.member_epoch != 0) or (v.client_id != '') or (v.client_host != '') or (v.subscribed_topic_names) or (_nd_ShareGroupDescribeResponse_Assignment(v.assignment)) or (v.unknown_tagged_fields))
 
 
 def _rd_ShareGroupDescribeRequest_v0(buf: memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
@@ -216,7 +228,7 @@ def _rd_ShareGroupDescribeResponse_TopicPartitions_v0(buf: memoryview, pos: int)
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -327,7 +339,7 @@ def _wr_ShareGroupDescribeResponse_TopicPartitions_v0(o: ShareGroupDescribeRespo
     wr_cstr(o.topic_name, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -150,14 +150,26 @@ class TxnOffsetCommitResponse(Message):
 
 _C_TxnOffsetCommitRequest = TxnOffsetCommitRequest
 _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic()
 _C_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-_D_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition()
 _C_TxnOffsetCommitResponse = TxnOffsetCommitResponse
 _C_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-_D_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic()
 _C_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
-_D_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition()
+
+
+def _nd_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.committed_offset != 0) or (v.committed_leader_epoch != -1) or (v.committed_metadata != '') or (v.unknown_tagged_fields))
+
+
+def _nd_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf: memoryview, pos: int) -> tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition, int]:

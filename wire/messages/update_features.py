@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -118,10 +118,16 @@ class UpdateFeaturesResponse(Message):
 
 _C_UpdateFeaturesRequest = UpdateFeaturesRequest
 _C_UpdateFeaturesRequest_FeatureUpdateKey = UpdateFeaturesRequest.FeatureUpdateKey
-_D_UpdateFeaturesRequest_FeatureUpdateKey = UpdateFeaturesRequest.FeatureUpdateKey()
 _C_UpdateFeaturesResponse = UpdateFeaturesResponse
 _C_UpdateFeaturesResponse_UpdatableFeatureResult = UpdateFeaturesResponse.UpdatableFeatureResult
-_D_UpdateFeaturesResponse_UpdatableFeatureResult = UpdateFeaturesResponse.UpdatableFeatureResult()
+
+
+def _nd_UpdateFeaturesRequest_FeatureUpdateKey(v: Any) -> bool:
+    return bool((v.feature != '') or (v.max_version_level != 0) or (v.allow_downgrade != False) or (v.upgrade_type != 1) or (v.unknown_tagged_fields))
+
+
+def _nd_UpdateFeaturesResponse_UpdatableFeatureResult(v: Any) -> bool:
+    return bool((v.feature != '') or (v.error_code != 0) or (v.error_message != '') or (v.unknown_tagged_fields))
 
 
 def _rd_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf: memoryview, pos: int) -> tuple[UpdateFeaturesRequest.FeatureUpdateKey, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -136,12 +136,21 @@ class UpdateRaftVoterResponse(Message):
 
 _C_UpdateRaftVoterRequest = UpdateRaftVoterRequest
 _C_UpdateRaftVoterRequest_Listener = UpdateRaftVoterRequest.Listener
-_D_UpdateRaftVoterRequest_Listener = UpdateRaftVoterRequest.Listener()
 _C_UpdateRaftVoterRequest_KRaftVersionFeature = UpdateRaftVoterRequest.KRaftVersionFeature
-_D_UpdateRaftVoterRequest_KRaftVersionFeature = UpdateRaftVoterRequest.KRaftVersionFeature()
 _C_UpdateRaftVoterResponse = UpdateRaftVoterResponse
 _C_UpdateRaftVoterResponse_CurrentLeader = UpdateRaftVoterResponse.CurrentLeader
-_D_UpdateRaftVoterResponse_CurrentLeader = UpdateRaftVoterResponse.CurrentLeader()
+
+
+def _nd_UpdateRaftVoterRequest_Listener(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_UpdateRaftVoterRequest_KRaftVersionFeature(v: Any) -> bool:
+    return bool((v.min_supported_version != 0) or (v.max_supported_version != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_UpdateRaftVoterResponse_CurrentLeader(v: Any) -> bool:
+    return bool((v.leader_id != -1) or (v.leader_epoch != -1) or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_UpdateRaftVoterRequest_Listener_v0(buf: memoryview, pos: int) -> tuple[UpdateRaftVoterRequest.Listener, int]:
@@ -287,7 +296,7 @@ def _wr_UpdateRaftVoterResponse_v0(o: UpdateRaftVoterResponse, out: list[Any]) -
     a(_P_ih(o.throttle_time_ms, o.error_code))
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
-    if o.current_leader != _D_UpdateRaftVoterResponse_CurrentLeader:
+    if _nd_UpdateRaftVoterResponse_CurrentLeader(o.current_leader):
         sub = []
         _wr_UpdateRaftVoterResponse_CurrentLeader_v0(o.current_leader, sub)
         tags.append((0, b''.join(sub)))

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -174,16 +174,31 @@ class VoteResponse(Message):
 
 _C_VoteRequest = VoteRequest
 _C_VoteRequest_TopicData = VoteRequest.TopicData
-_D_VoteRequest_TopicData = VoteRequest.TopicData()
 _C_VoteRequest_PartitionData = VoteRequest.PartitionData
-_D_VoteRequest_PartitionData = VoteRequest.PartitionData()
 _C_VoteResponse = VoteResponse
 _C_VoteResponse_TopicData = VoteResponse.TopicData
-_D_VoteResponse_TopicData = VoteResponse.TopicData()
 _C_VoteResponse_PartitionData = VoteResponse.PartitionData
-_D_VoteResponse_PartitionData = VoteResponse.PartitionData()
 _C_VoteResponse_NodeEndpoint = VoteResponse.NodeEndpoint
-_D_VoteResponse_NodeEndpoint = VoteResponse.NodeEndpoint()
+
+
+def _nd_VoteRequest_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_VoteRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.replica_epoch != 0) or (v.replica_id != 0) or (v.replica_directory_id != ZERO_UUID) or (v.voter_directory_id != ZERO_UUID) or (v.last_offset_epoch != 0) or (v.last_offset != 0) or (v.pre_vote != False) or (v.unknown_tagged_fields))
+
+
+def _nd_VoteResponse_TopicData(v: Any) -> bool:
+    return bool((v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_VoteResponse_PartitionData(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.leader_id != 0) or (v.leader_epoch != 0) or (v.vote_granted != False) or (v.unknown_tagged_fields))
+
+
+def _nd_VoteResponse_NodeEndpoint(v: Any) -> bool:
+    return bool((v.node_id != 0) or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_VoteRequest_PartitionData_v0(buf: memoryview, pos: int) -> tuple[VoteRequest.PartitionData, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -154,16 +154,31 @@ class WriteShareGroupStateResponse(Message):
 
 _C_WriteShareGroupStateRequest = WriteShareGroupStateRequest
 _C_WriteShareGroupStateRequest_WriteStateData = WriteShareGroupStateRequest.WriteStateData
-_D_WriteShareGroupStateRequest_WriteStateData = WriteShareGroupStateRequest.WriteStateData()
 _C_WriteShareGroupStateRequest_PartitionData = WriteShareGroupStateRequest.PartitionData
-_D_WriteShareGroupStateRequest_PartitionData = WriteShareGroupStateRequest.PartitionData()
 _C_WriteShareGroupStateRequest_StateBatch = WriteShareGroupStateRequest.StateBatch
-_D_WriteShareGroupStateRequest_StateBatch = WriteShareGroupStateRequest.StateBatch()
 _C_WriteShareGroupStateResponse = WriteShareGroupStateResponse
 _C_WriteShareGroupStateResponse_WriteStateResult = WriteShareGroupStateResponse.WriteStateResult
-_D_WriteShareGroupStateResponse_WriteStateResult = WriteShareGroupStateResponse.WriteStateResult()
 _C_WriteShareGroupStateResponse_PartitionResult = WriteShareGroupStateResponse.PartitionResult
-_D_WriteShareGroupStateResponse_PartitionResult = WriteShareGroupStateResponse.PartitionResult()
+
+
+def _nd_WriteShareGroupStateRequest_WriteStateData(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteShareGroupStateRequest_PartitionData(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.state_epoch != 0) or (v.leader_epoch != 0) or (v.start_offset != 0) or (v.state_batches) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteShareGroupStateRequest_StateBatch(v: Any) -> bool:
+    return bool((v.first_offset != 0) or (v.last_offset != 0) or (v.delivery_state != 0) or (v.delivery_count != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteShareGroupStateResponse_WriteStateResult(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteShareGroupStateResponse_PartitionResult(v: Any) -> bool:
+    return bool((v.partition != 0) or (v.error_code != 0) or (v.error_message is not None) or (v.unknown_tagged_fields))
 
 
 def _rd_WriteShareGroupStateRequest_StateBatch_v0(buf: memoryview, pos: int) -> tuple[WriteShareGroupStateRequest.StateBatch, int]:

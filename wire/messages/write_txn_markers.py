@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -146,16 +146,31 @@ class WriteTxnMarkersResponse(Message):
 
 _C_WriteTxnMarkersRequest = WriteTxnMarkersRequest
 _C_WriteTxnMarkersRequest_WritableTxnMarker = WriteTxnMarkersRequest.WritableTxnMarker
-_D_WriteTxnMarkersRequest_WritableTxnMarker = WriteTxnMarkersRequest.WritableTxnMarker()
 _C_WriteTxnMarkersRequest_WritableTxnMarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic
-_D_WriteTxnMarkersRequest_WritableTxnMarkerTopic = WriteTxnMarkersRequest.WritableTxnMarkerTopic()
 _C_WriteTxnMarkersResponse = WriteTxnMarkersResponse
 _C_WriteTxnMarkersResponse_WritableTxnMarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult
-_D_WriteTxnMarkersResponse_WritableTxnMarkerResult = WriteTxnMarkersResponse.WritableTxnMarkerResult()
 _C_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult
-_D_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult = WriteTxnMarkersResponse.WritableTxnMarkerTopicResult()
 _C_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult
-_D_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult = WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult()
+
+
+def _nd_WriteTxnMarkersRequest_WritableTxnMarker(v: Any) -> bool:
+    return bool((v.producer_id != 0) or (v.producer_epoch != 0) or (v.transaction_result != False) or (v.topics) or (v.coordinator_epoch != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteTxnMarkersRequest_WritableTxnMarkerTopic(v: Any) -> bool:
+    return bool((v.name != '') or (v.partition_indexes) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteTxnMarkersResponse_WritableTxnMarkerResult(v: Any) -> bool:
+    return bool((v.producer_id != 0) or (v.topics) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult(v: Any) -> bool:
+    return bool((v.name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult(v: Any) -> bool:
+    return bool((v.partition_index != 0) or (v.error_code != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf: memoryview, pos: int) -> tuple[WriteTxnMarkersRequest.WritableTxnMarkerTopic, int]:
@@ -166,7 +181,7 @@ def _rd_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf: memoryview, pos: i
         raise null_in_non_nullable('PartitionIndexes')
     else:
         check_count(buf, pos, n, 'PartitionIndexes')
-        v_partition_indexes = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_indexes = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -223,7 +238,7 @@ def _wr_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(o: WriteTxnMarkersReque
     wr_cstr(o.name, a)
     arr_partition_indexes = o.partition_indexes
     wr_clen(len(arr_partition_indexes), a)
-    a(_pack('>%di' % len(arr_partition_indexes), *arr_partition_indexes))
+    a(array_struct('i', len(arr_partition_indexes)).pack(*arr_partition_indexes))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -70,7 +70,10 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
 
 _C_ConsumerGroupCurrentMemberAssignmentValue = ConsumerGroupCurrentMemberAssignmentValue
 _C_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
-_D_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions()
+
+
+def _nd_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
 
 
 def _rd_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions, int]:
@@ -83,7 +86,7 @@ def _rd_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions_v0(buf: memory
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -129,7 +132,7 @@ def _wr_ConsumerGroupCurrentMemberAssignmentValue_TopicPartitions_v0(o: Consumer
     a(_P_U(o.topic_id.bytes))
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -73,7 +73,7 @@ class ConsumerGroupMemberMetadataValue(Message):
         subscribed_topic_regex: str | None = '',
         rebalance_timeout_ms: int = -1,
         server_assignor: str | None = '',
-        classic_member_metadata: ConsumerGroupMemberMetadataValue.ClassicMemberMetadata | None = UNSET,
+        classic_member_metadata: ConsumerGroupMemberMetadataValue.ClassicMemberMetadata | None = None,
         unknown_tagged_fields: TaggedFields = (),
     ) -> None:
         self.instance_id = instance_id
@@ -84,15 +84,21 @@ class ConsumerGroupMemberMetadataValue(Message):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.server_assignor = server_assignor
-        self.classic_member_metadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata() if classic_member_metadata is UNSET else classic_member_metadata
+        self.classic_member_metadata = classic_member_metadata
         self.unknown_tagged_fields = unknown_tagged_fields
 
 
 _C_ConsumerGroupMemberMetadataValue = ConsumerGroupMemberMetadataValue
 _C_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
-_D_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata = ConsumerGroupMemberMetadataValue.ClassicMemberMetadata()
 _C_ConsumerGroupMemberMetadataValue_ClassicProtocol = ConsumerGroupMemberMetadataValue.ClassicProtocol
-_D_ConsumerGroupMemberMetadataValue_ClassicProtocol = ConsumerGroupMemberMetadataValue.ClassicProtocol()
+
+
+def _nd_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata(v: Any) -> bool:
+    return bool((v.session_timeout_ms != 0) or (v.supported_protocols) or (v.unknown_tagged_fields))
+
+
+def _nd_ConsumerGroupMemberMetadataValue_ClassicProtocol(v: Any) -> bool:
+    return bool((v.name != '') or (v.metadata != b'') or (v.unknown_tagged_fields))
 
 
 def _rd_ConsumerGroupMemberMetadataValue_ClassicProtocol_v0(buf: memoryview, pos: int) -> tuple[ConsumerGroupMemberMetadataValue.ClassicProtocol, int]:
@@ -146,7 +152,7 @@ def _rd_ConsumerGroupMemberMetadataValue_v0(buf: memoryview, pos: int) -> tuple[
     v_rebalance_timeout_ms, = _U_i(buf, pos)
     pos += 4
     v_server_assignor, pos = rd_ncstr(buf, pos)
-    v_classic_member_metadata: Any = _C_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata()
+    v_classic_member_metadata: Any = None
     unknown: Any = ()
     count, pos = rd_uvarint(buf, pos)
     if count:
@@ -209,14 +215,10 @@ def _wr_ConsumerGroupMemberMetadataValue_v0(o: ConsumerGroupMemberMetadataValue,
     wr_ncstr(o.server_assignor, a)
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
-    if o.classic_member_metadata != _D_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata:
+    if o.classic_member_metadata is not None:
         sub = []
-        s_classic_member_metadata = o.classic_member_metadata
-        if s_classic_member_metadata is None:
-            sub.append(b'\xff')
-        else:
-            sub.append(b'\x01')
-            _wr_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata_v0(s_classic_member_metadata, sub)
+        sub.append(b'\x01')
+        _wr_ConsumerGroupMemberMetadataValue_ClassicMemberMetadata_v0(o.classic_member_metadata, sub)
         tags.append((0, b''.join(sub)))
     unk = o.unknown_tagged_fields
     if unk:

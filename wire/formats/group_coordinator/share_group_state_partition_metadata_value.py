@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -78,9 +78,15 @@ class ShareGroupStatePartitionMetadataValue(Message):
 
 _C_ShareGroupStatePartitionMetadataValue = ShareGroupStatePartitionMetadataValue
 _C_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo = ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo
-_D_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo = ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo()
 _C_ShareGroupStatePartitionMetadataValue_TopicInfo = ShareGroupStatePartitionMetadataValue.TopicInfo
-_D_ShareGroupStatePartitionMetadataValue_TopicInfo = ShareGroupStatePartitionMetadataValue.TopicInfo()
+
+
+def _nd_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.topic_name != '') or (v.partitions) or (v.unknown_tagged_fields))
+
+
+def _nd_ShareGroupStatePartitionMetadataValue_TopicInfo(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.topic_name != '') or (v.unknown_tagged_fields))
 
 
 def _rd_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_v0(buf: memoryview, pos: int) -> tuple[ShareGroupStatePartitionMetadataValue.TopicPartitionsInfo, int]:
@@ -94,7 +100,7 @@ def _rd_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_v0(buf: memory
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -152,7 +158,7 @@ def _wr_ShareGroupStatePartitionMetadataValue_TopicPartitionsInfo_v0(o: ShareGro
     wr_cstr(o.topic_name, a)
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

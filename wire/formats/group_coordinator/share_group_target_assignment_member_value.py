@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -60,7 +60,10 @@ class ShareGroupTargetAssignmentMemberValue(Message):
 
 _C_ShareGroupTargetAssignmentMemberValue = ShareGroupTargetAssignmentMemberValue
 _C_ShareGroupTargetAssignmentMemberValue_TopicPartition = ShareGroupTargetAssignmentMemberValue.TopicPartition
-_D_ShareGroupTargetAssignmentMemberValue_TopicPartition = ShareGroupTargetAssignmentMemberValue.TopicPartition()
+
+
+def _nd_ShareGroupTargetAssignmentMemberValue_TopicPartition(v: Any) -> bool:
+    return bool((v.topic_id != ZERO_UUID) or (v.partitions) or (v.unknown_tagged_fields))
 
 
 def _rd_ShareGroupTargetAssignmentMemberValue_TopicPartition_v0(buf: memoryview, pos: int) -> tuple[ShareGroupTargetAssignmentMemberValue.TopicPartition, int]:
@@ -73,7 +76,7 @@ def _rd_ShareGroupTargetAssignmentMemberValue_TopicPartition_v0(buf: memoryview,
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -107,7 +110,7 @@ def _wr_ShareGroupTargetAssignmentMemberValue_TopicPartition_v0(o: ShareGroupTar
     a(_P_U(o.topic_id.bytes))
     arr_partitions = o.partitions
     wr_clen(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)

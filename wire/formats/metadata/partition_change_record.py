@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -91,7 +91,7 @@ def _rd_PartitionChangeRecord_v0(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_isr = None
                 else:
                     check_count(sub, start, n, 'Isr')
-                    v_isr = list(_unpack_from('>%di' % n, sub, start))
+                    v_isr = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 1:
@@ -105,7 +105,7 @@ def _rd_PartitionChangeRecord_v0(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_replicas = None
                 else:
                     check_count(sub, start, n, 'Replicas')
-                    v_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 3:
@@ -115,7 +115,7 @@ def _rd_PartitionChangeRecord_v0(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_removing_replicas = None
                 else:
                     check_count(sub, start, n, 'RemovingReplicas')
-                    v_removing_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_removing_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 4:
@@ -125,7 +125,7 @@ def _rd_PartitionChangeRecord_v0(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_adding_replicas = None
                 else:
                     check_count(sub, start, n, 'AddingReplicas')
-                    v_adding_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_adding_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 5:
@@ -164,7 +164,7 @@ def _rd_PartitionChangeRecord_v1(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_isr = None
                 else:
                     check_count(sub, start, n, 'Isr')
-                    v_isr = list(_unpack_from('>%di' % n, sub, start))
+                    v_isr = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 1:
@@ -178,7 +178,7 @@ def _rd_PartitionChangeRecord_v1(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_replicas = None
                 else:
                     check_count(sub, start, n, 'Replicas')
-                    v_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 3:
@@ -188,7 +188,7 @@ def _rd_PartitionChangeRecord_v1(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_removing_replicas = None
                 else:
                     check_count(sub, start, n, 'RemovingReplicas')
-                    v_removing_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_removing_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 4:
@@ -198,7 +198,7 @@ def _rd_PartitionChangeRecord_v1(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_adding_replicas = None
                 else:
                     check_count(sub, start, n, 'AddingReplicas')
-                    v_adding_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_adding_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 5:
@@ -251,7 +251,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_isr = None
                 else:
                     check_count(sub, start, n, 'Isr')
-                    v_isr = list(_unpack_from('>%di' % n, sub, start))
+                    v_isr = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 1:
@@ -265,7 +265,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_replicas = None
                 else:
                     check_count(sub, start, n, 'Replicas')
-                    v_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 3:
@@ -275,7 +275,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_removing_replicas = None
                 else:
                     check_count(sub, start, n, 'RemovingReplicas')
-                    v_removing_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_removing_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 4:
@@ -285,7 +285,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_adding_replicas = None
                 else:
                     check_count(sub, start, n, 'AddingReplicas')
-                    v_adding_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_adding_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 5:
@@ -299,7 +299,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_eligible_leader_replicas = None
                 else:
                     check_count(sub, start, n, 'EligibleLeaderReplicas')
-                    v_eligible_leader_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_eligible_leader_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 7:
@@ -309,7 +309,7 @@ def _rd_PartitionChangeRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionCh
                     v_last_known_elr = None
                 else:
                     check_count(sub, start, n, 'LastKnownElr')
-                    v_last_known_elr = list(_unpack_from('>%di' % n, sub, start))
+                    v_last_known_elr = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 8:
@@ -346,7 +346,7 @@ def _wr_PartitionChangeRecord_v0(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_isr = o.isr
         wr_clen(len(arr_isr), sub.append)
-        sub.append(_pack('>%di' % len(arr_isr), *arr_isr))
+        sub.append(array_struct('i', len(arr_isr)).pack(*arr_isr))
         tags.append((0, b''.join(sub)))
     if o.leader != -2:
         sub = []
@@ -356,19 +356,19 @@ def _wr_PartitionChangeRecord_v0(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_replicas = o.replicas
         wr_clen(len(arr_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_replicas), *arr_replicas))
+        sub.append(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
         tags.append((2, b''.join(sub)))
     if o.removing_replicas is not None:
         sub = []
         arr_removing_replicas = o.removing_replicas
         wr_clen(len(arr_removing_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+        sub.append(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
         tags.append((3, b''.join(sub)))
     if o.adding_replicas is not None:
         sub = []
         arr_adding_replicas = o.adding_replicas
         wr_clen(len(arr_adding_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+        sub.append(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
         tags.append((4, b''.join(sub)))
     if o.leader_recovery_state != -1:
         sub = []
@@ -394,7 +394,7 @@ def _wr_PartitionChangeRecord_v1(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_isr = o.isr
         wr_clen(len(arr_isr), sub.append)
-        sub.append(_pack('>%di' % len(arr_isr), *arr_isr))
+        sub.append(array_struct('i', len(arr_isr)).pack(*arr_isr))
         tags.append((0, b''.join(sub)))
     if o.leader != -2:
         sub = []
@@ -404,19 +404,19 @@ def _wr_PartitionChangeRecord_v1(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_replicas = o.replicas
         wr_clen(len(arr_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_replicas), *arr_replicas))
+        sub.append(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
         tags.append((2, b''.join(sub)))
     if o.removing_replicas is not None:
         sub = []
         arr_removing_replicas = o.removing_replicas
         wr_clen(len(arr_removing_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+        sub.append(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
         tags.append((3, b''.join(sub)))
     if o.adding_replicas is not None:
         sub = []
         arr_adding_replicas = o.adding_replicas
         wr_clen(len(arr_adding_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+        sub.append(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
         tags.append((4, b''.join(sub)))
     if o.leader_recovery_state != -1:
         sub = []
@@ -445,7 +445,7 @@ def _wr_PartitionChangeRecord_v2(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_isr = o.isr
         wr_clen(len(arr_isr), sub.append)
-        sub.append(_pack('>%di' % len(arr_isr), *arr_isr))
+        sub.append(array_struct('i', len(arr_isr)).pack(*arr_isr))
         tags.append((0, b''.join(sub)))
     if o.leader != -2:
         sub = []
@@ -455,19 +455,19 @@ def _wr_PartitionChangeRecord_v2(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_replicas = o.replicas
         wr_clen(len(arr_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_replicas), *arr_replicas))
+        sub.append(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
         tags.append((2, b''.join(sub)))
     if o.removing_replicas is not None:
         sub = []
         arr_removing_replicas = o.removing_replicas
         wr_clen(len(arr_removing_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+        sub.append(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
         tags.append((3, b''.join(sub)))
     if o.adding_replicas is not None:
         sub = []
         arr_adding_replicas = o.adding_replicas
         wr_clen(len(arr_adding_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+        sub.append(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
         tags.append((4, b''.join(sub)))
     if o.leader_recovery_state != -1:
         sub = []
@@ -477,13 +477,13 @@ def _wr_PartitionChangeRecord_v2(o: PartitionChangeRecord, out: list[Any]) -> No
         sub = []
         arr_eligible_leader_replicas = o.eligible_leader_replicas
         wr_clen(len(arr_eligible_leader_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_eligible_leader_replicas), *arr_eligible_leader_replicas))
+        sub.append(array_struct('i', len(arr_eligible_leader_replicas)).pack(*arr_eligible_leader_replicas))
         tags.append((6, b''.join(sub)))
     if o.last_known_elr is not None:
         sub = []
         arr_last_known_elr = o.last_known_elr
         wr_clen(len(arr_last_known_elr), sub.append)
-        sub.append(_pack('>%di' % len(arr_last_known_elr), *arr_last_known_elr))
+        sub.append(array_struct('i', len(arr_last_known_elr)).pack(*arr_last_known_elr))
         tags.append((7, b''.join(sub)))
     if o.directories is not None:
         sub = []

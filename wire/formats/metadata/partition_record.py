@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -86,28 +86,28 @@ def _rd_PartitionRecord_v0(buf: memoryview, pos: int) -> tuple[PartitionRecord, 
         raise null_in_non_nullable('Replicas')
     else:
         check_count(buf, pos, n, 'Replicas')
-        v_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('Isr')
     else:
         check_count(buf, pos, n, 'Isr')
-        v_isr = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('RemovingReplicas')
     else:
         check_count(buf, pos, n, 'RemovingReplicas')
-        v_removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_removing_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('AddingReplicas')
     else:
         check_count(buf, pos, n, 'AddingReplicas')
-        v_adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_adding_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     v_leader, v_leader_epoch, v_partition_epoch = _U_iii(buf, pos)
     pos += 12
@@ -144,28 +144,28 @@ def _rd_PartitionRecord_v1(buf: memoryview, pos: int) -> tuple[PartitionRecord, 
         raise null_in_non_nullable('Replicas')
     else:
         check_count(buf, pos, n, 'Replicas')
-        v_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('Isr')
     else:
         check_count(buf, pos, n, 'Isr')
-        v_isr = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('RemovingReplicas')
     else:
         check_count(buf, pos, n, 'RemovingReplicas')
-        v_removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_removing_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('AddingReplicas')
     else:
         check_count(buf, pos, n, 'AddingReplicas')
-        v_adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_adding_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     v_leader, v_leader_epoch, v_partition_epoch = _U_iii(buf, pos)
     pos += 12
@@ -211,28 +211,28 @@ def _rd_PartitionRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionRecord, 
         raise null_in_non_nullable('Replicas')
     else:
         check_count(buf, pos, n, 'Replicas')
-        v_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('Isr')
     else:
         check_count(buf, pos, n, 'Isr')
-        v_isr = list(_unpack_from('>%di' % n, buf, pos))
+        v_isr = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('RemovingReplicas')
     else:
         check_count(buf, pos, n, 'RemovingReplicas')
-        v_removing_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_removing_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     n, pos = rd_clen(buf, pos)
     if n < 0:
         raise null_in_non_nullable('AddingReplicas')
     else:
         check_count(buf, pos, n, 'AddingReplicas')
-        v_adding_replicas = list(_unpack_from('>%di' % n, buf, pos))
+        v_adding_replicas = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     v_leader, v_leader_epoch, v_partition_epoch = _U_iii(buf, pos)
     pos += 12
@@ -266,7 +266,7 @@ def _rd_PartitionRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionRecord, 
                     v_eligible_leader_replicas = None
                 else:
                     check_count(sub, start, n, 'EligibleLeaderReplicas')
-                    v_eligible_leader_replicas = list(_unpack_from('>%di' % n, sub, start))
+                    v_eligible_leader_replicas = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             elif tag == 2:
@@ -276,7 +276,7 @@ def _rd_PartitionRecord_v2(buf: memoryview, pos: int) -> tuple[PartitionRecord, 
                     v_last_known_elr = None
                 else:
                     check_count(sub, start, n, 'LastKnownElr')
-                    v_last_known_elr = list(_unpack_from('>%di' % n, sub, start))
+                    v_last_known_elr = list(array_struct('i', n).unpack_from(sub, start))
                     start += n * 4
                 check_tag_end(start, stop, tag)
             else:
@@ -297,16 +297,16 @@ def _wr_PartitionRecord_v0(o: PartitionRecord, out: list[Any]) -> None:
     a(_P_iU(o.partition_id, o.topic_id.bytes))
     arr_replicas = o.replicas
     wr_clen(len(arr_replicas), a)
-    a(_pack('>%di' % len(arr_replicas), *arr_replicas))
+    a(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
     arr_isr = o.isr
     wr_clen(len(arr_isr), a)
-    a(_pack('>%di' % len(arr_isr), *arr_isr))
+    a(array_struct('i', len(arr_isr)).pack(*arr_isr))
     arr_removing_replicas = o.removing_replicas
     wr_clen(len(arr_removing_replicas), a)
-    a(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+    a(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
     arr_adding_replicas = o.adding_replicas
     wr_clen(len(arr_adding_replicas), a)
-    a(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+    a(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
     a(_P_iii(o.leader, o.leader_epoch, o.partition_epoch))
     tags: list[tuple[int, bytes]] = []
     sub: list[Any]
@@ -330,16 +330,16 @@ def _wr_PartitionRecord_v1(o: PartitionRecord, out: list[Any]) -> None:
     a(_P_iU(o.partition_id, o.topic_id.bytes))
     arr_replicas = o.replicas
     wr_clen(len(arr_replicas), a)
-    a(_pack('>%di' % len(arr_replicas), *arr_replicas))
+    a(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
     arr_isr = o.isr
     wr_clen(len(arr_isr), a)
-    a(_pack('>%di' % len(arr_isr), *arr_isr))
+    a(array_struct('i', len(arr_isr)).pack(*arr_isr))
     arr_removing_replicas = o.removing_replicas
     wr_clen(len(arr_removing_replicas), a)
-    a(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+    a(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
     arr_adding_replicas = o.adding_replicas
     wr_clen(len(arr_adding_replicas), a)
-    a(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+    a(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
     a(_P_iii(o.leader, o.leader_epoch, o.partition_epoch))
     arr_directories = o.directories
     wr_clen(len(arr_directories), a)
@@ -363,16 +363,16 @@ def _wr_PartitionRecord_v2(o: PartitionRecord, out: list[Any]) -> None:
     a(_P_iU(o.partition_id, o.topic_id.bytes))
     arr_replicas = o.replicas
     wr_clen(len(arr_replicas), a)
-    a(_pack('>%di' % len(arr_replicas), *arr_replicas))
+    a(array_struct('i', len(arr_replicas)).pack(*arr_replicas))
     arr_isr = o.isr
     wr_clen(len(arr_isr), a)
-    a(_pack('>%di' % len(arr_isr), *arr_isr))
+    a(array_struct('i', len(arr_isr)).pack(*arr_isr))
     arr_removing_replicas = o.removing_replicas
     wr_clen(len(arr_removing_replicas), a)
-    a(_pack('>%di' % len(arr_removing_replicas), *arr_removing_replicas))
+    a(array_struct('i', len(arr_removing_replicas)).pack(*arr_removing_replicas))
     arr_adding_replicas = o.adding_replicas
     wr_clen(len(arr_adding_replicas), a)
-    a(_pack('>%di' % len(arr_adding_replicas), *arr_adding_replicas))
+    a(array_struct('i', len(arr_adding_replicas)).pack(*arr_adding_replicas))
     a(_P_iii(o.leader, o.leader_epoch, o.partition_epoch))
     arr_directories = o.directories
     wr_clen(len(arr_directories), a)
@@ -388,13 +388,13 @@ def _wr_PartitionRecord_v2(o: PartitionRecord, out: list[Any]) -> None:
         sub = []
         arr_eligible_leader_replicas = o.eligible_leader_replicas
         wr_clen(len(arr_eligible_leader_replicas), sub.append)
-        sub.append(_pack('>%di' % len(arr_eligible_leader_replicas), *arr_eligible_leader_replicas))
+        sub.append(array_struct('i', len(arr_eligible_leader_replicas)).pack(*arr_eligible_leader_replicas))
         tags.append((1, b''.join(sub)))
     if o.last_known_elr is not None:
         sub = []
         arr_last_known_elr = o.last_known_elr
         wr_clen(len(arr_last_known_elr), sub.append)
-        sub.append(_pack('>%di' % len(arr_last_known_elr), *arr_last_known_elr))
+        sub.append(array_struct('i', len(arr_last_known_elr)).pack(*arr_last_known_elr))
         tags.append((2, b''.join(sub)))
     unk = o.unknown_tagged_fields
     if unk:

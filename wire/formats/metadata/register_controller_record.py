@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -92,9 +92,15 @@ class RegisterControllerRecord(Message):
 
 _C_RegisterControllerRecord = RegisterControllerRecord
 _C_RegisterControllerRecord_ControllerEndpoint = RegisterControllerRecord.ControllerEndpoint
-_D_RegisterControllerRecord_ControllerEndpoint = RegisterControllerRecord.ControllerEndpoint()
 _C_RegisterControllerRecord_ControllerFeature = RegisterControllerRecord.ControllerFeature
-_D_RegisterControllerRecord_ControllerFeature = RegisterControllerRecord.ControllerFeature()
+
+
+def _nd_RegisterControllerRecord_ControllerEndpoint(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.security_protocol != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_RegisterControllerRecord_ControllerFeature(v: Any) -> bool:
+    return bool((v.name != '') or (v.min_supported_version != 0) or (v.max_supported_version != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_RegisterControllerRecord_ControllerEndpoint_v0(buf: memoryview, pos: int) -> tuple[RegisterControllerRecord.ControllerEndpoint, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -60,7 +60,10 @@ class ConsumerProtocolAssignment(Message):
 
 _C_ConsumerProtocolAssignment = ConsumerProtocolAssignment
 _C_ConsumerProtocolAssignment_TopicPartition = ConsumerProtocolAssignment.TopicPartition
-_D_ConsumerProtocolAssignment_TopicPartition = ConsumerProtocolAssignment.TopicPartition()
+
+
+def _nd_ConsumerProtocolAssignment_TopicPartition(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partitions) or (v.unknown_tagged_fields))
 
 
 def _rd_ConsumerProtocolAssignment_TopicPartition_v0(buf: memoryview, pos: int) -> tuple[ConsumerProtocolAssignment.TopicPartition, int]:
@@ -71,7 +74,7 @@ def _rd_ConsumerProtocolAssignment_TopicPartition_v0(buf: memoryview, pos: int) 
         raise null_in_non_nullable('Partitions')
     else:
         check_count(buf, pos, n, 'Partitions')
-        v_partitions = list(_unpack_from('>%di' % n, buf, pos))
+        v_partitions = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_ConsumerProtocolAssignment_TopicPartition(v_topic, v_partitions), pos
 
@@ -96,7 +99,7 @@ def _wr_ConsumerProtocolAssignment_TopicPartition_v0(o: ConsumerProtocolAssignme
     wr_str(o.topic, a)
     arr_partitions = o.partitions
     wr_len32(len(arr_partitions), a)
-    a(_pack('>%di' % len(arr_partitions), *arr_partitions))
+    a(array_struct('i', len(arr_partitions)).pack(*arr_partitions))
 
 
 def _wr_ConsumerProtocolAssignment_v0(o: ConsumerProtocolAssignment, out: list[Any]) -> None:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -102,11 +102,20 @@ class VotersRecord(Message):
 
 _C_VotersRecord = VotersRecord
 _C_VotersRecord_Voter = VotersRecord.Voter
-_D_VotersRecord_Voter = VotersRecord.Voter()
 _C_VotersRecord_Endpoint = VotersRecord.Endpoint
-_D_VotersRecord_Endpoint = VotersRecord.Endpoint()
 _C_VotersRecord_KRaftVersionFeature = VotersRecord.KRaftVersionFeature
-_D_VotersRecord_KRaftVersionFeature = VotersRecord.KRaftVersionFeature()
+
+
+def _nd_VotersRecord_Voter(v: Any) -> bool:
+    return bool((v.voter_id != 0) or (v.voter_directory_id != ZERO_UUID) or (v.endpoints) or (_nd_VotersRecord_KRaftVersionFeature(v.k_raft_version_feature)) or (v.unknown_tagged_fields))
+
+
+def _nd_VotersRecord_Endpoint(v: Any) -> bool:
+    return bool((v.name != '') or (v.host != '') or (v.port != 0) or (v.unknown_tagged_fields))
+
+
+def _nd_VotersRecord_KRaftVersionFeature(v: Any) -> bool:
+    return bool((v.min_supported_version != 0) or (v.max_supported_version != 0) or (v.unknown_tagged_fields))
 
 
 def _rd_VotersRecord_Endpoint_v0(buf: memoryview, pos: int) -> tuple[VotersRecord.Endpoint, int]:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from wire.message import (
-    UNSET, Message, Records, Struct, TaggedFields, check_count, check_tag_end, null_in_non_nullable,
+    UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
     rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
@@ -80,7 +80,10 @@ class TransactionLogValue(Message):
 
 _C_TransactionLogValue = TransactionLogValue
 _C_TransactionLogValue_PartitionsSchema = TransactionLogValue.PartitionsSchema
-_D_TransactionLogValue_PartitionsSchema = TransactionLogValue.PartitionsSchema()
+
+
+def _nd_TransactionLogValue_PartitionsSchema(v: Any) -> bool:
+    return bool((v.topic != '') or (v.partition_ids) or (v.unknown_tagged_fields))
 
 
 def _rd_TransactionLogValue_PartitionsSchema_v0(buf: memoryview, pos: int) -> tuple[TransactionLogValue.PartitionsSchema, int]:
@@ -91,7 +94,7 @@ def _rd_TransactionLogValue_PartitionsSchema_v0(buf: memoryview, pos: int) -> tu
         raise null_in_non_nullable('PartitionIds')
     else:
         check_count(buf, pos, n, 'PartitionIds')
-        v_partition_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     return _C_TransactionLogValue_PartitionsSchema(v_topic, v_partition_ids), pos
 
@@ -122,7 +125,7 @@ def _rd_TransactionLogValue_PartitionsSchema_v1(buf: memoryview, pos: int) -> tu
         raise null_in_non_nullable('PartitionIds')
     else:
         check_count(buf, pos, n, 'PartitionIds')
-        v_partition_ids = list(_unpack_from('>%di' % n, buf, pos))
+        v_partition_ids = list(array_struct('i', n).unpack_from(buf, pos))
         pos += n * 4
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
@@ -160,7 +163,7 @@ def _wr_TransactionLogValue_PartitionsSchema_v0(o: TransactionLogValue.Partition
     wr_str(o.topic, a)
     arr_partition_ids = o.partition_ids
     wr_len32(len(arr_partition_ids), a)
-    a(_pack('>%di' % len(arr_partition_ids), *arr_partition_ids))
+    a(array_struct('i', len(arr_partition_ids)).pack(*arr_partition_ids))
 
 
 def _wr_TransactionLogValue_v0(o: TransactionLogValue, out: list[Any]) -> None:
@@ -187,7 +190,7 @@ def _wr_TransactionLogValue_PartitionsSchema_v1(o: TransactionLogValue.Partition
     wr_cstr(o.topic, a)
     arr_partition_ids = o.partition_ids
     wr_clen(len(arr_partition_ids), a)
-    a(_pack('>%di' % len(arr_partition_ids), *arr_partition_ids))
+    a(array_struct('i', len(arr_partition_ids)).pack(*arr_partition_ids))
     unk = o.unknown_tagged_fields
     if unk:
         wr_tags(sorted(unk, key=tag_key), a)
