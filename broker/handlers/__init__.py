@@ -1,6 +1,7 @@
 """One module per API key; this registry is what ApiVersions advertises.
 
-Each handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
+Every module in this package that defines `API_KEY` is registered. Each
+handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
 versions Strom implements, which may be fewer than the wire layer decodes)
 and `async def handle(broker, request, body)` returning the response body, or
 None when no response is sent (Produce with acks=0).
@@ -38,4 +39,19 @@ def _handler(module: ModuleType) -> Handler:
     return Handler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
 
 
-HANDLERS: dict[int, Handler] = {h.api_key: h for h in map(_handler, [api_versions, metadata])}
+def _discover() -> dict[int, Handler]:
+    """Every module in this package that defines API_KEY is a handler."""
+    found: dict[int, Handler] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "API_KEY"):
+            handler = _handler(module)
+            if handler.api_key in found:
+                raise RuntimeError(f"two handlers for API key {handler.api_key}")
+            found[handler.api_key] = handler
+    return found
+
+
+HANDLERS: dict[int, Handler] = _discover()
