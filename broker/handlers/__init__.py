@@ -9,12 +9,12 @@ None when no response is sent (Produce with acks=0).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-from broker.handlers import api_versions, metadata
 
 if TYPE_CHECKING:
     from broker.request import RequestContext
