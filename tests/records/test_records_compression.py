@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from wire.errors import ErrorCode, ProtocolError
 from wire.records import Codec, compress, decompress
-from wire.records.compression import XERIAL_MAGIC, codec_from_id, xxh32_short
+from wire.records.compression import XERIAL_MAGIC, codec_from_id
 
 from .records_kafka_python import kafka_codec
 from .records_strategies import SETTINGS
@@ -81,16 +81,6 @@ def test_legacy_lz4_header_checksum_is_repaired() -> None:
     proper = compress(Codec.LZ4, PAYLOAD)
     assert bytes(decompress(Codec.LZ4, proper, legacy_lz4=True)) == PAYLOAD
 
-
-@SETTINGS
-@given(data=st.binary(max_size=15), seed=st.integers(0, 2**32 - 1))
-def test_xxh32_short_matches_xxhash(data: bytes, seed: int) -> None:
-    assert xxh32_short(data, seed) == xxhash.xxh32(data, seed=seed).intdigest()
-
-
-def test_xxh32_short_refuses_long_input() -> None:
-    with pytest.raises(ValueError, match="shorter than 16"):
-        xxh32_short(b"x" * 16)
 
 
 def test_gzip_and_zstd_from_other_encoders() -> None:

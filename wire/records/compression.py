@@ -23,6 +23,7 @@ from collections.abc import Callable
 from enum import IntEnum
 
 import cramjam
+import xxhash
 
 from wire.errors import ErrorCode, ProtocolError
 from wire.primitives import Buffer
@@ -95,6 +96,11 @@ def compress(codec: Codec, data: Buffer, level: int | None = None) -> bytes:
     raise ValueError(f"unknown codec {codec!r}")
 
 
+def _header_checksum(descriptor: bytes) -> int:
+    """The LZ4 frame header checksum: the second byte of the descriptor's xxHash32."""
+    return (xxhash.xxh32_intdigest(descriptor) >> 8) & 0xFF
+
+
 def _xerial_compress(data: Buffer) -> bytes:
     view = memoryview(data)
     out = bytearray(_XERIAL_HEADER)
@@ -110,7 +116,7 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
     descriptor = bytes((_LZ4_FLG, _LZ4_BD))
     out = bytearray(_LZ4_MAGIC)
     out += descriptor
-    out.append((xxh32_short(descriptor) >> 8) & 0xFF)
+    out.append(_header_checksum(descriptor))
     for start in range(0, len(view), _LZ4_BLOCK):
         chunk = view[start : start + _LZ4_BLOCK]
         if level:
@@ -128,33 +134,6 @@ def _lz4_frame_compress(data: Buffer, level: int | None) -> bytes:
             out += chunk
     out += b"\x00\x00\x00\x00"
     return bytes(out)
-
-
-# xxHash32 primes; only the short-input path is needed (LZ4 frame descriptors).
-_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
-_M32 = 0xFFFFFFFF
-
-
-def xxh32_short(data: bytes, seed: int = 0) -> int:
-    """xxHash32 of fewer than 16 bytes: the LZ4 frame header checksum."""
-    n = len(data)
-    if n >= 16:
-        raise ValueError("xxh32_short only handles inputs shorter than 16 bytes")
-    h = (seed + _P5 + n) & _M32
-    pos = 0
-    while pos + 4 <= n:
-        h = (h + _UINT32_LE.unpack_from(data, pos)[0] * _P3) & _M32
-        h = (((h << 17) | (h >> 15)) & _M32) * _P4 & _M32
-        pos += 4
-    while pos < n:
-        h = (h + data[pos] * _P5) & _M32
-        h = (((h << 11) | (h >> 21)) & _M32) * _P1 & _M32
-        pos += 1
-    h ^= h >> 15
-    h = (h * _P2) & _M32
-    h ^= h >> 13
-    h = (h * _P3) & _M32
-    return h ^ (h >> 16)
 
 
 # --- decompression ------------------------------------------------------------------------
@@ -285,5 +264,5 @@ def _fix_legacy_lz4_header(data: Buffer) -> bytes:
     end = 6 + (8 if raw[4] & 0x08 else 0) + (4 if raw[4] & 0x01 else 0)
     if len(raw) <= end:
         return raw
-    checksum = (xxh32_short(raw[4:end]) >> 8) & 0xFF
+    checksum = _header_checksum(raw[4:end])
     return raw[:end] + bytes((checksum,)) + raw[end + 1 :]
