@@ -1,0 +1,1 @@
+"""Compatibility tests: aiokafka against a real Strom broker."""

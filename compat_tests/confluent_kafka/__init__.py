@@ -1,0 +1,1 @@
+"""Compatibility tests: confluent_kafka against a real Strom broker."""

@@ -1,0 +1,1 @@
+"""Compatibility tests: durability against a real Strom broker."""

@@ -1,0 +1,1 @@
+"""Compatibility tests: kafka_python against a real Strom broker."""

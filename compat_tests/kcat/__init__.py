@@ -1,0 +1,1 @@
+"""Compatibility tests: kcat against a real Strom broker."""
