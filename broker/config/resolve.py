@@ -2,14 +2,16 @@
 
 Kafka answers DescribeConfigs for a topic with its effective value plus the
 chain that produced it: the topic override, then each broker synonym that has a
-value (configured or default); the source is that chain's first link.
+value (configured or default); the source is that chain's first link. Dynamic
+broker configs (stored in the metadata log) come first in a broker synonym's
+chain when `BrokerLayers` are given: this broker's own, then the cluster default.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.config.broker import BROKER_KEYS, BrokerConfig
 from broker.config.errors import ConfigError
@@ -25,6 +27,20 @@ BROKER_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 """Broker keys whose DescribeConfigs synonyms include other keys (Kafka's list)."""
+
+
+class BrokerLayers(NamedTuple):
+    """Where a dynamically changed broker value came from, for synonym chains.
+
+    `static` is the configuration from the file; `per_broker` and `cluster_default`
+    are the stored dynamic overrides (raw strings) of this broker and of the
+    cluster. The `broker` argument of the functions below is then the effective
+    configuration, which supplies the values.
+    """
+
+    static: BrokerConfig
+    per_broker: Mapping[str, str]
+    cluster_default: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,7 @@ def resolve_topic_config(
     overrides: Mapping[str, str],
     keys: Iterable[str] | None = None,
     include_synonyms: bool = True,
+    layers: BrokerLayers | None = None,
 ) -> list[ConfigEntry]:
     """DescribeConfigs entries for a topic, sorted by name; unknown requested keys are skipped."""
     parsed = validate_topic_overrides(overrides, broker)
@@ -109,7 +126,7 @@ def resolve_topic_config(
             if name in parsed
             else []
         )
-        chain += _broker_chain(broker, [s.name for s in spec.synonyms])
+        chain += _broker_chain(broker, [s.name for s in spec.synonyms], layers)
         entries.append(
             ConfigEntry(
                 name=name,
@@ -126,7 +143,10 @@ def resolve_topic_config(
 
 
 def describe_broker_config(
-    broker: BrokerConfig, keys: Iterable[str] | None = None, include_synonyms: bool = True
+    broker: BrokerConfig,
+    keys: Iterable[str] | None = None,
+    include_synonyms: bool = True,
+    layers: BrokerLayers | None = None,
 ) -> list[ConfigEntry]:
     """DescribeConfigs entries for this broker, sorted by name; unknown requested keys are skipped."""
     wanted = (
@@ -135,7 +155,7 @@ def describe_broker_config(
     entries = []
     for name in wanted:
         spec = BROKER_KEYS[name]
-        chain = _broker_chain(broker, BROKER_SYNONYMS.get(name, (name,)))
+        chain = _broker_chain(broker, BROKER_SYNONYMS.get(name, (name,)), layers)
         entries.append(
             ConfigEntry(
                 name=name,
@@ -151,9 +171,23 @@ def describe_broker_config(
     return entries
 
 
-def _broker_chain(broker: BrokerConfig, names: Iterable[str]) -> list[ConfigSynonym]:
-    """Synonym entries for the broker keys that have a value, in precedence order."""
+def _broker_chain(
+    broker: BrokerConfig, names: Iterable[str], layers: BrokerLayers | None = None
+) -> list[ConfigSynonym]:
+    """Synonym entries for the broker keys that have a value, in precedence order
+    (dynamic per-broker, dynamic cluster default, then static or default, as Kafka)."""
+    names = list(names)
     chain = []
+    if layers is not None:
+        broker = layers.static
+        for stored, source in (
+            (layers.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (layers.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ):
+            for name in names:
+                if name in stored:
+                    shown = None if BROKER_KEYS[name].sensitive else stored[name]
+                    chain.append(ConfigSynonym(name, shown, source))
     for name in names:
         value = broker.get(name)
         if value is None:

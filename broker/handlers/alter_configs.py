@@ -1,0 +1,57 @@
+"""AlterConfigs (key 33), the deprecated whole-resource replacement.
+
+Behavior:
+- Each TOPIC or BROKER resource's override set is replaced by the keys given:
+  keys left out are deleted. The controller (`ControllerDriver.alter_configs`)
+  checks it as Kafka does (see IncrementalAlterConfigs for the error cases);
+  a change takes effect without a restart (`broker.partitions` pushes topic
+  configs into the partition logs on every publish).
+- BROKER_LOGGER and any other type Kafka does not forward are INVALID_REQUEST
+  "Unknown resource type N", answered here (see `broker.admin_alter`); results
+  come back in request order. `validate_only` changes nothing.
+
+Version notes: v0-v1 identical; v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.admin_alter import merge, preprocess
+from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+SET = 0
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    resources = body.resources
+    local = preprocess(
+        resources,
+        [[(c.name, SET, c.value) for c in r.configs] for r in resources],
+        node_id=broker.node_id,
+        incremental=False,
+        validate_only=body.validate_only,
+    )
+    forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
+    answered: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []
+    if forwarded:
+        response = await broker.controller.alter_configs(
+            AlterConfigsRequest(resources=forwarded, validate_only=body.validate_only),
+            request.api_version,
+        )
+        answered = response.responses
+    return AlterConfigsResponse(
+        responses=merge(
+            resources, local, answered, AlterConfigsResponse.AlterConfigsResourceResponse
+        )
+    )

@@ -1,0 +1,57 @@
+"""CreatePartitions (key 37).
+
+Behavior:
+- A thin layer over the controller (`ControllerDriver.create_partitions`),
+  with KRaft's checks and messages: names given twice INVALID_REQUEST first,
+  then per topic UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count
+  is not an increase ("Topic already has N partition(s)." / "... would not be
+  an increase."), INVALID_REPLICA_ASSIGNMENT for assignments that do not fit,
+  INVALID_REPLICATION_FACTOR when placement is impossible. New partitions keep
+  the replication factor of partition 0.
+- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+  it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
+  nothing changes; `timeout_ms <= 0` always expires unless every name is a
+  duplicate. `validate_only` answers as the real change would and writes nothing.
+- Internal topics may grow, as in Kafka (only its CLI refuses).
+- When the response is sent the new partitions' logs exist and Metadata lists
+  them (`broker.partitions` follows every publish).
+
+Version notes: v0-v1 identical; v2 is flexible; v3 may throttle (Strom has no
+controller mutation quota).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from broker.admin_deadline import before_deadline
+from wire.errors import ErrorCode
+from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    async def grow() -> CreatePartitionsResponse:
+        return await broker.controller.create_partitions(body, request.api_version)
+
+    counts = Counter(t.name for t in body.topics)
+    if not any(n == 1 for n in counts.values()):
+        return await grow()
+    response = await before_deadline(body.timeout_ms, grow)
+    if response is None:
+        return CreatePartitionsResponse(
+            results=[Result(t.name, ErrorCode.REQUEST_TIMED_OUT, None) for t in body.topics]
+        )
+    return response

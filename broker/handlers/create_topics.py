@@ -1,0 +1,84 @@
+"""CreateTopics (key 19).
+
+Behavior:
+- A thin layer over the controller (`ControllerDriver.create_topics`), which
+  applies Kafka's KRaft checks and messages: illegal or colliding names
+  (INVALID_TOPIC_EXCEPTION), TOPIC_ALREADY_EXISTS, unknown or invalid configs
+  (INVALID_CONFIG with the reason), INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR
+  (e.g. more replicas than brokers), manual assignments, names given twice
+  ("Duplicate topic name.", after the other results). -1 partitions or
+  replication factor take the broker defaults at every version, as KRaft does.
+- `__cluster_metadata` is never created: INVALID_REQUEST "Creation of internal
+  topic __cluster_metadata is prohibited.", after every other result (Kafka's
+  ControllerApis). Other internal topics may be created, as in Kafka.
+- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+  it passes before the command runs, every entry of the request gets
+  REQUEST_TIMED_OUT with no message and nothing is created; `timeout_ms <= 0`
+  always expires, except for a request with nothing to hand the controller.
+- `validate_only` answers as a real creation would (v7 even reports a fresh
+  topic id) and writes nothing.
+- When the response is sent the records are durable, the image published and
+  the partition logs created (`broker.partitions` follows every publish), so
+  Metadata, Produce and Fetch see the topic at once.
+
+Version notes: v2 is the oldest Kafka 4.0 serves; v4 documents the -1
+defaults (KIP-464); v5 is flexible and returns partitions, replication
+factor and the effective configs (KIP-525); v6 may throttle (Strom has no
+controller mutation quota); v7 returns topic ids.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from broker.admin_deadline import before_deadline
+from wire.errors import ErrorCode
+from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+CLUSTER_METADATA = "__cluster_metadata"
+Result = CreateTopicsResponse.CreatableTopicResult
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    counts = Counter(t.name for t in body.topics)
+    refused = counts[CLUSTER_METADATA] == 1
+    forwarded = CreateTopicsRequest(
+        topics=[t for t in body.topics if not (refused and t.name == CLUSTER_METADATA)],
+        timeout_ms=body.timeout_ms,
+        validate_only=body.validate_only,
+    )
+
+    async def create() -> CreateTopicsResponse:
+        return await broker.controller.create_topics(forwarded, request.api_version)
+
+    if any(counts[t.name] == 1 for t in forwarded.topics):
+        response = await before_deadline(body.timeout_ms, create)
+        if response is None:
+            return CreateTopicsResponse(
+                topics=[
+                    Result(name=t.name, error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
+                    for t in body.topics
+                ]
+            )
+    else:  # only duplicates (or nothing): Kafka answers without a controller event
+        response = await create()
+    if refused:
+        response.topics.append(
+            Result(
+                name=CLUSTER_METADATA,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Creation of internal topic {CLUSTER_METADATA} is prohibited.",
+            )
+        )
+    return response

@@ -1,0 +1,70 @@
+"""DeleteTopics (key 20).
+
+Behavior:
+- A thin layer over the controller (`ControllerDriver.delete_topics`), which
+  answers as KRaft does: topics by name (every version) or by id (v6), unknown
+  names UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, malformed or
+  repeated entries INVALID_REQUEST with Kafka's messages, each entry on its own.
+- `delete.topic.enable=false` fails every entry, before anything else:
+  INVALID_REQUEST before v3, TOPIC_DELETION_DISABLED from v3 (no message).
+- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+  it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
+  nothing is deleted; `timeout_ms <= 0` always expires unless no entry names a
+  topic the controller would have to look up.
+- Internal topics are not protected, as in Kafka (the CLI refuses, the broker
+  does not); `__cluster_metadata` is no topic of the image, so it is unknown.
+- When the response is sent the deletion is durable and the partition logs are
+  gone (`broker.partitions` follows every publish).
+
+Version notes: v1 is the oldest Kafka 4.0 serves; v2-v3 TOPIC_DELETION_DISABLED
+from v3; v4 is flexible; v5 adds error messages; v6 names topics by id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from broker.admin_deadline import before_deadline
+from wire.errors import ErrorCode
+from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from wire.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+State = DeleteTopicsRequest.DeleteTopicState
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    version = request.api_version
+    states = body.topics if version >= 6 else [State(name=n) for n in body.topic_names]
+
+    async def delete() -> DeleteTopicsResponse:
+        return await broker.controller.delete_topics(body, version)
+
+    if not broker.config.delete_topic_enable or not _names_a_topic(states):
+        return await delete()
+    response = await before_deadline(body.timeout_ms, delete)
+    if response is None:
+        return DeleteTopicsResponse(
+            responses=[
+                Result(s.name, s.topic_id, ErrorCode.REQUEST_TIMED_OUT, None) for s in states
+            ]
+        )
+    return response
+
+
+def _names_a_topic(states: list[DeleteTopicsRequest.DeleteTopicState]) -> bool:
+    """Whether Kafka's controller would have to look anything up (only then can it time out)."""
+    names = Counter(s.name for s in states if s.name is not None and s.topic_id == ZERO_UUID)
+    ids = Counter(s.topic_id for s in states if s.name is None and s.topic_id != ZERO_UUID)
+    return any(n == 1 for n in names.values()) or any(n == 1 for n in ids.values())

@@ -1,0 +1,81 @@
+"""DescribeCluster (key 60).
+
+Behavior:
+- Lists the registered brokers with their endpoint on the listener the request
+  came in on (brokers without one are left out), the cluster id, and as
+  "controller id" this node, as a KRaft broker answers (clients cannot reach
+  the controller quorum through it). Fenced brokers are listed only when v2's
+  `include_fenced_brokers` asks for them, with `is_fenced`.
+- `endpoint_type` (v1+): 1 (brokers) is what every Strom listener serves; 2
+  (controllers) is MISMATCHED_ENDPOINT_TYPE, as any Kafka broker listener
+  answers it (Strom binds no controller listener); any other value
+  UNSUPPORTED_ENDPOINT_TYPE. At v0 both are INVALID_REQUEST.
+- Cluster authorized operations, when asked for, are every cluster operation
+  (no authorizer; see `broker.authz`).
+
+Version notes: v0 is flexible; v1 adds endpoint_type (KIP-919); v2 adds
+include_fenced_brokers and is_fenced (KIP-1073).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.authz import CLUSTER_OPERATIONS, authorized
+from wire.errors import ErrorCode
+from wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+BROKERS, CONTROLLERS = 1, 2
+ENDPOINT_TYPES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
+Broker = DescribeClusterResponse.DescribeClusterBroker
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: DescribeClusterRequest
+) -> DescribeClusterResponse:
+    wanted = body.endpoint_type
+    if wanted != BROKERS:
+        v0 = request.api_version == 0
+        if wanted in ENDPOINT_TYPES:
+            code = ErrorCode.INVALID_REQUEST if v0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                f"The request was sent to an endpoint of type {ENDPOINT_TYPES[BROKERS]}, "
+                f"but we wanted an endpoint of type {ENDPOINT_TYPES[wanted]}"
+            )
+        else:
+            code = ErrorCode.INVALID_REQUEST if v0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {wanted}"
+        return DescribeClusterResponse(error_code=code, error_message=message)
+    return DescribeClusterResponse(
+        endpoint_type=BROKERS,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=_brokers(broker, request.listener, body.include_fenced_brokers),
+        cluster_authorized_operations=authorized(
+            body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
+        ),
+    )
+
+
+def _brokers(broker: BrokerState, listener: str, include_fenced: bool) -> list[Broker]:
+    out = []
+    for reg in broker.image.brokers():
+        if reg.fenced and not include_fenced:
+            continue
+        if reg.broker_id == broker.node_id:
+            mine = next((e for e in broker.endpoints if e.name == listener), None)
+            host_port = (mine.host, mine.port) if mine else None
+        else:
+            found = reg.endpoint(listener)
+            host_port = (found.host, found.port) if found else None
+        if host_port is not None:
+            out.append(Broker(reg.broker_id, *host_port, reg.rack, reg.fenced))
+    return out

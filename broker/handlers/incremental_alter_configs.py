@@ -1,0 +1,65 @@
+"""IncrementalAlterConfigs (key 44).
+
+Behavior:
+- SET, DELETE, APPEND and SUBTRACT (LIST keys only) on TOPIC and BROKER
+  resources go to the controller (`ControllerDriver.incremental_alter_configs`),
+  which checks them as Kafka's broker and controller do: a resource named twice
+  fails both entries, duplicate keys or null values (except DELETE) are
+  INVALID_REQUEST, unknown topic keys or bad values INVALID_CONFIG with the
+  reason, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, broker resources ""
+  (cluster default) or this node's id with dynamic keys only (else
+  INVALID_REQUEST, as Kafka answers broker validation failures).
+- A stored change takes effect without a restart: `broker.partitions` pushes
+  topic config changes into the partition logs on every publish.
+- BROKER_LOGGER (8) resources are answered here, never stored, as in Kafka
+  (see `broker.admin_loggers`); other unknown resource types are
+  INVALID_REQUEST "Unknown resource type N" (see `broker.admin_alter`).
+- Results come back in request order. `validate_only` checks everything and
+  changes nothing.
+
+Version notes: v0 as introduced in Kafka 2.3 (KIP-339); v1 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.admin_alter import merge, preprocess
+from wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    resources = body.resources
+    local = preprocess(
+        resources,
+        [[(c.name, c.config_operation, c.value) for c in r.configs] for r in resources],
+        node_id=broker.node_id,
+        incremental=True,
+        validate_only=body.validate_only,
+    )
+    forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
+    answered: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
+    if forwarded:
+        response = await broker.controller.incremental_alter_configs(
+            IncrementalAlterConfigsRequest(resources=forwarded, validate_only=body.validate_only),
+            request.api_version,
+        )
+        answered = response.responses
+    return IncrementalAlterConfigsResponse(
+        responses=merge(
+            resources, local, answered, IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+        )
+    )
