@@ -37,6 +37,8 @@ class Broker:
         self.endpoints: list[Listener] = []
         self.data_dirs = [str(Path(d).resolve()) for d in config.data_dirs]
         self._shutdown = trio.Event()
+        self.state: BrokerState | None = None
+        """What handlers see, once serving (tests reach the controller and logs through it)."""
 
     def shutdown(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -82,6 +84,7 @@ class Broker:
         self.endpoints = _advertised(config, [b for b, _ in bound])
         await controller.start(self.endpoints)
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        self.state = state
         sync_partitions(state, controller.image)
         controller.subscribe(lambda image: sync_partitions(state, image))
         server = Server(state)

@@ -11,14 +11,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from broker.config.listeners import Listener
     from broker.log.manager import LogManager
     from coordinator.controller.driver import ControllerDriver
+    from coordinator.groups.driver import GroupDriver
     from coordinator.metadata.image import MetadataImage
+
+
+S = TypeVar("S")
 
 
 def wall_clock_ms() -> int:
@@ -35,6 +39,21 @@ class BrokerState:
     controller: ControllerDriver
     logs: LogManager
     clock: Callable[[], int] = field(default=wall_clock_ms)
+    groups: GroupDriver | None = None
+    """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
+
+    def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:
+        """This broker's one `kind` helper (fetch sessions, producer ids...), made on first use.
+
+        Keeps per-broker state of handler helpers out of module globals, so two
+        brokers in one process (tests) never share it.
+        """
+        found = self._services.get(kind)
+        if found is None:
+            found = self._services[kind] = make(self)
+        assert isinstance(found, kind)
+        return found
 
     @property
     def image(self) -> MetadataImage:

@@ -49,7 +49,6 @@ IGNORED_KEYS = frozenset(
         "fetch.purgatory.purge.interval.requests",
         "producer.purgatory.purge.interval.requests",
         "delete.records.purgatory.purge.interval.requests",
-        "max.incremental.fetch.session.cache.slots",
         "max.request.partition.size.limit",
         "quota.window.num",
         "quota.window.size.seconds",

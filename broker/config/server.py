@@ -164,6 +164,13 @@ class ServerSettings:
         "Upper bound of bytes returned for one fetch.",
         validator=at_least(1024),
     )
+    max_incremental_fetch_session_cache_slots: int = setting(
+        "max.incremental.fetch.session.cache.slots",
+        C.INT,
+        1000,
+        "Incremental fetch sessions (KIP-227) the broker keeps at most.",
+        validator=at_least(0),
+    )
     num_network_threads: int = setting(
         "num.network.threads",
         C.INT,

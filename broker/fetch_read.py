@@ -1,0 +1,169 @@
+"""Reading the partitions of one Fetch: limits, errors and epochs, as Kafka's readFromLog.
+
+`read_partitions` walks the partitions in order with the request's byte
+budget: each gets min(partition_max_bytes, what is left); until the first
+partition that returns data, a partition may exceed both limits by its whole
+first batch (KIP-74), so a consumer never gets stuck behind a batch larger
+than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
+long-polling fetch can re-check cheaply; bytes are copied only when the
+response is built, at most max_bytes plus that one first batch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.data_partitions import Located, last_stable_offset, locate
+from broker.fetch_sessions import CachedPartition
+from broker.log import LogError, ReadResult
+from wire.errors import ErrorCode
+from wire.messages.fetch import FetchResponse
+
+if TYPE_CHECKING:
+    from broker.log import PartitionLog
+    from broker.state import BrokerState
+    from coordinator.metadata.image import MetadataImage
+
+READ_COMMITTED = 1
+PartitionData = FetchResponse.PartitionData
+
+
+@dataclass
+class PartitionRead:
+    """One partition's outcome; `result` holds the records' file range when there are any."""
+
+    part: CachedPartition
+    topic: str | None
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    result: ReadResult | None = None
+    diverging: tuple[int, int] | None = None
+    readable: bool = True
+    """False for partitions refused before any read (unknown topic id, unknown partition)."""
+
+    @property
+    def size(self) -> int:
+        return 0 if self.result is None else self.result.size
+
+    def to_response(self, version: int, isolation_level: int) -> PartitionData:
+        error = self.error
+        if error == ErrorCode.KAFKA_STORAGE_ERROR and version <= 5:
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER  # older clients do not retry storage errors
+        data = PartitionData(
+            partition_index=self.part.partition,
+            error_code=error,
+            high_watermark=self.high_watermark,
+            last_stable_offset=self.last_stable_offset,
+            log_start_offset=self.log_start_offset,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=b"",
+        )
+        if error != ErrorCode.NONE:
+            return data
+        if isolation_level == READ_COMMITTED:
+            data.aborted_transactions = []  # no commit/abort markers exist without a coordinator
+        if self.diverging is not None:
+            data.diverging_epoch = FetchResponse.EpochEndOffset(*self.diverging)
+        if self.result is not None and self.result.size:
+            data.records = self.result.read_bytes()
+        return data
+
+
+def read_partitions(
+    broker: BrokerState,
+    image: MetadataImage,
+    parts: list[CachedPartition],
+    uses_topic_ids: bool,
+    max_bytes: int,
+    isolation_level: int,
+) -> list[PartitionRead]:
+    """Read every partition in order within `max_bytes` (see the module docstring)."""
+    out: list[PartitionRead] = []
+    budget = max_bytes
+    min_one = True
+    for part in parts:
+        read = _read_one(broker, image, part, uses_topic_ids, budget, min_one, isolation_level)
+        if read.size > 0:
+            min_one = False
+        budget = max(0, budget - read.size)
+        out.append(read)
+    return out
+
+
+def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) -> str | None:
+    if not uses_topic_ids:
+        return part.topic
+    topic = image.topic_by_id(part.topic_id) if part.topic_id != uuid.UUID(int=0) else None
+    part.topic = None if topic is None else topic.name
+    return part.topic
+
+
+def _read_one(
+    broker: BrokerState,
+    image: MetadataImage,
+    part: CachedPartition,
+    uses_topic_ids: bool,
+    budget: int,
+    min_one: bool,
+    isolation_level: int,
+) -> PartitionRead:
+    name = _resolve(image, part, uses_topic_ids)
+    if name is None:
+        return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
+    if image.partition(name, part.partition) is None:
+        return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
+    found = locate(broker, name, part.partition, part.current_leader_epoch, image)
+    if not isinstance(found, Located):
+        return PartitionRead(part, name, found)
+    log = found.log
+    lso = last_stable_offset(log)
+    read = PartitionRead(part, name, ErrorCode.NONE, log.high_watermark, lso, log.log_start_offset)
+    try:
+        if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
+            return read
+        limit = lso if isolation_level == READ_COMMITTED else log.high_watermark
+        max_bytes = max(0, min(part.max_bytes, budget))
+        read.result = log.read(part.fetch_offset, max_bytes, min_one, limit)
+    except LogError as exc:
+        return PartitionRead(part, name, exc.error)
+    except OSError:
+        return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
+    return read
+
+
+def _diverged(read: PartitionRead, log: PartitionLog, part: CachedPartition) -> bool:
+    """v12+ LastFetchedEpoch: whether the log diverged from the fetcher (then `read` says where).
+
+    Raises OffsetOutOfRange-like LogErrors the way Kafka's readRecords does.
+    """
+    epoch, end = log.end_offset_for_epoch(part.last_fetched_epoch)
+    if epoch < 0 or end < 0 or part.fetch_offset < log.log_start_offset:
+        raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "cannot place the last fetched epoch")
+    if epoch < part.last_fetched_epoch or end < part.fetch_offset:
+        read.diverging = (epoch, end)
+        return True
+    return False
+
+
+def topic_responses(
+    reads: list[PartitionRead], version: int, isolation_level: int
+) -> list[FetchResponse.FetchableTopicResponse]:
+    """Group consecutive partitions of the same topic, as Kafka's FetchResponse.of does."""
+    topics: list[FetchResponse.FetchableTopicResponse] = []
+    last: tuple[str, uuid.UUID] | None = None
+    for read in reads:
+        key = (read.part.topic or "", read.part.topic_id)
+        if key != last or not topics:
+            topics.append(
+                FetchResponse.FetchableTopicResponse(
+                    topic=read.part.topic or "", topic_id=read.part.topic_id
+                )
+            )
+            last = key
+        topics[-1].partitions.append(read.to_response(version, isolation_level))
+    return topics

@@ -1,0 +1,200 @@
+"""Fetch (key 1).
+
+Behavior:
+- Partitions are read in order (session order for incremental fetches) within
+  max_bytes (capped by `fetch.max.bytes`) and each partition_max_bytes; the
+  first non-empty partition may exceed both by its first batch (KIP-74).
+  Records are exactly the stored batches, never recompressed.
+- Long polling: when fewer than min_bytes are ready and nothing failed, the
+  fetch parks (broker.data_waiters) until an append, a log-start move or a
+  metadata change on a fetched partition, re-reads, and answers once min_bytes
+  are there or max_wait_ms has passed. A parked fetch holds only its own
+  connection.
+- Per partition: unknown topic id (v13+) UNKNOWN_TOPIC_ID, unknown topic or
+  partition UNKNOWN_TOPIC_OR_PARTITION (both listed after the readable
+  partitions, as Kafka does), current_leader_epoch FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH, fetch offset outside [log start, log end]
+  OFFSET_OUT_OF_RANGE, disk errors KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER
+  for v4-v5). Errors carry high watermark, last stable and log start -1.
+- Consumers read up to the high watermark (read_uncommitted) or the last
+  stable offset (read_committed); aborted_transactions is null for
+  read_uncommitted and [] for read_committed (no transaction markers exist
+  yet). preferred_read_replica is always -1.
+- v12+ last_fetched_epoch: a log that diverged answers diverging_epoch.
+- Fetch sessions (v7+, KIP-227): see broker.fetch_sessions. Incremental
+  responses list only partitions with records, a new high watermark or log
+  start offset, or an error.
+
+Version notes: v4 baseline (isolation level, last stable offset, aborted
+transactions); v5 log start offset; v7 sessions; v9 current leader epoch;
+v11 rack id, preferred read replica; v12 flexible, last fetched epoch,
+diverging epoch; v13 topic ids; v15 replica state; v16 node endpoints (sent
+only with NOT_LEADER_OR_FOLLOWER, never by a single node); v17 directory ids.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from broker.data_waiters import DataWaiters
+from broker.fetch_read import PartitionRead, read_partitions, topic_responses
+from broker.fetch_sessions import (
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchContext,
+    FetchSessionCache,
+    PartitionKey,
+    new_context,
+    partition_key,
+)
+from wire.errors import ErrorCode
+from wire.messages.fetch import FetchRequest, FetchResponse
+from wire.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 17
+
+FIRST_TOPIC_ID_VERSION = 13
+FIRST_REPLICA_STATE_VERSION = 15
+
+
+async def handle(broker: BrokerState, request: RequestContext, body: FetchRequest) -> FetchResponse:
+    version = request.api_version
+    uses_ids = version >= FIRST_TOPIC_ID_VERSION
+    cache = FetchSessionCache.of(broker)
+    context = new_context(
+        cache,
+        version,
+        body.session_id,
+        body.session_epoch,
+        _wanted(body, uses_ids),
+        _forgotten(body, uses_ids),
+        broker.clock(),
+    )
+    if context.kind == "error":
+        return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
+    max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
+    min_bytes = min(body.min_bytes, max_bytes)
+    reads = await _read_until_ready(broker, body, context, uses_ids, max_bytes, min_bytes)
+    reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
+    return _respond(broker, body, version, context, reads, uses_ids)
+
+
+def _wanted(body: FetchRequest, uses_ids: bool) -> list[CachedPartition]:
+    return [
+        CachedPartition(
+            topic=None if uses_ids else topic.topic,
+            topic_id=topic.topic_id if uses_ids else ZERO_UUID,
+            partition=p.partition,
+            fetch_offset=p.fetch_offset,
+            max_bytes=p.partition_max_bytes,
+            current_leader_epoch=p.current_leader_epoch,
+            last_fetched_epoch=p.last_fetched_epoch,
+        )
+        for topic in body.topics
+        for p in topic.partitions
+    ]
+
+
+def _forgotten(body: FetchRequest, uses_ids: bool) -> list[PartitionKey]:
+    return [
+        (f.topic_id if uses_ids else f.topic, index)
+        for f in body.forgotten_topics_data
+        for index in f.partitions
+    ]
+
+
+async def _read_until_ready(
+    broker: BrokerState,
+    body: FetchRequest,
+    context: FetchContext,
+    uses_ids: bool,
+    max_bytes: int,
+    min_bytes: int,
+) -> list[PartitionRead]:
+    """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
+
+    def read() -> list[PartitionRead]:
+        return read_partitions(
+            broker, broker.image, context.partitions, uses_ids, max_bytes, body.isolation_level
+        )
+
+    reads = read()
+    if body.max_wait_ms <= 0 or _ready(reads, min_bytes):
+        return reads
+    deadline = trio.current_time() + body.max_wait_ms / 1000
+    keys = [(r.topic, r.part.partition) for r in reads if r.topic is not None]
+    with DataWaiters.of(broker).watching(keys) as watch:
+        while True:
+            with trio.move_on_at(deadline):
+                await watch.wait()
+            reads = read()
+            if trio.current_time() >= deadline or _ready(reads, min_bytes):
+                return reads
+
+
+def _ready(reads: list[PartitionRead], min_bytes: int) -> bool:
+    """Kafka answers at once with no readable partition, enough bytes, an error or a divergence."""
+    readable = [r for r in reads if r.readable]
+    if not readable:
+        return True
+    if any(r.error != ErrorCode.NONE or r.diverging is not None for r in readable):
+        return True
+    return sum(r.size for r in readable) >= min_bytes
+
+
+def _respond(
+    broker: BrokerState,
+    body: FetchRequest,
+    version: int,
+    context: FetchContext,
+    reads: list[PartitionRead],
+    uses_ids: bool,
+) -> FetchResponse:
+    isolation = body.isolation_level
+    session_id = INVALID_SESSION_ID
+    if context.kind == "full":
+        for r in reads:
+            r.part.high_watermark = -1 if r.error else r.high_watermark
+            r.part.log_start_offset = -1 if r.error else r.log_start_offset
+        session_id = FetchSessionCache.of(broker).maybe_create(
+            broker.clock(),
+            _replica_id(body, version) >= 0,
+            uses_ids,
+            {partition_key(r.part, uses_ids): r.part for r in reads},
+        )
+    elif context.kind == "incremental":
+        session = context.session
+        assert session is not None
+        if session.epoch != context.expected_epoch:
+            return FetchResponse(
+                error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=session.id
+            )
+        session_id = session.id
+        kept = []
+        for r in reads:
+            error = r.error
+            hw = -1 if error else r.high_watermark
+            start = -1 if error else r.log_start_offset
+            if r.part.must_respond(error, hw, start, r.size > 0, r.diverging is not None):
+                kept.append(r)
+                session.move_to_end(partition_key(r.part, uses_ids))
+        reads = kept
+    return FetchResponse(
+        error_code=ErrorCode.NONE,
+        session_id=session_id,
+        responses=topic_responses(reads, version, isolation),
+    )
+
+
+def _replica_id(body: FetchRequest, version: int) -> int:
+    if version >= FIRST_REPLICA_STATE_VERSION:
+        return body.replica_state.replica_id
+    return body.replica_id

@@ -1,0 +1,167 @@
+"""Produce (key 0).
+
+Behavior:
+- Partitions are answered independently, in Kafka's order of checks:
+  unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Produce never
+  creates topics); the v3+ record rules -> INVALID_RECORD (no batch, magic
+  other than 2, more than one batch), UNSUPPORTED_COMPRESSION_TYPE (zstd
+  before v7), CORRUPT_MESSAGE (nonsensical batch length); acks other than
+  -1/0/1 -> INVALID_REQUIRED_ACKS for every remaining partition; internal
+  topics -> INVALID_TOPIC_EXCEPTION; acks=-1 with an ISR smaller than
+  min.insync.replicas -> NOT_ENOUGH_REPLICAS; then the log's checks
+  (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD / INVALID_TIMESTAMP with
+  record_errors and error_message, RECORD_LIST_TOO_LARGE,
+  INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER) and disk failures
+  (KAFKA_STORAGE_ERROR for that partition only). A retried idempotent batch
+  gets its original offsets. See broker.data_append.
+- Transactional batches: without a transactional id the whole request is
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; two producer ids is
+  INVALID_PRODUCER_ID_MAPPING. With partition verification on (the default,
+  and always for v12), Kafka asks the transaction coordinator; Strom has none
+  yet, which Kafka reports as NOT_ENOUGH_REPLICAS ("Unable to verify the
+  partition has been added to the transaction...") so clients retry.
+- acks=0 gets no response; if any partition failed the connection is closed
+  instead, as Kafka does, so the producer notices and refreshes metadata.
+- Successful appends wake long-polling fetches on that partition.
+
+Version notes: v3 baseline (transactional id, message format v2); v4
+KAFKA_STORAGE_ERROR; v5 log_start_offset; v7 zstd; v8 record_errors and
+error_message; v9 flexible; v10 tagged current_leader/node_endpoints (only
+sent with NOT_LEADER_OR_FOLLOWER, which a single node never answers); v11/v12
+transaction errors. Kafka advertises Produce v0-v12 in ApiVersions
+(KAFKA-18659: librdkafka needs v0 listed) while refusing v0-v2 requests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.data_append import AppendOutcome, append_partition, first_batch
+from wire.errors import ErrorCode, ProtocolError
+from wire.messages.produce import ProduceRequest, ProduceResponse
+from wire.primitives import INT16, INT64
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 12
+ADVERTISED_MIN_VERSION = 0
+"""What ApiVersions should list (KAFKA-18659); v0-v2 requests are still refused."""
+
+VALID_ACKS = (-1, 0, 1)
+ALWAYS_VERIFY_VERSION = 12
+ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET = 21, 43
+TRANSACTIONAL_FLAG = 0x10
+VERIFY_MESSAGE = (
+    "Unable to verify the partition has been added to the transaction. "
+    "Underlying error: COORDINATOR_NOT_AVAILABLE"
+)
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: ProduceRequest
+) -> ProduceResponse | None:
+    version = request.api_version
+    acks = body.acks
+    transactional = {
+        (t.name, p.index): _producer(p.records)
+        for t in body.topic_data
+        for p in t.partition_data
+        if _is_transactional(p.records)
+    }
+    whole_error = _request_error(body, transactional)
+    verify = (
+        version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
+    )
+    responses: list[TopicResponse] = []
+    for topic in body.topic_data:
+        outcomes: list[AppendOutcome] = []
+        for data in topic.partition_data:
+            if whole_error is not None:
+                outcomes.append(AppendOutcome(data.index, whole_error))
+                continue
+            outcomes.append(
+                await _one(broker, request, topic.name, data, acks, verify, transactional)
+            )
+        responses.append(TopicResponse(topic.name, [o.response() for o in outcomes]))
+    if acks == 0:
+        failed = [
+            f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for t in responses
+            for p in t.partition_responses
+            if p.error_code != ErrorCode.NONE
+        ]
+        if failed:
+            raise ProtocolError(
+                "acks=0 produce failed, closing the connection: " + ", ".join(failed),
+                ErrorCode(_first_error(responses)),
+            )
+        return None
+    return ProduceResponse(responses=responses)
+
+
+async def _one(
+    broker: BrokerState,
+    request: RequestContext,
+    topic: str,
+    data: ProduceRequest.PartitionProduceData,
+    acks: int,
+    verify: bool,
+    transactional: dict[tuple[str, int], tuple[int, int]],
+) -> AppendOutcome:
+    if broker.image.partition(topic, data.index) is None:
+        return AppendOutcome(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    batch = first_batch(data.records, request.api_version)
+    if isinstance(batch, ErrorCode):
+        return AppendOutcome(data.index, batch)
+    if verify and (topic, data.index) in transactional:
+        return AppendOutcome(
+            data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message=VERIFY_MESSAGE
+        )
+    if acks not in VALID_ACKS:
+        return AppendOutcome(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
+    return await append_partition(broker, topic, data.index, batch, acks, request.client_id)
+
+
+def _request_error(
+    body: ProduceRequest, transactional: dict[tuple[str, int], tuple[int, int]]
+) -> ErrorCode | None:
+    """An error Kafka gives every partition of the request, if any."""
+    if not transactional:
+        return None
+    if body.transactional_id is None:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if len(set(transactional.values())) > 1:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    return None
+
+
+def _is_transactional(records: object) -> bool:
+    """Whether the first batch is transactional with a producer id (Kafka checks each batch;
+    v3+ allows only one)."""
+    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < 61:
+        return False
+    attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
+    return bool(attributes & TRANSACTIONAL_FLAG) and _producer(records)[0] >= 0
+
+
+def _producer(records: object) -> tuple[int, int]:
+    """(producer id, producer epoch) of the first batch."""
+    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < 61:
+        return -1, -1
+    producer_id: int = INT64.unpack_from(records, PRODUCER_ID_OFFSET)[0]
+    epoch: int = INT16.unpack_from(records, PRODUCER_ID_OFFSET + 8)[0]
+    return producer_id, epoch
+
+
+def _first_error(responses: list[TopicResponse]) -> int:
+    for topic in responses:
+        for partition in topic.partition_responses:
+            if partition.error_code != ErrorCode.NONE:
+                return partition.error_code
+    return ErrorCode.NONE
