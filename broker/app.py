@@ -24,6 +24,7 @@ from broker.partitions import sync_partitions
 from broker.server import Server
 from broker.state import BrokerState, wall_clock_ms
 from coordinator.controller.driver import ControllerDriver
+from coordinator.groups.driver import GroupDriver
 
 log = logging.getLogger("strom.broker")
 
@@ -87,6 +88,8 @@ class Broker:
         self.state = state
         sync_partitions(state, controller.image)
         controller.subscribe(lambda image: sync_partitions(state, image))
+        state.groups = GroupDriver(state)
+        await state.groups.load()
         server = Server(state)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
@@ -103,6 +106,7 @@ class Broker:
                         partial(trio.serve_listeners, handler, sockets, handler_nursery=connections)
                     )
                 accepting.start_soon(_flush_loop, logs)
+                accepting.start_soon(state.groups.run)
                 accepting.start_soon(_maintenance_loop, config, logs)
                 task_status.started(self.endpoints)
                 await self._shutdown.wait()

@@ -1,0 +1,46 @@
+"""DeleteGroups (key 42).
+
+Behavior:
+- Deletes groups without members: tombstones for every committed offset
+  and for the group metadata go to `__consumer_offsets` in one batch, then
+  the group is gone (ListGroups no longer shows it, OffsetFetch finds
+  nothing).
+- A group with members is NON_EMPTY_GROUP; an unknown one
+  GROUP_ID_NOT_FOUND; an empty id INVALID_GROUP_ID.
+
+Version notes: v1 no change; v2 flexible.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver
+from wire.errors import ErrorCode
+from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    names = list(dict.fromkeys(body.groups_names))
+    driver = group_driver(broker)
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    if driver is None or error:
+        results = dict.fromkeys(names, error)
+    else:
+        results = driver.run_sync(lambda: driver.machine.delete_groups(driver.now(), names))
+    return DeleteGroupsResponse(
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=results[name])
+            for name in names
+        ]
+    )

@@ -1,0 +1,105 @@
+"""FindCoordinator (key 10).
+
+Behavior:
+- Key type 0 (group) answers this node for any group id; the first request
+  creates `__consumer_offsets` through the controller (with
+  `offsets.topic.num.partitions` partitions, compacted), as Kafka creates it
+  on first use. Key type 1 (transaction) likewise creates
+  `__transaction_state`. Other key types (share groups) are INVALID_REQUEST.
+- The coordinator's endpoint is this broker's on the listener the request
+  arrived on. If the internal topic cannot be created the key gets
+  COORDINATOR_NOT_AVAILABLE, and clients retry.
+
+Version notes: v1 key type, throttle time and error message; v3 flexible; v4
+batches keys (`coordinator_keys` in, `coordinators` out); v5-v6 no change to
+what Strom answers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver
+from broker.topics import TRANSACTION_STATE
+from coordinator.groups.driver import create_internal_topic
+from wire.errors import ErrorCode
+from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+GROUP, TRANSACTION = 0, 1
+Coordinator = FindCoordinatorResponse.Coordinator
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    version = request.api_version
+    keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+    found = [await _find(broker, request, body.key_type, key) for key in keys]
+    if version >= 4:
+        return FindCoordinatorResponse(coordinators=found)
+    one = found[0]
+    return FindCoordinatorResponse(
+        error_code=one.error_code,
+        error_message=one.error_message,
+        node_id=one.node_id,
+        host=one.host,
+        port=one.port,
+    )
+
+
+async def _find(
+    broker: BrokerState, request: RequestContext, key_type: int, key: str
+) -> Coordinator:
+    error = await _ensure_topic(broker, key_type)
+    endpoint = next((e for e in broker.endpoints if e.name == request.listener), None)
+    if error == ErrorCode.NONE and endpoint is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error != ErrorCode.NONE or endpoint is None:
+        return Coordinator(
+            key=key, node_id=-1, host="", port=-1, error_code=error, error_message=_message(error)
+        )
+    return Coordinator(
+        key=key,
+        node_id=broker.node_id,
+        host=endpoint.host,
+        port=endpoint.port,
+        error_code=ErrorCode.NONE,
+        error_message="NONE",
+    )
+
+
+async def _ensure_topic(broker: BrokerState, key_type: int) -> ErrorCode:
+    if key_type == GROUP:
+        driver = group_driver(broker)
+        return (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ensure_topic()
+        )
+    if key_type == TRANSACTION:
+        cfg = broker.config
+        return await create_internal_topic(
+            broker,
+            TRANSACTION_STATE,
+            cfg.transaction_state_log_num_partitions,
+            cfg.transaction_state_log_replication_factor,
+            {
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
+                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
+                "compression.type": "uncompressed",
+            },
+        )
+    return ErrorCode.INVALID_REQUEST
+
+
+def _message(error: ErrorCode) -> str:
+    if error == ErrorCode.INVALID_REQUEST:
+        return "Unsupported coordinator key type"
+    return "The coordinator is not available."

@@ -1,0 +1,50 @@
+"""ListGroups (key 16).
+
+Behavior:
+- Every group this coordinator knows (consumer groups, Connect groups,
+  groups that only store offsets), with its protocol type ("" for groups
+  that only committed offsets). Deleted groups are gone.
+- Filters (case-insensitive, empty means all): states (v4+, Kafka's state
+  names) and types (v5+; every group here is "classic").
+
+Version notes: v1 throttle time; v3 flexible; v4 states filter and group
+state; v5 types filter and group type.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver
+from wire.errors import ErrorCode
+from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: ListGroupsRequest
+) -> ListGroupsResponse:
+    driver = group_driver(broker)
+    if driver is None:
+        return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    version = request.api_version
+    states = list(body.states_filter) if version >= 4 else []
+    types = list(body.types_filter) if version >= 5 else []
+    return ListGroupsResponse(
+        groups=[
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in driver.machine.list_groups(states, types)
+        ]
+    )

@@ -1,0 +1,99 @@
+"""OffsetCommit (key 8).
+
+Behavior:
+- Partitions of topics that do not exist are UNKNOWN_TOPIC_OR_PARTITION and
+  never reach the coordinator (as Kafka's broker filters them first).
+- Group members commit with their member id and generation: an unknown
+  member is UNKNOWN_MEMBER_ID, a fenced static member FENCED_INSTANCE_ID,
+  a stale generation ILLEGAL_GENERATION, and a group still waiting for its
+  leader's assignment REBALANCE_IN_PROGRESS. Commits during
+  PreparingRebalance are accepted (consumers commit before rejoining).
+- Simple commits (generation -1, as Admin's alterConsumerGroupOffsets,
+  Spark and standalone consumers send) are accepted while the group is
+  empty, creating it if need be; against an active group they are
+  UNKNOWN_MEMBER_ID.
+- Metadata longer than `offset.metadata.max.bytes` is
+  OFFSET_METADATA_TOO_LARGE for that partition; null metadata is stored as "".
+- The response is sent only after the records are in the group's
+  `__consumer_offsets` partition.
+
+Version notes: v2-v4 retention time (an explicit expiry, written with
+OffsetCommitValue v1); v5 drops it; v6 leader epoch; v7 group instance id;
+v8 flexible; v9 GROUP_ID_NOT_FOUND (not ILLEGAL_GENERATION) for a missing
+group. v0-v1 are gone in Kafka 4.0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver, partition_exists
+from coordinator.groups.api import CommitPartition, CommitRequest
+from wire.errors import ErrorCode
+from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+Partition = OffsetCommitResponse.OffsetCommitResponsePartition
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: OffsetCommitRequest
+) -> OffsetCommitResponse:
+    version = request.api_version
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid: list[CommitPartition] = []
+    for topic in body.topics:
+        for p in topic.partitions:
+            if partition_exists(broker, topic.name, p.partition_index):
+                valid.append(
+                    CommitPartition(
+                        topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata,
+                    )
+                )
+            else:
+                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if valid:
+        errors.update(await _commit(broker, body, version, valid))
+    return OffsetCommitResponse(
+        topics=[
+            Topic(
+                name=topic.name,
+                partitions=[
+                    Partition(p.partition_index, errors[(topic.name, p.partition_index)])
+                    for p in topic.partitions
+                ],
+            )
+            for topic in body.topics
+        ]
+    )
+
+
+async def _commit(
+    broker: BrokerState, body: OffsetCommitRequest, version: int, valid: list[CommitPartition]
+) -> dict[tuple[str, int], ErrorCode]:
+    driver = group_driver(broker)
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    if driver is None or error:
+        return {(p.topic, p.partition): error for p in valid}
+    req = CommitRequest(
+        group_id=body.group_id,
+        generation=body.generation_id_or_member_epoch,
+        member_id=body.member_id,
+        partitions=valid,
+        group_instance_id=body.group_instance_id if version >= 7 else None,
+        retention_ms=body.retention_time_ms if version <= 4 else -1,
+        group_must_exist=version >= 9,
+    )
+    return driver.run_sync(lambda: driver.machine.commit(driver.now(), req))

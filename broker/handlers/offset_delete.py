@@ -1,0 +1,66 @@
+"""OffsetDelete (key 47).
+
+Behavior:
+- Deletes committed offsets of some partitions (a tombstone per offset).
+  For a consumer group with members, partitions of topics the group is
+  subscribed to are GROUP_SUBSCRIBED_TO_TOPIC and kept; a non-consumer
+  group with members is NON_EMPTY_GROUP as a whole.
+- Unknown topics' partitions are UNKNOWN_TOPIC_OR_PARTITION; an unknown
+  group GROUP_ID_NOT_FOUND.
+
+Version notes: only v0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver, partition_exists
+from wire.errors import ErrorCode
+from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+R = OffsetDeleteResponse
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
+    driver = group_driver(broker)
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    if driver is None or error:
+        return OffsetDeleteResponse(error_code=error)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    known: list[tuple[str, int]] = []
+    for topic in body.topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            if partition_exists(broker, *key):
+                known.append(key)
+            else:
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error, deleted = driver.run_sync(lambda: driver.machine.delete_offsets(body.group_id, known))
+    if error:
+        return OffsetDeleteResponse(error_code=error)
+    errors.update(deleted)
+    return OffsetDeleteResponse(
+        topics=[
+            R.OffsetDeleteResponseTopic(
+                name=topic.name,
+                partitions=[
+                    R.OffsetDeleteResponsePartition(
+                        p.partition_index, errors[(topic.name, p.partition_index)]
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in body.topics
+        ]
+    )

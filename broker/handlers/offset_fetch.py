@@ -1,0 +1,106 @@
+"""OffsetFetch (key 9).
+
+Behavior:
+- Returns each requested partition's committed offset, leader epoch and
+  metadata; a partition without a commit (or an unknown group) gets offset
+  -1, epoch -1 and metadata "". Null topics (v2+) means every partition the
+  group has committed.
+- `require_stable` (v7+) waits for no pending transactional commit: Strom's
+  group coordinator acknowledges commits only once they are written, so
+  there is never an unstable offset to report.
+
+Version notes: v2 null topics and a top-level error; v3 throttle time; v5
+leader epoch; v6 flexible; v7 require_stable; v8 several groups per request;
+v9 member id and epoch (only checked for KIP-848 groups, ignored for classic
+ones). v0 is gone in Kafka 4.0.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.group_common import group_driver
+from coordinator.groups.model import OffsetEntry
+from wire.errors import ErrorCode
+from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+
+if TYPE_CHECKING:
+    from broker.request import RequestContext
+    from broker.state import BrokerState
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+R = OffsetFetchResponse
+Fetched = list[tuple[str, list[tuple[int, OffsetEntry | None]]]]
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: OffsetFetchRequest
+) -> OffsetFetchResponse:
+    if request.api_version >= 8:
+        groups = []
+        for group in body.groups:
+            wanted = (
+                None
+                if group.topics is None
+                else [(t.name, list(t.partition_indexes)) for t in group.topics]
+            )
+            error, fetched = _fetch(broker, group.group_id, wanted)
+            groups.append(
+                R.OffsetFetchResponseGroup(
+                    group_id=group.group_id, topics=_topics_v8(fetched), error_code=error
+                )
+            )
+        return OffsetFetchResponse(groups=groups)
+    topics = body.topics
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    error, fetched = _fetch(broker, body.group_id, wanted)
+    return OffsetFetchResponse(
+        topics=[
+            R.OffsetFetchResponseTopic(
+                name=name,
+                partitions=[
+                    R.OffsetFetchResponsePartition(p, *_values(entry), error_code=ErrorCode.NONE)
+                    for p, entry in parts
+                ],
+            )
+            for name, parts in fetched
+        ],
+        error_code=error,
+    )
+
+
+def _fetch(
+    broker: BrokerState, group_id: str, wanted: list[tuple[str, list[int]]] | None
+) -> tuple[ErrorCode, Fetched]:
+    driver = group_driver(broker)
+    if driver is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted)
+    if not group_id:
+        return ErrorCode.INVALID_GROUP_ID, _none(wanted)
+    return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted)
+
+
+def _none(wanted: list[tuple[str, list[int]]] | None) -> Fetched:
+    return [(name, [(p, None) for p in parts]) for name, parts in wanted or []]
+
+
+def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
+    if entry is None:
+        return -1, -1, ""
+    return entry.offset, entry.leader_epoch, entry.metadata
+
+
+def _topics_v8(fetched: Fetched) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
+    return [
+        R.OffsetFetchResponseTopics(
+            name=name,
+            partitions=[
+                R.OffsetFetchResponsePartitions(p, *_values(entry), error_code=ErrorCode.NONE)
+                for p, entry in parts
+            ],
+        )
+        for name, parts in fetched
+    ]
