@@ -1,0 +1,260 @@
+"""Fetch: every version, limits (KIP-74), errors, epochs, long polling."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import trio
+
+from broker.client import KafkaClient
+from broker.data_waiters import DataWaiters
+from broker.embedded import EmbeddedBroker
+from tests.broker.test_produce_helpers import (
+    batch,
+    create_topic,
+    fetch_one,
+    fetch_request,
+    produce,
+    records_of,
+    state_of,
+)
+from wire.errors import ErrorCode
+from wire.messages.fetch import FetchRequest, FetchResponse
+from wire.messages.metadata import MetadataRequest, MetadataResponse
+
+pytestmark = pytest.mark.trio
+
+
+async def _topic_id(client: KafkaClient, name: str) -> uuid.UUID:
+    response = await client.request(
+        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)]),
+        12,
+        MetadataResponse,
+    )
+    return response.topics[0].topic_id
+
+
+@pytest.mark.parametrize("version", range(4, 18))
+async def test_every_version_reads(
+    broker: EmbeddedBroker, client: KafkaClient, version: int
+) -> None:
+    await create_topic(broker, "t")
+    await produce(client, "t", batch([b"a", b"b"]))
+    request = fetch_request("t", 0)
+    if version >= 13:
+        request.topics[0].topic_id = await _topic_id(client, "t")
+    response = await client.request(request, version, FetchResponse)
+    [topic] = response.responses
+    [p] = topic.partitions
+    assert p.error_code == ErrorCode.NONE
+    assert records_of(p.records) == [(0, b"a"), (1, b"b")]
+    assert p.high_watermark == 2
+    assert p.last_stable_offset == 2
+    assert p.log_start_offset == (0 if version >= 5 else -1)
+    assert p.aborted_transactions is None
+    assert p.preferred_read_replica == -1
+    if version >= 13:
+        assert topic.topic_id == request.topics[0].topic_id
+    else:
+        assert topic.topic == "t"
+
+
+async def test_read_committed_gets_empty_aborted_list(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "t")
+    await produce(client, "t", batch())
+    p = await fetch_one(client, "t", 0, isolation_level=1)
+    assert p.aborted_transactions == []
+    assert records_of(p.records) == [(0, b"v")]
+
+
+async def test_offsets_out_of_range(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    await produce(client, "t", batch())
+    p = await fetch_one(client, "t", 5)
+    assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (p.high_watermark, p.last_stable_offset, p.log_start_offset) == (-1, -1, -1)
+    assert (await fetch_one(client, "t", -1)).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    at_end = await fetch_one(client, "t", 1)
+    assert (at_end.error_code, at_end.records, at_end.high_watermark) == (ErrorCode.NONE, b"", 1)
+
+
+async def test_unknown_topics_and_ids(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    await produce(client, "t", batch())
+    request = fetch_request("nope", 0)
+    request.topics.insert(0, fetch_request("t", 0, partition=3).topics[0])
+    request.topics.append(fetch_request("t", 0).topics[0])
+    response = await client.request(request, 12, FetchResponse)
+    # readable partitions first, then the unknown ones, as Kafka orders them
+    got = [
+        (t.topic, p.partition_index, p.error_code) for t in response.responses for p in t.partitions
+    ]
+    assert got == [
+        ("t", 0, ErrorCode.NONE),
+        ("t", 3, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("nope", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    by_id = fetch_request("", 0)
+    by_id.topics[0].topic_id = uuid.uuid4()
+    response = await client.request(by_id, 13, FetchResponse)
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+async def test_leader_epoch_fencing(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    epoch = state_of(broker).image.partition("t", 0).leader_epoch  # type: ignore[union-attr]
+    request = fetch_request("t", 0)
+    for given, expected in [
+        (epoch, ErrorCode.NONE),
+        (epoch + 1, ErrorCode.UNKNOWN_LEADER_EPOCH),
+        (-1, ErrorCode.NONE),
+    ]:
+        request.topics[0].partitions[0].current_leader_epoch = given
+        response = await client.request(request, 12, FetchResponse)
+        assert response.responses[0].partitions[0].error_code == expected
+    if epoch > 0:
+        request.topics[0].partitions[0].current_leader_epoch = epoch - 1
+        response = await client.request(request, 12, FetchResponse)
+        assert response.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+async def test_diverging_epoch(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    await produce(client, "t", batch([b"a", b"b"]))
+    epoch = state_of(broker).image.partition("t", 0).leader_epoch  # type: ignore[union-attr]
+    request = fetch_request("t", 5)
+    request.topics[0].partitions[0].last_fetched_epoch = epoch
+    p = (await client.request(request, 12, FetchResponse)).responses[0].partitions[0]
+    assert p.error_code == ErrorCode.NONE
+    assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (epoch, 2)
+    assert p.records == b""
+    # a consistent position reads normally
+    request.topics[0].partitions[0].fetch_offset = 1
+    p = (await client.request(request, 12, FetchResponse)).responses[0].partitions[0]
+    assert p.diverging_epoch.epoch == -1
+    assert records_of(p.records) == [(0, b"a"), (1, b"b")]  # whole batches, as Kafka
+    # an epoch newer than any known cannot be placed: Kafka answers OFFSET_OUT_OF_RANGE
+    request.topics[0].partitions[0].last_fetched_epoch = epoch + 5
+    p = (await client.request(request, 12, FetchResponse)).responses[0].partitions[0]
+    assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+async def test_byte_limits_and_first_batch_rule(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "a")
+    await create_topic(broker, "b")
+    big = batch([b"x" * 5000])
+    for _ in range(3):
+        await produce(client, "a", big)
+        await produce(client, "b", big)
+    # partition_max_bytes smaller than one batch: the first partition still gets its first batch
+    request = fetch_request("a", 0, partition_max_bytes=100, max_bytes=100)
+    request.topics.append(fetch_request("b", 0, partition_max_bytes=100).topics[0])
+    response = await client.request(request, 12, FetchResponse)
+    a, b = (t.partitions[0] for t in response.responses)
+    assert [o for o, _ in records_of(a.records)] == [0]
+    assert b.records == b""  # only until the first non-empty partition
+    # max_bytes bounds the total
+    request = fetch_request("a", 0, max_bytes=len(big) * 2, partition_max_bytes=10**6)
+    request.topics.append(fetch_request("b", 0, partition_max_bytes=10**6).topics[0])
+    response = await client.request(request, 12, FetchResponse)
+    a, b = (t.partitions[0] for t in response.responses)
+    assert len(records_of(a.records)) == 2
+    assert b.records == b""
+
+
+async def test_long_poll_wakes_on_produce_from_another_connection(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "t")
+    other = await KafkaClient.connect(broker.bootstrap)
+    result: list[FetchResponse.PartitionData] = []
+
+    async def poll() -> None:
+        result.append(await fetch_one(client, "t", 0, max_wait_ms=5000, min_bytes=1))
+
+    started = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(0.2)
+        assert not result
+        assert DataWaiters.of(state_of(broker)).parked() == 1
+        # the parked fetch does not hold up another connection
+        other_started = time.monotonic()
+        await produce(other, "t", batch([b"wake"]))
+        assert time.monotonic() - other_started < 1.0
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0
+    assert records_of(result[0].records) == [(0, b"wake")]
+    assert DataWaiters.of(state_of(broker)).parked() == 0
+    await other.aclose()
+
+
+async def test_long_poll_times_out_empty(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    started = time.monotonic()
+    p = await fetch_one(client, "t", 0, max_wait_ms=300, min_bytes=1)
+    assert 0.25 < time.monotonic() - started < 2.0
+    assert p.records == b""
+
+
+async def test_long_poll_waits_for_min_bytes(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    other = await KafkaClient.connect(broker.bootstrap)
+    result: list[FetchResponse.PartitionData] = []
+
+    async def poll() -> None:
+        result.append(await fetch_one(client, "t", 0, max_wait_ms=5000, min_bytes=300))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(0.1)
+        await produce(other, "t", batch([b"small"]))
+        await trio.sleep(0.2)
+        assert not result  # 1 small batch is below min_bytes
+        await produce(other, "t", batch([b"y" * 400]))
+    assert len(records_of(result[0].records)) == 2
+    await other.aclose()
+
+
+async def test_no_readable_partition_answers_at_once(client: KafkaClient) -> None:
+    started = time.monotonic()
+    response = await client.request(
+        fetch_request("missing", 0, max_wait_ms=5000, min_bytes=1), 12, FetchResponse
+    )
+    assert time.monotonic() - started < 1.0
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_reads_survive_a_failed_disk(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await create_topic(broker, "t", partitions=2)
+    await produce(client, "t", batch([b"before"]))
+    log = state_of(broker).logs.get("t", 0)
+    assert log is not None
+    segment = log._segments[-1]
+
+    def disk_full(*_args: object, **_kw: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment, "append", disk_full)
+    p = await produce(client, "t", batch([b"lost"]))
+    assert p.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.undo()
+    # that partition stays offline for appends, the other one works, reads keep working
+    assert (await produce(client, "t", batch([b"again"]))).error_code == (
+        ErrorCode.KAFKA_STORAGE_ERROR
+    )
+    assert (await produce(client, "t", batch([b"other"]), partition=1)).error_code == 0
+    assert records_of((await fetch_one(client, "t", 0)).records) == [(0, b"before")]
+
+
+async def test_request_with_zero_partitions(client: KafkaClient) -> None:
+    response = await client.request(FetchRequest(max_wait_ms=1000, min_bytes=1), 12, FetchResponse)
+    assert response.responses == []
