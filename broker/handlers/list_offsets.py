@@ -44,6 +44,7 @@ MAX_VERSION = 10
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 CONSUMER_REPLICA_ID = -1
+FIRST_EPOCH_VERSION = 4
 READ_COMMITTED = 1
 
 PartitionResponse = ListOffsetsResponse.ListOffsetsPartitionResponse
@@ -63,6 +64,9 @@ async def handle(
                 continue
             partitions.append(_one(broker, topic.name, p, isolation))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(topic.name, partitions))
+    if request.api_version < FIRST_EPOCH_VERSION:  # the field is not ignorable before v4
+        for p in (p for t in topics for p in t.partitions):
+            p.leader_epoch = -1
     return ListOffsetsResponse(topics=topics)
 
 

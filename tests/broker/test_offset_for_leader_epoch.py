@@ -1,0 +1,50 @@
+"""OffsetForLeaderEpoch: every version, known and unknown epochs, fencing."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.client import KafkaClient
+from broker.embedded import EmbeddedBroker
+from tests.broker.test_produce_helpers import batch, create_topic, produce, state_of
+from wire.errors import ErrorCode
+from wire.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+
+pytestmark = pytest.mark.trio
+
+R = OffsetForLeaderEpochRequest
+
+
+async def _ask(
+    client: KafkaClient, epoch: int, version: int = 4, current: int = -1, topic: str = "t"
+) -> OffsetForLeaderEpochResponse.EpochEndOffset:
+    request = R(
+        replica_id=-1,
+        topics=[R.OffsetForLeaderTopic(topic, [R.OffsetForLeaderPartition(0, current, epoch)])],
+    )
+    response = await client.request(request, version, OffsetForLeaderEpochResponse)
+    return response.topics[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", range(2, 5))
+async def test_every_version(broker: EmbeddedBroker, client: KafkaClient, version: int) -> None:
+    await create_topic(broker, "t")
+    empty = await _ask(client, 0, version)
+    assert (empty.error_code, empty.leader_epoch, empty.end_offset) == (ErrorCode.NONE, -1, -1)
+    await produce(client, "t", batch([b"a", b"b", b"c"]))
+    epoch = state_of(broker).image.partition("t", 0).leader_epoch  # type: ignore[union-attr]
+    current = await _ask(client, epoch, version, current=epoch)
+    assert (current.error_code, current.leader_epoch, current.end_offset) == (0, epoch, 3)
+    unknown = await _ask(client, epoch + 3, version)
+    assert (unknown.leader_epoch, unknown.end_offset) == (-1, -1)
+
+
+async def test_errors(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    await create_topic(broker, "t")
+    epoch = state_of(broker).image.partition("t", 0).leader_epoch  # type: ignore[union-attr]
+    assert (await _ask(client, 0, topic="nope")).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    fenced = await _ask(client, 0, current=epoch + 1)
+    assert (fenced.error_code, fenced.end_offset) == (ErrorCode.UNKNOWN_LEADER_EPOCH, -1)
