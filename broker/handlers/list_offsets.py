@@ -65,8 +65,8 @@ async def handle(
             partitions.append(_one(broker, topic.name, p, isolation))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(topic.name, partitions))
     if request.api_version < FIRST_EPOCH_VERSION:  # the field is not ignorable before v4
-        for p in (p for t in topics for p in t.partitions):
-            p.leader_epoch = -1
+        for answer in (a for t in topics for a in t.partitions):
+            answer.leader_epoch = -1
     return ListOffsetsResponse(topics=topics)
 
 

@@ -24,11 +24,9 @@ from wire.messages.fetch import FetchRequest, FetchResponse
 pytestmark = pytest.mark.trio
 
 
-def _request(
-    parts: list[tuple[str, int, int]], session_id: int, epoch: int, **kw: int
-) -> FetchRequest:
+def _request(parts: list[tuple[str, int, int]], session_id: int, epoch: int) -> FetchRequest:
     """A fetch of (topic, partition, offset) triples in one session step."""
-    request = FetchRequest(session_id=session_id, session_epoch=epoch, **kw)
+    request = FetchRequest(session_id=session_id, session_epoch=epoch)
     for topic, partition, offset in parts:
         request.topics.append(fetch_request(topic, offset, partition).topics[0])
     return request
