@@ -1,0 +1,182 @@
+"""A harness around the pure state machine: a fake clock, an in-memory log, parked replies."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from coordinator.groups import records
+from coordinator.groups.api import (
+    GroupConfig,
+    JoinRequest,
+    JoinResult,
+    KeyValue,
+    SyncRequest,
+    SyncResult,
+)
+from coordinator.groups.coordinator import GroupCoordinator
+from coordinator.groups.model import Group, GroupState
+from wire.errors import ErrorCode
+
+
+@dataclass
+class MemoryLog:
+    """What the sink wrote, per group; `fail` makes the next appends fail with that error."""
+
+    written: list[tuple[str, KeyValue]] = field(default_factory=list)
+    fail: ErrorCode = ErrorCode.NONE
+
+    def __call__(self, group_id: str, pairs: list[KeyValue]) -> ErrorCode:
+        if self.fail:
+            return self.fail
+        self.written += [(group_id, kv) for kv in pairs]
+        return ErrorCode.NONE
+
+    def parsed(self) -> list[records.OffsetRecord | records.GroupRecord]:
+        out = []
+        for _, (key, value) in self.written:
+            parsed = records.parse_record(key, value)
+            assert parsed is not None
+            out.append(parsed)
+        return out
+
+
+class Sim:
+    """Drives a GroupCoordinator the way the trio driver does, with time under test control."""
+
+    def __init__(self, **config: int) -> None:
+        defaults = {"initial_rebalance_delay_ms": 0, "min_session_timeout_ms": 1000}
+        self.config = GroupConfig(**{**defaults, **config})
+        self.log = MemoryLog()
+        ids = itertools.count(1)
+        self.machine = GroupCoordinator(self.config, self.log, lambda: f"id{next(ids)}")
+        self.now = 1_000_000
+        self._tokens = itertools.count(1)
+        self.replies: dict[int, JoinResult | SyncResult] = {}
+
+    def settle(self) -> None:
+        self.machine.tick(self.now)
+        for token, result in self.machine.take_replies():
+            assert token not in self.replies, "a waiter was answered twice"
+            self.replies[token] = result
+
+    def advance(self, ms: int) -> None:
+        """Move the clock, firing every deadline on the way in order."""
+        target = self.now + ms
+        while True:
+            deadline = self.machine.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.now = max(self.now, deadline)
+            self.settle()
+        self.now = target
+        self.settle()
+
+    def group(self, group_id: str = "g") -> Group:
+        return self.machine.groups[group_id]
+
+    def state(self, group_id: str = "g") -> GroupState | None:
+        group = self.machine.groups.get(group_id)
+        return None if group is None else group.state
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def join(
+        self,
+        member_id: str = "",
+        *,
+        group: str = "g",
+        protocols: list[tuple[str, bytes]] | None = None,
+        protocol_type: str = "consumer",
+        session: int = 10_000,
+        rebalance: int = 30_000,
+        instance: str | None = None,
+        client: str = "c",
+        v4: bool = True,
+        v9: bool = True,
+    ) -> int | JoinResult:
+        """The immediate result, or the waiter token when the response was parked."""
+        token = next(self._tokens)
+        req = JoinRequest(
+            group, member_id, protocol_type, protocols or [("range", b"m")], session, rebalance,
+            instance, client, "/127.0.0.1", v4, v9,
+        )  # fmt: skip
+        result = self.machine.join(self.now, req, token)
+        self.settle()
+        return token if result is None else result
+
+    def join_new(self, **kw: object) -> str:
+        """A dynamic member's KIP-394 first round: returns the id it must rejoin with."""
+        first = self.join(**kw)  # type: ignore[arg-type]
+        assert isinstance(first, JoinResult)
+        assert first.error == ErrorCode.MEMBER_ID_REQUIRED
+        return first.member_id
+
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        group: str = "g",
+        instance: str | None = None,
+    ) -> int | SyncResult:
+        token = next(self._tokens)
+        req = SyncRequest(group, member_id, generation, assignments or {}, instance)
+        result = self.machine.sync(self.now, req, token)
+        self.settle()
+        return token if result is None else result
+
+    def heartbeat(
+        self, member_id: str, generation: int, *, group: str = "g", instance: str | None = None
+    ) -> ErrorCode:
+        error = self.machine.heartbeat(self.now, group, member_id, generation, instance)
+        self.settle()
+        return error
+
+    def leave(
+        self, *members: tuple[str, str | None], group: str = "g"
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        out = self.machine.leave(self.now, group, list(members))
+        self.settle()
+        return out
+
+    def reply(self, token: int | JoinResult | SyncResult) -> JoinResult | SyncResult | None:
+        if isinstance(token, int):
+            return self.replies.get(token)
+        return token
+
+    def joined(self, token: int | JoinResult) -> JoinResult:
+        result = self.reply(token)
+        assert isinstance(result, JoinResult), f"join not answered: {result}"
+        return result
+
+    def synced(self, token: int | SyncResult) -> SyncResult:
+        result = self.reply(token)
+        assert isinstance(result, SyncResult), f"sync not answered: {result}"
+        return result
+
+    def form(self, count: int, *, group: str = "g", session: int = 10_000) -> tuple[list[str], int]:
+        """Bring `count` dynamic members to one Stable generation; (member ids, generation)."""
+        ids = [self.join_new(group=group, session=session, client=f"c{i}") for i in range(count)]
+        tokens = {m: self.join(m, group=group, session=session) for m in ids}
+        for _ in range(10):
+            g = self.machine.groups[group]
+            answered = {m: self.reply(t) for m, t in tokens.items()}
+            if g.state is GroupState.COMPLETING_REBALANCE and all(answered.values()):
+                break
+            if g.state is GroupState.PREPARING_REBALANCE:
+                for m, result in answered.items():
+                    if result is not None:  # it finished an earlier, smaller generation
+                        tokens[m] = self.join(m, group=group, session=session)
+            self.advance(self.config.initial_rebalance_delay_ms)
+        results = [self.joined(tokens[m]) for m in ids]
+        gen, leader = results[0].generation, results[0].leader
+        assert {r.generation for r in results} == {gen}
+        assignments = {m: f"a-{m}".encode() for m in ids}
+        waits = [self.sync(m, gen, group=group) for m in ids if m != leader]
+        assert self.synced(self.sync(leader, gen, assignments, group=group)).error == ErrorCode.NONE
+        for w in waits:
+            assert self.synced(w).error == ErrorCode.NONE
+        assert self.state(group) is GroupState.STABLE
+        return ids, gen
