@@ -213,6 +213,8 @@ class FetchContext:
     error: ErrorCode = ErrorCode.NONE
     session: FetchSession | None = None
     expected_epoch: int = 0
+    created: int = INVALID_SESSION_ID
+    """The id of the session a full fetch created (INVALID_SESSION_ID: none)."""
 
 
 def new_context(

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from broker.data_waiters import DataWaiters
-from broker.fetch_read import PartitionRead, read_partitions, topic_responses
+from broker.fetch_read import PartitionRead, load_records, read_partitions, topic_responses
 from broker.fetch_sessions import (
     INVALID_SESSION_ID,
     CachedPartition,
@@ -62,7 +62,6 @@ MIN_VERSION = 4
 MAX_VERSION = 17
 
 FIRST_TOPIC_ID_VERSION = 13
-FIRST_REPLICA_STATE_VERSION = 15
 
 
 async def handle(broker: BrokerState, request: RequestContext, body: FetchRequest) -> FetchResponse:
@@ -84,7 +83,15 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     min_bytes = min(body.min_bytes, max_bytes)
     reads = await _read_until_ready(broker, body, context, uses_ids, max_bytes, min_bytes)
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
-    return _respond(broker, body, version, context, reads, uses_ids)
+    response = _respond(broker, body, context, reads, uses_ids)
+    if isinstance(response, FetchResponse):
+        return response
+    await load_records(response)
+    return FetchResponse(
+        error_code=ErrorCode.NONE,
+        session_id=_session_id(context),
+        responses=topic_responses(response, version, body.isolation_level),
+    )
 
 
 def _wanted(body: FetchRequest, uses_ids: bool) -> list[CachedPartition]:
@@ -153,20 +160,18 @@ def _ready(reads: list[PartitionRead], min_bytes: int) -> bool:
 def _respond(
     broker: BrokerState,
     body: FetchRequest,
-    version: int,
     context: FetchContext,
     reads: list[PartitionRead],
     uses_ids: bool,
-) -> FetchResponse:
-    isolation = body.isolation_level
-    session_id = INVALID_SESSION_ID
+) -> list[PartitionRead] | FetchResponse:
+    """The partitions to answer, updating the session; or a whole-request error."""
     if context.kind == "full":
         for r in reads:
             r.part.high_watermark = -1 if r.error else r.high_watermark
             r.part.log_start_offset = -1 if r.error else r.log_start_offset
-        session_id = FetchSessionCache.of(broker).maybe_create(
+        context.created = FetchSessionCache.of(broker).maybe_create(
             broker.clock(),
-            _replica_id(body, version) >= 0,
+            _replica_id(body) >= 0,
             uses_ids,
             {partition_key(r.part, uses_ids): r.part for r in reads},
         )
@@ -177,7 +182,6 @@ def _respond(
             return FetchResponse(
                 error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=session.id
             )
-        session_id = session.id
         kept = []
         for r in reads:
             error = r.error
@@ -187,14 +191,15 @@ def _respond(
                 kept.append(r)
                 session.move_to_end(partition_key(r.part, uses_ids))
         reads = kept
-    return FetchResponse(
-        error_code=ErrorCode.NONE,
-        session_id=session_id,
-        responses=topic_responses(reads, version, isolation),
-    )
+    return reads
 
 
-def _replica_id(body: FetchRequest, version: int) -> int:
-    if version >= FIRST_REPLICA_STATE_VERSION:
-        return body.replica_state.replica_id
-    return body.replica_id
+def _session_id(context: FetchContext) -> int:
+    if context.session is not None:
+        return context.session.id
+    return context.created
+
+
+def _replica_id(body: FetchRequest) -> int:
+    """The fetching replica (v15+ in replica_state; either way -1 for consumers)."""
+    return max(body.replica_id, body.replica_state.replica_id)

@@ -258,3 +258,14 @@ async def test_reads_survive_a_failed_disk(
 async def test_request_with_zero_partitions(client: KafkaClient) -> None:
     response = await client.request(FetchRequest(max_wait_ms=1000, min_bytes=1), 12, FetchResponse)
     assert response.responses == []
+
+
+async def test_large_response_is_copied_off_the_event_loop(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "big")
+    values = [bytes([i]) * 600_000 for i in range(3)]
+    for value in values:
+        await produce(client, "big", batch([value]))
+    p = await fetch_one(client, "big", 0, partition_max_bytes=10 * 1024 * 1024)
+    assert [v for _, v in records_of(p.records)] == values
