@@ -10,6 +10,7 @@ import trio
 from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker, open_broker
 from tests.broker.test_produce_helpers import (
+    alter_topic_config,
     batch,
     create_topic,
     fetch_one,
@@ -157,6 +158,17 @@ async def test_log_append_time_topic(broker: EmbeddedBroker, client: KafkaClient
     header, _records = decode_batch(memoryview(bytes(data.records or b"")))
     assert header.max_timestamp == p.log_append_time_ms
     assert header.timestamp_type.name == "LOG_APPEND_TIME"
+
+
+async def test_log_append_time_set_by_incremental_alter_configs(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "later")
+    assert (await produce(client, "later", batch(ts=1000))).log_append_time_ms == -1
+    await alter_topic_config(broker, "later", "message.timestamp.type", "LogAppendTime")
+    p = await produce(client, "later", batch(ts=1000))
+    assert (p.error_code, p.base_offset) == (ErrorCode.NONE, 1)
+    assert p.log_append_time_ms > 1000
 
 
 async def test_min_insync_replicas(broker: EmbeddedBroker, client: KafkaClient) -> None:
