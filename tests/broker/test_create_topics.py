@@ -34,7 +34,7 @@ async def create(
     return (await client.request(request, version, CreateTopicsResponse)).topics
 
 
-def topic(name: str, partitions: int = 1, factor: int = 1, **configs: str) -> Topic:
+def topic(name: str, partitions: int = 1, factor: int = 1, /, **configs: str) -> Topic:
     """A topic to create; configs use underscores for dots (retention_ms=...)."""
     return Topic(
         name=name,
@@ -44,7 +44,9 @@ def topic(name: str, partitions: int = 1, factor: int = 1, **configs: str) -> To
     )
 
 
-async def create_topic(client: KafkaClient, name: str, partitions: int = 1, **configs: str) -> None:
+async def create_topic(
+    client: KafkaClient, name: str, partitions: int = 1, /, **configs: str
+) -> None:
     """Create a topic that must succeed (shared by the other admin API tests)."""
     [result] = await create(client, topic(name, partitions, **configs))
     assert (result.error_code, result.error_message) == (ErrorCode.NONE, None)
