@@ -74,7 +74,7 @@ def _response(result: JoinResult, version: int) -> JoinGroupResponse:
         protocol_type=result.protocol_type,
         protocol_name=protocol_name,
         leader=result.leader,
-        skip_assignment=result.skip_assignment,
+        skip_assignment=result.skip_assignment and version >= 9,
         member_id=result.member_id,
         members=[
             JoinGroupResponse.JoinGroupResponseMember(

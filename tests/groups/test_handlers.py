@@ -323,3 +323,24 @@ async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
         )
         assert bytes(described.groups[0].members[0].member_assignment) == b"kept"
         await client.aclose()
+
+
+@pytest.mark.parametrize("version", [5, 8, 9])
+async def test_static_leader_rejoin_in_stable(client: KafkaClient, version: int) -> None:
+    """A restarted static leader gets its generation back; skip_assignment only exists in v9."""
+    first = await join(client, "g", version, instance="inst")
+    sync = SyncGroupRequest(
+        group_id="g",
+        generation_id=first.generation_id,
+        member_id=first.member_id,
+        group_instance_id="inst",
+        assignments=[SyncGroupRequest.SyncGroupRequestAssignment(first.member_id, b"mine")],
+    )
+    assert (await client.request(sync, 3, SyncGroupResponse)).error_code == 0
+    again = await client.request(join_request("g", instance="inst"), version, JoinGroupResponse)
+    assert again.error_code == 0
+    assert again.generation_id == first.generation_id
+    assert again.member_id != first.member_id
+    assert again.leader == again.member_id
+    assert again.skip_assignment == (version >= 9)
+    assert len(again.members) == (1 if version >= 9 else 0)
