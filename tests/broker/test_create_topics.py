@@ -260,3 +260,21 @@ async def test_topics_survive_a_restart(tmp_path: Path) -> None:
         [again] = await create(client, topic("kept"))
         assert again.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
         await client.aclose()
+
+
+async def test_deadline_passing_while_queued_creates_nothing(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """The timeout bounds the wait for the controller, which runs one command at a time."""
+    state = broker.broker.state
+    assert state is not None
+    async with state.controller._lock:  # another command holds the controller
+        results = await create(client, topic("queued"), timeout_ms=50)
+    assert [(r.name, r.error_code, r.error_message) for r in results] == [
+        ("queued", ErrorCode.REQUEST_TIMED_OUT, None)
+    ]
+    assert (await metadata(client, "queued")).topics[0].error_code == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    [created] = await create(client, topic("queued"), timeout_ms=50)
+    assert created.error_code == ErrorCode.NONE
