@@ -16,16 +16,20 @@ def _sent_by_position(sent: list[Event]) -> dict[tuple[int, int], Event]:
     return {(e["metadata"]["partition"], e["metadata"]["offset"]): e for e in sent}
 
 
-@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+@pytest.mark.parametrize(
+    ("compression", "isolation"), [("lz4", "read_uncommitted"), ("zstd", "read_committed")]
+)
 def test_micro_batches(
-    java_harness: JavaHarness, strom_broker: BrokerProcess, compression: str
+    java_harness: JavaHarness, strom_broker: BrokerProcess, compression: str, isolation: str
 ) -> None:
     """Three micro-batches: the driver plans [previous end, latest) per partition with the Admin
     client; split ranges are read by cached executor consumers (seek before every poll); then a
-    timestamp-started query and a read across deleted records (failOnDataLoss=false)."""
+    timestamp-started query and a read across deleted records (failOnDataLoss=false). Spark's
+    `kafka.isolation.level` goes to both listOffsets and the executors' consumers."""
     events = java_harness.run(
-        strom_broker, "spark-read", topic=f"spark-{compression}", compression=compression
-    )
+        strom_broker, "spark-read", topic=f"spark-{compression}", compression=compression,
+        isolation=isolation,
+    )  # fmt: skip
     sent = events.of("sent")
     sent_at = _sent_by_position(sent)
     assert len(sent_at) == len(sent) == 360

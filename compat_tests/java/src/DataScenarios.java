@@ -149,7 +149,7 @@ final class DataScenarios {
                 consumer.assign(tps);
                 consumer.seekToBeginning(tps);
                 for (ConsumerRecord<byte[], byte[]> r
-                        : Clients.readUntil(consumer, ends, Duration.ofSeconds(60))) {
+                        : Clients.readUntil(consumer, ends, Duration.ofSeconds(30))) {
                     out.emit("received", "record", Clients.received(r));
                 }
             }

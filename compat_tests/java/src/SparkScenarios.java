@@ -40,9 +40,16 @@ final class SparkScenarios {
     private static final Duration POLL = Duration.ofMillis(1000);
     private static final Duration RANGE_LIMIT = Duration.ofSeconds(30);
 
-    /** Executor-side consumer settings as Spark's source sets them (minus the group id). */
-    static KafkaConsumer<byte[], byte[]> executorConsumer(String bootstrap, String isolation) {
+    /**
+     * Executor-side consumer settings as Spark's source sets them. Spark also sets a generated
+     * group.id (it never joins or commits); groupId "" leaves it out.
+     */
+    static KafkaConsumer<byte[], byte[]> executorConsumer(String bootstrap, String isolation,
+            String groupId) {
         Map<String, Object> props = new HashMap<>();
+        if (!groupId.isEmpty()) {
+            props.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        }
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
         props.put(ConsumerConfig.RECEIVE_BUFFER_CONFIG, 65536);
@@ -127,6 +134,7 @@ final class SparkScenarios {
         int rounds = args.integer("rounds", 3);
         int perRound = args.integer("per_round", 120);
         String isolationName = args.str("isolation", "read_uncommitted");
+        String groupId = args.str("group_id", "");
         IsolationLevel isolation = IsolationLevel.valueOf(isolationName.toUpperCase());
         long base = DataScenarios.recentBase();
         Admin admin = Clients.admin(ctx.bootstrap());
@@ -162,7 +170,7 @@ final class SparkScenarios {
                     // minPartitions-style split: the second half starts inside a batch.
                     long mid = from + (until - from) / 2 + ((until - from) > 2 ? 1 : 0);
                     KafkaConsumer<byte[], byte[]> consumer = pool.computeIfAbsent(tp,
-                            k -> executorConsumer(ctx.bootstrap(), isolationName));
+                            k -> executorConsumer(ctx.bootstrap(), isolationName, groupId));
                     for (long[] range : new long[][] {{from, mid}, {mid, until}}) {
                         List<Object> records = new ArrayList<>();
                         for (ConsumerRecord<byte[], byte[]> r
@@ -271,7 +279,7 @@ final class SparkScenarios {
             for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
                 TopicPartition tp = e.getKey();
                 KafkaConsumer<byte[], byte[]> consumer = consumers.computeIfAbsent(tp,
-                        k -> executorConsumer(ctx.bootstrap(), "read_uncommitted"));
+                        k -> executorConsumer(ctx.bootstrap(), "read_uncommitted", ""));
                 for (ConsumerRecord<byte[], byte[]> r : fetchRange(consumer, tp, start.get(tp),
                         e.getValue(), out, "read_back")) {
                     out.emit("received", "record", Clients.received(r));
