@@ -94,7 +94,8 @@ def test_consumer_offset_api(java_harness: JavaHarness, strom_broker: BrokerProc
     assert offsets["end"] == {"0": 10, "1": 0}
     no_offset = events.one("position_error", case="no_offset")["outcome"]
     assert error_of(no_offset) == "NoOffsetForPartitionException"
-    assert events.one("positions", case="beginning")[("p0")] == 0
+    beginning = events.one("positions", case="beginning")
+    assert (beginning["p0"], beginning["p1"]) == (0, 0)
     end = events.one("positions", case="end")
     assert (end["p0"], end["p1"]) == (10, 0)
 
