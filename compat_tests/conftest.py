@@ -1,7 +1,13 @@
 """Compatibility tests: every test runs stock clients against a real `strom serve` process.
 
-The `strom_broker` fixture starts one child broker per test on a free port with its own data
-directory; it starts in well under a second, so tests share no broker state.
+Two fixtures give a test its broker:
+
+- `strom_broker`: a child broker of its own, on a free port with its own data directory, for
+  tests that stop, kill or restart it (durability) or depend on broker-wide state.
+- `shared_broker`: one child broker per test module, shared by its tests, which keep apart by
+  using fresh topic names (`helpers.topic_name`). A broker start costs about a second, so this
+  keeps the whole compat suite within its time budget. A test during which the shared broker
+  exits fails, with the broker's last output, and the next test gets a restarted one.
 """
 
 from __future__ import annotations
@@ -42,3 +48,25 @@ def strom_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """
     with CompatBroker(tmp_path / "data") as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompatBroker]:
+    broker = CompatBroker(tmp_path_factory.mktemp("strom") / "data")
+    with broker:
+        yield broker
+
+
+@pytest.fixture
+def shared_broker(_module_broker: CompatBroker) -> Iterator[BrokerProcess]:
+    """This module's broker; fails the test during which it exits."""
+    process = _module_broker.process
+    if process is None or process.poll() is not None:
+        _module_broker.start()
+    yield _module_broker
+    process = _module_broker.process
+    assert process is not None
+    code = process.poll()
+    if code is not None:
+        tail = "\n".join(list(_module_broker.output)[-40:])
+        pytest.fail(f"strom serve exited with code {code} during this test; its output:\n{tail}")

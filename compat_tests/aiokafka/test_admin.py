@@ -42,8 +42,8 @@ async def partition_count(admin: Any, topic: str) -> int:
     return len(described["partitions"])
 
 
-def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_create_topic_with_configs_and_describe_it(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-create")
 
     async def test() -> None:
@@ -86,8 +86,8 @@ def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) 
     ak.run(test)
 
 
-def test_alter_configs_and_broker_configs(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_alter_configs_and_broker_configs(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-alter")
 
     async def test() -> None:
@@ -118,14 +118,14 @@ def test_alter_configs_and_broker_configs(strom_broker: BrokerProcess) -> None:
                 admin, ConfigResource(ConfigResourceType.BROKER, "1")
             )
             assert broker["num.partitions"]["config_value"] == "1"
-            assert broker["log.dirs"]["config_value"] == str(strom_broker.data_dir)
+            assert broker["log.dirs"]["config_value"] == str(shared_broker.data_dir)
             assert broker["log.dirs"]["config_source"] == STATIC_BROKER_CONFIG
 
     ak.run(test)
 
 
-def test_create_partitions(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_create_partitions(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-partitions")
     expected = sample_records(4, 5, base_ts=now_ms() - 1000, null_header_values=False)
 
@@ -154,8 +154,8 @@ def test_create_partitions(strom_broker: BrokerProcess) -> None:
     ak.run(test)
 
 
-def test_delete_records(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_delete_records(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-delete-records")
     expected = sample_records(1, 50, base_ts=now_ms() - 1000, null_header_values=False)
     tp = TopicPartition(topic, 0)
@@ -177,8 +177,8 @@ def test_delete_records(strom_broker: BrokerProcess) -> None:
     ak.run(test)
 
 
-def test_delete_topics_and_describe_cluster(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_delete_topics_and_describe_cluster(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-delete")
     host, port = bootstrap.rsplit(":", 1)
 

@@ -15,9 +15,9 @@ PER_PARTITION = 60
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_round_trips_keys_values_headers_timestamps(
-    strom_broker: BrokerProcess, codec: str
+    shared_broker: BrokerProcess, codec: str
 ) -> None:
-    bootstrap = strom_broker.bootstrap
+    bootstrap = shared_broker.bootstrap
     topic = topic_name(f"ak-{codec}")
     # aiokafka only sends bytes header values (no null ones)
     expected = sample_records(
@@ -46,8 +46,8 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
     ak.run(test)
 
 
-def test_idempotent_producer(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_idempotent_producer(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-idempotent")
     expected = sample_records(2, 200, base_ts=now_ms() - 1000, null_header_values=False)
 
@@ -66,8 +66,8 @@ def test_idempotent_producer(strom_broker: BrokerProcess) -> None:
     ak.run(test)
 
 
-def test_assign_and_seek(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_assign_and_seek(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-seek")
     expected = sample_records(1, 100, base_ts=now_ms() - 60_000, null_header_values=False)
     tp = TopicPartition(topic, 0)
@@ -101,8 +101,8 @@ def test_assign_and_seek(strom_broker: BrokerProcess) -> None:
     ak.run(test)
 
 
-def test_offsets_for_times(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_offsets_for_times(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("ak-times")
     base, step, count = now_ms() - 600_000, 1000, 40
     records = sample_records(2, count, base_ts=base, ts_step=step, null_header_values=False)

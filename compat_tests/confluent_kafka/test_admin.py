@@ -45,8 +45,8 @@ def partition_count(admin: AdminClient, topic: str) -> int | None:
     return len(found.partitions)
 
 
-def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_create_topic_with_configs_and_describe_it(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-create")
     ck.create_topic(
         admin,
@@ -87,8 +87,8 @@ def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) 
     assert segment.is_default
 
 
-def test_create_topic_errors(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_create_topic_errors(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-exists")
     ck.create_topic(admin, topic, 1)
 
@@ -113,8 +113,8 @@ def test_create_topic_errors(strom_broker: BrokerProcess) -> None:
     assert partition_count(admin, dry) is None
 
 
-def test_incremental_alter_configs(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_incremental_alter_configs(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-incremental")
     ck.create_topic(
         admin,
@@ -176,8 +176,8 @@ def test_incremental_alter_configs(strom_broker: BrokerProcess) -> None:
     assert describe_topic_configs(admin, topic)["retention.ms"].value == "7200000"
 
 
-def test_legacy_alter_configs_replaces_the_whole_set(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_legacy_alter_configs_replaces_the_whole_set(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-alter")
     ck.create_topic(admin, topic, 1, {"retention.ms": "3600000", "cleanup.policy": "compact"})
     resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.ms": "1000000"})
@@ -192,13 +192,13 @@ def test_legacy_alter_configs_replaces_the_whole_set(strom_broker: BrokerProcess
     assert ConfigSource(configs["cleanup.policy"].source) == ConfigSource.DEFAULT_CONFIG
 
 
-def test_broker_configs(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_broker_configs(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     resource = ConfigResource(ResourceType.BROKER, "1")
     [(_, future)] = admin.describe_configs([resource], request_timeout=ck.TIMEOUT).items()
     configs: dict[str, ConfigEntry] = ck.result(future)
     assert configs["num.partitions"].value == "1"
-    assert configs["log.dirs"].value == str(strom_broker.data_dir)
+    assert configs["log.dirs"].value == str(shared_broker.data_dir)
     assert ConfigSource(configs["log.dirs"].source) == ConfigSource.STATIC_BROKER_CONFIG
     assert configs["log.retention.hours"].value == "168"
 
@@ -217,8 +217,8 @@ def test_broker_configs(strom_broker: BrokerProcess) -> None:
     assert ConfigSource(configs["log.retention.ms"].source) == ConfigSource.DYNAMIC_BROKER_CONFIG
 
 
-def test_create_partitions(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_create_partitions(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-partitions")
     ck.create_topic(admin, topic, 2)
     futures = admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=ck.TIMEOUT)
@@ -226,8 +226,8 @@ def test_create_partitions(strom_broker: BrokerProcess) -> None:
     wait_until(lambda: partition_count(admin, topic) == 5, timeout=ck.TIMEOUT, what="5 partitions")
 
     expected = sample_records(5, 4, base_ts=now_ms() - 1000)
-    ck.produce_all(ck.producer(strom_broker.bootstrap), topic, expected)
-    consumer = ck.consumer(strom_broker.bootstrap)
+    ck.produce_all(ck.producer(shared_broker.bootstrap), topic, expected)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(5)])
         assert by_partition(ck.consume(consumer, len(expected))) == by_partition(expected)
@@ -241,12 +241,12 @@ def test_create_partitions(strom_broker: BrokerProcess) -> None:
     assert partition_count(admin, topic) == 5
 
 
-def test_delete_records(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_delete_records(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-delete-records")
     ck.create_topic(admin, topic, 2)
     expected = sample_records(2, 50, base_ts=now_ms() - 1000)
-    ck.produce_all(ck.producer(strom_broker.bootstrap), topic, expected)
+    ck.produce_all(ck.producer(shared_broker.bootstrap), topic, expected)
 
     futures = admin.delete_records(
         [TopicPartition(topic, 0, 20), TopicPartition(topic, 1, OFFSET_END)],
@@ -260,7 +260,7 @@ def test_delete_records(strom_broker: BrokerProcess) -> None:
     [(_, future)] = admin.list_offsets({tp0: ck.offset_spec("earliest")}).items()
     assert ck.result(future).offset == 20
 
-    consumer = ck.consumer(strom_broker.bootstrap)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         assert ck.watermarks(consumer, topic, 0) == (20, 50)
         assert ck.watermarks(consumer, topic, 1) == (50, 50)
@@ -277,8 +277,8 @@ def test_delete_records(strom_broker: BrokerProcess) -> None:
     assert ck.error_code(info.value) == KafkaError.OFFSET_OUT_OF_RANGE
 
 
-def test_delete_topics(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_delete_topics(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     topic = topic_name("ck-delete")
     ck.create_topic(admin, topic, 2)
     futures = admin.delete_topics([topic], operation_timeout=ck.TIMEOUT)
@@ -299,10 +299,10 @@ def test_delete_topics(strom_broker: BrokerProcess) -> None:
     assert wait_until(lambda: partition_count(admin, topic), timeout=ck.TIMEOUT, what=topic) == 1
 
 
-def test_describe_cluster(strom_broker: BrokerProcess) -> None:
-    admin = ck.admin(strom_broker.bootstrap)
+def test_describe_cluster(shared_broker: BrokerProcess) -> None:
+    admin = ck.admin(shared_broker.bootstrap)
     cluster = ck.result(admin.describe_cluster(request_timeout=ck.TIMEOUT))
-    host, port = strom_broker.bootstrap.rsplit(":", 1)
+    host, port = shared_broker.bootstrap.rsplit(":", 1)
     assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, host, int(port))]
     assert cluster.controller is not None
     assert cluster.controller.id == 1

@@ -14,9 +14,9 @@ PER_PARTITION = 10_000
 
 
 @pytest.mark.timeout(120)
-def test_idempotent_producer_preserves_count_and_order(strom_broker: BrokerProcess) -> None:
+def test_idempotent_producer_preserves_count_and_order(shared_broker: BrokerProcess) -> None:
     topic = topic_name("ck-idempotent")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, PARTITIONS)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, PARTITIONS)
     base = now_ms() - 1000
     expected = [
         Rec(p, i, f"{p}".encode(), f"{p}:{i:06d}".encode(), (), base + i)
@@ -24,7 +24,7 @@ def test_idempotent_producer_preserves_count_and_order(strom_broker: BrokerProce
         for p in range(PARTITIONS)
     ]
     producer = ck.producer(
-        strom_broker.bootstrap,
+        shared_broker.bootstrap,
         **{
             "enable.idempotence": True,
             "acks": "all",
@@ -39,7 +39,7 @@ def test_idempotent_producer_preserves_count_and_order(strom_broker: BrokerProce
     for p in range(PARTITIONS):
         assert [o for q, o in acked if q == p] == list(range(PER_PARTITION))
 
-    consumer = ck.consumer(strom_broker.bootstrap)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         got = ck.consume(consumer, len(expected), timeout=60)

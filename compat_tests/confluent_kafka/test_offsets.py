@@ -12,16 +12,16 @@ COUNT = 40
 STEP = 1000
 
 
-def test_offsets_for_times_and_watermarks(strom_broker: BrokerProcess) -> None:
+def test_offsets_for_times_and_watermarks(shared_broker: BrokerProcess) -> None:
     topic = topic_name("ck-times")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, 2)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 2)
     base = now_ms() - 600_000
     records = sample_records(2, COUNT, base_ts=base, ts_step=STEP)
     ck.produce_all(
-        ck.producer(strom_broker.bootstrap, **{"compression.type": "lz4"}), topic, records
+        ck.producer(shared_broker.bootstrap, **{"compression.type": "lz4"}), topic, records
     )
 
-    consumer = ck.consumer(strom_broker.bootstrap)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         cases = {
             base - 5_000: 0,  # before the first record: the first offset
@@ -46,13 +46,13 @@ def test_offsets_for_times_and_watermarks(strom_broker: BrokerProcess) -> None:
         consumer.close()
 
 
-def test_admin_list_offsets(strom_broker: BrokerProcess) -> None:
+def test_admin_list_offsets(shared_broker: BrokerProcess) -> None:
     topic = topic_name("ck-list-offsets")
-    admin = ck.admin(strom_broker.bootstrap)
+    admin = ck.admin(shared_broker.bootstrap)
     ck.create_topic(admin, topic, 1)
     base = now_ms() - 600_000
     ck.produce_all(
-        ck.producer(strom_broker.bootstrap),
+        ck.producer(shared_broker.bootstrap),
         topic,
         sample_records(1, COUNT, base_ts=base, ts_step=STEP),
     )

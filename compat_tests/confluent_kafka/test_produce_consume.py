@@ -15,17 +15,17 @@ PER_PARTITION = 60
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_round_trips_keys_values_headers_timestamps(
-    strom_broker: BrokerProcess, codec: str
+    shared_broker: BrokerProcess, codec: str
 ) -> None:
     topic = topic_name(f"ck-{codec}")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, PARTITIONS)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, PARTITIONS)
     expected = sample_records(PARTITIONS, PER_PARTITION, base_ts=now_ms() - 60_000)
 
-    producer = ck.producer(strom_broker.bootstrap, **{"compression.type": codec, "linger.ms": 20})
+    producer = ck.producer(shared_broker.bootstrap, **{"compression.type": codec, "linger.ms": 20})
     acked = ck.produce_all(producer, topic, expected)
     assert sorted(acked) == [(r.partition, r.offset) for r in expected]
 
-    consumer = ck.consumer(strom_broker.bootstrap)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
         got = ck.consume(consumer, len(expected))
@@ -36,14 +36,14 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
         consumer.close()
 
 
-def test_assign_at_offset_then_seek(strom_broker: BrokerProcess) -> None:
+def test_assign_at_offset_then_seek(shared_broker: BrokerProcess) -> None:
     topic = topic_name("ck-seek")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, 1)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 1)
     expected = sample_records(1, 100, base_ts=now_ms() - 60_000)
-    producer = ck.producer(strom_broker.bootstrap)
+    producer = ck.producer(shared_broker.bootstrap)
     ck.produce_all(producer, topic, expected)
 
-    consumer = ck.consumer(strom_broker.bootstrap)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, 0, 37)])
         assert ck.consume(consumer, 5) == expected[37:42]
@@ -70,32 +70,34 @@ def test_assign_at_offset_then_seek(strom_broker: BrokerProcess) -> None:
         consumer.close()
 
 
-def test_assign_from_beginning_on_an_empty_partition_then_tail(strom_broker: BrokerProcess) -> None:
+def test_assign_from_beginning_on_an_empty_partition_then_tail(
+    shared_broker: BrokerProcess,
+) -> None:
     topic = topic_name("ck-tail")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, 2)
-    consumer = ck.consumer(strom_broker.bootstrap)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 2)
+    consumer = ck.consumer(shared_broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
         assert consumer.consume(num_messages=10, timeout=0.5) == []
         expected = sample_records(2, 20, base_ts=now_ms() - 1000)
-        ck.produce_all(ck.producer(strom_broker.bootstrap), topic, expected)
+        ck.produce_all(ck.producer(shared_broker.bootstrap), topic, expected)
         assert by_partition(ck.consume(consumer, len(expected))) == by_partition(expected)
     finally:
         consumer.close()
 
 
-def test_large_values_across_fetches(strom_broker: BrokerProcess) -> None:
+def test_large_values_across_fetches(shared_broker: BrokerProcess) -> None:
     """Values near 1 MiB: batches larger than a fetch partition limit still come back whole."""
     topic = topic_name("ck-large")
-    ck.create_topic(ck.admin(strom_broker.bootstrap), topic, 1)
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 1)
     base = now_ms() - 1000
     expected = [
         Rec(0, i, f"k{i}".encode(), bytes([i]) * (900_000 + i), (), base + i) for i in range(6)
     ]
     ck.produce_all(
-        ck.producer(strom_broker.bootstrap, **{"compression.type": "none"}), topic, expected
+        ck.producer(shared_broker.bootstrap, **{"compression.type": "none"}), topic, expected
     )
-    consumer = ck.consumer(strom_broker.bootstrap, **{"max.partition.fetch.bytes": 100_000})
+    consumer = ck.consumer(shared_broker.bootstrap, **{"max.partition.fetch.bytes": 100_000})
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         assert ck.consume(consumer, len(expected)) == expected

@@ -33,9 +33,9 @@ def partition_count(admin: Any, topic: str) -> int | None:
     return len(described["partitions"])
 
 
-def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) -> None:
+def test_create_topic_with_configs_and_describe_it(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-create")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 3, {"retention.ms": "3600000", "cleanup.policy": "compact"})
         assert (
             wait_until(lambda: partition_count(admin, topic), timeout=kp.TIMEOUT, what=topic) == 3
@@ -73,13 +73,13 @@ def test_create_topic_with_configs_and_describe_it(strom_broker: BrokerProcess) 
         assert dry not in admin.list_topics()
 
 
-def test_alter_configs_incremental_and_legacy(strom_broker: BrokerProcess) -> None:
+def test_alter_configs_incremental_and_legacy(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-alter")
 
     def resource_of(configs: Any) -> Any:
         return ConfigResource(ConfigResourceType.TOPIC, topic, configs=configs)
 
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(
             admin,
             topic,
@@ -122,12 +122,12 @@ def test_alter_configs_incremental_and_legacy(strom_broker: BrokerProcess) -> No
         broker = ConfigResource(ConfigResourceType.BROKER, "1")
         broker_configs = admin.describe_configs([broker], config_filter="all")["broker"]["1"]
         assert broker_configs["num.partitions"]["value"] == "1"
-        assert broker_configs["log.dirs"]["value"] == str(strom_broker.data_dir)
+        assert broker_configs["log.dirs"]["value"] == str(shared_broker.data_dir)
 
 
-def test_create_partitions(strom_broker: BrokerProcess) -> None:
+def test_create_partitions(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-partitions")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 1)
         admin.create_partitions({topic: 4}, timeout_ms=kp.TIMEOUT_MS)
         wait_until(
@@ -137,22 +137,22 @@ def test_create_partitions(strom_broker: BrokerProcess) -> None:
             admin.create_partitions({topic: 2}, timeout_ms=kp.TIMEOUT_MS)
 
     expected = sample_records(4, 5, base_ts=now_ms() - 1000, null_header_values=False)
-    with kp.producer(strom_broker.bootstrap) as producer:
+    with kp.producer(shared_broker.bootstrap) as producer:
         kp.produce_all(producer, topic, expected)
-    with kp.consumer(strom_broker.bootstrap) as consumer:
+    with kp.consumer(shared_broker.bootstrap) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(4)])
         consumer.seek_to_beginning()
         assert by_partition(kp.consume(consumer, len(expected))) == by_partition(expected)
 
 
-def test_delete_records_and_list_offsets(strom_broker: BrokerProcess) -> None:
+def test_delete_records_and_list_offsets(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-delete-records")
     base = now_ms() - 600_000
     expected = sample_records(1, 50, base_ts=base, ts_step=1000, null_header_values=False)
     tp = TopicPartition(topic, 0)
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 1)
-        with kp.producer(strom_broker.bootstrap) as producer:
+        with kp.producer(shared_broker.bootstrap) as producer:
             kp.produce_all(producer, topic, expected)
 
         offsets = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST})
@@ -172,16 +172,16 @@ def test_delete_records_and_list_offsets(strom_broker: BrokerProcess) -> None:
         with pytest.raises(errors.OffsetOutOfRangeError):
             admin.delete_records({tp: 51}, timeout_ms=kp.TIMEOUT_MS)
 
-    with kp.consumer(strom_broker.bootstrap) as consumer:
+    with kp.consumer(shared_broker.bootstrap) as consumer:
         consumer.assign([tp])
         consumer.seek_to_beginning()
         assert kp.consume(consumer, 30) == expected[20:]
         assert consumer.beginning_offsets([tp]) == {tp: 20}
 
 
-def test_delete_topics(strom_broker: BrokerProcess) -> None:
+def test_delete_topics(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-delete")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 2)
         assert topic in admin.list_topics()
         admin.delete_topics([topic], timeout_ms=kp.TIMEOUT_MS)
@@ -192,9 +192,9 @@ def test_delete_topics(strom_broker: BrokerProcess) -> None:
             admin.delete_topics([topic], timeout_ms=kp.TIMEOUT_MS)
 
 
-def test_describe_cluster(strom_broker: BrokerProcess) -> None:
-    host, port = strom_broker.bootstrap.rsplit(":", 1)
-    with kp.admin(strom_broker.bootstrap) as admin:
+def test_describe_cluster(shared_broker: BrokerProcess) -> None:
+    host, port = shared_broker.bootstrap.rsplit(":", 1)
+    with kp.admin(shared_broker.bootstrap) as admin:
         cluster = admin.describe_cluster()
     assert cluster["controller_id"] == 1
     assert cluster["cluster_id"]

@@ -15,10 +15,10 @@ PER_PARTITION = 60
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_every_codec_round_trips_keys_values_headers_timestamps(
-    strom_broker: BrokerProcess, codec: str
+    shared_broker: BrokerProcess, codec: str
 ) -> None:
     topic = topic_name(f"kp-{codec}")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, PARTITIONS)
     # kafka-python only sends bytes header values (no null ones)
     expected = sample_records(
@@ -26,13 +26,13 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
     )
     compression = None if codec == "none" else codec
     with kp.producer(
-        strom_broker.bootstrap, compression_type=compression, linger_ms=20
+        shared_broker.bootstrap, compression_type=compression, linger_ms=20
     ) as producer:
         acked = kp.produce_all(producer, topic, expected)
     assert acked == [(r.partition, r.offset) for r in expected]
 
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    with kp.consumer(strom_broker.bootstrap) as consumer:
+    with kp.consumer(shared_broker.bootstrap) as consumer:
         consumer.assign(partitions)
         consumer.seek_to_beginning()
         got = kp.consume(consumer, len(expected))
@@ -41,30 +41,30 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
         assert consumer.end_offsets(partitions) == dict.fromkeys(partitions, PER_PARTITION)
 
 
-def test_non_idempotent_acks_1_producer(strom_broker: BrokerProcess) -> None:
+def test_non_idempotent_acks_1_producer(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-acks1")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 2)
     expected = sample_records(2, 30, base_ts=now_ms() - 1000, null_header_values=False)
-    with kp.producer(strom_broker.bootstrap, acks=1, enable_idempotence=False) as producer:
+    with kp.producer(shared_broker.bootstrap, acks=1, enable_idempotence=False) as producer:
         assert kp.produce_all(producer, topic, expected) == [
             (r.partition, r.offset) for r in expected
         ]
-    with kp.consumer(strom_broker.bootstrap) as consumer:
+    with kp.consumer(shared_broker.bootstrap) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(2)])
         consumer.seek_to_beginning()
         assert by_partition(kp.consume(consumer, len(expected))) == by_partition(expected)
 
 
-def test_assign_and_seek(strom_broker: BrokerProcess) -> None:
+def test_assign_and_seek(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-seek")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 1)
     expected = sample_records(1, 100, base_ts=now_ms() - 60_000, null_header_values=False)
     tp = TopicPartition(topic, 0)
-    with kp.producer(strom_broker.bootstrap) as producer:
+    with kp.producer(shared_broker.bootstrap) as producer:
         kp.produce_all(producer, topic, expected)
-        with kp.consumer(strom_broker.bootstrap, max_poll_records=5) as consumer:
+        with kp.consumer(shared_broker.bootstrap, max_poll_records=5) as consumer:
             consumer.assign([tp])
             consumer.seek(tp, 37)
             assert kp.consume(consumer, 5) == expected[37:42]
@@ -86,13 +86,13 @@ def test_assign_and_seek(strom_broker: BrokerProcess) -> None:
             assert kp.consume(consumer, 3) == expected[:3]
 
 
-def test_offsets_for_times(strom_broker: BrokerProcess) -> None:
+def test_offsets_for_times(shared_broker: BrokerProcess) -> None:
     topic = topic_name("kp-times")
-    with kp.admin(strom_broker.bootstrap) as admin:
+    with kp.admin(shared_broker.bootstrap) as admin:
         kp.create_topic(admin, topic, 2)
     base, step, count = now_ms() - 600_000, 1000, 40
     records = sample_records(2, count, base_ts=base, ts_step=step, null_header_values=False)
-    with kp.producer(strom_broker.bootstrap, compression_type="gzip") as producer:
+    with kp.producer(shared_broker.bootstrap, compression_type="gzip") as producer:
         kp.produce_all(producer, topic, records)
     partitions = [TopicPartition(topic, p) for p in range(2)]
     cases = {
@@ -102,7 +102,7 @@ def test_offsets_for_times(strom_broker: BrokerProcess) -> None:
         base + 2_500: 3,
         base + (count - 1) * step: count - 1,
     }
-    with kp.consumer(strom_broker.bootstrap) as consumer:
+    with kp.consumer(shared_broker.bootstrap) as consumer:
         for ts, offset in cases.items():
             found = consumer.offsets_for_times(dict.fromkeys(partitions, ts))
             for tp in partitions:

@@ -51,8 +51,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     ck.create_topic(ck.admin(bootstrap), topic, partitions)
 
 
-def test_metadata_list_json(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_metadata_list_json(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("kcat-meta")
     create_topic(bootstrap, topic, 3)
     listing = json.loads(kcat(bootstrap, "-L", "-J"))
@@ -73,8 +73,8 @@ def test_metadata_list_json(strom_broker: BrokerProcess) -> None:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_produce_keys_headers_codec_then_consume(strom_broker: BrokerProcess, codec: str) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_produce_keys_headers_codec_then_consume(shared_broker: BrokerProcess, codec: str) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name(f"kcat-{codec}")
     create_topic(bootstrap, topic, 2)
     count = 150
@@ -126,8 +126,8 @@ def test_produce_keys_headers_codec_then_consume(strom_broker: BrokerProcess, co
     ]
 
 
-def test_consume_from_offsets_and_counts(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_consume_from_offsets_and_counts(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("kcat-offsets")
     create_topic(bootstrap, topic, 1)
     kcat(bootstrap, "-P", "-t", topic, "-p", "0", stdin="".join(f"m{i}\n" for i in range(100)))
@@ -143,8 +143,8 @@ def test_consume_from_offsets_and_counts(strom_broker: BrokerProcess) -> None:
     assert values("-o", "beginning", "-c", "2") == ["0:m0", "1:m1"]
 
 
-def test_query_offsets_for_times_and_timestamp_ranges(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_query_offsets_for_times_and_timestamp_ranges(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("kcat-times")
     admin = ck.admin(bootstrap)
     ck.create_topic(admin, topic, 1)
@@ -176,8 +176,8 @@ def test_query_offsets_for_times_and_timestamp_ranges(strom_broker: BrokerProces
     assert text.splitlines() == [f"{i} k{i} v{i} {base + i * 1000}" for i in (10, 11, 12)]
 
 
-def test_consume_nulls_and_binary_from_another_client(strom_broker: BrokerProcess) -> None:
-    bootstrap = strom_broker.bootstrap
+def test_consume_nulls_and_binary_from_another_client(shared_broker: BrokerProcess) -> None:
+    bootstrap = shared_broker.bootstrap
     topic = topic_name("kcat-nulls")
     ck.create_topic(ck.admin(bootstrap), topic, 1)
     ts = now_ms() - 1000
