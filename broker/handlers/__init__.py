@@ -4,7 +4,9 @@ Every module in this package that defines `API_KEY` is registered. Each
 handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
 versions Strom implements, which may be fewer than the wire layer decodes)
 and `async def handle(broker, request, body)` returning the response body, or
-None when no response is sent (Produce with acks=0).
+None when no response is sent (Produce with acks=0). `ADVERTISED_MIN_VERSION`
+optionally lowers what ApiVersions lists (Produce advertises v0 while refusing
+v0-v2, as Kafka 4.0 does so librdkafka keeps compressing, KAFKA-18659).
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ class Handler:
     min_version: int
     max_version: int
     handle: HandleFn
+    advertised_min_version: int
+    """What ApiVersions lists; lower than min_version only for Produce (KAFKA-18659)."""
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
 
 def _handler(module: ModuleType) -> Handler:
-    return Handler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle)
+    advertised = getattr(module, "ADVERTISED_MIN_VERSION", module.MIN_VERSION)
+    return Handler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle, advertised)
 
 
 def _discover() -> dict[int, Handler]:

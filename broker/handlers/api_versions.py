@@ -35,7 +35,7 @@ def supported_versions(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse
     from broker.handlers import HANDLERS
 
     keys = [
-        ApiVersionsResponse.ApiVersion(h.api_key, h.min_version, h.max_version)
+        ApiVersionsResponse.ApiVersion(h.api_key, h.advertised_min_version, h.max_version)
         for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
     ]
     return ApiVersionsResponse(error_code=error, api_keys=keys)
