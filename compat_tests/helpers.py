@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -18,6 +19,9 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 """Every compression codec of the Kafka protocol, by its client-config name."""
 
 Header = tuple[str, bytes | None]
+
+_CODEC_IDS = dict(enumerate(CODECS))
+"""RecordBatch attributes bits 0-2."""
 
 
 @dataclass(frozen=True, order=True)
@@ -142,3 +146,26 @@ def wait_until(
         if deadline.expired:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(min(interval, deadline.remaining))
+
+
+def stored_codecs(data_dir: Path, topic: str) -> set[str]:
+    """The compression codecs of the record batches the broker stored for `topic`.
+
+    Strom keeps batches on disk exactly as produced (docs/storage.md): never decompressed or
+    recompressed. So the codec a client chose shows in the segment files, which hold whole
+    RecordBatch v2 batches back to back: baseOffset int64, batchLength int32, ..., attributes
+    int16 at byte 21.
+    """
+    found: set[str] = set()
+    for segment in sorted(data_dir.glob(f"{topic}-*/*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos + 23 <= len(data):
+            length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+            if length <= 0:
+                break
+            assert data[pos + 16] == 2, f"{segment}: magic {data[pos + 16]} at byte {pos}"
+            attributes = int.from_bytes(data[pos + 21 : pos + 23], "big")
+            found.add(_CODEC_IDS[attributes & 0x7])
+            pos += 12 + length
+    return found

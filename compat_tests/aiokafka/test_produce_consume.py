@@ -7,7 +7,14 @@ import pytest
 from broker.embedded import BrokerProcess
 from compat_tests.aiokafka import ak
 from compat_tests.aiokafka.ak import TopicPartition
-from compat_tests.helpers import CODECS, by_partition, now_ms, sample_records, topic_name
+from compat_tests.helpers import (
+    CODECS,
+    by_partition,
+    now_ms,
+    sample_records,
+    stored_codecs,
+    topic_name,
+)
 
 PARTITIONS = 3
 PER_PARTITION = 60
@@ -32,6 +39,7 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
         async with ak.producer(bootstrap, compression_type=compression, linger_ms=20) as producer:
             acked = await ak.produce_all(producer, topic, expected)
         assert acked == [(r.partition, r.offset) for r in expected]
+        assert stored_codecs(shared_broker.data_dir, topic) == {codec}
 
         async with ak.consumer(bootstrap) as consumer:
             consumer.assign(partitions)

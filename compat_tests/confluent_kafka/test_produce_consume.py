@@ -7,7 +7,15 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
-from compat_tests.helpers import CODECS, Rec, by_partition, now_ms, sample_records, topic_name
+from compat_tests.helpers import (
+    CODECS,
+    Rec,
+    by_partition,
+    now_ms,
+    sample_records,
+    stored_codecs,
+    topic_name,
+)
 
 PARTITIONS = 3
 PER_PARTITION = 60
@@ -24,6 +32,7 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
     producer = ck.producer(shared_broker.bootstrap, **{"compression.type": codec, "linger.ms": 20})
     acked = ck.produce_all(producer, topic, expected)
     assert sorted(acked) == [(r.partition, r.offset) for r in expected]
+    assert stored_codecs(shared_broker.data_dir, topic) == {codec}
 
     consumer = ck.consumer(shared_broker.bootstrap)
     try:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from broker.embedded import BrokerProcess
-from compat_tests.helpers import CODECS, by_partition, now_ms, sample_records, topic_name
+from compat_tests.helpers import (
+    CODECS,
+    by_partition,
+    now_ms,
+    sample_records,
+    stored_codecs,
+    topic_name,
+)
 from compat_tests.kafka_python import kp
 from compat_tests.kafka_python.kp import TopicPartition
 
@@ -30,6 +37,7 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
     ) as producer:
         acked = kp.produce_all(producer, topic, expected)
     assert acked == [(r.partition, r.offset) for r in expected]
+    assert stored_codecs(shared_broker.data_dir, topic) == {codec}
 
     partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
     with kp.consumer(shared_broker.bootstrap) as consumer:

@@ -16,7 +16,7 @@ import pytest
 
 from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
-from compat_tests.helpers import CODECS, Rec, now_ms, topic_name
+from compat_tests.helpers import CODECS, Rec, now_ms, stored_codecs, topic_name
 
 RUN_TIMEOUT = 30.0
 
@@ -103,6 +103,7 @@ def test_produce_keys_headers_codec_then_consume(shared_broker: BrokerProcess, c
             stdin="\n".join(lines) + "\n",
         )
     after = now_ms()
+    assert stored_codecs(shared_broker.data_dir, topic) == {codec}
 
     messages = consume_json(bootstrap, topic, "-o", "beginning")
     assert len(messages) == 2 * count
