@@ -18,12 +18,12 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig, Listener
-from broker.log.config import LogConfig
 from broker.log.manager import LogManager
-from broker.partitions import sync_partitions
+from broker.partitions import log_config, sync_partitions
 from broker.server import Server
 from broker.state import BrokerState, wall_clock_ms
 from coordinator.controller.driver import ControllerDriver
+from coordinator.controller.dynamic import effective_config
 from coordinator.groups.driver import GroupDriver
 
 log = logging.getLogger("strom.broker")
@@ -52,8 +52,10 @@ class Broker:
             logs = LogManager(
                 [Path(d) for d in config.data_dirs],
                 wall_clock_ms,
-                topic_config=lambda topic: LogConfig.for_topic(
-                    config, controller.image.topic_config_overrides(topic)
+                topic_config=lambda topic: log_config(
+                    effective_config(config, controller.image, config.node_id),
+                    controller.image,
+                    topic,
                 ),
             )
             await trio.to_thread.run_sync(logs.load)

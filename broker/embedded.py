@@ -110,6 +110,7 @@ class BrokerProcess:
                     self.bootstrap = host_port
                     self.port = int(host_port.rsplit(":", 1)[1])
                     ready.set()
+        process.stderr.close()
         ready.set()  # the process ended; start() sees no bootstrap if it never started
 
     def stop(self, timeout: float = 10.0) -> int:

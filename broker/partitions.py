@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.config import ConfigError
+from broker.config import BrokerConfig, ConfigError
 from broker.log.config import LogConfig
+from coordinator.controller.dynamic import effective_config
 
 if TYPE_CHECKING:
     from broker.state import BrokerState
@@ -20,19 +21,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.partitions")
 
 
-def log_config(state: BrokerState, image: MetadataImage, topic: str) -> LogConfig:
-    """The effective storage config of a topic (overrides on top of the broker's defaults)."""
+def log_config(broker: BrokerConfig, image: MetadataImage, topic: str) -> LogConfig:
+    """A topic's storage config: its overrides on top of the broker's effective config
+    (static config plus dynamic broker configs from the image)."""
     try:
-        return LogConfig.for_topic(state.config, image.topic_config_overrides(topic))
+        return LogConfig.for_topic(broker, image.topic_config_overrides(topic))
     except ConfigError as exc:  # the controller validated them; never refuse to serve
         log.error("topic %s has an invalid stored config (%s); using broker defaults", topic, exc)
-        return LogConfig.for_topic(state.config, {})
+        return LogConfig.for_topic(broker, {})
 
 
 def sync_partitions(state: BrokerState, image: MetadataImage) -> None:
     wanted: set[tuple[str, int]] = set()
+    broker = effective_config(state.config, image, state.node_id)
     for topic in image.topics_by_name.values():
-        config = log_config(state, image, topic.name)
+        config = log_config(broker, image, topic.name)
         for partition in topic.partitions.values():
             if state.node_id not in partition.replicas:
                 continue

@@ -34,6 +34,9 @@ API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 13
 
+NULLABLE_NAME_VERSION = 12
+"""Response topic names may be null from v12; before, an unknown id gets an empty name."""
+
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 
@@ -50,13 +53,17 @@ async def handle(
         image = broker.image
         topics = [_topic(image.topics_by_name[n], body) for n in image.topic_names()]
     else:
-        missing = [t.name for t in wanted if t.name is not None and broker.image.topic(t.name) is None]
+        missing = [
+            t.name
+            for t in wanted
+            if t.name and t.topic_id == ZERO_UUID and broker.image.topic(t.name) is None
+        ]
         allow = body.allow_auto_topic_creation if version >= 4 else True
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
             created = await auto_create_topics(broker, missing)
         image = broker.image
-        topics = [_requested(image, t, body, created) for t in wanted]
+        topics = [_requested(image, t, body, created, version) for t in wanted]
     return MetadataResponse(
         brokers=_brokers(broker, request.listener),
         cluster_id=broker.cluster_id,
@@ -87,12 +94,16 @@ def _requested(
     wanted: MetadataRequest.MetadataRequestTopic,
     body: MetadataRequest,
     created: dict[str, ErrorCode],
+    version: int,
 ) -> Topic:
-    if wanted.name is None:
+    if wanted.topic_id != ZERO_UUID:  # by id: the Java client sends name "" alongside
         topic = image.topic_by_id(wanted.topic_id)
-        if topic is None or wanted.topic_id == ZERO_UUID:
-            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=wanted.topic_id)
+        if topic is None:
+            name = None if version >= NULLABLE_NAME_VERSION else ""
+            return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=name, topic_id=wanted.topic_id)
         return _topic(topic, body)
+    if not wanted.name:
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
     if topic is None:
         error = created.get(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -92,3 +92,21 @@ async def test_topics_survive_a_restart(tmp_path: Path) -> None:
         response = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
         assert [t.name for t in response.topics] == ["kept"]
         await client.aclose()
+
+
+@pytest.mark.parametrize("version", [10, 11, 12, 13])
+async def test_lookup_by_id_ignores_the_empty_name_java_sends(client: KafkaClient, version: int) -> None:
+    created = await client.request(MetadataRequest(topics=[Topic(name="by-id")]), 12, MetadataResponse)
+    topic_id = created.topics[0].topic_id
+    response = await client.request(
+        MetadataRequest(topics=[Topic(topic_id=topic_id, name="")]), version, MetadataResponse
+    )
+    assert [(t.error_code, t.name, t.topic_id) for t in response.topics] == [(0, "by-id", topic_id)]
+    unknown = uuid.uuid4()
+    response = await client.request(
+        MetadataRequest(topics=[Topic(topic_id=unknown, name="" if version < 12 else None)]),
+        version,
+        MetadataResponse,
+    )
+    assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    assert response.topics[0].topic_id == unknown
