@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, TopicPartition
 
 from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import (
     CODECS,
+    Deadline,
     Rec,
     by_partition,
     now_ms,
@@ -93,6 +94,40 @@ def test_assign_from_beginning_on_an_empty_partition_then_tail(
         assert by_partition(ck.consume(consumer, len(expected))) == by_partition(expected)
     finally:
         consumer.close()
+
+
+def test_log_append_time_topic(shared_broker: BrokerProcess) -> None:
+    """message.timestamp.type=LogAppendTime: the broker's clock replaces the producer's."""
+    topic = topic_name("ck-append-time")
+    ck.create_topic(
+        ck.admin(shared_broker.bootstrap), topic, 1, {"message.timestamp.type": "LogAppendTime"}
+    )
+    records = sample_records(1, 20, base_ts=now_ms() - 3_600_000)
+    before = now_ms()
+    ck.produce_all(
+        ck.producer(shared_broker.bootstrap, **{"compression.type": "gzip"}), topic, records
+    )
+    after = now_ms()
+    consumer = ck.consumer(shared_broker.bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got: list[tuple[int, int, int]] = []
+        deadline = Deadline(ck.TIMEOUT)
+        while len(got) < len(records) and not deadline.expired:
+            for msg in consumer.consume(num_messages=100, timeout=0.2):
+                assert msg.error() is None, msg.error()
+                offset = msg.offset()
+                assert offset is not None
+                ts_type, ts = msg.timestamp()
+                got.append((offset, ts_type, ts))
+                assert msg.value() == records[offset].value
+    finally:
+        consumer.close()
+    assert [offset for offset, _, _ in got] == list(range(len(records)))
+    for _, ts_type, ts in got:
+        assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+        # the broker's clock at append; a little slack for clock granularity
+        assert before - 1000 <= ts <= after + 1000
 
 
 def test_large_values_across_fetches(shared_broker: BrokerProcess) -> None:
