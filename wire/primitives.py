@@ -30,42 +30,33 @@ ZERO_UUID = uuid.UUID(int=0)
 _SMALL_UVARINTS = [bytes([i]) for i in range(128)]
 
 
-def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Read an unsigned varint (at most 5 bytes, 32 bits) at `pos`."""
+def _read_unsigned(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
     view = memoryview(buf)
     result = 0
     shift = 0
     end = len(view)
+    limit = 7 * max_bytes
     while True:
         if pos >= end:
-            raise truncated("varint")
+            raise truncated(what)
         byte = view[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
             return result, pos
         shift += 7
-        if shift > 28:
-            raise ProtocolError("varint is longer than 5 bytes", ErrorCode.CORRUPT_MESSAGE)
+        if shift >= limit:
+            raise ProtocolError(f"{what} is longer than {max_bytes} bytes", ErrorCode.CORRUPT_MESSAGE)
+
+
+def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
+    """Read an unsigned varint (at most 5 bytes, 32 bits) at `pos`."""
+    return _read_unsigned(buf, pos, 5, "varint")
 
 
 def read_uvarlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """Read an unsigned varlong (at most 10 bytes, 64 bits) at `pos`."""
-    view = memoryview(buf)
-    result = 0
-    shift = 0
-    end = len(view)
-    while True:
-        if pos >= end:
-            raise truncated("varlong")
-        byte = view[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtocolError("varlong is longer than 10 bytes", ErrorCode.CORRUPT_MESSAGE)
+    return _read_unsigned(buf, pos, 10, "varlong")
 
 
 def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
