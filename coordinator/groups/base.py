@@ -142,6 +142,7 @@ class CoordinatorBase:
             group.join_deadline = now + group.rebalance_timeout_ms()
         self._transition(group, S.PREPARING_REBALANCE, now)
         self._schedule(group)
+        self._maybe_complete_join(now, group)  # e.g. the only member rejoined
 
     def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():

@@ -246,3 +246,12 @@ def test_last_member_leaving_empties_the_group_and_stores_it() -> None:
     assert isinstance(record, GroupRecord)
     assert record.value is not None
     assert record.value.members == []
+
+
+def test_only_member_rejoining_completes_at_once() -> None:
+    """A lone leader rejoining a Stable group (new metadata) must not wait for anyone."""
+    sim = Sim()
+    (a,), gen = sim.form(1)
+    result = sim.joined(sim.join(a, protocols=[("range", b"v2")]))
+    assert result.generation == gen + 1
+    assert sim.state() is S.COMPLETING_REBALANCE

@@ -1,0 +1,108 @@
+"""Consumer groups with kafka-python: three members share six partitions, and committed
+offsets survive broker restarts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.embedded import BrokerProcess
+from compat_tests.groups.ckgroup import produce
+from compat_tests.helpers import Deadline, topic_name
+from compat_tests.kafka_python.kp import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+TIMEOUT = 30.0
+
+
+def _consumer(bootstrap: str, group: str, topic: str) -> Any:
+    return KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        request_timeout_ms=20000,
+    )
+
+
+def _topic(bootstrap: str, partitions: int) -> str:
+    from kafka.admin import NewTopic  # already imported (warnings handled) by kp
+
+    name = topic_name("kp-grp")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+    return name
+
+
+def test_three_consumers_share_six_partitions(strom_broker: BrokerProcess) -> None:
+    topic = _topic(strom_broker.bootstrap, 6)
+    produce(strom_broker.bootstrap, topic, 6, 5)
+    consumers = [_consumer(strom_broker.bootstrap, "kp-three", topic) for _ in range(3)]
+    seen: set[tuple[int, int]] = set()
+    try:
+        deadline = Deadline(TIMEOUT)
+        while True:
+            for c in consumers:
+                for tp, records in c.poll(timeout_ms=50).items():
+                    seen.update((tp.partition, r.offset) for r in records)
+            owned = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+            if (
+                sorted(p for o in owned for p in o) == list(range(6))
+                and all(len(o) == 2 for o in owned)
+                and len(seen) == 30
+            ):
+                break
+            assert not deadline.expired, (owned, len(seen))
+    finally:
+        for c in consumers:
+            c.close()
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-restart", "kill-9"])
+def test_committed_offsets_survive_restart(strom_broker: BrokerProcess, clean: bool) -> None:
+    topic = _topic(strom_broker.bootstrap, 2)
+    produce(strom_broker.bootstrap, topic, 2, 10)
+    first = _consumer(strom_broker.bootstrap, "kp-durable", topic)
+    try:
+        deadline = Deadline(TIMEOUT)
+        got = 0
+        while got < 20:
+            got += sum(len(r) for r in first.poll(timeout_ms=100).values())
+            assert not deadline.expired
+        from kafka.structs import OffsetAndMetadata
+
+        first.commit(
+            {
+                TopicPartition(topic, 0): OffsetAndMetadata(7, "kp-meta", -1),
+                TopicPartition(topic, 1): OffsetAndMetadata(3, "", -1),
+            }
+        )
+    finally:
+        first.close()
+    strom_broker.restart(clean=clean)
+    second = _consumer(strom_broker.bootstrap, "kp-durable", topic)
+    try:
+        assert second.committed(TopicPartition(topic, 0)) == 7
+        assert second.committed(TopicPartition(topic, 1)) == 3
+        deadline = Deadline(TIMEOUT)
+        firsts: dict[int, int] = {}
+        while len(firsts) < 2:
+            for tp, records in second.poll(timeout_ms=100).items():
+                firsts.setdefault(tp.partition, records[0].offset)
+            assert not deadline.expired
+        assert firsts == {0: 7, 1: 3}
+    finally:
+        second.close()
+    admin = KafkaAdminClient(bootstrap_servers=strom_broker.bootstrap)
+    try:
+        offsets = admin.list_group_offsets({"kp-durable": None})
+        assert {tp.partition: o.offset for tp, o in offsets["kp-durable"].items()} == {0: 7, 1: 3}
+        assert offsets["kp-durable"][TopicPartition(topic, 0)].metadata == "kp-meta"
+    finally:
+        admin.close()
