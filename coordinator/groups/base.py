@@ -114,6 +114,14 @@ class CoordinatorBase:
             group.initial_remaining_ms = max(group.initial_remaining_ms - delay, 0)
             group.join_deadline = now + delay
             return
+        if group.initial_join and group.pending and group.initial_remaining_ms > 0:
+            # Members that just got MEMBER_ID_REQUIRED are one round trip from joining: wait
+            # for them (or their expiry) rather than form a generation they must then break.
+            group.initial_delay_done = True
+            wait = min(min(group.pending.values()) - now, group.initial_remaining_ms)
+            group.initial_remaining_ms -= max(wait, 0)
+            group.join_deadline = now + max(wait, 0)
+            return
         self.complete_join(now, group)
 
     def _expire_pending_sync(self, now: int, group: Group) -> None:
@@ -135,6 +143,7 @@ class CoordinatorBase:
         if group.state is S.EMPTY:
             delay = self.config.initial_rebalance_delay_ms
             group.initial_join = True
+            group.initial_delay_done = False
             group.initial_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.join_deadline = now + delay
         else:
@@ -158,7 +167,8 @@ class CoordinatorBase:
             self._maybe_complete_join(now, group)
 
     def _maybe_complete_join(self, now: int, group: Group) -> None:
-        if group.state is S.PREPARING_REBALANCE and group.all_joined() and not group.initial_join:
+        waiting = group.initial_join and not group.initial_delay_done
+        if group.state is S.PREPARING_REBALANCE and group.all_joined() and not waiting:
             self.complete_join(now, group)
 
     def complete_join(self, now: int, group: Group) -> None:

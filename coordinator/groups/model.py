@@ -87,6 +87,8 @@ class Group:
     pending_sync: set[str] = field(default_factory=set)
     join_deadline: int | None = None
     initial_join: bool = False
+    initial_delay_done: bool = False
+    """The initial delay has passed; only members mid KIP-394 handshake are awaited."""
     initial_remaining_ms: int = 0
     new_member_added: bool = False
     sync_deadline: int | None = None

@@ -255,3 +255,27 @@ def test_only_member_rejoining_completes_at_once() -> None:
     result = sim.joined(sim.join(a, protocols=[("range", b"v2")]))
     assert result.generation == gen + 1
     assert sim.state() is S.COMPLETING_REBALANCE
+
+
+def test_zero_delay_first_generation_waits_for_members_mid_handshake() -> None:
+    """Three members arriving together form one generation, not three (no heartbeat wait)."""
+    sim = Sim(initial_rebalance_delay_ms=0)
+    ids = [sim.join_new(client=f"c{i}") for i in range(3)]
+    first = sim.join(ids[0])
+    assert sim.reply(first) is None  # two members are one round trip away
+    second = sim.join(ids[1])
+    third = sim.join(ids[2])
+    results = [sim.joined(t) for t in (first, second, third)]
+    assert {r.generation for r in results} == {1}
+    assert len(next(r for r in results if r.members).members) == 3
+
+
+def test_zero_delay_does_not_wait_forever_for_a_vanished_handshake() -> None:
+    sim = Sim(initial_rebalance_delay_ms=0)
+    ids = [sim.join_new(client=f"c{i}", session=5000) for i in range(2)]
+    first = sim.join(ids[0], session=5000)
+    sim.advance(4999)
+    assert sim.reply(first) is None
+    sim.advance(1)  # the other never came back: its pending id expires
+    assert sim.joined(first).generation == 1
+    assert list(sim.group().members) == [ids[0]]
