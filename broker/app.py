@@ -18,6 +18,7 @@ from pathlib import Path
 import trio
 
 from broker.config import BrokerConfig, Listener
+from broker.log.cleaner import CleanerSettings, LogCleaner
 from broker.log.manager import LogManager
 from broker.partitions import log_config, sync_partitions
 from broker.server import Server
@@ -40,6 +41,8 @@ class Broker:
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
         """What handlers see, once serving (tests reach the controller and logs through it)."""
+        self.cleaner: LogCleaner | None = None
+        """The log cleaner thread (broker.log.cleaner), once the logs are open."""
 
     def shutdown(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -59,10 +62,13 @@ class Broker:
                 ),
             )
             await trio.to_thread.run_sync(logs.load)
+            self.cleaner = LogCleaner(logs, CleanerSettings.of(config), wall_clock_ms)
+            self.cleaner.start()
             try:
                 await self._serve(config, logs, controller, task_status)
             finally:
                 with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self.cleaner.shutdown)
                     await trio.to_thread.run_sync(logs.close)
                     log.info("Strom stopped; logs closed cleanly")
         finally:

@@ -5,6 +5,7 @@ the slow parts (`PartitionLog.flush`, `LogManager.checkpoint`, `load`, `close`)
 to worker threads. See docs/storage.md for the on-disk formats and rules.
 """
 
+from broker.log.cleaner import CleanerSettings, LogCleaner
 from broker.log.config import LogConfig
 from broker.log.errors import (
     CorruptLogError,
@@ -22,9 +23,11 @@ from broker.log.validate import AppendOrigin
 __all__ = [
     "AppendOrigin",
     "AppendResult",
+    "CleanerSettings",
     "CorruptLogError",
     "KafkaStorageError",
     "LogAppendError",
+    "LogCleaner",
     "LogConfig",
     "LogError",
     "LogManager",

@@ -39,6 +39,13 @@ class LogConfig:
     retention_ms: int = 604800000
     retention_bytes: int = -1
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
@@ -60,11 +67,19 @@ class LogConfig:
         """Whether time/size retention applies."""
         return "delete" in self.cleanup_policy
 
+    @property
+    def roll_ms(self) -> int:
+        """segment.ms, capped by max.compaction.lag.ms on compacted topics (Kafka's maxSegmentMs),
+        so the active segment rolls in time to be cleaned within the lag."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
     def random_jitter(self, rng: random.Random) -> int:
         """A segment's roll jitter, drawn once when it is created (Kafka: < min(jitter, segment.ms))."""
         if self.segment_jitter_ms <= 0:
             return 0
-        return rng.randrange(min(self.segment_jitter_ms, self.segment_ms))
+        return rng.randrange(min(self.segment_jitter_ms, self.roll_ms))
 
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
@@ -85,6 +100,13 @@ class LogConfig:
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
             compression_type=config.compression_type,
+            compression_gzip_level=config.compression_gzip_level,
+            compression_lz4_level=config.compression_lz4_level,
+            compression_zstd_level=config.compression_zstd_level,
+            delete_retention_ms=config.delete_retention_ms,
+            min_compaction_lag_ms=config.min_compaction_lag_ms,
+            max_compaction_lag_ms=config.max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
         )
 
     @classmethod

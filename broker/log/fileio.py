@@ -128,3 +128,31 @@ class ValidatingScan:
             pos += size
             self.valid_end = pos
             self.next_offset = header.next_offset
+
+
+def read_batches(
+    fd: int, start: int, end: int, chunk: int = 1 << 20
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Yield (header, bytes) of each whole batch in [start, end) of trusted bytes, reading
+    `chunk` bytes at a time (more for a batch larger than that)."""
+    buf = memoryview(b"")
+    buf_pos = pos = start
+    while pos < end:
+        rel = pos - buf_pos
+        if rel + HEADER_SIZE > len(buf):
+            buf, buf_pos, rel = memoryview(os.pread(fd, min(chunk, end - pos), pos)), pos, 0
+        if len(buf) - rel < HEADER_SIZE:
+            raise CorruptLogError(f"truncated batch header at position {pos}")
+        header = BatchHeader(*HEADER.unpack_from(buf, rel))
+        if header.magic != MAGIC or header.size < HEADER_SIZE or pos + header.size > end:
+            raise CorruptLogError(f"bad batch header at position {pos}")
+        if rel + header.size > len(buf):
+            buf, buf_pos, rel = (
+                memoryview(os.pread(fd, min(max(chunk, header.size), end - pos), pos)),
+                pos,
+                0,
+            )
+            if len(buf) < header.size:
+                raise CorruptLogError(f"truncated batch at position {pos}")
+        yield header, buf[rel : rel + header.size]
+        pos += header.size

@@ -23,7 +23,7 @@ from broker.log.checkpoint import fsync_dir
 from broker.log.errors import KafkaStorageError, OffsetOutOfRange
 from broker.log.loader import iter_headers_from, new_segment
 from broker.log.queries import LogQueries
-from broker.log.segment import LogSegment
+from broker.log.replace import largest_timestamp
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class SegmentLifecycle(LogQueries):
     closed: bool
     _rng: random.Random
     _pending_snapshots: list[Path]
+    generation: int
 
     def _roll(self, now_ms: int) -> None:
         """Start a new active segment at the log end; snapshot producers there (OSError propagates)."""
@@ -156,7 +157,8 @@ class SegmentLifecycle(LogQueries):
             count = 0
             if self.config.retention_ms >= 0:
                 for segment in segments:
-                    if segment.size == 0 or now_ms - _age_ts(segment) <= self.config.retention_ms:
+                    age = now_ms - largest_timestamp(segment)
+                    if segment.size == 0 or age <= self.config.retention_ms:
                         break
                     count += 1
             if self.config.retention_bytes >= 0:
@@ -206,6 +208,7 @@ class SegmentLifecycle(LogQueries):
         with self._lock:
             if offset >= self.log_end_offset:
                 return
+            self.generation += 1
             if offset < self.log_start_offset:
                 self._restart_at(offset)
                 return
@@ -230,6 +233,7 @@ class SegmentLifecycle(LogQueries):
             self._restart_at(offset)
 
     def _restart_at(self, offset: int) -> None:
+        self.generation += 1
         for segment in self._segments:
             segment.delete()
         self._segments[:] = [
@@ -255,13 +259,6 @@ class SegmentLifecycle(LogQueries):
         for header in iter_headers_from(self._segments, start):
             if header.base_offset >= start:
                 self.producer_state.replay(header)
-
-
-def _age_ts(segment: LogSegment) -> int:
-    """The timestamp retention.ms measures from: largest record timestamp, else file mtime."""
-    if segment.max_timestamp >= 0:
-        return segment.max_timestamp
-    return os.fstat(segment.file.fd).st_mtime_ns // 1_000_000
 
 
 def _fsync_path(path: Path) -> None:

@@ -10,8 +10,11 @@ Partition directory `<topic>-<partition>/`::
 
 Recovery rules, applied in order:
 
-1. Leftover `*.tmp` files (interrupted atomic writes) and index files without a
-   `.log` are deleted.
+0. An interrupted cleaner swap is completed or rolled back (broker.log.swap):
+   a committed `<base>.log.swap` replaces the segments it covers; uncommitted
+   `*.cleaned` files and stray `*.swap` indexes are deleted.
+1. Leftover `*.tmp` files (interrupted atomic writes), `*.deleted` files and
+   index files without a `.log` are deleted.
 2. After an unclean shutdown every segment that may hold bytes past the
    recovery point (the segment containing it and all later ones) is recovered:
    scanned batch by batch with CRC checks and truncated at the first bad batch;
@@ -46,6 +49,7 @@ from broker.log.errors import CorruptLogError
 from broker.log.fileio import scan_headers
 from broker.log.producer_state import ProducerStateManager
 from broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from broker.log.swap import complete_swaps
 from wire.records import BatchHeader
 
 log = logging.getLogger(__name__)
@@ -97,6 +101,7 @@ def load_partition(
 ) -> LoadedLog:
     """Open (and if needed recover) the log in `directory`; see the module rules."""
     started = time.monotonic()
+    complete_swaps(directory)
     _remove_leftovers(directory)
     bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
     segments = [new_segment(directory, base, config, now_ms) for base in bases]
@@ -148,11 +153,7 @@ def _remove_leftovers(directory: Path) -> None:
     logs = {p.stem for p in directory.glob(f"*{LOG_SUFFIX}")}
     for path in directory.iterdir():
         orphan = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and path.stem not in logs
-        if (
-            path.name.endswith(TMP_SUFFIX)
-            or orphan
-            or path.suffix in (".deleted", ".cleaned", ".swap")
-        ):
+        if path.name.endswith(TMP_SUFFIX) or orphan or path.suffix == ".deleted":
             log.info("removing leftover file %s", path)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

@@ -6,6 +6,8 @@ Per data directory::
     <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
     recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
+    cleaner-offset-checkpoint          `topic partition offset`: the log cleaner's first
+                                       dirty offset (written by `checkpoint_cleaner`)
     .kafka_cleanshutdown               clean-shutdown marker, JSON {"version":0,...}
 
 The checkpoints use Kafka's text format (broker.log.checkpoint). Crash recovery:
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +47,7 @@ from broker.log.partition import PartitionLog
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+CLEANER_FILE = "cleaner-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -78,6 +82,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
+        self._cleaner_lock = threading.Lock()
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -122,6 +127,7 @@ class LogManager:
             directory,
             "clean" if clean else "unclean",
         )
+        cleaned = _read_cleaner_checkpoint(directory)
         for n, (child, tp) in enumerate(todo, 1):
             self._logs[tp] = PartitionLog.open(
                 child,
@@ -133,6 +139,7 @@ class LogManager:
                 recovery_point=recovery.get(tp, 0),
                 log_start_offset=starts.get(tp),
             )
+            self._logs[tp].clean_offset = cleaned.get(tp)
             self._dir_of[tp] = directory
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
@@ -218,6 +225,22 @@ class LogManager:
             directory / LOG_START_FILE, {tp: p.log_start_offset for tp, p in logs.items()}
         )
 
+    def checkpoint_cleaner(self, partition: PartitionLog) -> None:
+        """Rewrite the cleaner-offset-checkpoint of the partition's directory (cleaner thread)."""
+        directory = self._dir_of.get((partition.topic, partition.partition))
+        if directory is None or directory in self.offline_dirs:
+            return
+        with self._cleaner_lock:
+            offsets = {
+                tp: p.clean_offset
+                for tp, p in list(self._logs.items())
+                if self._dir_of.get(tp) == directory and p.clean_offset is not None
+            }
+            try:
+                write_offsets(directory / CLEANER_FILE, offsets)
+            except OSError as exc:
+                log.warning("could not write %s in %s: %s", CLEANER_FILE, directory, exc)
+
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention.ms / retention.bytes to every log; segments deleted."""
         return sum(p.enforce_retention(now_ms) for p in self._logs.values() if p.failed is None)
@@ -246,3 +269,12 @@ class LogManager:
                 log.error("could not checkpoint %s: %s", directory, exc)
         for p in self._logs.values():
             p.close(clean=False)
+
+
+def _read_cleaner_checkpoint(directory: Path) -> dict[TopicPartition, int]:
+    """The cleaner's checkpoint; unreadable means "everything is dirty", never an error."""
+    try:
+        return read_offsets(directory / CLEANER_FILE)
+    except CheckpointError as exc:
+        log.warning("%s; the cleaner starts over in %s", exc, directory)
+        return {}

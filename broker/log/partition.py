@@ -1,8 +1,11 @@
 """A partition's log: ordered segments plus offsets, producer state and epoch history.
 
 Everything here is synchronous and meant for the broker's event-loop thread,
-except `flush()`, which fsyncs and so runs in a worker thread: it holds the
-lock only to copy fds and to publish the new recovery point, never across I/O.
+except `flush()`, which fsyncs and so runs in a worker thread (it holds the
+lock only to copy fds and to publish the new recovery point, never across
+I/O), and the cleaner's calls (broker.log.replace), made from its own thread.
+Appends, reads and queries take the lock, so a reader never sees a segment
+list the cleaner is swapping.
 Offsets: log_start_offset <= high_watermark <= log_end_offset (the next offset
 to assign). On a single node the high watermark follows the log end.
 """
@@ -20,6 +23,9 @@ from broker.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRang
 from broker.log.lifecycle import SegmentLifecycle
 from broker.log.loader import LoadedLog, load_partition
 from broker.log.producer_entry import ProducerInfo
+from broker.log.queries import segment_index
+from broker.log.recompress import recompress
+from broker.log.replace import SegmentReplacement
 from broker.log.results import AppendResult, ReadResult, SegmentInfo
 from broker.log.segment import LogSegment
 from broker.log.validate import AppendOrigin, validate_records
@@ -37,7 +43,7 @@ log = logging.getLogger(__name__)
 TIMESTAMP_TYPE_MASK = 0x08
 
 
-class PartitionLog(SegmentLifecycle):
+class PartitionLog(SegmentLifecycle, SegmentReplacement):
     """The storage of one topic-partition; see the module docstring for threading."""
 
     def __init__(
@@ -66,6 +72,9 @@ class PartitionLog(SegmentLifecycle):
         self.flush_requested = False
         self.failed: str | None = None
         self.closed = False
+        self.generation = 0
+        self.clean_offset: int | None = None
+        self.tombstone_horizon_ms: int | None = None
         self._lock = threading.Lock()
         self._pending_snapshots: list[Path] = []
         active = self._segments[-1]
@@ -116,6 +125,7 @@ class PartitionLog(SegmentLifecycle):
                 raise KafkaStorageError(f"{self.name} is offline: {self.failed or 'closed'}")
             buf = bytearray(records)
             batches = validate_records(buf, self.config, now_ms, origin)
+            buf, batches = recompress(buf, batches, self.config)
             lat = self.config.log_append_time
             staged = self.producer_state.stage(check_sequences=origin is AppendOrigin.CLIENT)
             offset = self.log_end_offset
@@ -182,7 +192,7 @@ class PartitionLog(SegmentLifecycle):
                 max_ts,
                 batches[-1][1].last_offset,
                 self.config.segment_bytes,
-                self.config.segment_ms,
+                self.config.roll_ms,
                 now_ms,
             ):
                 self._roll(now_ms)
@@ -199,11 +209,18 @@ class PartitionLog(SegmentLifecycle):
         self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None
     ) -> ReadResult:
         """Whole batches from the one containing `offset`, within one segment, up to max_bytes."""
+        with self._lock:
+            return self._read(offset, max_bytes, min_one_batch, max_offset)
+
+    def _read(
+        self, offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None
+    ) -> ReadResult:
         start, end = self.log_start_offset, self.log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRange(offset, start, end)
         limit = end if max_offset is None else min(max_offset, end)
-        for segment in self._segments[self._segment_index(offset) :]:
+        segments = self._segments
+        for segment in segments[segment_index(segments, offset) :]:
             if offset >= limit:
                 break
             found = segment.find_batch(offset)

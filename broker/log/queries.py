@@ -43,31 +43,32 @@ class LogQueries:
         """The offset the next appended record gets."""
         return self._segments[-1].next_offset
 
-    def _segment_index(self, offset: int) -> int:
-        """Index of the segment whose range holds `offset` (0 if below all)."""
-        return max(bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
-
     def offset_for_timestamp(self, timestamp: int) -> Found | None:
         """(offset, timestamp, leader_epoch) of the first record with timestamp >= `timestamp`
         at or after the log start; None if there is none (ListOffsets then answers -1)."""
-        for segment in self._segments:
-            if segment.max_timestamp >= timestamp and segment.next_offset > self.log_start_offset:
-                found = segment.find_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
-        return None
+        with self._lock:
+            for segment in self._segments:
+                if (
+                    segment.max_timestamp >= timestamp
+                    and segment.next_offset > self.log_start_offset
+                ):
+                    found = segment.find_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
 
     def max_timestamp_offset(self) -> Found | None:
         """ListOffsets MAX_TIMESTAMP (-3): the first record holding the largest timestamp."""
-        best: LogSegment | None = None
-        for segment in self._segments:
-            if segment.next_offset <= self.log_start_offset:
-                continue
-            if segment.max_timestamp != NO_TIMESTAMP and (
-                best is None or segment.max_timestamp > best.max_timestamp
-            ):
-                best = segment
-        return None if best is None else best.find_max_timestamp()
+        with self._lock:
+            best: LogSegment | None = None
+            for segment in self._segments:
+                if segment.next_offset <= self.log_start_offset:
+                    continue
+                if segment.max_timestamp != NO_TIMESTAMP and (
+                    best is None or segment.max_timestamp > best.max_timestamp
+                ):
+                    best = segment
+            return None if best is None else best.find_max_timestamp()
 
     def latest_epoch(self) -> int | None:
         """The newest leader epoch that wrote to this log (None if none recorded)."""
@@ -86,6 +87,11 @@ class LogQueries:
         if not self.log_start_offset <= offset <= self.log_end_offset:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
         return self.epochs.epoch_at(offset)
+
+
+def segment_index(segments: list[LogSegment], offset: int) -> int:
+    """Index of the segment whose range holds `offset` (0 if below all)."""
+    return max(bisect_right(segments, offset, key=_base_offset) - 1, 0)
 
 
 def _base_offset(segment: LogSegment) -> int:

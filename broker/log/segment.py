@@ -47,15 +47,18 @@ class LogSegment:
         max_index_bytes: int,
         now_ms: int,
         roll_jitter_ms: int = 0,
+        suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
-        stem = directory / segment_name(base_offset)
-        self.file = SegmentFile(stem.with_suffix(LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        stem = segment_name(base_offset)
+        self.file = SegmentFile(
+            directory / f"{stem}{LOG_SUFFIX}{suffix}", os.O_RDWR | os.O_CREAT | os.O_APPEND
+        )
         self.offset_index = OffsetIndex(
-            stem.with_suffix(INDEX_SUFFIX), base_offset, max_index_bytes
+            directory / f"{stem}{INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
         self.time_index = TimeIndex(
-            stem.with_suffix(TIME_INDEX_SUFFIX), base_offset, max_index_bytes
+            directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
         self.index_interval_bytes = index_interval_bytes
         self.size = os.fstat(self.file.fd).st_size
@@ -310,8 +313,10 @@ class LogSegment:
             self.file.close()
 
     def delete(self) -> None:
-        """Unlink the files; the `.log` fd lives on while a ReadResult still holds it."""
-        self.offset_index.delete()
-        self.time_index.delete()
+        """Unlink the files, `.log` first (a crash in between leaves orphan indexes, which the
+        loader removes, never a log without its batches); the `.log` fd lives on while a
+        ReadResult still holds it."""
         with contextlib.suppress(FileNotFoundError):
             self.file.path.unlink()
+        self.offset_index.delete()
+        self.time_index.delete()
