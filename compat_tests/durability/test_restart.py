@@ -46,7 +46,7 @@ def read_back(broker: BrokerProcess, topic: str, expected: list[Rec]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(120)
 def test_acknowledged_records_survive_kill_9_and_clean_restart(strom_broker: BrokerProcess) -> None:
     topic = topic_name("durability")
     ck.create_topic(ck.admin(strom_broker.bootstrap), topic, PARTITIONS)
