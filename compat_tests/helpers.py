@@ -151,8 +151,9 @@ def wait_until(
 def stored_codecs(data_dir: Path, topic: str) -> set[str]:
     """The compression codecs of the record batches the broker stored for `topic`.
 
-    Strom keeps batches on disk exactly as produced (docs/storage.md): never decompressed or
-    recompressed. So the codec a client chose shows in the segment files, which hold whole
+    With a topic's default `compression.type=producer`, Strom keeps batches on disk exactly as
+    produced (docs/storage.md), so the codec a client chose shows in the segment files; with any
+    other value, Kafka (and Strom) recompress to that codec. Segment files hold whole
     RecordBatch v2 batches back to back: baseOffset int64, batchLength int32, ..., attributes
     int16 at byte 21.
     """

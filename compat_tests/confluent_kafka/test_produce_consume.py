@@ -46,6 +46,22 @@ def test_every_codec_round_trips_keys_values_headers_timestamps(
         consumer.close()
 
 
+def test_topic_compression_type_recompresses(shared_broker: BrokerProcess) -> None:
+    """compression.type=zstd on the topic: lz4 batches are stored as zstd, records unchanged."""
+    topic = topic_name("ck-recompress")
+    ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 2, {"compression.type": "zstd"})
+    expected = sample_records(2, 40, base_ts=now_ms() - 60_000)
+    producer = ck.producer(shared_broker.bootstrap, **{"compression.type": "lz4", "linger.ms": 20})
+    ck.produce_all(producer, topic, expected)
+    assert stored_codecs(shared_broker.data_dir, topic) == {"zstd"}
+    consumer = ck.consumer(shared_broker.bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
+        assert by_partition(ck.consume(consumer, len(expected))) == by_partition(expected)
+    finally:
+        consumer.close()
+
+
 def test_assign_at_offset_then_seek(shared_broker: BrokerProcess) -> None:
     topic = topic_name("ck-seek")
     ck.create_topic(ck.admin(shared_broker.bootstrap), topic, 1)
