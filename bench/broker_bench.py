@@ -57,7 +57,10 @@ def run(counts: dict[int, int], overrides: dict[str, str]) -> dict[str, Any]:
             rows.append({"workload": _workload_json(w), **{p.phase: p.as_json() for p in phases}})
             print(_row(w, phases), file=sys.stderr, flush=True)
         end = broker.sample()
+        done = [r[p] for r in rows for p in ("produce", "consume")]
+        others = sum(p["other_cpu_s"] for p in done) / max(1e-9, sum(p["seconds"] for p in done))
         return {
+            "other_processes_cores_busy": round(others, 3),
             "broker": broker_version(spec),
             "overrides": overrides,
             "startup_s": round(broker.startup_s, 4),
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     meta["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(
         f"start-up {body['startup_s'] * 1000:.0f} ms; RSS idle {body['rss_idle_bytes'] / MB:.1f} MB,"
-        f" end {body['rss_end_bytes'] / MB:.1f} MB, peak {body['rss_peak_bytes'] / MB:.1f} MB",
+        f" end {body['rss_end_bytes'] / MB:.1f} MB, peak {body['rss_peak_bytes'] / MB:.1f} MB;"
+        f" other processes kept {body['other_processes_cores_busy']:.2f} cores busy",
         file=sys.stderr,
     )
     doc = {"meta": meta, **body}

@@ -199,6 +199,7 @@ PHASE_METRICS: dict[str, Callable[[PhaseResult], float]] = {
     "seconds": lambda r: r.seconds,
     "broker_cpu_s": lambda r: r.broker_cpu_s,
     "client_cpu_s": lambda r: r.client_cpu_s,
+    "other_cpu_s": lambda r: r.other_cpu_s,
     "broker_cpu_us_per_msg": lambda r: r.cpu_us_per_msg,
     "broker_cpu_us_per_mb": lambda r: r.cpu_us_per_mb,
 }
@@ -515,12 +516,28 @@ def main(argv: list[str] | None = None) -> int:
     meta["elapsed_s"] = round(time.perf_counter() - started, 1)
     meta["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
 
+    disturbance = {
+        f"{r.variant}/rep{r.rep + 1}": round(
+            sum(p.other_cpu_s for p in r.phases.values())
+            / max(1e-9, sum(p.seconds for p in r.phases.values())),
+            3,
+        )
+        for r in runs
+        if r.phases
+    }
+    meta["other_processes_cores_busy"] = disturbance
     summary = summarise(runs)
     target_md, checks = targets(summary, plan)
     cells = "median (min-max) over" if reps > 1 else "one run each,"
     print(f"# Strom vs Tansu: {cells} {reps} repetition(s), {meta['timestamp']}\n")
     print(f"Brokers: {meta['brokers']}. Client: {meta['client']}. "
           f"Machine: {meta['cpu_count']} x {meta['cpu']}. Took {meta['elapsed_s']:.0f} s.\n")  # fmt: skip
+    if disturbance:
+        print(
+            "Other processes kept on average "
+            f"{statistics.median(disturbance.values()):.2f} cores busy during the timed phases "
+            f"(per broker run: {min(disturbance.values()):.2f}-{max(disturbance.values()):.2f}).\n"
+        )
     print("## Throughput (client-side rate)\n")
     print(throughput_table(summary, plan, variants) + "\n")
     print("## Broker CPU per message and per MB\n")

@@ -136,6 +136,13 @@ def sample(pid: int) -> Sample:
     return Sample(time.perf_counter(), cpu_seconds(pid), rss_bytes(pid))
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
 def self_cpu_seconds() -> float:
     """CPU seconds of this (client) process, all threads (librdkafka's included)."""
     t = os.times()

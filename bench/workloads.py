@@ -44,7 +44,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]
 
-from bench.harness import RunningBroker, self_cpu_seconds
+from bench.harness import RunningBroker, machine_busy_seconds, self_cpu_seconds
 
 MB = 1_000_000
 POOL = 1024  # distinct values per size
@@ -108,6 +108,7 @@ class PhaseResult:
     broker_cpu_s: float = 0.0
     client_cpu_s: float = 0.0
     broker_rss_after: int = 0
+    other_cpu_s: float = 0.0  # everything else on the machine: how disturbed the phase was
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -189,16 +190,19 @@ def _phase(broker: RunningBroker, name: str, body: Callable[[PhaseResult], None]
     if not broker.alive():
         result.error = "the broker process has exited"
         return result
-    before, client_before = broker.sample(), self_cpu_seconds()
+    before, client_before, busy_before = broker.sample(), self_cpu_seconds(), machine_busy_seconds()
     try:
         body(result)
     except Exception as exc:  # recorded as n/a with its reason; the run goes on
         result.error = f"{type(exc).__name__}: {exc}"
-    after, client_after = broker.sample(), self_cpu_seconds()
+    after, client_after, busy_after = broker.sample(), self_cpu_seconds(), machine_busy_seconds()
     if not result.seconds:
         result.seconds = after.wall - before.wall
     result.broker_cpu_s = after.cpu_s - before.cpu_s
     result.client_cpu_s = client_after - client_before
+    result.other_cpu_s = max(
+        0.0, busy_after - busy_before - result.broker_cpu_s - result.client_cpu_s
+    )
     result.broker_rss_after = after.rss
     return result
 
