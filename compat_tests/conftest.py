@@ -12,10 +12,7 @@ Two fixtures give a test its broker:
 
 from __future__ import annotations
 
-import subprocess
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,41 +21,15 @@ from broker.embedded import BrokerProcess
 pytest_plugins = ["broker.testing"]
 
 
-class CompatBroker(BrokerProcess):
-    """BrokerProcess that closes each child's stderr pipe once it has been read to the end.
-
-    BrokerProcess leaves the pipe open when its process ends, so the Popen object of a stopped
-    (or restarted) broker is finalised with an open file: a ResourceWarning, which this suite
-    turns into an error in whichever test happens to trigger garbage collection.
-    """
-
-    def _drain(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
-        try:
-            super()._drain(process, ready)
-        finally:
-            if process.stderr is not None:
-                process.stderr.close()
-
-
-@pytest.fixture
-def strom_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A `strom serve` child process on a free port with a temporary data directory.
-
-    Overrides broker.testing's fixture of the same name only to use CompatBroker.
-    """
-    with CompatBroker(tmp_path / "data") as broker:
-        yield broker
-
-
 @pytest.fixture(scope="module")
-def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompatBroker]:
-    broker = CompatBroker(tmp_path_factory.mktemp("strom") / "data")
+def _module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("strom") / "data")
     with broker:
         yield broker
 
 
 @pytest.fixture
-def shared_broker(_module_broker: CompatBroker) -> Iterator[BrokerProcess]:
+def shared_broker(_module_broker: BrokerProcess) -> Iterator[BrokerProcess]:
     """This module's broker; fails the test during which it exits."""
     process = _module_broker.process
     if process is None or process.poll() is not None:
