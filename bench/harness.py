@@ -263,8 +263,11 @@ def tansu_version(binary: str) -> str:
 class RunningBroker:
     """A started broker: its address, pid, start-up time, and readings of its process."""
 
-    def __init__(self, label: str, kind: str, bootstrap: str, pid: int, startup_s: float) -> None:
+    def __init__(
+        self, label: str, kind: str, bootstrap: str, pid: int, startup_s: float, started_at: float
+    ) -> None:
         self.label = label
+        self.started_at = started_at  # perf_counter() just before the process was spawned
         self.kind = kind
         self.bootstrap = bootstrap
         self.pid = pid
@@ -287,10 +290,16 @@ class RunningBroker:
 
 
 @contextlib.contextmanager
-def start_broker(spec: BrokerSpec, workdir: Path | None = None) -> Iterator[RunningBroker]:
-    """Start the broker in `spec` as a child process; stop it (SIGTERM, then SIGKILL) on exit."""
+def start_broker(
+    spec: BrokerSpec, workdir: Path | None = None, keep: bool = False
+) -> Iterator[RunningBroker]:
+    """Start the broker in `spec` as a child process; stop it (SIGTERM, then SIGKILL) on exit.
+
+    Strom's data directory is `<workdir>/<label>-data`, emptied before and removed after,
+    unless `keep`: then it is reused as found and left in place (restart and recovery runs).
+    """
     if isinstance(spec, StromSpec):
-        with _start_strom(spec, workdir) as running:
+        with _start_strom(spec, workdir, keep) as running:
             yield running
     else:
         with _start_tansu(spec) as running:
@@ -344,14 +353,17 @@ _STROM_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)
 
 
 @contextlib.contextmanager
-def _start_strom(spec: StromSpec, workdir: Path | None) -> Iterator[RunningBroker]:
+def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[RunningBroker]:
     """`python -m broker.cli serve` (the `strom` script) on port 0; its startup line names it."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
+            if keep:
+                raise ValueError("keep=True needs a workdir")
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="strom-bench-")))
         data_dir = workdir / f"{spec.label}-data"
-        shutil.rmtree(data_dir, ignore_errors=True)
-        stack.callback(shutil.rmtree, data_dir, True)
+        if not keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            stack.callback(shutil.rmtree, data_dir, True)
         overrides = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(data_dir),
@@ -370,7 +382,7 @@ def _start_strom(spec: StromSpec, workdir: Path | None) -> Iterator[RunningBroke
         host, port = host_port.rsplit(":", 1)
         wait_for_metadata(host, int(port), child.t0 + START_TIMEOUT_S, child.proc)
         startup = time.perf_counter() - child.t0
-        running = RunningBroker(spec.label, "strom", host_port, child.proc.pid, startup)
+        running = RunningBroker(spec.label, "strom", host_port, child.proc.pid, startup, child.t0)
         running.output = child.output
         yield running
 
@@ -396,7 +408,7 @@ def _start_tansu(spec: TansuSpec) -> Iterator[RunningBroker]:
             raise RuntimeError(f"tansu did not start: {exc}; its output:\n{child.tail()}") from exc
         startup = time.perf_counter() - child.t0
         running = RunningBroker(
-            spec.label, "tansu", url.removeprefix("tcp://"), child.proc.pid, startup
+            spec.label, "tansu", url.removeprefix("tcp://"), child.proc.pid, startup, child.t0
         )
         running.output = child.output
         yield running

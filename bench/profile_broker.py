@@ -138,21 +138,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--acks", default="1")
     parser.add_argument("--compression", default="none")
+    parser.add_argument("--linger", type=float, default=5, help="producer linger.ms")
+    parser.add_argument("--phases", default="produce,consume")
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
     w = Workload(args.count, args.size, args.partitions, args.acks, args.compression)
-    tag = w.key.replace("/", "_").replace("=", "")
+    tag = w.key.replace("/", "_").replace("=", "") + f"_linger{args.linger:g}"
     with start_broker(StromSpec()) as broker:
         topic = topic_name("profile")
         create_topic(broker.bootstrap, topic, w.partitions)
-        for phase in ("produce", "consume"):
+        for phase in args.phases.split(","):
             label = f"{tag}-{phase}{'-native' if args.native else ''}"
 
             def run(phase: str = phase) -> PhaseResult:
                 if phase == "produce":
-                    return produce(broker, topic, w)
+                    return produce(broker, topic, w, linger_ms=args.linger)
                 return consume(broker, topic, w)
 
             result, raw = profiled(broker, label, run, args.rate, args.native)

@@ -1,0 +1,434 @@
+"""How Strom's costs grow with the work (issue 6, "How cost grows").
+
+    python bench/scaling.py                   # everything below, about 5-10 minutes
+    python bench/scaling.py --quick           # small sizes: a smoke run
+    python bench/scaling.py --only partitions,connections
+
+Four series, each on fresh `strom serve` processes (`bench/harness.py`):
+
+- partitions: 1, 10, 100, 1,000 and 10,000 partitions (topics of up to 10 partitions each),
+  then 500,000 x 100 B produced round-robin over all of them by confluent-kafka
+  (linger.ms=5, acks=1): time to create the topics, produce msgs/s, broker CPU µs/msg,
+  resident memory after creating the topics and after producing.
+- connections: 1, 10, 100 and 1,000 concurrent producer connections (one trio task each,
+  `bench/wireclient.py`), each sending Produce requests of one 100-record batch (100 B
+  values, acks=1) one at a time to one of 10 partitions; 1,000,000 records in all. Reports
+  msgs/s, broker CPU µs/msg, request latency p50/p99 and resident memory.
+- fetch position: a 2 GiB single-partition log (1 MiB batches of 1 KiB values), then Fetch
+  requests of up to 1 MiB (max_wait_ms=0) at its start, middle and end, interleaved, timed
+  one by one from the request to the whole response. Flat means the index finds any
+  position alike. The log was just written, so it is all in the page cache.
+- recovery: logs of 64 MiB, 256 MiB and 1 GiB written with no fsync (the whole log is the
+  unflushed tail), the broker killed with SIGKILL, restarted on the same directory; then
+  stopped cleanly (SIGTERM) and restarted again. Reports the time from process start to the
+  first Metadata answer and to the first ListOffsets answer with the full log end offset.
+
+Output: markdown tables on stdout, JSON in `bench/results/scaling.json`
+(`scaling.quick.json` with `--quick`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:  # `python bench/scaling.py` from a checkout
+    sys.path.insert(0, str(_ROOT))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]  # noqa: E402
+
+from bench.harness import (  # noqa: E402
+    RunningBroker,
+    StromSpec,
+    machine_info,
+    start_broker,
+)
+from bench.wireclient import (  # noqa: E402
+    FETCH_VERSION,
+    LIST_OFFSETS_VERSION,
+    PRODUCE_VERSION,
+    AsyncWireClient,
+    WireClient,
+    fetch_request,
+    fetched,
+    latest_offset,
+    list_offsets_request,
+    produce_error,
+    produce_request,
+    record_batch,
+)
+from bench.workloads import create_topic, payload_pool, percentile, topic_name  # noqa: E402
+
+RESULTS_DIR = _ROOT / "bench" / "results"
+MIB = 1 << 20
+Log = Callable[[str], None]
+
+
+def _mb(n: int) -> float:
+    return round(n / 1e6, 1)
+
+
+# --- partitions --------------------------------------------------------------------------
+
+
+def create_many(bootstrap: str, topics: list[str], partitions: int, timeout: float = 300) -> None:
+    """Create `topics` (in requests of 100) and wait until metadata shows every leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for i in range(0, len(topics), 100):
+        chunk = [
+            NewTopic(t, num_partitions=partitions, replication_factor=1)
+            for t in topics[i : i + 100]
+        ]
+        futures = admin.create_topics(chunk, operation_timeout=timeout, request_timeout=timeout)
+        for future in futures.values():
+            future.result(timeout)
+    deadline = time.monotonic() + timeout
+    wanted = set(topics)
+    while True:
+        meta = admin.list_topics(timeout=timeout)
+        ready = {
+            name
+            for name, t in meta.topics.items()
+            if name in wanted
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        }
+        if ready == wanted:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(wanted - ready)} topics without leaders after {timeout}s")
+        time.sleep(0.05)
+
+
+def partitions_series(counts: list[int], messages: int, log: Log) -> list[dict[str, Any]]:
+    rows = []
+    for total in counts:
+        per_topic = min(total, 10)
+        n_topics = total // per_topic
+        with start_broker(StromSpec(label=f"p{total}")) as broker:
+            topics = [topic_name(f"p{i}") for i in range(n_topics)]
+            t0 = time.perf_counter()
+            create_many(broker.bootstrap, topics, per_topic)
+            created = time.perf_counter() - t0
+            after_create = broker.sample()
+            targets = [(t, p) for t in topics for p in range(per_topic)]
+            producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1",
+                                 "linger.ms": 5, "delivery.report.only.error": True})  # fmt: skip
+            for t in topics:
+                producer.list_topics(t, timeout=60)
+            pool = payload_pool(100)
+            before = broker.sample()
+            start = time.perf_counter()
+            i = 0
+            while i < messages:
+                topic, part = targets[i % total]
+                try:
+                    producer.produce(topic, pool[i & 1023], partition=part)
+                except BufferError:
+                    producer.poll(0.001)
+                    continue
+                i += 1
+            left = producer.flush(300)
+            seconds = time.perf_counter() - start
+            after = broker.sample()
+            row = {
+                "partitions": total, "topics": n_topics, "create_s": round(created, 2),
+                "messages": messages, "unacknowledged": left,
+                "msgs_per_s": round(messages / seconds), "seconds": round(seconds, 2),
+                "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / messages, 2),
+                "rss_idle_mb": _mb(broker.idle.rss), "rss_after_create_mb": _mb(after_create.rss),
+                "rss_after_produce_mb": _mb(after.rss),
+            }  # fmt: skip
+            del producer
+        log(f"partitions {total}: {row}")
+        rows.append(row)
+    return rows
+
+
+# --- connections -------------------------------------------------------------------------
+
+
+async def _connections(
+    bootstrap: str, topic: str, conns: int, requests: int, batch: bytes
+) -> list[float]:
+    clients = []
+    for _ in range(conns):  # all connected before the clock starts
+        clients.append(await AsyncWireClient.connect(bootstrap))
+    latencies: list[float] = []
+    errors: list[int] = []
+
+    async def one(k: int, client: AsyncWireClient) -> None:
+        body = produce_request(topic, k % 10, batch)
+        for _ in range(requests):
+            t = time.perf_counter()
+            response = await client.call(body, PRODUCE_VERSION)
+            latencies.append(time.perf_counter() - t)
+            code = produce_error(response)
+            if code:
+                errors.append(code)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for k, client in enumerate(clients):
+                nursery.start_soon(one, k, client)
+    finally:
+        for client in clients:
+            await client.aclose()
+    if errors:
+        raise RuntimeError(f"{len(errors)} produce errors, e.g. code {errors[0]}")
+    return latencies
+
+
+def connections_series(counts: list[int], records: int, log: Log) -> list[dict[str, Any]]:
+    per_batch = 100
+    batch = record_batch(per_batch, 100)
+    rows = []
+    for conns in counts:
+        requests = max(1, records // per_batch // conns)
+        with start_broker(StromSpec(label=f"c{conns}")) as broker:
+            topic = topic_name("conns")
+            create_topic(broker.bootstrap, topic, 10)
+            before = broker.sample()
+            start = time.perf_counter()
+            lat = trio.run(_connections, broker.bootstrap, topic, conns, requests, batch)
+            seconds = time.perf_counter() - start
+            after = broker.sample()
+        sent = conns * requests * per_batch
+        ms = sorted(x * 1000 for x in lat)
+        row = {
+            "connections": conns, "requests_each": requests, "records": sent,
+            "msgs_per_s": round(sent / seconds), "seconds": round(seconds, 2),
+            "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / sent, 2),
+            "latency_p50_ms": round(percentile(ms, 50), 2), "latency_p99_ms": round(percentile(ms, 99), 2),
+            "rss_after_mb": _mb(after.rss), "rss_idle_mb": _mb(broker.idle.rss),
+        }  # fmt: skip
+        log(f"connections {conns}: {row}")
+        rows.append(row)
+    return rows
+
+
+# --- filling a log, fetch by position, recovery -------------------------------------------
+
+
+def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8) -> int:
+    """Append about `nbytes` of 1 MiB batches (1 KiB values) to partition 0; the records sent."""
+    batch = record_batch(1024, 1024)
+    body = produce_request(topic, 0, batch)
+    count = max(1, nbytes // len(batch))
+    with WireClient(bootstrap) as client:
+        pending = 0
+        for _ in range(count):
+            client.send(body, PRODUCE_VERSION)
+            pending += 1
+            if pending >= in_flight:
+                code = produce_error(client.receive())
+                if code:
+                    raise RuntimeError(f"produce error {code}")
+                pending -= 1
+        while pending:
+            code = produce_error(client.receive())
+            if code:
+                raise RuntimeError(f"produce error {code}")
+            pending -= 1
+    return count * 1024
+
+
+def fetch_series(log_bytes: int, rounds: int, log: Log) -> dict[str, Any]:
+    with start_broker(StromSpec(label="fetch")) as broker:
+        topic = topic_name("fetch")
+        create_topic(broker.bootstrap, topic, 1)
+        t0 = time.perf_counter()
+        records = fill(broker.bootstrap, topic, log_bytes)
+        fill_s = time.perf_counter() - t0
+        positions = {"start": 0, "middle": records // 2, "end": max(0, records - 1024)}
+        times: dict[str, list[float]] = {name: [] for name in positions}
+        sizes: dict[str, int] = {}
+        before = broker.sample()
+        with WireClient(broker.bootstrap) as client:
+            for _ in range(rounds):
+                for name, offset in positions.items():
+                    t = time.perf_counter()
+                    code, _hw, size = fetched(
+                        client.call(fetch_request(topic, 0, offset, MIB), FETCH_VERSION)
+                    )
+                    times[name].append((time.perf_counter() - t) * 1000)
+                    if code or not size:
+                        raise RuntimeError(f"fetch at {offset}: error {code}, {size} bytes")
+                    sizes[name] = size
+        after = broker.sample()
+        out: dict[str, Any] = {
+            "log_bytes": records * 1024, "records": records, "fill_s": round(fill_s, 1),
+            "fill_mb_per_s": round(records * 1024 / 1e6 / fill_s, 1), "rounds": rounds,
+            "broker_cpu_ms_per_fetch": round(
+                (after.cpu_s - before.cpu_s) * 1000 / (rounds * len(positions)), 3
+            ),
+            "rss_after_mb": _mb(after.rss),
+            "positions": {
+                name: {
+                    "offset": positions[name], "response_records_bytes": sizes[name],
+                    "p50_ms": round(statistics.median(ts), 3),
+                    "p99_ms": round(percentile(sorted(ts), 99), 3), "max_ms": round(max(ts), 3),
+                }
+                for name, ts in times.items()
+            },
+        }  # fmt: skip
+    log(f"fetch: {out}")
+    return out
+
+
+def _ready_times(broker: RunningBroker, topic: str, end: int, deadline_s: float = 300) -> float:
+    """Seconds from process start until ListOffsets(latest) reports `end`."""
+    t_end = time.perf_counter() + deadline_s
+    while time.perf_counter() < t_end:
+        try:
+            with WireClient(broker.bootstrap, timeout=deadline_s) as client:
+                code, offset = latest_offset(
+                    client.call(list_offsets_request(topic, 0), LIST_OFFSETS_VERSION)
+                )
+            if code == 0 and offset == end:
+                return time.perf_counter() - broker.started_at
+            if code == 0 and offset != end:
+                raise RuntimeError(f"log end {offset} after restart, {end} expected")
+        except OSError:
+            pass
+        time.sleep(0.001)
+    raise TimeoutError(f"{topic} not readable after {deadline_s}s")
+
+
+def recovery_series(sizes: list[int], log: Log) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="strom-recovery-") as tmp:
+            workdir = Path(tmp)
+            spec = StromSpec(label="recovery")
+            topic = topic_name("recovery")
+            with start_broker(spec, workdir, keep=True) as broker:
+                empty_start = broker.startup_s
+                create_topic(broker.bootstrap, topic, 1)
+                records = fill(broker.bootstrap, topic, size)
+                os.kill(broker.pid, signal.SIGKILL)
+            with start_broker(spec, workdir, keep=True) as broker:
+                unclean = (broker.startup_s, _ready_times(broker, topic, records))
+            # leaving the context stopped it with SIGTERM: a clean shutdown
+            with start_broker(spec, workdir, keep=True) as broker:
+                clean = (broker.startup_s, _ready_times(broker, topic, records))
+        row = {
+            "log_bytes": records * 1024, "records": records,
+            "empty_start_metadata_s": round(empty_start, 3),
+            "after_kill9_metadata_s": round(unclean[0], 3),
+            "after_kill9_log_ready_s": round(unclean[1], 3),
+            "after_clean_stop_metadata_s": round(clean[0], 3),
+            "after_clean_stop_log_ready_s": round(clean[1], 3),
+        }  # fmt: skip
+        log(f"recovery {size // MIB} MiB: {row}")
+        rows.append(row)
+    return rows
+
+
+# --- tables ------------------------------------------------------------------------------
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + " |"
+             for r in [header, *rows]]  # fmt: skip
+    lines.insert(1, "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def report(doc: dict[str, Any]) -> str:
+    out = []
+    if "partitions" in doc:
+        out += ["## Partitions (500k x 100 B produced round-robin over all)\n", table(
+            ["partitions", "topics", "create s", "msgs/s", "broker µs/msg", "RSS idle MB",
+             "RSS after create MB", "RSS after produce MB"],
+            [[f"{r['partitions']:,}", f"{r['topics']:,}", f"{r['create_s']}", f"{r['msgs_per_s']:,}",
+              f"{r['broker_cpu_us_per_msg']}", f"{r['rss_idle_mb']}", f"{r['rss_after_create_mb']}",
+              f"{r['rss_after_produce_mb']}"] for r in doc["partitions"]],
+        ), ""]  # fmt: skip
+    if "connections" in doc:
+        out += ["## Concurrent producer connections (100-record batches, acks=1)\n", table(
+            ["connections", "records", "msgs/s", "broker µs/msg", "request p50 ms",
+             "request p99 ms", "RSS after MB"],
+            [[f"{r['connections']:,}", f"{r['records']:,}", f"{r['msgs_per_s']:,}",
+              f"{r['broker_cpu_us_per_msg']}", f"{r['latency_p50_ms']}", f"{r['latency_p99_ms']}",
+              f"{r['rss_after_mb']}"] for r in doc["connections"]],
+        ), ""]  # fmt: skip
+    if "fetch" in doc:
+        f = doc["fetch"]
+        out += [f"## Fetch latency by position in a {f['log_bytes'] / MIB:,.0f} MiB log "
+                f"({f['rounds']} fetches of up to 1 MiB each)\n", table(
+            ["position", "offset", "bytes returned", "p50 ms", "p99 ms", "max ms"],
+            [[name, f"{p['offset']:,}", f"{p['response_records_bytes']:,}", f"{p['p50_ms']}",
+              f"{p['p99_ms']}", f"{p['max_ms']}"] for name, p in f["positions"].items()],
+        ), ""]  # fmt: skip
+    if "recovery" in doc:
+        out += ["## Start-up after kill -9 (unflushed tail = whole log) and after a clean stop\n", table(
+            ["log MiB", "empty start s", "kill -9: Metadata s", "kill -9: log ready s",
+             "clean: Metadata s", "clean: log ready s"],
+            [[f"{r['log_bytes'] / MIB:,.0f}", f"{r['empty_start_metadata_s']}",
+              f"{r['after_kill9_metadata_s']}", f"{r['after_kill9_log_ready_s']}",
+              f"{r['after_clean_stop_metadata_s']}", f"{r['after_clean_stop_log_ready_s']}"]
+             for r in doc["recovery"]],
+        ), ""]  # fmt: skip
+    return "\n".join(out)
+
+
+SERIES = ("partitions", "connections", "fetch", "recovery")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--only", default=",".join(SERIES), help=f"subset of {', '.join(SERIES)}")
+    parser.add_argument("--json", type=Path, help="where to write the JSON results")
+    args = parser.parse_args(argv)
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if only - set(SERIES):
+        parser.error(f"unknown series: {', '.join(only - set(SERIES))}")
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    q = args.quick
+    started = time.perf_counter()
+    doc: dict[str, Any] = {"meta": {"benchmark": "scaling", "quick": q, **machine_info()}}
+    if "partitions" in only:
+        doc["partitions"] = partitions_series(
+            [1, 10, 100] if q else [1, 10, 100, 1_000, 10_000], 2_000 if q else 500_000, log
+        )
+    if "connections" in only:
+        doc["connections"] = connections_series(
+            [1, 10, 50] if q else [1, 10, 100, 1_000], 5_000 if q else 1_000_000, log
+        )
+    if "fetch" in only:
+        doc["fetch"] = fetch_series(8 * MIB if q else 2048 * MIB, 5 if q else 50, log)
+    if "recovery" in only:
+        doc["recovery"] = recovery_series(
+            [2 * MIB, 8 * MIB] if q else [64 * MIB, 256 * MIB, 1024 * MIB], log
+        )
+    doc["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
+    print(report(doc))
+    path = args.json or RESULTS_DIR / ("scaling.quick.json" if q else "scaling.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    log(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
