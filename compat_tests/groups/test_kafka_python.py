@@ -16,7 +16,7 @@ TIMEOUT = 30.0
 
 
 def _consumer(bootstrap: str, group: str, topic: str) -> Any:
-    return KafkaConsumer(
+    consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
         group_id=group,
@@ -26,6 +26,11 @@ def _consumer(bootstrap: str, group: str, topic: str) -> Any:
         heartbeat_interval_ms=500,
         request_timeout_ms=20000,
     )
+    # Load the topic's metadata before the first join: kafka-python 3.0.12 otherwise may
+    # assign with no partition metadata, rejoin when it arrives, and then (a client bug)
+    # spin without ever re-enabling its heartbeat or fetching.
+    assert consumer.partitions_for_topic(topic)
+    return consumer
 
 
 def _topic(bootstrap: str, partitions: int) -> str:
