@@ -12,14 +12,11 @@ from broker.embedded import EmbeddedBroker, open_broker
 from broker.topics import CONSUMER_OFFSETS
 from tests.groups.wire_helpers import commit, create_topic, form, join, join_request
 from wire.errors import ErrorCode
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from wire.messages.join_group import JoinGroupResponse
 from wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -152,148 +149,6 @@ async def test_second_member_is_parked_until_the_first_rejoins(broker: EmbeddedB
     await b.aclose()
 
 
-@pytest.mark.parametrize("version", range(2, 10))
-async def test_commit_and_fetch_every_version(client: KafkaClient, version: int) -> None:
-    await create_topic(client, "t")
-    assert await commit(client, "g", "t", 10, version) == [0, 0]
-    assert await commit(client, "g", "nope", 10, version) == [3, 3]  # UNKNOWN_TOPIC_OR_PARTITION
-    for fetch_version in ([1, 2, 5, 6, 7] if version == 9 else []) + [min(version, 9)]:
-        if fetch_version >= 8:
-            request = OffsetFetchRequest(
-                groups=[
-                    OffsetFetchRequest.OffsetFetchRequestGroup(
-                        group_id="g",
-                        topics=[
-                            OffsetFetchRequest.OffsetFetchRequestTopics(
-                                name="t", partition_indexes=[0, 1, 2]
-                            )
-                        ],
-                    ),
-                    OffsetFetchRequest.OffsetFetchRequestGroup(group_id="other", topics=None),
-                ],
-                require_stable=True,
-            )
-            response = await client.request(request, fetch_version, OffsetFetchResponse)
-            [g, other] = response.groups
-            assert [(p.partition_index, p.committed_offset, p.metadata) for p in g.topics[0].partitions] == [
-                (0, 10, "md"), (1, 11, "md"), (2, -1, ""),
-            ]  # fmt: skip
-            assert (other.group_id, other.topics, other.error_code) == ("other", [], 0)
-        else:
-            request = OffsetFetchRequest(
-                group_id="g",
-                topics=[
-                    OffsetFetchRequest.OffsetFetchRequestTopic(
-                        name="t", partition_indexes=[0, 1, 2]
-                    )
-                ],
-            )
-            response = await client.request(request, fetch_version, OffsetFetchResponse)
-            assert [(p.partition_index, p.committed_offset) for p in response.topics[0].partitions] == [
-                (0, 10), (1, 11), (2, -1),
-            ]  # fmt: skip
-            if fetch_version >= 2:
-                everything = await client.request(
-                    OffsetFetchRequest(group_id="g", topics=None),
-                    fetch_version,
-                    OffsetFetchResponse,
-                )
-                assert [(t.name, len(t.partitions)) for t in everything.topics] == [("t", 2)]
-
-
-async def test_member_commit_checks_generation(client: KafkaClient) -> None:
-    await create_topic(client, "t")
-    joined = await form(client, "g")
-    gen, member = joined.generation_id, joined.member_id
-    assert await commit(client, "g", "t", 1, generation=gen, member=member) == [0, 0]
-    assert await commit(client, "g", "t", 1, generation=gen + 1, member=member) == [22, 22]
-    assert await commit(client, "g", "t", 1) == [25, 25]  # simple commit to an active group
-    assert await commit(client, "missing", "t", 1, generation=3, member="m") == [69, 69]
-    assert await commit(client, "missing", "t", 1, 8, generation=3, member="m") == [22, 22]
-
-
-@pytest.mark.parametrize("version", range(6))
-async def test_list_groups_every_version(client: KafkaClient, version: int) -> None:
-    await create_topic(client, "t")
-    await commit(client, "simple", "t", 1)
-    await form(client, "active")
-    request = ListGroupsRequest(states_filter=["STABLE"] if version >= 4 else [])
-    response = await client.request(request, version, ListGroupsResponse)
-    listed = {(g.group_id, g.protocol_type) for g in response.groups}
-    if version >= 4:
-        assert listed == {("active", "consumer")}
-        assert response.groups[0].group_state == "Stable"
-    else:
-        assert listed == {("simple", ""), ("active", "consumer")}
-    if version >= 5:
-        assert response.groups[0].group_type == "classic"
-
-
-@pytest.mark.parametrize("version", range(7))
-async def test_describe_groups_every_version(client: KafkaClient, version: int) -> None:
-    joined = await form(client, "g", b"the-assignment")
-    request = DescribeGroupsRequest(
-        groups=["g", "missing"], include_authorized_operations=version >= 3
-    )
-    response = await client.request(request, version, DescribeGroupsResponse)
-    found, missing = response.groups
-    assert (found.error_code, found.group_state, found.protocol_type, found.protocol_data) == (
-        0, "Stable", "consumer", "range",
-    )  # fmt: skip
-    [member] = found.members
-    assert member.member_id == joined.member_id
-    assert member.client_id == "strom-client"
-    assert member.client_host == "/127.0.0.1"
-    assert bytes(member.member_assignment) == b"the-assignment"
-    assert bytes(member.member_metadata) == b"meta"
-    if version >= 3:
-        assert found.authorized_operations == (1 << 3) | (1 << 8) | (1 << 6)
-    if version >= 6:
-        assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
-    else:
-        assert (missing.error_code, missing.group_state, missing.members) == (0, "Dead", [])
-
-
-@pytest.mark.parametrize("version", range(3))
-async def test_delete_groups_every_version(client: KafkaClient, version: int) -> None:
-    await create_topic(client, "t")
-    await commit(client, "simple", "t", 1)
-    await form(client, "active")
-    request = DeleteGroupsRequest(groups_names=["simple", "active", "missing"])
-    response = await client.request(request, version, DeleteGroupsResponse)
-    assert [(r.group_id, r.error_code) for r in response.results] == [
-        ("simple", 0),
-        ("active", ErrorCode.NON_EMPTY_GROUP),
-        ("missing", ErrorCode.GROUP_ID_NOT_FOUND),
-    ]
-    fetched = await client.request(
-        OffsetFetchRequest(group_id="simple", topics=None), 7, OffsetFetchResponse
-    )
-    assert fetched.topics == []
-
-
-async def test_offset_delete(client: KafkaClient) -> None:
-    await create_topic(client, "t")
-    await commit(client, "g", "t", 1)
-    request = OffsetDeleteRequest(
-        group_id="g",
-        topics=[
-            OffsetDeleteRequest.OffsetDeleteRequestTopic(
-                name=name, partitions=[OffsetDeleteRequest.OffsetDeleteRequestPartition(0)]
-            )
-            for name in ("t", "nope")
-        ],
-    )
-    response = await client.request(request, 0, OffsetDeleteResponse)
-    assert response.error_code == 0
-    assert [(t.name, [p.error_code for p in t.partitions]) for t in response.topics] == [
-        ("t", [0]),
-        ("nope", [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]),
-    ]
-    request.group_id = "missing"
-    assert (await client.request(request, 0, OffsetDeleteResponse)).error_code == 69
-
-
 async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with open_broker(data) as broker:
@@ -344,3 +199,32 @@ async def test_static_leader_rejoin_in_stable(client: KafkaClient, version: int)
     assert again.leader == again.member_id
     assert again.skip_assignment == (version >= 9)
     assert len(again.members) == (1 if version >= 9 else 0)
+
+
+async def test_parked_join_is_released_at_shutdown(tmp_path: Path) -> None:
+    """A resigning coordinator answers parked JoinGroups with NOT_COORDINATOR, as Kafka's does."""
+    async with open_broker(tmp_path / "data") as broker:
+        a = await KafkaClient.connect(broker.bootstrap)
+        b = await KafkaClient.connect(broker.bootstrap)
+        first = await form(a, "g")
+        answers: list[JoinGroupResponse] = []
+
+        async def join_b() -> None:
+            request = join_request("g")
+            response = await b.request(request, 9, JoinGroupResponse)
+            request.member_id = response.member_id
+            answers.append(await b.request(request, 9, JoinGroupResponse))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(join_b)
+            heartbeat = HeartbeatRequest(
+                group_id="g", generation_id=first.generation_id, member_id=first.member_id
+            )
+            for _ in range(500):  # until b waits in the join phase
+                if (await a.request(heartbeat, 4, HeartbeatResponse)).error_code:
+                    break
+                await trio.sleep(0.01)
+            broker.broker.shutdown()
+        assert [r.error_code for r in answers] == [ErrorCode.NOT_COORDINATOR]
+        await a.aclose()
+        await b.aclose()
