@@ -99,10 +99,13 @@ def balanced(members: list[Member], partitions: int) -> bool:
 class ChildMember:
     """`compat_tests.groups.member` as a child process (SIGKILL = a crash, no LeaveGroup)."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, client: str = "confluent", **config: Any
+    ) -> None:
         args = [f"{k}={v}" for k, v in config.items()]
+        module = "compat_tests.groups.member"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "compat_tests.groups.member", bootstrap, group, topic, *args],
+            [sys.executable, "-m", module, client, bootstrap, group, topic, *args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         self.owned: set[int] = set()

@@ -1,33 +1,43 @@
-"""A confluent-kafka group member in its own process, so a test can kill it with SIGKILL.
+"""A group member in its own process, so a test can kill it with SIGKILL.
 
-    python -m compat_tests.groups.member BOOTSTRAP GROUP TOPIC [key=value ...]
+    python -m compat_tests.groups.member CLIENT BOOTSTRAP GROUP TOPIC [key=value ...]
 
-Prints one JSON object per line: {"assigned": [...]} after each rebalance and
-{"consumed": [partition, offset]} for each record, *before* committing it (so a record
-printed but not committed is exactly what at-least-once must deliver again). Extra
-key=value arguments are consumer settings; `delay` slows consumption (seconds per record).
+CLIENT is confluent, kafka-python or aiokafka. Prints one JSON object per line:
+{"assigned": [...]} / {"revoked": [...]} on rebalances and {"consumed": [partition, offset]}
+for each record *before* committing it, so a record printed but not committed is exactly
+what at-least-once must deliver again. For confluent, extra key=value arguments are consumer
+settings; `delay` slows consumption (seconds per record) for every client.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
+import warnings
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+SESSION_MS = 6000
 
 
-def main(argv: list[str]) -> None:
-    bootstrap, group, topic, *extra = argv
-    settings: dict[str, Any] = dict(item.split("=", 1) for item in extra)
-    delay = float(settings.pop("delay", "0"))
+def emit(event: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def confluent(
+    bootstrap: str, group: str, topic: str, settings: dict[str, Any], delay: float
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
+            "session.timeout.ms": SESSION_MS,
             "log_level": 3,
             **settings,
         }
@@ -49,9 +59,71 @@ def main(argv: list[str]) -> None:
         consumer.commit(message=msg, asynchronous=False)
 
 
-def emit(event: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+def kafka_python(bootstrap: str, group: str, topic: str, delay: float) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            emit({"revoked": sorted(tp.partition for tp in revoked)})
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            emit({"assigned": sorted(tp.partition for tp in assigned)})
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+        enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
+        max_poll_records=1,
+    )  # fmt: skip
+    assert consumer.partitions_for_topic(topic)
+    consumer.subscribe([topic], listener=Listener())
+    while True:
+        for tp, records in consumer.poll(timeout_ms=200).items():
+            for r in records:
+                emit({"consumed": [tp.partition, r.offset]})
+                time.sleep(delay)
+                consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "", -1)})
+
+
+def aiokafka(bootstrap: str, group: str, topic: str, delay: float) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.structs import OffsetAndMetadata
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            emit({"revoked": sorted(tp.partition for tp in revoked)})
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            emit({"assigned": sorted(tp.partition for tp in assigned)})
+
+    async def run() -> None:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            enable_auto_commit=False, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500,
+        )  # fmt: skip
+        consumer.subscribe([topic], listener=Listener())
+        await consumer.start()
+        while True:
+            for tp, records in (await consumer.getmany(timeout_ms=200, max_records=1)).items():
+                for r in records:
+                    emit({"consumed": [tp.partition, r.offset]})
+                    await asyncio.sleep(delay)
+                    await consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "")})
+
+    asyncio.run(run())
+
+
+def main(argv: list[str]) -> None:
+    client, bootstrap, group, topic, *extra = argv
+    settings: dict[str, Any] = dict(item.split("=", 1) for item in extra)
+    delay = float(settings.pop("delay", "0"))
+    if client == "confluent":
+        confluent(bootstrap, group, topic, settings, delay)
+    elif client == "kafka-python":
+        kafka_python(bootstrap, group, topic, delay)
+    else:
+        aiokafka(bootstrap, group, topic, delay)
 
 
 if __name__ == "__main__":

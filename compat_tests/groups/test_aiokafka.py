@@ -4,6 +4,7 @@ restart of the broker, and a leaving member's partitions go to the others."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -12,8 +13,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from broker.embedded import BrokerProcess
 from compat_tests.aiokafka import ak
-from compat_tests.groups.ckgroup import produce
-from compat_tests.helpers import Deadline, topic_name
+from compat_tests.groups.ckgroup import ChildMember, produce
+from compat_tests.helpers import Deadline, topic_name, wait_until
 
 TIMEOUT = 30.0
 
@@ -110,3 +111,53 @@ def test_committed_offsets_survive_restart(strom_broker: BrokerProcess, clean: b
     ak.run(commit)
     strom_broker.restart(clean=clean)
     ak.run(check)
+
+
+def test_killed_member_partitions_move(strom_broker: BrokerProcess) -> None:
+    """An aiokafka member killed with SIGKILL: the two others take its partitions within its
+    6 s session, and every record is consumed at least once."""
+    bootstrap = strom_broker.bootstrap
+    topic = asyncio.run(_topic(bootstrap, 6))
+    produce(bootstrap, topic, 6, 20)
+    child = ChildMember(bootstrap, "ak-failover", topic, client="aiokafka", delay="0.05")
+
+    async def scenario() -> None:
+        wait_until(lambda: child.snapshot()[0] or None, timeout=TIMEOUT, what="child assignment")
+        consumers = [_consumer(bootstrap, "ak-failover", topic) for _ in range(2)]
+        seen: set[tuple[int, int]] = set()
+
+        async def drain(c: AIOKafkaConsumer) -> None:
+            while True:
+                batch = await c.getmany(timeout_ms=100)
+                for tp, records in batch.items():
+                    seen.update((tp.partition, r.offset) for r in records)
+                if batch:
+                    await c.commit()
+
+        for c in consumers:
+            await c.start()
+        tasks = [asyncio.create_task(drain(c)) for c in consumers]
+        try:
+
+            def shares() -> list[int]:
+                return sorted(len(c.assignment()) for c in consumers)
+
+            await _until(
+                lambda: shares() == [2, 2] and len(child.snapshot()[0]) == 2, "three members"
+            )
+            child.kill()
+            killed = time.monotonic()
+            await _until(lambda: shares() == [3, 3], "the dead member's partitions to move")
+            assert time.monotonic() - killed < 6 + 6
+            everything = {(p, o) for p in range(6) for o in range(20)}
+            await _until(lambda: everything <= seen | set(child.snapshot()[1]), "every record")
+        finally:
+            for task in tasks:
+                task.cancel()
+            for c in consumers:
+                await c.stop()
+
+    try:
+        ak.run(scenario)
+    finally:
+        child.kill()

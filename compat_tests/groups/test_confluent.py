@@ -48,7 +48,7 @@ def test_killed_member_partitions_move_within_session_timeout(strom_broker: Brok
     bootstrap = strom_broker.bootstrap
     topic = _topic(bootstrap)
     produce(bootstrap, topic, 6, 40)
-    child = ChildMember(bootstrap, "failover", topic, delay="0.05", **{"session.timeout.ms": 6000})
+    child = ChildMember(bootstrap, "failover", topic, delay="0.05")
     members: list[Member] = []
     try:
         wait_until(lambda: child.snapshot()[0] or None, timeout=TIMEOUT, what="child assignment")

@@ -3,13 +3,14 @@ offsets survive broker restarts."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 from broker.embedded import BrokerProcess
-from compat_tests.groups.ckgroup import produce
-from compat_tests.helpers import Deadline, topic_name
+from compat_tests.groups.ckgroup import ChildMember, produce
+from compat_tests.helpers import Deadline, topic_name, wait_until
 from compat_tests.kafka_python.kp import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 TIMEOUT = 30.0
@@ -111,3 +112,43 @@ def test_committed_offsets_survive_restart(strom_broker: BrokerProcess, clean: b
         assert offsets["kp-durable"][TopicPartition(topic, 0)].metadata == "kp-meta"
     finally:
         admin.close()
+
+
+def test_killed_member_partitions_move(strom_broker: BrokerProcess) -> None:
+    """A kafka-python member killed with SIGKILL: the two others take its partitions within
+    its 6 s session, and every record is consumed at least once."""
+    bootstrap = strom_broker.bootstrap
+    topic = _topic(bootstrap, 6)
+    produce(bootstrap, topic, 6, 20)
+    child = ChildMember(bootstrap, "kp-failover", topic, client="kafka-python", delay="0.05")
+    consumers: list[Any] = []
+    seen: set[tuple[int, int]] = set()
+
+    def poll_all() -> list[int]:
+        for c in consumers:
+            records = c.poll(timeout_ms=50)
+            for tp, batch in records.items():
+                seen.update((tp.partition, r.offset) for r in batch)
+            if records:
+                c.commit()
+        return sorted(len(c.assignment()) for c in consumers)
+
+    try:
+        wait_until(lambda: child.snapshot()[0] or None, timeout=TIMEOUT, what="child assignment")
+        consumers += [_consumer(bootstrap, "kp-failover", topic) for _ in range(2)]
+        deadline = Deadline(TIMEOUT)
+        while not (poll_all() == [2, 2] and len(child.snapshot()[0]) == 2):
+            assert not deadline.expired, "three members never shared the topic"
+        child.kill()
+        killed = time.monotonic()
+        while poll_all() != [3, 3]:
+            assert time.monotonic() - killed < 6 + 6, "the dead member's partitions did not move"
+        everything = {(p, o) for p in range(6) for o in range(20)}
+        deadline = Deadline(TIMEOUT)
+        while not everything <= seen | set(child.snapshot()[1]):
+            poll_all()
+            assert not deadline.expired, "records were skipped"
+    finally:
+        child.kill()
+        for c in consumers:
+            c.close()
