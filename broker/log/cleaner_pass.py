@@ -9,7 +9,10 @@
    relative offsets).
 3. Rewrite each group into `<base>.log.cleaned` with broker.log.compact_batch's
    rule, the map covering the whole log from its start (so the clean section
-   also loses what newer dirty records supersede), then fsync, publish the
+   also loses what newer dirty records supersede) up to the mapped end (past
+   it, in a segment the map stopped inside, batches are copied unchanged: a
+   tombstone there was never mapped, so it must not start its delete.retention.ms
+   clock, or expire before the records it deletes are gone), then fsync, publish the
    swap and let the log replace the group (broker.log.replace, broker.log.swap).
    A group that loses nothing is left alone; one that loses everything is
    deleted. Groups go oldest first, so a crash between them is harmless.
@@ -25,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from broker.log.compact_batch import KEY, OFFSET, filter_batch, scan_records
+from broker.log.compact_batch import KEY, OFFSET, Filtered, filter_batch, scan_records
 from broker.log.errors import LogError
 from broker.log.fileio import read_batches
 from broker.log.offset_map import OffsetMap
@@ -100,7 +103,7 @@ class CleaningPass:
                 (s, fd) for s, fd in zip(segments, fds, strict=True) if s.base_offset < map_end
             ]
             for group in self._groups(candidates):
-                self._clean_group(group)
+                self._clean_group(group, map_end)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -179,7 +182,7 @@ class CleaningPass:
 
     # --- 3. rewrite and swap -----------------------------------------------------------------
 
-    def _clean_group(self, group: list[tuple[LogSegment, int]]) -> None:
+    def _clean_group(self, group: list[tuple[LogSegment, int]], map_end: int) -> None:
         config, directory = self.view.config, self.log.directory
         base = group[0][0].base_offset
         discard(directory, base)
@@ -192,7 +195,7 @@ class CleaningPass:
             suffix=CLEANED,
         )
         try:
-            changed = self._rewrite(group, out)
+            changed = self._rewrite(group, out, map_end)
             if changed and out.size:
                 out.seal()
                 for fd in out.sync_fds():
@@ -200,7 +203,7 @@ class CleaningPass:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
-        except BaseException:
+        except Exception:  # not BaseException: a simulated kill must leave its files behind
             out.close()
             discard(directory, base)
             raise
@@ -216,7 +219,10 @@ class CleaningPass:
         if self.log.replace_segments(segments, base if out.size else None, self.view.generation):
             self.stats.groups_replaced += 1
 
-    def _rewrite(self, group: list[tuple[LogSegment, int]], out: LogSegment) -> bool:
+    def _rewrite(self, group: list[tuple[LogSegment, int]], out: LogSegment, map_end: int) -> bool:
+        """Filter the group's batches into `out`; batches at or past `map_end` (the tail of a
+        segment the map stopped inside) are copied as they are: their tombstones were never
+        mapped, so they must not get a delete horizon, let alone be dropped."""
         drm = self.view.config.delete_retention_ms
         last = self.view.producer_last
         pending = bytearray()
@@ -232,7 +238,12 @@ class CleaningPass:
                 producer_last = (
                     header.has_producer_id and last.get(header.producer_id) == header.last_offset
                 )
-                result = filter_batch(batch, header, self.offsets, self.now_ms, drm, producer_last)
+                if header.base_offset >= map_end:
+                    result = Filtered(batch, False, None, header.record_count)
+                else:
+                    result = filter_batch(
+                        batch, header, self.offsets, self.now_ms, drm, producer_last
+                    )
                 changed = changed or result.changed
                 if result.horizon is not None:
                     self.horizon = (
