@@ -3,6 +3,7 @@ offsets survive broker restarts."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -121,34 +122,55 @@ def test_killed_member_partitions_move(strom_broker: BrokerProcess) -> None:
     topic = _topic(bootstrap, 6)
     produce(bootstrap, topic, 6, 20)
     child = ChildMember(bootstrap, "kp-failover", topic, client="kafka-python", delay="0.05")
-    consumers: list[Any] = []
+    stop = threading.Event()
+    lock = threading.Lock()
     seen: set[tuple[int, int]] = set()
+    shares: dict[int, int] = {}
 
-    def poll_all() -> list[int]:
-        for c in consumers:
-            records = c.poll(timeout_ms=50)
-            for tp, batch in records.items():
-                seen.update((tp.partition, r.offset) for r in batch)
-            if records:
-                c.commit()
-        return sorted(len(c.assignment()) for c in consumers)
+    def survivor(index: int) -> None:
+        # One thread per consumer: a kafka-python poll() may block in JoinGroup until the
+        # other survivor rejoins, so they must not take turns on one thread.
+        consumer = _consumer(bootstrap, "kp-failover", topic)
+        try:
+            while not stop.is_set():
+                records = consumer.poll(timeout_ms=100)
+                with lock:
+                    for tp, batch in records.items():
+                        seen.update((tp.partition, r.offset) for r in batch)
+                    shares[index] = len(consumer.assignment())
+                if records:
+                    consumer.commit()
+        finally:
+            consumer.close()
 
+    def share_list() -> list[int]:
+        with lock:
+            return sorted(shares.values())
+
+    threads = [threading.Thread(target=survivor, args=(i,)) for i in range(2)]
     try:
         wait_until(lambda: child.snapshot()[0] or None, timeout=TIMEOUT, what="child assignment")
-        consumers += [_consumer(bootstrap, "kp-failover", topic) for _ in range(2)]
-        deadline = Deadline(TIMEOUT)
-        while not (poll_all() == [2, 2] and len(child.snapshot()[0]) == 2):
-            assert not deadline.expired, "three members never shared the topic"
+        for t in threads:
+            t.start()
+        wait_until(
+            lambda: share_list() == [2, 2] and len(child.snapshot()[0]) == 2,
+            timeout=TIMEOUT,
+            what="three members sharing the topic",
+        )
         child.kill()
         killed = time.monotonic()
-        while poll_all() != [3, 3]:
-            assert time.monotonic() - killed < 6 + 6, "the dead member's partitions did not move"
+        wait_until(lambda: share_list() == [3, 3], timeout=20, what="the partitions to move")
+        assert time.monotonic() - killed < 6 + 6
         everything = {(p, o) for p in range(6) for o in range(20)}
-        deadline = Deadline(TIMEOUT)
-        while not everything <= seen | set(child.snapshot()[1]):
-            poll_all()
-            assert not deadline.expired, "records were skipped"
+
+        def all_seen() -> bool:
+            with lock:
+                return everything <= seen | set(child.snapshot()[1])
+
+        wait_until(all_seen, timeout=TIMEOUT, what="every record (at least once)")
     finally:
+        stop.set()
         child.kill()
-        for c in consumers:
-            c.close()
+        for t in threads:
+            if t.is_alive():
+                t.join(30)
