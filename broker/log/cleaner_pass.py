@@ -28,15 +28,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from broker.log.compact_batch import KEY, OFFSET, Filtered, filter_batch, scan_records
+from broker.log.compact_batch import KEY, OFFSET, Filtered, batch_records, filter_batch
 from broker.log.errors import LogError
 from broker.log.fileio import read_batches
 from broker.log.offset_map import OffsetMap
 from broker.log.replace import CleanView, SegmentReplacement
 from broker.log.segment import INT32_MAX, LogSegment
 from broker.log.swap import CLEANED, discard, publish
-from wire.errors import ErrorCode, ProtocolError
-from wire.records import BatchHeader, batch_payload
+from wire.errors import ErrorCode
+from wire.records import BatchHeader
 
 
 class CleaningAborted(Exception):
@@ -88,6 +88,7 @@ class CleaningPass:
         self.first_dirty, self.upper = first_dirty, upper
         self.io_buffer = max(io_buffer, 4096)
         self.rate = max_bytes_per_second
+        self.throttled = 0 < max_bytes_per_second < float("inf")
         self.stop = stop or threading.Event()
         self.stats = PassStats()
         self.horizon: int | None = None
@@ -136,6 +137,7 @@ class CleaningPass:
     def _map_segment(self, segment: LogSegment, fd: int) -> int | None:
         """Map one segment's dirty batches; None when done, else where the map filled up."""
         offsets = self.offsets
+        put = offsets.put
         mapped = self.first_dirty
         for header, batch in read_batches(fd, 0, segment.size, self.io_buffer):
             if header.base_offset >= self.upper:
@@ -147,14 +149,10 @@ class CleaningPass:
                 continue
             if not offsets.room_for(header.record_count):
                 return mapped
-            try:
-                payload = bytes(batch_payload(batch, header))
-            except ProtocolError as exc:
-                raise LogError(ErrorCode.CORRUPT_MESSAGE, f"{self.log.name}: {exc}") from exc
-            for record in scan_records(header, payload):
+            for record in batch_records(batch, header)[1]:
                 key = record[KEY]
                 if key is not None:
-                    offsets.put(key, record[OFFSET])
+                    put(key, record[OFFSET])
             mapped = header.next_offset
         return None
 
@@ -273,7 +271,7 @@ class CleaningPass:
 
     def _throttle(self) -> None:
         """Hold reads to log.cleaner.io.max.bytes.per.second."""
-        if self.rate == float("inf") or self.rate <= 0:
+        if not self.throttled:
             return
         done = self.stats.bytes_read + self.stats.map_bytes_read
         ahead = done / self.rate - self.stats.elapsed

@@ -83,18 +83,33 @@ def scan_records(header: BatchHeader, payload: bytes) -> list[Scanned]:
     out: list[Scanned] = []
     base = header.base_offset
     pos = 0
+    size = len(payload)
+    varint = _varint
     try:
         for _ in range(header.record_count):
-            length, body = _varint(payload, pos)
+            byte = payload[pos]  # one-byte varints (short records) skip the call
+            length, body = (
+                ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(payload, pos)
+            )
             end = body + length
-            ts_delta, after_ts = _varint(payload, body + 1)
-            delta, p = _varint(payload, after_ts)
-            key_len, p = _varint(payload, p)
-            key = None if key_len < 0 else payload[p : p + key_len]
-            value_len, _ = _varint(payload, p + max(key_len, 0))
-            if end > len(payload) or (key is not None and len(key) != key_len):
+            ts_delta, after_ts = varint(payload, body + 1)
+            byte = payload[after_ts]
+            delta, p = (
+                ((byte >> 1) ^ -(byte & 1), after_ts + 1)
+                if byte < 0x80
+                else varint(payload, after_ts)
+            )
+            byte = payload[p]
+            key_len, p = ((byte >> 1) ^ -(byte & 1), p + 1) if byte < 0x80 else varint(payload, p)
+            if key_len < 0:
+                key = None
+            else:
+                key = payload[p : p + key_len]
+                p += key_len
+            tombstone = payload[p] == 1  # the zigzag varint of -1: a null value
+            if end > size or p >= end:
                 raise ValueError("record past the end of the batch")
-            out.append((base + delta, key, value_len < 0, pos, body, after_ts, end, ts_delta))
+            out.append((base + delta, key, tombstone, pos, body, after_ts, end, ts_delta))
             pos = end
     except (IndexError, ValueError) as exc:
         raise CorruptLogError(f"unreadable record in batch at offset {base}: {exc}") from exc
@@ -103,10 +118,13 @@ def scan_records(header: BatchHeader, payload: bytes) -> list[Scanned]:
 
 def batch_records(batch: memoryview, header: BatchHeader) -> tuple[bytes, list[Scanned]]:
     """The (decompressed) payload and its scanned records."""
-    try:
-        payload = bytes(batch_payload(batch, header))
-    except ProtocolError as exc:
-        raise CorruptLogError(f"batch at offset {header.base_offset}: {exc}") from exc
+    if header.attributes & CODEC_MASK:
+        try:
+            payload = bytes(batch_payload(batch, header))
+        except ProtocolError as exc:
+            raise CorruptLogError(f"batch at offset {header.base_offset}: {exc}") from exc
+    else:
+        payload = bytes(batch[HEADER_SIZE:])
     return payload, scan_records(header, payload)
 
 

@@ -137,22 +137,24 @@ def read_batches(
     `chunk` bytes at a time (more for a batch larger than that)."""
     buf = memoryview(b"")
     buf_pos = pos = start
+    unpack = HEADER.unpack_from
     while pos < end:
         rel = pos - buf_pos
         if rel + HEADER_SIZE > len(buf):
             buf, buf_pos, rel = memoryview(os.pread(fd, min(chunk, end - pos), pos)), pos, 0
         if len(buf) - rel < HEADER_SIZE:
             raise CorruptLogError(f"truncated batch header at position {pos}")
-        header = BatchHeader(*HEADER.unpack_from(buf, rel))
-        if header.magic != MAGIC or header.size < HEADER_SIZE or pos + header.size > end:
+        header = BatchHeader(*unpack(buf, rel))
+        size = header.batch_length + LOG_OVERHEAD
+        if header.magic != MAGIC or size < HEADER_SIZE or pos + size > end:
             raise CorruptLogError(f"bad batch header at position {pos}")
-        if rel + header.size > len(buf):
+        if rel + size > len(buf):
             buf, buf_pos, rel = (
-                memoryview(os.pread(fd, min(max(chunk, header.size), end - pos), pos)),
+                memoryview(os.pread(fd, min(max(chunk, size), end - pos), pos)),
                 pos,
                 0,
             )
-            if len(buf) < header.size:
+            if len(buf) < size:
                 raise CorruptLogError(f"truncated batch at position {pos}")
-        yield header, buf[rel : rel + header.size]
-        pos += header.size
+        yield header, buf[rel : rel + size]
+        pos += size
