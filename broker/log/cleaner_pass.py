@@ -39,6 +39,10 @@ from wire.errors import ErrorCode
 from wire.records import BatchHeader
 
 
+YIELD_EVERY = 0.001
+"""Seconds of cleaning between GIL hand-offs to the event loop's thread."""
+
+
 class CleaningAborted(Exception):
     """The cleaner is stopping or the log went away; nothing was changed."""
 
@@ -89,6 +93,7 @@ class CleaningPass:
         self.io_buffer = max(io_buffer, 4096)
         self.rate = max_bytes_per_second
         self.throttled = 0 < max_bytes_per_second < float("inf")
+        self._next_yield = 0.0
         self.stop = stop or threading.Event()
         self.stats = PassStats()
         self.horizon: int | None = None
@@ -270,7 +275,12 @@ class CleaningPass:
         self.stats.batches_written += len(batches)
 
     def _throttle(self) -> None:
-        """Hold reads to log.cleaner.io.max.bytes.per.second."""
+        """Hold reads to log.cleaner.io.max.bytes.per.second, and let the event loop's thread
+        have the GIL every millisecond or so (rather than after the 5 ms switch interval)."""
+        now = time.perf_counter()
+        if now >= self._next_yield:
+            time.sleep(0)
+            self._next_yield = time.perf_counter() + YIELD_EVERY
         if not self.throttled:
             return
         done = self.stats.bytes_read + self.stats.map_bytes_read
