@@ -38,7 +38,6 @@ from broker.log.swap import CLEANED, discard, publish
 from wire.errors import ErrorCode
 from wire.records import BatchHeader
 
-
 YIELD_EVERY = 0.001
 """Seconds of cleaning between GIL hand-offs to the event loop's thread."""
 

@@ -3,7 +3,8 @@
 Scans read the file in large chunks with `os.pread` and parse only the 61-byte
 batch headers (see `wire.records.batch`), so walking a segment costs one
 syscall per chunk rather than one per batch. `scan_headers` trusts the bytes
-(they were validated when written or recovered); `ValidatingScan` is the
+(they were validated when written or recovered); `read_batches` does the same
+but also hands out each batch's bytes (the cleaner); `ValidatingScan` is the
 recovery path and stops at the first batch that is torn, malformed, fails its
 CRC or goes backwards in offsets.
 """

@@ -4,7 +4,11 @@ Flush: `flush()` runs in a worker thread; it holds the lock only to dup the
 fds of segments with unflushed data and to publish the new recovery point.
 
 Head: DeleteRecords and retention advance the log start offset, then delete
-every segment wholly below it (rolling first if that includes the active one).
+every segment wholly below it, oldest first (rolling first if that includes
+the active one, as Kafka does, so what is deleted is never the active segment).
+Retention (Kafka's rules): from the oldest segment on, while its largest
+timestamp is more than retention.ms old, or while dropping it still leaves at
+least retention.bytes; compact-only logs are exempt.
 Tail: `truncate_to` (replication) drops everything from an offset on. Both keep
 the epoch history and producer state in step. `PartitionLog` inherits these;
 callers hold no lock, each method takes the log's lock itself.

@@ -5,6 +5,9 @@ as they travel on the wire (see `wire.records.batch` for the 61-byte header), in
 increasing offset order; the file name is the segment's base offset, so every
 offset in it is >= the name and the next segment's name is > its last offset.
 
+The cleaner builds a replacement segment under the same names plus a suffix
+(`<base>.log.cleaned`, ...; see broker.log.swap for how it goes live).
+
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
 that offsets only go forward, truncates the file at the first bad batch and
