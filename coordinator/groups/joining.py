@@ -148,6 +148,7 @@ class JoinMixin(CoordinatorBase):
         if old.sync_waiter is not None:
             self._reply(old.sync_waiter, SyncResult(fenced))
         old_protocols = old.protocols
+        current_leader = group.leader or ""
         was_leader = group.leader == old_id
         was_pending_sync = old_id in group.pending_sync
         group.remove(old_id)
@@ -176,10 +177,14 @@ class JoinMixin(CoordinatorBase):
                     if was_pending_sync:
                         group.pending_sync.add(old_id)
                     return JoinResult(error, member_id=new_id)
+                if not req.supports_skip_assignment:
+                    # Before KIP-814 the leader is named as it was, so an old client that
+                    # led the group does not run an assignment with no members.
+                    result = self.join_result(group, member, leader_view=False)
+                    result.leader = current_leader
+                    return result
                 leader = group.is_leader(new_id)
-                return self.join_result(
-                    group, member, leader_view=req.supports_skip_assignment, skip=leader
-                )
+                return self.join_result(group, member, leader_view=True, skip=leader)
             member.join_waiter = waiter
             self.prepare_rebalance(now, group)
             return None

@@ -73,6 +73,9 @@ def test_restarted_static_leader_skips_assignment() -> None:
     old_style = sim.join(instance=leader_instance, v9=False)
     assert isinstance(old_style, JoinResult)
     assert old_style.members == []
+    assert not old_style.skip_assignment
+    assert old_style.leader == restarted.member_id  # the leader as it was (pre KIP-814)
+    assert sim.group().leader == old_style.member_id
 
 
 def test_new_instance_fences_the_old_one_waiting_in_join() -> None:
