@@ -6,7 +6,9 @@ partition that returns data, a partition may exceed both limits by its whole
 first batch (KIP-74), so a consumer never gets stuck behind a batch larger
 than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
 long-polling fetch can re-check cheaply; bytes are copied only when the
-response is built, at most max_bytes plus that one first batch.
+response is built, at most max_bytes plus that one first batch. A partition of
+a topic with compression.type=zstd answers UNSUPPORTED_COMPRESSION_TYPE to
+Fetch v4-v9, which predate zstd, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from coordinator.metadata.image import MetadataImage
 
 READ_COMMITTED = 1
+FIRST_ZSTD_FETCH = 10
 THREAD_COPY_BYTES = 1 << 20
 PartitionData = FetchResponse.PartitionData
 
@@ -48,6 +51,8 @@ class PartitionRead:
     records: bytes | None = None
     readable: bool = True
     """False for partitions refused before any read (unknown topic id, unknown partition)."""
+    zstd_topic: bool = False
+    """compression.type=zstd: Kafka refuses such partitions to Fetch below v10."""
 
     @property
     def size(self) -> int:
@@ -63,6 +68,9 @@ class PartitionRead:
                 self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
 
     def to_response(self, version: int, isolation_level: int) -> PartitionData:
+        if self.zstd_topic and version < FIRST_ZSTD_FETCH and self.error == ErrorCode.NONE:
+            self.error, self.result = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None
+            self.high_watermark = self.last_stable_offset = self.log_start_offset = -1
         self.load()
         error = self.error
         if error == ErrorCode.KAFKA_STORAGE_ERROR and version <= 5:
@@ -136,6 +144,7 @@ def _read_one(
     log = found.log
     lso = last_stable_offset(log)
     read = PartitionRead(part, name, ErrorCode.NONE, log.high_watermark, lso, log.log_start_offset)
+    read.zstd_topic = log.config.compression_type == "zstd"
     try:
         if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
             return read

@@ -190,3 +190,18 @@ async def test_flush_messages_and_flush_ms(broker: EmbeddedBroker, client: Kafka
     await produce(client, "fl", batch([b"c"]))
     assert log.recovery_point == 2
     await wait_for(lambda: log.recovery_point == 3, "the flush loop to honour flush.ms")
+
+
+async def test_zstd_topics_refuse_fetches_before_v10(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    await create_topic(broker, "zs", configs={"compression.type": "zstd"})
+    assert (await produce(client, "zs", batch([b"a"]), version=3)).error_code == ErrorCode.NONE
+    old = await fetch_one(client, "zs", 0, version=9)
+    assert (old.error_code, old.high_watermark, old.records) == (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+        -1,
+        b"",
+    )
+    [(header, _)] = stored((await fetch_one(client, "zs", 0, version=10)).records)
+    assert header.codec is Codec.ZSTD
