@@ -31,9 +31,9 @@ def test_admin_sees_cleanup_policy_compact_and_the_topic_compacts(
     for e in sent:
         newest[e["key"]] = (e["offset"], e["value"])
     wait_until(
-        lambda: cleaned_through(cleaning_broker, topic, 150),
+        lambda: cleaned_through(cleaning_broker, topic, 100),
         timeout=30,
-        what="the cleaner to pass offset 150",
+        what="the cleaner to pass offset 100",
     )
     read = retention_java.run(cleaning_broker, "read-compacted", topic=topic).one("read")
     records = read["records"]
