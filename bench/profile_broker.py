@@ -140,13 +140,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compression", default="none")
     parser.add_argument("--linger", type=float, default=5, help="producer linger.ms")
     parser.add_argument("--phases", default="produce,consume")
-    parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
     w = Workload(args.count, args.size, args.partitions, args.acks, args.compression)
     tag = w.key.replace("/", "_").replace("=", "") + f"_linger{args.linger:g}"
     with start_broker(StromSpec()) as broker:
+        # a small produce and consume first, unprofiled: connections, lazy imports, and the
+        # coordinator lookup of librdkafka's consumer (which creates __consumer_offsets)
+        warm = Workload(100, w.size, 1, w.acks, w.compression)
+        warm_topic = topic_name("warm")
+        create_topic(broker.bootstrap, warm_topic, 1)
+        produce(broker, warm_topic, warm)
+        consume(broker, warm_topic, warm)
         topic = topic_name("profile")
         create_topic(broker.bootstrap, topic, w.partitions)
         for phase in args.phases.split(","):

@@ -14,7 +14,7 @@ Four series, each on fresh `strom serve` processes (`bench/harness.py`):
   `bench/wireclient.py`), each sending Produce requests of one 100-record batch (100 B
   values, acks=1) one at a time to one of 10 partitions; 1,000,000 records in all. Reports
   msgs/s, broker CPU µs/msg, request latency p50/p99 and resident memory.
-- fetch position: a 2 GiB single-partition log (1 MiB batches of 1 KiB values), then Fetch
+- fetch position: a 2 GiB single-partition log (~1 MB batches of 1 KiB values), then Fetch
   requests of up to 1 MiB (max_wait_ms=0) at its start, middle and end, interleaved, timed
   one by one from the request to the whole response. Flat means the index finds any
   position alike. The log was just written, so it is all in the page cache.
@@ -225,8 +225,12 @@ def connections_series(counts: list[int], records: int, log: Log) -> list[dict[s
 
 
 def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8) -> int:
-    """Append about `nbytes` of 1 MiB batches (1 KiB values) to partition 0; the records sent."""
-    batch = record_batch(1024, 1024)
+    """Append about `nbytes` in ~1 MB batches of 1 KiB values to partition 0; records sent.
+
+    960 values a batch keeps it under the default message.max.bytes (1,048,588).
+    """
+    per_batch = 960
+    batch = record_batch(per_batch, 1024)
     body = produce_request(topic, 0, batch)
     count = max(1, nbytes // len(batch))
     with WireClient(bootstrap) as client:
@@ -244,7 +248,7 @@ def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8) -> int:
             if code:
                 raise RuntimeError(f"produce error {code}")
             pending -= 1
-    return count * 1024
+    return count * per_batch
 
 
 def fetch_series(log_bytes: int, rounds: int, log: Log) -> dict[str, Any]:
@@ -271,8 +275,8 @@ def fetch_series(log_bytes: int, rounds: int, log: Log) -> dict[str, Any]:
                     sizes[name] = size
         after = broker.sample()
         out: dict[str, Any] = {
-            "log_bytes": records * 1024, "records": records, "fill_s": round(fill_s, 1),
-            "fill_mb_per_s": round(records * 1024 / 1e6 / fill_s, 1), "rounds": rounds,
+            "log_bytes": records * 1034, "records": records, "fill_s": round(fill_s, 1),
+            "fill_mb_per_s": round(records * 1034 / 1e6 / fill_s, 1), "rounds": rounds,
             "broker_cpu_ms_per_fetch": round(
                 (after.cpu_s - before.cpu_s) * 1000 / (rounds * len(positions)), 3
             ),
@@ -327,7 +331,7 @@ def recovery_series(sizes: list[int], log: Log) -> list[dict[str, Any]]:
             with start_broker(spec, workdir, keep=True) as broker:
                 clean = (broker.startup_s, _ready_times(broker, topic, records))
         row = {
-            "log_bytes": records * 1024, "records": records,
+            "log_bytes": records * 1034, "records": records,
             "empty_start_metadata_s": round(empty_start, 3),
             "after_kill9_metadata_s": round(unclean[0], 3),
             "after_kill9_log_ready_s": round(unclean[1], 3),
