@@ -141,13 +141,13 @@ def test_cleaner_thread_compacts_while_appends_and_reads_go_on(tmp_path: Path) -
         written.update(write(log, clock, 200, keys))
         thread = threading.Thread(target=reader)
         thread.start()
-        for round_ in range(10):
+        deadline = time.monotonic() + 20
+        round_ = 0
+        while round_ < 10 or (c.passes < 3 and time.monotonic() < deadline):
             written.update(write(log, clock, 40, keys, start=200 + 40 * round_))
+            round_ += 1
             time.sleep(0.005)
         thread.join()
-        deadline = time.monotonic() + 10
-        while c.passes < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
     finally:
         c.shutdown()
     assert not errors, errors[0]
