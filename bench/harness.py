@@ -218,6 +218,7 @@ class StromSpec:
     overrides: Mapping[str, str] = field(default_factory=dict)
     label: str = "strom"
     kind: str = "strom"
+    nofile: int | None = None  # raise the child's open-files limit (RLIMIT_NOFILE) to this
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,13 @@ def start_broker(
 class _Child:
     """A broker child process whose merged stdout/stderr a thread keeps the tail of."""
 
-    def __init__(self, args: list[str], env: Mapping[str, str], watch: re.Pattern[str] | None):
+    def __init__(
+        self,
+        args: list[str],
+        env: Mapping[str, str],
+        watch: re.Pattern[str] | None,
+        nofile: int | None = None,
+    ):
         self.output: deque[str] = deque(maxlen=500)
         self.match: re.Match[str] | None = None
         self.matched = threading.Event()
@@ -317,6 +324,7 @@ class _Child:
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env={**os.environ, **env},
+            preexec_fn=(lambda: _raise_nofile(nofile)) if nofile else None,
         )  # fmt: skip
         self._watch = watch
         self._reader = threading.Thread(target=self._drain, daemon=True)
@@ -349,6 +357,17 @@ class _Child:
             self.proc.stdout.close()
 
 
+def _raise_nofile(limit: int) -> None:
+    """In the child before exec: RLIMIT_NOFILE to `limit` (the hard limit too, if allowed)."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, max(limit, hard)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+
+
 _STROM_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
 
 
@@ -374,7 +393,7 @@ def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
         env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath()}
-        child = _Child(args, env, _STROM_STARTED)
+        child = _Child(args, env, _STROM_STARTED, spec.nofile)
         stack.callback(child.stop)
         if not child.matched.wait(START_TIMEOUT_S) or child.match is None:
             raise RuntimeError(f"strom serve did not start; its output:\n{child.tail()}")

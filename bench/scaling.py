@@ -114,49 +114,65 @@ def create_many(bootstrap: str, topics: list[str], partitions: int, timeout: flo
         time.sleep(0.05)
 
 
+NOFILE = 100_000  # what Kafka's operations docs advise; Strom keeps 3 files open per partition
+
+
 def partitions_series(counts: list[int], messages: int, log: Log) -> list[dict[str, Any]]:
     rows = []
     for total in counts:
-        per_topic = min(total, 10)
-        n_topics = total // per_topic
-        with start_broker(StromSpec(label=f"p{total}")) as broker:
-            topics = [topic_name(f"p{i}") for i in range(n_topics)]
-            t0 = time.perf_counter()
-            create_many(broker.bootstrap, topics, per_topic)
-            created = time.perf_counter() - t0
-            after_create = broker.sample()
-            targets = [(t, p) for t in topics for p in range(per_topic)]
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1",
-                                 "linger.ms": 5, "delivery.report.only.error": True})  # fmt: skip
-            for t in topics:
-                producer.list_topics(t, timeout=60)
-            pool = payload_pool(100)
-            before = broker.sample()
-            start = time.perf_counter()
-            i = 0
-            while i < messages:
-                topic, part = targets[i % total]
-                try:
-                    producer.produce(topic, pool[i & 1023], partition=part)
-                except BufferError:
-                    producer.poll(0.001)
-                    continue
-                i += 1
-            left = producer.flush(300)
-            seconds = time.perf_counter() - start
-            after = broker.sample()
-            row = {
-                "partitions": total, "topics": n_topics, "create_s": round(created, 2),
-                "messages": messages, "unacknowledged": left,
-                "msgs_per_s": round(messages / seconds), "seconds": round(seconds, 2),
-                "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / messages, 2),
-                "rss_idle_mb": _mb(broker.idle.rss), "rss_after_create_mb": _mb(after_create.rss),
-                "rss_after_produce_mb": _mb(after.rss),
-            }  # fmt: skip
-            del producer
+        try:
+            row = _partitions(total, messages)
+        except Exception as exc:
+            row = {"partitions": total, "error": f"{type(exc).__name__}: {exc}"}
         log(f"partitions {total}: {row}")
         rows.append(row)
     return rows
+
+
+def _partitions(total: int, messages: int) -> dict[str, Any]:
+    per_topic = min(total, 10)
+    n_topics = total // per_topic
+    with start_broker(StromSpec(label=f"p{total}", nofile=NOFILE)) as broker:
+        topics = [topic_name(f"p{i}") for i in range(n_topics)]
+        t0 = time.perf_counter()
+        create_many(broker.bootstrap, topics, per_topic)
+        created = time.perf_counter() - t0
+        after_create = broker.sample()
+        open_files = len(os.listdir(f"/proc/{broker.pid}/fd"))
+        targets = [(t, p) for t in topics for p in range(per_topic)]
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1",
+                             "linger.ms": 5, "delivery.report.only.error": True,
+                             "message.timeout.ms": 120_000})  # fmt: skip
+        for t in topics:
+            producer.list_topics(t, timeout=60)
+        pool = payload_pool(100)
+        before = broker.sample()
+        start = time.perf_counter()
+        i = 0
+        while i < messages:
+            topic, part = targets[i % total]
+            try:
+                producer.produce(topic, pool[i & 1023], partition=part)
+            except BufferError:
+                producer.poll(0.001)
+                continue
+            i += 1
+        left = producer.flush(150)
+        seconds = time.perf_counter() - start
+        if not broker.alive():
+            tail = " / ".join(list(broker.output)[-3:])
+            raise RuntimeError(f"the broker exited during the produce: {tail}")
+        after = broker.sample()
+        row = {
+            "partitions": total, "topics": n_topics, "create_s": round(created, 2),
+            "messages": messages, "unacknowledged": left,
+            "msgs_per_s": round(messages / seconds), "seconds": round(seconds, 2),
+            "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / messages, 2),
+            "rss_idle_mb": _mb(broker.idle.rss), "rss_after_create_mb": _mb(after_create.rss),
+            "rss_after_produce_mb": _mb(after.rss), "open_files_after_create": open_files,
+        }  # fmt: skip
+        del producer
+    return row
 
 
 # --- connections -------------------------------------------------------------------------
@@ -358,12 +374,18 @@ def report(doc: dict[str, Any]) -> str:
     out = []
     if "partitions" in doc:
         out += ["## Partitions (500k x 100 B produced round-robin over all)\n", table(
-            ["partitions", "topics", "create s", "msgs/s", "broker µs/msg", "RSS idle MB",
-             "RSS after create MB", "RSS after produce MB"],
-            [[f"{r['partitions']:,}", f"{r['topics']:,}", f"{r['create_s']}", f"{r['msgs_per_s']:,}",
+            ["partitions", "topics", "create s", "open files", "msgs/s", "broker µs/msg",
+             "RSS idle MB", "RSS after create MB", "RSS after produce MB"],
+            [[f"{r['partitions']:,}", f"{r['topics']:,}", f"{r['create_s']}",
+              f"{r['open_files_after_create']:,}", f"{r['msgs_per_s']:,}",
               f"{r['broker_cpu_us_per_msg']}", f"{r['rss_idle_mb']}", f"{r['rss_after_create_mb']}",
-              f"{r['rss_after_produce_mb']}"] for r in doc["partitions"]],
+              f"{r['rss_after_produce_mb']}"] if "error" not in r else
+             [f"{r['partitions']:,}", *["n/a"] * 8] for r in doc["partitions"]],
         ), ""]  # fmt: skip
+    failed = [r for r in doc.get("partitions", []) if "error" in r]
+    out += [f"- {r['partitions']:,} partitions: n/a: {r['error']}" for r in failed]
+    if failed:
+        out.append("")
     if "connections" in doc:
         out += ["## Concurrent producer connections (100-record batches, acks=1)\n", table(
             ["connections", "records", "msgs/s", "broker µs/msg", "request p50 ms",
