@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -155,12 +156,18 @@ def test_a_consumer_behind_retention_resets(cleaning_broker: BrokerProcess) -> N
     for i in range(5):
         produce(producer, topic, [(b"k", b"new-%d" % i, None)])
     probe = ck.consumer(cleaning_broker.bootstrap)
+    seen: list[int] = []
+
+    def settled() -> int | None:
+        """The log start once retention has removed every old-only segment (checks run every
+        100 ms, possibly while the old records were still going in)."""
+        seen.append(ck.watermarks(probe, topic, 0)[0])
+        time.sleep(0.3)
+        last = ck.watermarks(probe, topic, 0)[0]
+        return last if last > 0 and last == seen[-1] else None
+
     try:
-        low = wait_until(
-            lambda: (w := ck.watermarks(probe, topic, 0))[0] > 0 and w[0],
-            timeout=30,
-            what="retention to delete the old segments",
-        )
+        low = wait_until(settled, timeout=30, what="retention to delete the old segments")
     finally:
         probe.close()
     assert low <= 40
