@@ -4,7 +4,8 @@ Behavior:
 - Partitions are read in order (session order for incremental fetches) within
   max_bytes (capped by `fetch.max.bytes`) and each partition_max_bytes; the
   first non-empty partition may exceed both by its first batch (KIP-74).
-  Records are exactly the stored batches, never recompressed.
+  Records are exactly the stored batches, never recompressed; a topic whose
+  batches may be zstd answers UNSUPPORTED_COMPRESSION_TYPE to v4-v9, as Kafka does.
 - Long polling: when fewer than min_bytes are ready and nothing failed, the
   fetch parks (broker.data_waiters) until an append, a log-start move or a
   metadata change on a fetched partition, re-reads, and answers once min_bytes
