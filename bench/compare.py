@@ -1,6 +1,6 @@
 """Strom against Tansu, one broker at a time, same machine, same client (issue 6).
 
-    python bench/compare.py                # 3 repetitions of everything below
+    python bench/compare.py                # 3 repetitions of everything below, ~16 min on 2 cores
     python bench/compare.py --reps 1       # one repetition
     python bench/compare.py --quick        # a few thousand messages, one repetition: a smoke run
 
