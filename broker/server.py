@@ -22,6 +22,7 @@ from broker.handlers import HANDLERS
 from broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from broker.handlers.api_versions import supported_versions
 from broker.request import RequestContext
+from broker.send import has_file_chunks, send_chunks
 from broker.state import BrokerState
 from wire.connection import (
     CLOSED,
@@ -100,7 +101,11 @@ class Server:
                 return
             assert isinstance(event, Request | UnsupportedRequest)
             chunks = await self.dispatch(event, host, conn_id, listener)
-            if chunks is not None:
+            if chunks is None:
+                continue
+            if has_file_chunks(chunks):
+                await send_chunks(stream, chunks)
+            else:
                 await stream.send_all(b"".join(chunks))
 
     async def dispatch(

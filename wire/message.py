@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from wire.errors import ErrorCode, ProtocolError, truncated
 from wire.primitives import INT16, INT32, read_uvarint, uvarint, varint, varlong
@@ -25,6 +25,22 @@ UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 """The default of a constructor argument whose real default is built per object."""
 Records = bytes | bytearray | memoryview
 """A `records` field: raw RecordBatch bytes, never parsed by the message codec."""
+
+
+@runtime_checkable
+class SizedChunk(Protocol):
+    """An opaque records value whose bytes someone else supplies (e.g. a file range).
+
+    The encoder only calls `len()` on it and appends it to the chunk list as is;
+    whoever writes the chunks out must know how to send it (the broker sends
+    its file ranges with sendfile). Decoders never produce one.
+    """
+
+    def __len__(self) -> int: ...
+
+
+RecordsValue = Records | SizedChunk
+"""What a records field may hold when encoding: bytes, or an opaque sized chunk."""
 TaggedFields = tuple[tuple[int, bytes], ...]
 """Tagged fields this version does not know: (tag, raw bytes), re-encoded unchanged."""
 
@@ -392,7 +408,7 @@ def wr_uuid(value: uuid.UUID, append: Append) -> None:
     append(value.bytes)
 
 
-def wr_records(value: Records | None, append: Append) -> None:
+def wr_records(value: RecordsValue | None, append: Append) -> None:
     """Records are appended as given (no copy); null is written as length -1."""
     if value is None:
         append(_NULL32)
@@ -401,7 +417,7 @@ def wr_records(value: Records | None, append: Append) -> None:
         append(value)
 
 
-def wr_crecords(value: Records | None, append: Append) -> None:
+def wr_crecords(value: RecordsValue | None, append: Append) -> None:
     if value is None:
         append(b"\x00")
     else:
