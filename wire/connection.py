@@ -111,13 +111,24 @@ class Connection:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.max_frame_size = max_frame_size
+        # Frames are handed out without copying where possible. `_buffer` holds the
+        # frame at the head when it spans receives; it is filled only up to that
+        # frame's end when the size is known, and then given away whole (a view of
+        # it, and a fresh `_buffer` for us). Received `bytes` past the head frame
+        # stay as they are (`_data` from `_pos`), and whole frames in them are
+        # returned as views. Only a partial frame at the end of `_data` is copied
+        # into `_buffer`. Invariant: while `_data` is set, `_buffer` is empty or
+        # holds exactly one complete frame.
         self._buffer = bytearray()
+        self._data: bytes | None = None
+        self._pos = 0
         self._eof = False
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame."""
-        return len(self._buffer)
+        rest = 0 if self._data is None else len(self._data) - self._pos
+        return len(self._buffer) + rest
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes; empty data means the peer closed its side."""
@@ -126,13 +137,40 @@ class Connection:
             return
         if self._eof:
             raise RuntimeError("receive_data after end of stream")
-        self._buffer += data
+        self._spill()
+        buffer = self._buffer
+        if type(data) is bytes:
+            if not buffer:
+                self._data, self._pos = data, 0
+                self._check_size()
+                return
+            size = self._check_size()
+            if size is not None:
+                need = 4 + size - len(buffer)
+                if 0 <= need < len(data):  # completes the head frame, and more follows
+                    buffer += memoryview(data)[:need]
+                    self._data, self._pos = data, need
+                    return
+        buffer += data
         self._check_size()
 
+    def _spill(self) -> None:
+        """Move the unconsumed rest of `_data` into `_buffer`."""
+        if self._data is not None:
+            self._buffer += memoryview(self._data)[self._pos :]
+            self._data = None
+
     def _check_size(self) -> int | None:
-        if len(self._buffer) < 4:
+        """The head frame's size, once its prefix is in; refuses bad sizes at once."""
+        buffer = self._buffer
+        if buffer:
+            if len(buffer) < 4:
+                return None
+            size: int = INT32.unpack_from(buffer, 0)[0]
+        elif self._data is not None and len(self._data) - self._pos >= 4:
+            size = INT32.unpack_from(self._data, self._pos)[0]
+        else:
             return None
-        size: int = INT32.unpack_from(self._buffer, 0)[0]
         if size < 0:
             raise ProtocolError(f"negative frame size {size}", ErrorCode.INVALID_REQUEST)
         if size > self.max_frame_size:
@@ -142,26 +180,48 @@ class Connection:
             )
         return size
 
-    def next_frame(self) -> bytes | NeedData | Closed:
-        """The next complete frame without its size prefix."""
+    def next_frame(self) -> bytes | memoryview | NeedData | Closed:
+        """The next complete frame without its size prefix.
+
+        A view (of the received bytes, or of a buffer given away with it) when
+        possible, else a `bytes` copy; either way it stays valid for good.
+        """
         size = self._check_size()
-        if size is None or len(self._buffer) < 4 + size:
-            if self._eof:
-                if self._buffer:
-                    raise ProtocolError(
-                        "connection closed inside a frame", ErrorCode.INVALID_REQUEST
-                    )
-                return CLOSED
-            return NEED_DATA
-        frame = bytes(self._buffer[4 : 4 + size])
-        del self._buffer[: 4 + size]
-        return frame
+        buffer = self._buffer
+        if size is not None:
+            end = 4 + size
+            if buffer:
+                if len(buffer) == end:
+                    self._buffer = bytearray()
+                    return memoryview(buffer)[4:]
+                if len(buffer) > end:
+                    with memoryview(buffer) as view:
+                        frame = bytes(view[4:end])
+                    del buffer[:end]
+                    return frame
+            elif self._data is not None:
+                data = self._data
+                start = self._pos + 4
+                end += self._pos
+                if end <= len(data):
+                    self._pos = end
+                    if end == len(data):
+                        self._data = None
+                    return memoryview(data)[start:end]
+                self._spill()
+        elif not buffer and self._data is not None:
+            self._spill()  # fewer than 4 bytes left
+        if self._eof:
+            if self.buffered:
+                raise ProtocolError("connection closed inside a frame", ErrorCode.INVALID_REQUEST)
+            return CLOSED
+        return NEED_DATA
 
     def next_event(self) -> Event:
         frame = self.next_frame()
-        if isinstance(frame, bytes):
-            return decode_request(frame)
-        return frame
+        if isinstance(frame, NeedData | Closed):
+            return frame
+        return decode_request(frame)
 
     def send_response(self, request: Request | UnsupportedRequest, body: Message) -> bytes:
         header = request.header
@@ -209,7 +269,7 @@ class ClientConnection:
     def next_response(self) -> tuple[int, Message] | NeedData | Closed:
         """The next (correlation id, response body), decoded at the request's version."""
         frame = self._frames.next_frame()
-        if not isinstance(frame, bytes):
+        if isinstance(frame, NeedData | Closed):
             return frame
         if not self._pending:
             raise ProtocolError("response with no request outstanding", ErrorCode.CORRUPT_MESSAGE)

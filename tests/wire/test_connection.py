@@ -145,3 +145,41 @@ def test_client_connection_matches_responses_in_order() -> None:
     assert body1.cluster_id == "c"
     assert isinstance(body2, ApiVersionsResponse)
     assert client.next_response() is NEED_DATA
+
+
+def test_frames_split_anywhere_across_two_receives() -> None:
+    payloads = [b"a" * 5, b"", b"bc" * 40]
+    data = b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    for cut in range(len(data) + 1):
+        conn = Connection()
+        got: list[bytes] = []
+        for piece in (data[:cut], data[cut:]):
+            if piece:
+                conn.receive_data(piece)
+            while True:
+                f = conn.next_frame()
+                if f is NEED_DATA:
+                    break
+                assert isinstance(f, bytes | memoryview)
+                got.append(bytes(f))
+        assert got == payloads, cut
+        assert conn.buffered == 0
+        conn.receive_data(b"")
+        assert conn.next_frame() is CLOSED
+
+
+def test_whole_frames_in_one_receive_are_views_without_a_copy() -> None:
+    data = b"\x00\x00\x00\x02hi\x00\x00\x00\x01!\x00\x00"
+    conn = Connection()
+    conn.receive_data(data)
+    first, second = conn.next_frame(), conn.next_frame()
+    assert isinstance(first, memoryview)
+    assert first.obj is data
+    assert bytes(first) == b"hi"
+    assert isinstance(second, memoryview)
+    assert bytes(second) == b"!"
+    assert conn.next_frame() is NEED_DATA
+    assert conn.buffered == 2
+    conn.receive_data(bytearray(b"\x00\x01z"))  # the partial frame is completed from a copy
+    assert conn.next_frame() == b"z"
+    assert bytes(first) == b"hi"  # earlier frames stay valid
