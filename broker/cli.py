@@ -9,6 +9,7 @@ from importlib.metadata import version
 
 import trio
 
+from broker import malloc
 from broker.app import Broker
 from broker.config import ConfigError, load_config
 from broker.logfmt import setup_logging
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"strom: configuration error: {exc}", file=sys.stderr)
         return 2
     setup_logging(config.python_log_level)
+    malloc.tune()
     trio.run(_serve_until_signalled, Broker(config))
     return 0
 
