@@ -401,7 +401,7 @@ def report(doc: dict[str, Any]) -> str:
         ), ""]  # fmt: skip
     if "fetch" in doc:
         f = doc["fetch"]
-        out += [f"## Fetch latency by position in a {f['log_bytes'] / MIB:,.0f} MiB log "
+        out += [f"## Fetch latency by position in a {f['log_bytes'] / 1e9:.2f} GB log "
                 f"({f['rounds']} fetches of up to 1 MiB each)\n", table(
             ["position", "offset", "bytes returned", "p50 ms", "p99 ms", "max ms"],
             [[name, f"{p['offset']:,}", f"{p['response_records_bytes']:,}", f"{p['p50_ms']}",
@@ -409,9 +409,9 @@ def report(doc: dict[str, Any]) -> str:
         ), ""]  # fmt: skip
     if "recovery" in doc:
         out += ["## Start-up after kill -9 (unflushed tail = whole log) and after a clean stop\n", table(
-            ["log MiB", "empty start s", "kill -9: Metadata s", "kill -9: log ready s",
+            ["log MB", "empty start s", "kill -9: Metadata s", "kill -9: log ready s",
              "clean: Metadata s", "clean: log ready s"],
-            [[f"{r['log_bytes'] / MIB:,.0f}", f"{r['empty_start_metadata_s']}",
+            [[f"{r['log_bytes'] / 1e6:,.0f}", f"{r['empty_start_metadata_s']}",
               f"{r['after_kill9_metadata_s']}", f"{r['after_kill9_log_ready_s']}",
               f"{r['after_clean_stop_metadata_s']}", f"{r['after_clean_stop_log_ready_s']}"]
              for r in doc["recovery"]],
