@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import broker_bench, compare
+from bench import broker_bench, compare, scaling
 from bench.harness import StromSpec, cpu_seconds, rss_bytes, start_broker, tansu_binary
 
 
@@ -73,3 +73,20 @@ def test_compare_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     # 16 throughput workloads (produce + consume) and two latency runs
     assert len(runs["strom"]["phases"]) == 16 * 2 + 2
     assert len(runs["strom-fsync"]["phases"]) == 16 + 2
+
+
+def test_scaling_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scaling.json"
+    assert scaling.main(["--quick", "--json", str(out)]) == 0
+    assert "## Partitions" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert [r["partitions"] for r in doc["partitions"]] == [1, 10, 100]
+    for row in doc["partitions"]:
+        assert "error" not in row, row
+        assert row["unacknowledged"] == 0
+        assert row["open_files_after_create"] >= 3 * row["partitions"]
+    assert [r["connections"] for r in doc["connections"]] == [1, 10, 50]
+    positions = doc["fetch"]["positions"]
+    assert all(p["response_records_bytes"] > 0 for p in positions.values())
+    for row in doc["recovery"]:
+        assert row["after_kill9_log_ready_s"] >= row["after_kill9_metadata_s"] > 0
