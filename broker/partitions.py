@@ -42,10 +42,17 @@ def sync_partitions(state: BrokerState, image: MetadataImage) -> None:
             key = (topic.name, partition.partition_id)
             wanted.add(key)
             existing = state.logs.get(*key)
-            if existing is None:
-                state.logs.create(topic.name, partition.partition_id, config)
-            elif existing.config != config:
-                existing.update_config(config)
+            try:
+                if existing is None:
+                    state.logs.create(topic.name, partition.partition_id, config)
+                elif existing.config != config:
+                    existing.update_config(config)
+            except OSError as exc:  # e.g. EMFILE: the other partitions must still follow
+                log.error(
+                    "cannot open the log of %s-%d: %s (raise the open-files limit, ulimit -n, "
+                    "or use fewer partitions); it retries on the next metadata change",
+                    topic.name, partition.partition_id, exc,
+                )  # fmt: skip
     for partition_log in list(state.logs.partitions()):
         if (partition_log.topic, partition_log.partition) not in wanted:
             log.info("deleting log of %s-%d", partition_log.topic, partition_log.partition)
