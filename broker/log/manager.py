@@ -225,6 +225,21 @@ class LogManager:
             directory / LOG_START_FILE, {tp: p.log_start_offset for tp, p in logs.items()}
         )
 
+    def truncate_to(self, topic: str, partition: int, offset: int) -> None:
+        """Truncate a log and persist its checkpoints at once.
+
+        Truncating below the log start offset lowers it; the log-start checkpoint
+        must say so before anything is written past the new end, or recovery after
+        a crash would take the stale, higher start and hide those records.
+        """
+        found = self._logs.get((topic, partition))
+        if found is None:
+            raise KeyError(f"no log for {topic}-{partition}")
+        found.truncate_to(offset)
+        directory = self._dir_of.get((topic, partition))
+        if directory is not None and directory not in self.offline_dirs:
+            self._checkpoint_dir(directory)
+
     def checkpoint_cleaner(self, partition: PartitionLog) -> None:
         """Rewrite the cleaner-offset-checkpoint of the partition's directory (cleaner thread)."""
         directory = self._dir_of.get((partition.topic, partition.partition))

@@ -112,7 +112,7 @@ class Harness:
             self.m.checkpoint()
         elif kind == "truncate":
             target = self.lso + int((log.log_end_offset - self.lso) * float(op[1]))  # type: ignore[arg-type]
-            log.truncate_to(target)
+            self.m.truncate_to("t", 0, target)
             self.drop_from(target)
             self.lso = min(self.lso, log.log_end_offset)
         elif kind == "flush":
