@@ -260,7 +260,7 @@ async def test_request_with_zero_partitions(client: KafkaClient) -> None:
     assert response.responses == []
 
 
-async def test_large_response_is_copied_off_the_event_loop(
+async def test_large_response_arrives_whole(
     broker: EmbeddedBroker, client: KafkaClient
 ) -> None:
     await create_topic(broker, "big")
