@@ -20,6 +20,7 @@ from tests.broker.test_produce_helpers import (
     records_of,
     state_of,
 )
+from tests.broker.test_retention import wait_for
 from wire.errors import ErrorCode
 from wire.messages.fetch import FetchRequest, FetchResponse
 from wire.messages.metadata import MetadataRequest, MetadataResponse
@@ -181,9 +182,8 @@ async def test_long_poll_wakes_on_produce_from_another_connection(
     started = time.monotonic()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poll)
-        await trio.sleep(0.2)
+        await wait_for(lambda: DataWaiters.of(state_of(broker)).parked() == 1, "the fetch to park")
         assert not result
-        assert DataWaiters.of(state_of(broker)).parked() == 1
         # the parked fetch does not hold up another connection
         other_started = time.monotonic()
         await produce(other, "t", batch([b"wake"]))
@@ -213,9 +213,11 @@ async def test_long_poll_waits_for_min_bytes(broker: EmbeddedBroker, client: Kaf
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poll)
-        await trio.sleep(0.1)
+        waiters = DataWaiters.of(state_of(broker))
+        await wait_for(lambda: waiters.parked() == 1, "the fetch to park")
         await produce(other, "t", batch([b"small"]))
-        await trio.sleep(0.2)
+        # woken by the small batch, it re-reads, finds too few bytes and parks again
+        await wait_for(lambda: waiters.parked() == 1, "the fetch to park again")
         assert not result  # 1 small batch is below min_bytes
         await produce(other, "t", batch([b"y" * 400]))
     assert len(records_of(result[0].records)) == 2

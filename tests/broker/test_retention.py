@@ -107,7 +107,7 @@ async def test_size_retention_set_live(tmp_path: Path) -> None:
             for i in range(60):
                 await produce(client, "s", batch([b"value-%03d" % i]))
             log = log_of(broker, "s")
-            await trio.sleep(0.1)
+            state_of(broker).logs.enforce_retention(int(time.time() * 1000))
             assert log.log_start_offset == 0  # retention.bytes -1 by default
             await alter_topic_config(broker, "s", "retention.bytes", "1000")
             await wait_for(lambda: log.log_start_offset > 0, "size retention")

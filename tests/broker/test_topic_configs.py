@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import trio
 
 from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker
@@ -181,7 +180,7 @@ async def test_flush_messages_and_flush_ms(broker: EmbeddedBroker, client: Kafka
     await create_topic(broker, "fl")
     log = log_of(broker, "fl")
     await produce(client, "fl", batch([b"a"]))
-    await trio.sleep(0.1)
+    assert log not in state_of(broker).logs.flush_due(int(time.time() * 1000))
     assert log.recovery_point == 0  # the defaults leave flushing to the OS
     await set_configs(client, TOPIC, "fl", flush_messages="1")
     await produce(client, "fl", batch([b"b"]))
