@@ -30,11 +30,14 @@ ZERO_UUID = uuid.UUID(int=0)
 _SMALL_UVARINTS = [bytes([i]) for i in range(128)]
 
 
-def _read_unsigned(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
+def _read_unsigned(
+    buf: Buffer, pos: int, max_bytes: int, what: str, end: int | None
+) -> tuple[int, int]:
     view = memoryview(buf)
     result = 0
     shift = 0
-    end = len(view)
+    if end is None or end > len(view):
+        end = len(view)
     limit = 7 * max_bytes
     while True:
         if pos >= end:
@@ -49,26 +52,26 @@ def _read_unsigned(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[in
             raise ProtocolError(f"{what} is longer than {max_bytes} bytes", ErrorCode.CORRUPT_MESSAGE)
 
 
-def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Read an unsigned varint (at most 5 bytes, 32 bits) at `pos`."""
-    return _read_unsigned(buf, pos, 5, "varint")
+def read_uvarint(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Read an unsigned varint (at most 5 bytes, 32 bits) at `pos`, before `end`."""
+    return _read_unsigned(buf, pos, 5, "varint", end)
 
 
-def read_uvarlong(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Read an unsigned varlong (at most 10 bytes, 64 bits) at `pos`."""
-    return _read_unsigned(buf, pos, 10, "varlong")
+def read_uvarlong(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Read an unsigned varlong (at most 10 bytes, 64 bits) at `pos`, before `end`."""
+    return _read_unsigned(buf, pos, 10, "varlong", end)
 
 
-def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Read a zigzag-encoded signed 32-bit varint at `pos`."""
-    raw, pos = read_uvarint(buf, pos)
+def read_varint(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Read a zigzag-encoded signed 32-bit varint at `pos`, before `end`."""
+    raw, pos = read_uvarint(buf, pos, end)
     raw &= 0xFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Read a zigzag-encoded signed 64-bit varlong at `pos`."""
-    raw, pos = read_uvarlong(buf, pos)
+def read_varlong(buf: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Read a zigzag-encoded signed 64-bit varlong at `pos`, before `end`."""
+    raw, pos = read_uvarlong(buf, pos, end)
     raw &= 0xFFFFFFFFFFFFFFFF
     return (raw >> 1) ^ -(raw & 1), pos
 

@@ -23,7 +23,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from wire.errors import ProtocolError, truncated
-from wire.primitives import Buffer, varint, varlong
+from wire.primitives import Buffer, read_varint, read_varlong, varint, varlong
 from wire.records.batch import NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader
 
 Header = tuple[str, bytes | None]
@@ -85,47 +85,17 @@ def _put_bytes(out: bytearray, data: Buffer | None) -> None:
 
 
 def _read_varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Zigzag varint of at most 5 bytes, within `end`; Java's semantics."""
-    if pos >= end:
-        raise truncated("varint")
-    byte = data[pos]
-    pos += 1
-    if byte < 0x80:
-        return (byte >> 1) ^ -(byte & 1), pos
-    raw = byte & 0x7F
-    shift = 7
-    while True:
-        if pos >= end:
-            raise truncated("varint")
+    """Zigzag varint of at most 5 bytes, within `end`; the one-byte case inline."""
+    if pos < end:
         byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            break
-        shift += 7
-        if shift > 28:
-            raise ProtocolError("varint is longer than 5 bytes")
-    raw &= 0xFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), pos
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+    return read_varint(data, pos, end)
 
 
 def _read_varlong(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """Zigzag varlong of at most 10 bytes, within `end`."""
-    raw = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise truncated("varlong")
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ProtocolError("varlong is longer than 10 bytes")
-    raw &= 0xFFFFFFFFFFFFFFFF
-    return (raw >> 1) ^ -(raw & 1), pos
+    return read_varlong(data, pos, end)
 
 
 def _read_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
