@@ -12,6 +12,7 @@ settings; `delay` slows consumption (seconds per record) for every client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -29,7 +30,7 @@ def emit(event: dict[str, object]) -> None:
 def confluent(
     bootstrap: str, group: str, topic: str, settings: dict[str, Any], delay: float
 ) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     consumer = Consumer(
         {
@@ -56,13 +57,15 @@ def confluent(
             continue
         emit({"consumed": [msg.partition(), msg.offset()]})
         time.sleep(delay)
-        consumer.commit(message=msg, asynchronous=False)
+        with contextlib.suppress(KafkaException):  # a rebalance took the partition: at-least-once
+            consumer.commit(message=msg, asynchronous=False)
 
 
 def kafka_python(bootstrap: str, group: str, topic: str, delay: float) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka import ConsumerRebalanceListener, KafkaConsumer, OffsetAndMetadata
+        from kafka.errors import CommitFailedError, IllegalStateError
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -83,11 +86,13 @@ def kafka_python(bootstrap: str, group: str, topic: str, delay: float) -> None:
             for r in records:
                 emit({"consumed": [tp.partition, r.offset]})
                 time.sleep(delay)
-                consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "", -1)})
+                with contextlib.suppress(CommitFailedError, IllegalStateError):  # rebalanced away
+                    consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "", -1)})
 
 
 def aiokafka(bootstrap: str, group: str, topic: str, delay: float) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import CommitFailedError, IllegalStateError
     from aiokafka.structs import OffsetAndMetadata
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -109,7 +114,8 @@ def aiokafka(bootstrap: str, group: str, topic: str, delay: float) -> None:
                 for r in records:
                     emit({"consumed": [tp.partition, r.offset]})
                     await asyncio.sleep(delay)
-                    await consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "")})
+                    with contextlib.suppress(CommitFailedError, IllegalStateError):  # rebalanced
+                        await consumer.commit({tp: OffsetAndMetadata(r.offset + 1, "")})
 
     asyncio.run(run())
 
