@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 
 from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker, open_broker
@@ -19,6 +18,7 @@ from tests.broker.test_produce_helpers import (
     fetch_one,
     produce,
     state_of,
+    wait_for,
 )
 from wire.errors import ErrorCode
 from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -55,14 +55,6 @@ def log_of(broker: EmbeddedBroker, topic: str, partition: int = 0) -> PartitionL
 def cleaner_of(broker: EmbeddedBroker) -> LogCleaner:
     assert broker.broker.cleaner is not None
     return broker.broker.cleaner
-
-
-async def wait_for(condition: object, what: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await trio.sleep(0.02)
 
 
 async def read_from_zero(

@@ -19,8 +19,8 @@ from tests.broker.test_produce_helpers import (
     produce,
     records_of,
     state_of,
+    wait_for,
 )
-from tests.broker.test_retention import wait_for
 from wire.errors import ErrorCode
 from wire.messages.fetch import FetchRequest, FetchResponse
 from wire.messages.metadata import MetadataRequest, MetadataResponse

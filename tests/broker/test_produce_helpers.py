@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
+import trio
 
 from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker
@@ -195,3 +197,12 @@ async def test_create_topic_makes_logs(broker: EmbeddedBroker) -> None:
     log = state.logs.get("helpers", 0)
     assert log is not None
     assert log.config.segment_bytes == 1048576
+
+
+async def wait_for(condition: Callable[[], object], what: str, seconds: float = 10.0) -> None:
+    """Poll `condition` until it holds, failing the test after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await trio.sleep(0.02)

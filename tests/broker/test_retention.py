@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-import trio
 
 from broker.client import KafkaClient
 from broker.config import load_config
@@ -21,6 +20,7 @@ from tests.broker.test_produce_helpers import (
     fetch_one,
     produce,
     state_of,
+    wait_for,
 )
 from wire.errors import ErrorCode
 from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -57,14 +57,6 @@ async def earliest(client: KafkaClient, topic: str) -> int:
     )
     response = await client.request(request, 7, ListOffsetsResponse)
     return response.topics[0].partitions[0].offset
-
-
-async def wait_for(condition: object, what: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await trio.sleep(0.02)
 
 
 async def test_time_retention_runs_on_the_check_interval(tmp_path: Path) -> None:

@@ -11,8 +11,14 @@ from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker
 from broker.log import PartitionLog
 from tests.broker.test_describe_configs import describe_one, set_configs
-from tests.broker.test_produce_helpers import batch, create_topic, fetch_one, produce, state_of
-from tests.broker.test_retention import wait_for
+from tests.broker.test_produce_helpers import (
+    batch,
+    create_topic,
+    fetch_one,
+    produce,
+    state_of,
+    wait_for,
+)
 from wire.errors import ErrorCode
 from wire.records import Codec, TimestampType, decode_batch, iter_batches
 
