@@ -12,7 +12,7 @@ Two fixtures give a test its broker:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -41,3 +41,19 @@ def shared_broker(_module_broker: BrokerProcess) -> Iterator[BrokerProcess]:
     if code is not None:
         tail = "\n".join(list(_module_broker.output)[-40:])
         pytest.fail(f"strom serve exited with code {code} during this test; its output:\n{tail}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries its broker's last output: the only trace CI keeps."""
+    report = yield
+    if report.failed:
+        funcargs = getattr(item, "funcargs", {})
+        for name in ("strom_broker", "shared_broker"):
+            broker = funcargs.get(name)
+            if isinstance(broker, BrokerProcess):
+                tail = "\n".join(list(broker.output)[-200:])
+                report.sections.append((f"strom serve output ({name})", tail))
+    return report

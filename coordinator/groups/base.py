@@ -76,6 +76,10 @@ class CoordinatorBase:
                 self._schedule(group)
 
     def _transition(self, group: Group, state: GroupState, now: int) -> None:
+        log.info(
+            "group %s: %s -> %s (generation %d, %d members)",
+            group.group_id, group.state.value, state.value, group.generation, len(group.members),
+        )
         group.state = state
         group.state_timestamp = now
 
