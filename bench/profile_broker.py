@@ -3,6 +3,7 @@
     python bench/profile_broker.py                          # 1,000,000 x 100 B, 1 partition, acks=1
     python bench/profile_broker.py --size 1024 --count 200000 --partitions 4 --acks all
     python bench/profile_broker.py --native                 # C frames too (crc32c, lz4, ...)
+    python bench/profile_broker.py --phases latency --linger 5   # paced 5,000 msg/s for 10 s
 
 Starts one Strom (as `bench/harness.py` does), then for each phase attaches
 `py-spy record --format raw` to the broker's pid, runs the phase (`bench/workloads.py`), and
@@ -32,7 +33,15 @@ if str(_ROOT) not in sys.path:  # `python bench/profile_broker.py` from a checko
     sys.path.insert(0, str(_ROOT))
 
 from bench.harness import RunningBroker, StromSpec, start_broker  # noqa: E402
-from bench.workloads import PhaseResult, Workload, consume, create_topic, produce, topic_name  # noqa: E402
+from bench.workloads import (  # noqa: E402
+    PhaseResult,
+    Workload,
+    consume,
+    create_topic,
+    latency,
+    produce,
+    topic_name,
+)
 
 OUT_DIR = _ROOT / "bench" / "results" / "profiles"
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -141,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger", type=float, default=5, help="producer linger.ms")
     parser.add_argument("--phases", default="produce,consume")
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
+    parser.add_argument("--msg-rate", type=float, default=5000, help="latency phase: msg/s")
+    parser.add_argument("--seconds", type=float, default=10, help="latency phase: duration")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args(argv)
@@ -162,11 +173,18 @@ def main(argv: list[str] | None = None) -> int:
             def run(phase: str = phase) -> PhaseResult:
                 if phase == "produce":
                     return produce(broker, topic, w, linger_ms=args.linger)
+                if phase == "latency":
+                    return latency(
+                        broker, topic, rate=args.msg_rate, seconds=args.seconds,
+                        linger_ms=args.linger, size=w.size, acks=w.acks,
+                    )  # fmt: skip
                 return consume(broker, topic, w)
 
             result, raw = profiled(broker, label, run, args.rate, args.native)
             print(f"== {w.key} {phase}: {result.msgs_per_s:,.0f} msg/s, broker "
                   f"{result.cpu_us_per_msg:.2f} µs/msg (under py-spy), error={result.error}")  # fmt: skip
+            if result.extra:
+                print(f"latency: {result.extra}")
             print(f"raw stacks: {raw}")
             print(summarise(raw, args.top))
             print()
