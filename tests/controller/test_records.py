@@ -39,7 +39,8 @@ def test_unknown_record_version_two_byte_varint() -> None:
 @pytest.mark.parametrize("type_id", sorted(RECORD_TYPE_IDS))
 def test_every_record_type_round_trips(type_id: int) -> None:
     cls = record_type(type_id)
-    assert cls is not None and cls.API_KEY == type_id
+    assert cls is not None
+    assert type_id == cls.API_KEY
     record = cls()
     version = write_version(record)
     back, got = decode_record(encode_record(record))
