@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 import trio
 
-from broker import __version__
 from broker.config import BrokerConfig, Listener
 from broker.log.cleaner import CleanerSettings, LogCleaner
 from broker.log.manager import LogManager
@@ -101,7 +101,7 @@ class Broker:
         server = Server(state)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
-            __version__,
+            package_version("strom"),
             config.node_id,
             ",".join(b.url for b, _ in bound),
             ",".join(self.data_dirs),

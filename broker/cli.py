@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from importlib.metadata import version
 
 import trio
 
-from broker import __version__, malloc
+from broker import malloc
 from broker.app import Broker
 from broker.config import ConfigError, load_config
 from broker.logfmt import setup_logging
@@ -17,7 +18,7 @@ from broker.logfmt import setup_logging
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `strom` console script."""
     parser = argparse.ArgumentParser(prog="strom", description="Strom, a Kafka-compatible broker")
-    parser.add_argument("--version", action="version", version=f"strom {__version__}")
+    parser.add_argument("--version", action="version", version=f"strom {version('strom')}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the broker")
     serve.add_argument("--config", metavar="FILE", help="a Kafka-style server.properties file")
