@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wire.errors import ErrorCode
-from wire.messages.create_topics import CreateTopicsRequest
 
 if TYPE_CHECKING:
     from broker.state import BrokerState
@@ -26,6 +25,8 @@ async def auto_create_topics(broker: BrokerState, names: list[str]) -> dict[str,
     Goes through the controller exactly like a CreateTopics request, so names
     and configs are validated the same way. Returns each topic's error code.
     """
+    from wire.messages.create_topics import CreateTopicsRequest  # rarely needed: not at start-up
+
     request = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(name=name, num_partitions=-1, replication_factor=-1)

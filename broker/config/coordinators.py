@@ -16,7 +16,7 @@ from broker.config.values import INT_MAX, ConfigType
 C = ConfigType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # fields only: see BrokerConfig
 class CoordinatorSettings:
     """Consumer offsets, group membership, transactions and producer ids."""
 

@@ -18,7 +18,7 @@ MIN_SEGMENT_BYTES = 14
 """The size of the smallest possible record batch overhead, Kafka's floor for segments."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # fields only: see BrokerConfig
 class LogSettings:
     """Where logs live and how they are segmented, flushed and retained."""
 

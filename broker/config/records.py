@@ -22,7 +22,7 @@ LZ4_LEVEL = between(1, 17)
 ZSTD_LEVEL = between(-131072, 22)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, repr=False, eq=False)  # fields only: see BrokerConfig
 class RecordSettings:
     """What batches are accepted, how they are stored, and how compaction treats them."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from enum import IntEnum
 
 from broker.config.errors import ConfigError
@@ -132,6 +131,8 @@ def _java_double(value: float) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0 or 1e-3 <= abs(value) < 1e7:
         return repr(float(value))
+    from decimal import Decimal  # only here, so start-up need not import it
+
     sign, digits, exponent = Decimal(repr(value)).as_tuple()
     assert isinstance(exponent, int)
     text = "".join(map(str, digits)).rstrip("0") or "0"

@@ -1,21 +1,24 @@
-"""One module per API key; this registry is what ApiVersions advertises.
+"""One module per API key; the table below is the registry ApiVersions advertises.
 
-Every module in this package that defines `API_KEY` is registered. Each
-handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
+Each handler module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` (the
 versions Strom implements, which may be fewer than the wire layer decodes)
 and `async def handle(broker, request, body)` returning the response body, or
 None when no response is sent (Produce with acks=0). `ADVERTISED_MIN_VERSION`
 optionally lowers what ApiVersions lists (Produce advertises v0 while refusing
 v0-v2, as Kafka 4.0 does so librdkafka keeps compressing, KAFKA-18659).
+
+The table repeats each module's versions so that ApiVersions can be answered
+without importing every handler: a handler module, and the generated message
+module it imports, loads on its API's first request, which keeps start-up
+short. `tests/broker/test_handler_registry.py` imports every module in this
+package and checks the table against it.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from types import ModuleType
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,37 +29,65 @@ if TYPE_CHECKING:
 HandleFn = Callable[["BrokerState", "RequestContext", Any], Awaitable["Message | None"]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Handler:
+    module: str
+    """The module's name in this package."""
     api_key: int
     min_version: int
     max_version: int
-    handle: HandleFn
     advertised_min_version: int
     """What ApiVersions lists; lower than min_version only for Produce (KAFKA-18659)."""
+    _handle: HandleFn | None = field(default=None, repr=False, compare=False)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
-
-def _handler(module: ModuleType) -> Handler:
-    advertised = getattr(module, "ADVERTISED_MIN_VERSION", module.MIN_VERSION)
-    return Handler(module.API_KEY, module.MIN_VERSION, module.MAX_VERSION, module.handle, advertised)
-
-
-def _discover() -> dict[int, Handler]:
-    """Every module in this package that defines API_KEY is a handler."""
-    found: dict[int, Handler] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "API_KEY"):
-            handler = _handler(module)
-            if handler.api_key in found:
-                raise RuntimeError(f"two handlers for API key {handler.api_key}")
-            found[handler.api_key] = handler
-    return found
+    @property
+    def handle(self) -> HandleFn:
+        """The module's `handle`, imported on first use."""
+        if self._handle is None:
+            self._handle = importlib.import_module(f"{__name__}.{self.module}").handle
+        return self._handle
 
 
-HANDLERS: dict[int, Handler] = _discover()
+def _handler(
+    module: str, api_key: int, min_version: int, max_version: int, advertised_min: int | None = None
+) -> Handler:
+    advertised = min_version if advertised_min is None else advertised_min
+    return Handler(module, api_key, min_version, max_version, advertised)
+
+
+_TABLE = (  # module, API key, min and max version
+    _handler("produce", 0, 3, 12, advertised_min=0),
+    _handler("fetch", 1, 4, 17),
+    _handler("list_offsets", 2, 1, 10),
+    _handler("metadata", 3, 0, 13),
+    _handler("offset_commit", 8, 2, 9),
+    _handler("offset_fetch", 9, 1, 9),
+    _handler("find_coordinator", 10, 0, 6),
+    _handler("join_group", 11, 2, 9),
+    _handler("heartbeat", 12, 0, 4),
+    _handler("leave_group", 13, 0, 5),
+    _handler("sync_group", 14, 0, 5),
+    _handler("describe_groups", 15, 0, 6),
+    _handler("list_groups", 16, 0, 5),
+    _handler("api_versions", 18, 0, 4),
+    _handler("create_topics", 19, 2, 7),
+    _handler("delete_topics", 20, 1, 6),
+    _handler("delete_records", 21, 0, 2),
+    _handler("init_producer_id", 22, 0, 5),
+    _handler("offset_for_leader_epoch", 23, 2, 4),
+    _handler("describe_configs", 32, 1, 4),
+    _handler("alter_configs", 33, 0, 2),
+    _handler("describe_log_dirs", 35, 1, 4),
+    _handler("create_partitions", 37, 0, 3),
+    _handler("delete_groups", 42, 0, 2),
+    _handler("incremental_alter_configs", 44, 0, 1),
+    _handler("offset_delete", 47, 0, 0),
+    _handler("describe_cluster", 60, 0, 2),
+    _handler("describe_producers", 61, 0, 0),
+    _handler("describe_topic_partitions", 75, 0, 0),
+)
+
+HANDLERS: dict[int, Handler] = {h.api_key: h for h in _TABLE}

@@ -37,15 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.log.cleaner_pass import CleaningAborted, CleaningPass, PassResult
 from broker.log.errors import LogError
 from broker.log.offset_map import OffsetMap
 from broker.log.partition import PartitionLog
-from broker.log.replace import CleanView
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.log.cleaner_pass import PassResult
     from broker.log.manager import LogManager
+    from broker.log.replace import CleanView
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,9 @@ class LogCleaner:
 
     def clean(self, found: Assessment, now_ms: int) -> PassResult | None:
         """Run one pass over an assessed log and record its outcome (None: abandoned)."""
+        # Imported on the first pass: a large import most brokers, compacting nothing, never need.
+        from broker.log.cleaner_pass import CleaningAborted, CleaningPass
+
         partition = found.log
         offsets = OffsetMap(self.settings.dedupe_buffer_size, self.settings.load_factor)
         cleaning = CleaningPass(

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from broker.config import BrokerConfig, Listener
-from coordinator.controller.configs import alter_configs, incremental_alter_configs
-from coordinator.controller.deletion import delete_topics
 from coordinator.controller.dynamic import effective_config
-from coordinator.controller.partitions import create_partitions
 from coordinator.controller.result import Context, ControllerError, ControllerResult
-from coordinator.controller.topics import create_topics
 from coordinator.metadata.delta import MetadataDelta
 from coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from wire.errors import ErrorCode
@@ -29,14 +26,16 @@ from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
 from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
 from wire.message import Message
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.messages.incremental_alter_configs import (
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
+
+if TYPE_CHECKING:
+    from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+    from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 MIN_METADATA_VERSION = 7
 """3.3-IV3: the oldest metadata.version level Kafka 4.0 supports."""
@@ -197,38 +196,50 @@ class Controller:
         return ControllerResult((start, PRODUCER_ID_BLOCK_SIZE), [record])
 
     # --- admin requests ---------------------------------------------------------
+    # Each imports its module (and the API's generated messages) on first use:
+    # start-up needs none of them, and together they are a large import.
 
     def create_topics(
         self, request: CreateTopicsRequest, version: int
     ) -> ControllerResult[CreateTopicsResponse]:
-        _check_version(CreateTopicsRequest, version)
+        from coordinator.controller.topics import create_topics
+
+        _check_version(request, version)
         return create_topics(self.context(), request, version)
 
     def delete_topics(
         self, request: DeleteTopicsRequest, version: int
     ) -> ControllerResult[DeleteTopicsResponse]:
-        _check_version(DeleteTopicsRequest, version)
+        from coordinator.controller.deletion import delete_topics
+
+        _check_version(request, version)
         return delete_topics(self.context(), request, version)
 
     def create_partitions(
         self, request: CreatePartitionsRequest, version: int
     ) -> ControllerResult[CreatePartitionsResponse]:
-        _check_version(CreatePartitionsRequest, version)
+        from coordinator.controller.partitions import create_partitions
+
+        _check_version(request, version)
         return create_partitions(self.context(), request, version)
 
     def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
-        _check_version(IncrementalAlterConfigsRequest, version)
+        from coordinator.controller.configs import incremental_alter_configs
+
+        _check_version(request, version)
         return incremental_alter_configs(self.context(), request, version)
 
     def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> ControllerResult[AlterConfigsResponse]:
-        _check_version(AlterConfigsRequest, version)
+        from coordinator.controller.configs import alter_configs
+
+        _check_version(request, version)
         return alter_configs(self.context(), request, version)
 
 
-def _check_version(cls: type[Message], version: int) -> None:
-    if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:
-        raise ValueError(f"{cls.NAME} has no version {version}")
+def _check_version(request: Message, version: int) -> None:
+    if not request.MIN_VERSION <= version <= request.MAX_VERSION:
+        raise ValueError(f"{request.NAME} has no version {version}")

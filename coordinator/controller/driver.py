@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -40,14 +40,16 @@ from coordinator.metadata.snapshot import (
     write_snapshot,
 )
 from wire.message import Message
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.messages.incremental_alter_configs import (
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
+
+if TYPE_CHECKING:
+    from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+    from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 log = logging.getLogger("strom.controller")
 

@@ -35,7 +35,6 @@ from coordinator.groups.coordinator import GroupCoordinator
 from coordinator.groups.loading import read_partition
 from coordinator.groups.records import partition_for
 from wire.errors import ErrorCode
-from wire.messages.create_topics import CreateTopicsRequest
 from wire.records import Record, build_batch
 
 if TYPE_CHECKING:
@@ -45,8 +44,6 @@ log = logging.getLogger("strom.groups")
 T = TypeVar("T")
 R = TypeVar("R", JoinResult, SyncResult)
 CREATE_TOPICS_VERSION = 7
-Topic = CreateTopicsRequest.CreatableTopic
-Config = CreateTopicsRequest.CreatableTopicConfig
 
 
 def group_config(state: BrokerState) -> GroupConfig:
@@ -67,13 +64,18 @@ async def create_internal_topic(
     """Create an internal topic through the controller; NONE if it exists (or now does)."""
     if state.image.topic(name) is not None:
         return ErrorCode.NONE
+    from wire.messages.create_topics import CreateTopicsRequest  # once per topic: not at start-up
+
     request = CreateTopicsRequest(
         topics=[
-            Topic(
+            CreateTopicsRequest.CreatableTopic(
                 name=name,
                 num_partitions=partitions,
                 replication_factor=replication,
-                configs=[Config(name=k, value=v) for k, v in configs.items()],
+                configs=[
+                    CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                    for k, v in configs.items()
+                ],
             )
         ],
         timeout_ms=30_000,

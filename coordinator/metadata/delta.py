@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.metadata.image import (
     TOPIC_RESOURCE,
@@ -31,21 +31,21 @@ from coordinator.metadata.image import (
     TopicImage,
 )
 from coordinator.metadata.records import MetadataError
-from wire.formats.metadata.broker_registration_change_record import (
-    BrokerRegistrationChangeRecord,
-)
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-from wire.formats.metadata.fence_broker_record import FenceBrokerRecord
-from wire.formats.metadata.partition_change_record import PartitionChangeRecord
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
-from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
 from wire.message import Message
+
+if TYPE_CHECKING:
+    from wire.formats.metadata.broker_registration_change_record import (
+        BrokerRegistrationChangeRecord,
+    )
+    from wire.formats.metadata.config_record import ConfigRecord
+    from wire.formats.metadata.feature_level_record import FeatureLevelRecord
+    from wire.formats.metadata.partition_change_record import PartitionChangeRecord
+    from wire.formats.metadata.partition_record import PartitionRecord
+    from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+    from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+    from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+    from wire.formats.metadata.topic_record import TopicRecord
+    from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
 
 NO_LEADER_CHANGE = -2
 
@@ -110,7 +110,7 @@ class MetadataDelta:
         """Apply one record to this delta (see the module docstring for errors)."""
         if self._result is not None:
             raise RuntimeError("this delta has already been applied")
-        handler = _HANDLERS.get(type(record))
+        handler = _HANDLERS.get(record.NAME)
         if handler is not None:
             handler(self, record)
 
@@ -278,17 +278,19 @@ class MetadataDelta:
         return self._result
 
 
-_HANDLERS: dict[type[Message], Any] = {
-    TopicRecord: MetadataDelta._topic,
-    PartitionRecord: MetadataDelta._partition,
-    PartitionChangeRecord: MetadataDelta._partition_change,
-    RemoveTopicRecord: MetadataDelta._remove_topic,
-    ConfigRecord: MetadataDelta._config,
-    RegisterBrokerRecord: MetadataDelta._register_broker,
-    UnregisterBrokerRecord: MetadataDelta._unregister_broker,
-    FenceBrokerRecord: lambda d, r: d._change_broker(r.id, r.epoch, fenced=True),
-    UnfenceBrokerRecord: lambda d, r: d._change_broker(r.id, r.epoch, fenced=False),
-    BrokerRegistrationChangeRecord: MetadataDelta._registration_change,
-    FeatureLevelRecord: MetadataDelta._feature,
-    ProducerIdsRecord: MetadataDelta._producer_ids,
+_HANDLERS: dict[str, Any] = {
+    "TopicRecord": MetadataDelta._topic,
+    "PartitionRecord": MetadataDelta._partition,
+    "PartitionChangeRecord": MetadataDelta._partition_change,
+    "RemoveTopicRecord": MetadataDelta._remove_topic,
+    "ConfigRecord": MetadataDelta._config,
+    "RegisterBrokerRecord": MetadataDelta._register_broker,
+    "UnregisterBrokerRecord": MetadataDelta._unregister_broker,
+    "FenceBrokerRecord": lambda d, r: d._change_broker(r.id, r.epoch, fenced=True),
+    "UnfenceBrokerRecord": lambda d, r: d._change_broker(r.id, r.epoch, fenced=False),
+    "BrokerRegistrationChangeRecord": MetadataDelta._registration_change,
+    "FeatureLevelRecord": MetadataDelta._feature,
+    "ProducerIdsRecord": MetadataDelta._producer_ids,
 }
+"""Record class name -> its replay. Keyed by name, so replay need not import the record
+classes: a start-up that replays a few record types loads only those."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from functools import cache
 from typing import NamedTuple
 
 from wire.errors import ProtocolError
@@ -35,16 +36,27 @@ class MetadataError(Exception):
     """Bytes or records that cannot be part of a valid metadata log."""
 
 
-def _load_types() -> dict[int, type[Message]]:
-    types: dict[int, type[Message]] = {}
-    for name, (module, type_id) in FORMATS.items():
-        if type_id is not None:
-            types[type_id] = getattr(importlib.import_module(module), name)
-    return types
+_TYPE_CLASSES: dict[int, tuple[str, str]] = {
+    type_id: (module, name) for name, (module, type_id) in FORMATS.items() if type_id is not None
+}
+"""Record type id (apiKey) -> module and name of its generated record class."""
+
+RECORD_TYPE_IDS = frozenset(_TYPE_CLASSES)
 
 
-RECORD_TYPES: dict[int, type[Message]] = _load_types()
-"""Record type id (apiKey) -> generated record class."""
+@cache
+def record_type(type_id: int) -> type[Message] | None:
+    """The generated class of a record type, or None if unknown.
+
+    Its module is imported on first use: a log holds a handful of the record
+    types, and importing all of them would add to every start-up.
+    """
+    found = _TYPE_CLASSES.get(type_id)
+    if found is None:
+        return None
+    module, name = found
+    cls: type[Message] = getattr(importlib.import_module(module), name)
+    return cls
 
 _WRITE_VERSIONS: dict[str, int] = {"PartitionRecord": 0, "PartitionChangeRecord": 0}
 """Versions Strom writes where the newest needs data it does not track (log dirs, ELR)."""
@@ -57,7 +69,7 @@ def write_version(record: Message) -> int:
 
 def encode_record(record: Message, version: int | None = None) -> bytes:
     """Frame one metadata record (see the module docstring)."""
-    if record.API_KEY is None or RECORD_TYPES.get(record.API_KEY) is not type(record):
+    if record.API_KEY is None or record_type(record.API_KEY) is not type(record):
         raise TypeError(f"{type(record).__name__} is not a metadata record")
     v = write_version(record) if version is None else version
     return uvarint(FRAME_VERSION) + uvarint(record.API_KEY) + uvarint(v) + record.encode(v)
@@ -72,7 +84,7 @@ def decode_record(value: Buffer) -> tuple[Message, int]:
             raise MetadataError(f"unknown metadata record frame version {frame}")
         type_id, pos = read_uvarint(view, pos)
         version, pos = read_uvarint(view, pos)
-        cls = RECORD_TYPES.get(type_id)
+        cls = record_type(type_id)
         if cls is None:
             raise MetadataError(f"unknown metadata record type {type_id}")
         record, end = cls.decode_from(view, pos, version)

@@ -217,3 +217,10 @@ def test_producer_ids_and_ignored_records() -> None:
     assert image.next_producer_id == 1000
     assert image.provenance == Provenance(7, 2, 99)
     assert image.apply(NoOpRecord()).provenance == Provenance(7, 2, 99)
+
+
+def test_replay_table_names_metadata_record_classes() -> None:
+    from coordinator.metadata.delta import _HANDLERS
+    from wire.formats.metadata import FORMATS
+
+    assert set(_HANDLERS) <= set(FORMATS)
