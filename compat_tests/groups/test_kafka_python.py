@@ -47,50 +47,75 @@ def _topic(bootstrap: str, partitions: int) -> str:
     return name
 
 
-def test_three_consumers_share_six_partitions(strom_broker: BrokerProcess) -> None:
-    """Three members, each polling on its own thread as applications do. Taking turns on one
-    thread with short polls provokes a kafka-python 3.0.12 bug: a join that completes between
-    two polls is discarded and sent again, and a leader that rejoins a Stable group starts a
-    new rebalance (as Kafka's coordinator does too), so under load the group kept rebalancing."""
-    bootstrap = strom_broker.bootstrap
-    topic = _topic(bootstrap, 6)
-    produce(bootstrap, topic, 6, 5)
-    stop = threading.Event()
-    lock = threading.Lock()
-    seen: set[tuple[int, int]] = set()
-    owned: dict[int, list[int]] = {}
+class _Members:
+    """kafka-python members of one group, each polling on its own thread as applications do.
 
-    def member(index: int) -> None:
-        consumer = _consumer(bootstrap, "kp-three", topic)
+    Taking turns on one thread with short polls provokes a kafka-python 3.0.12 bug: a join
+    that completes between two polls is discarded and sent again, and a leader that rejoins
+    a Stable group starts a new rebalance (Kafka's coordinator does the same), so under load
+    the group kept rebalancing. A poll may also block in JoinGroup until the others rejoin.
+    """
+
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, count: int, *, commit: bool = False
+    ) -> None:
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.seen: set[tuple[int, int]] = set()
+        self.owned: dict[int, list[int]] = {}
+        self._args = (bootstrap, group, topic, commit)
+        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(count)]
+
+    def _run(self, index: int) -> None:
+        bootstrap, group, topic, commit = self._args
+        consumer = _consumer(bootstrap, group, topic)
         try:
-            while not stop.is_set():
+            while not self.stop.is_set():
                 records = consumer.poll(timeout_ms=100)
-                with lock:
+                with self.lock:
                     for tp, batch in records.items():
-                        seen.update((tp.partition, r.offset) for r in batch)
-                    owned[index] = sorted(tp.partition for tp in consumer.assignment())
+                        self.seen.update((tp.partition, r.offset) for r in batch)
+                    self.owned[index] = sorted(tp.partition for tp in consumer.assignment())
+                if records and commit:
+                    consumer.commit()
         finally:
             consumer.close()
 
-    def shared_out() -> bool:
-        with lock:
-            shares = list(owned.values())
+    def shares(self) -> list[list[int]]:
+        with self.lock:
+            return sorted(self.owned.values())
+
+    def seen_now(self) -> set[tuple[int, int]]:
+        with self.lock:
+            return set(self.seen)
+
+    def __enter__(self) -> _Members:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self._threads:
+            t.join(30)
+
+
+def test_three_consumers_share_six_partitions(strom_broker: BrokerProcess) -> None:
+    bootstrap = strom_broker.bootstrap
+    topic = _topic(bootstrap, 6)
+    produce(bootstrap, topic, 6, 5)
+    with _Members(bootstrap, "kp-three", topic, 3) as members:
+
+        def shared_out() -> bool:
+            shares = members.shares()
             return (
                 len(shares) == 3
                 and sorted(p for share in shares for p in share) == list(range(6))
                 and all(len(share) == 2 for share in shares)
-                and len(seen) == 30
+                and len(members.seen_now()) == 30
             )
 
-    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    try:
         wait_until(shared_out, timeout=TIMEOUT, what="three members with two partitions each")
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(30)
 
 
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-restart", "kill-9"])
@@ -144,55 +169,28 @@ def test_killed_member_partitions_move(strom_broker: BrokerProcess) -> None:
     topic = _topic(bootstrap, 6)
     produce(bootstrap, topic, 6, 20)
     child = ChildMember(bootstrap, "kp-failover", topic, client="kafka-python", delay="0.05")
-    stop = threading.Event()
-    lock = threading.Lock()
-    seen: set[tuple[int, int]] = set()
-    shares: dict[int, int] = {}
-
-    def survivor(index: int) -> None:
-        # One thread per consumer: a kafka-python poll() may block in JoinGroup until the
-        # other survivor rejoins, so they must not take turns on one thread.
-        consumer = _consumer(bootstrap, "kp-failover", topic)
-        try:
-            while not stop.is_set():
-                records = consumer.poll(timeout_ms=100)
-                with lock:
-                    for tp, batch in records.items():
-                        seen.update((tp.partition, r.offset) for r in batch)
-                    shares[index] = len(consumer.assignment())
-                if records:
-                    consumer.commit()
-        finally:
-            consumer.close()
-
-    def share_list() -> list[int]:
-        with lock:
-            return sorted(shares.values())
-
-    threads = [threading.Thread(target=survivor, args=(i,)) for i in range(2)]
+    survivors = _Members(bootstrap, "kp-failover", topic, 2, commit=True)
     try:
         wait_until(lambda: child.snapshot()[0] or None, timeout=TIMEOUT, what="child assignment")
-        for t in threads:
-            t.start()
-        wait_until(
-            lambda: share_list() == [2, 2] and len(child.snapshot()[0]) == 2,
-            timeout=TIMEOUT,
-            what="three members sharing the topic",
-        )
-        child.kill()
-        killed = time.monotonic()
-        wait_until(lambda: share_list() == [3, 3], timeout=20, what="the partitions to move")
-        assert time.monotonic() - killed < 6 + 6
-        everything = {(p, o) for p in range(6) for o in range(20)}
+        with survivors:
 
-        def all_seen() -> bool:
-            with lock:
-                return everything <= seen | set(child.snapshot()[1])
+            def share_sizes() -> list[int]:
+                return sorted(len(share) for share in survivors.shares())
 
-        wait_until(all_seen, timeout=TIMEOUT, what="every record (at least once)")
+            wait_until(
+                lambda: share_sizes() == [2, 2] and len(child.snapshot()[0]) == 2,
+                timeout=TIMEOUT,
+                what="three members sharing the topic",
+            )
+            child.kill()
+            killed = time.monotonic()
+            wait_until(lambda: share_sizes() == [3, 3], timeout=20, what="the partitions to move")
+            assert time.monotonic() - killed < 6 + 6
+            everything = {(p, o) for p in range(6) for o in range(20)}
+            wait_until(
+                lambda: everything <= survivors.seen_now() | set(child.snapshot()[1]),
+                timeout=TIMEOUT,
+                what="every record (at least once)",
+            )
     finally:
-        stop.set()
         child.kill()
-        for t in threads:
-            if t.is_alive():
-                t.join(30)
