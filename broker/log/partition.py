@@ -42,6 +42,7 @@ from wire.records import (
 
 log = logging.getLogger(__name__)
 TIMESTAMP_TYPE_MASK = 0x08
+_JITTER_RNG = random.Random()  # for segment.jitter.ms, shared: its state is 2.5 KB a log
 
 
 class PartitionLog(SegmentLifecycle, SegmentReplacement):
@@ -62,7 +63,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         self.partition = partition
         self.config = config
         self.clock = clock
-        self._rng = rng or random.Random()
+        self._rng = rng or _JITTER_RNG
         self._segments: list[LogSegment] = loaded.segments
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
