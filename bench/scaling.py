@@ -1,6 +1,6 @@
 """How Strom's costs grow with the work (issue 6, "How cost grows").
 
-    python bench/scaling.py                   # everything below, about 2 minutes
+    python bench/scaling.py                   # everything below, about 4 minutes
     python bench/scaling.py --quick           # small sizes: a smoke run
     python bench/scaling.py --only partitions,connections
 
