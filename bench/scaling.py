@@ -1,14 +1,13 @@
 """How Strom's costs grow with the work (issue 6, "How cost grows").
 
-    python bench/scaling.py                   # everything below, about 2 minutes
+    python bench/scaling.py                   # everything below, about 4 minutes
     python bench/scaling.py --quick           # small sizes: a smoke run
     python bench/scaling.py --only partitions,connections
 
 Four series, each on fresh `strom serve` processes (`bench/harness.py`):
 
-- partitions: 1, 10, 100, 1,000 and 5,000 partitions (topics of up to 10 partitions each;
-  `--partitions 10000` needs more than 30,000 open files, see NOFILE),
-  then 500,000 x 100 B produced round-robin over all of them by confluent-kafka
+- partitions: 1, 10, 100, 1,000, 5,000 and 10,000 partitions (topics of up to 10 partitions
+  each; a partition holds one open file, its active segment, see NOFILE), then 500,000 x 100 B produced round-robin over all of them by confluent-kafka
   (linger.ms=5, acks=1): time to create the topics, produce msgs/s, broker CPU µs/msg,
   resident memory after creating the topics and after producing.
 - connections: 1, 10, 100 and 1,000 concurrent producer connections (one trio task each,
@@ -115,8 +114,9 @@ def create_many(bootstrap: str, topics: list[str], partitions: int, timeout: flo
         time.sleep(0.05)
 
 
-# Strom keeps 3 files open per partition (.log, .index, .timeindex): the broker asks for this
-# RLIMIT_NOFILE, which only a process allowed to raise its hard limit gets
+# Strom keeps one file open per partition (the active segment's .log) plus one per connection;
+# `strom serve` raises its soft RLIMIT_NOFILE to the hard limit itself, and the harness asks for
+# this much, which only a process allowed to raise its hard limit gets
 NOFILE = 100_000
 
 
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", default=",".join(SERIES), help=f"subset of {', '.join(SERIES)}")
     parser.add_argument(
-        "--partitions", help="comma-separated partition counts (default 1,10,100,1000,5000)"
+        "--partitions", help="comma-separated partition counts (default 1,10,...,10000)"
     )
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     args = parser.parse_args(argv)
@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     doc: dict[str, Any] = {"meta": {"benchmark": "scaling", "quick": q, **machine_info()}}
     if "partitions" in only:
-        counts = [1, 10, 100] if q else [1, 10, 100, 1_000, 5_000]
+        counts = [1, 10, 100] if q else [1, 10, 100, 1_000, 5_000, 10_000]
         if args.partitions:
             counts = [int(x) for x in args.partitions.split(",")]
         doc["partitions"] = partitions_series(counts, 2_000 if q else 500_000, log)

@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 import trio
 
-from broker import malloc
+from broker import limits, malloc
 from broker.app import Broker
 from broker.config import ConfigError, load_config
 from broker.logfmt import setup_logging
@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(config.python_log_level)
     malloc.tune()
+    limits.raise_open_files()
     trio.run(_serve_until_signalled, Broker(config))
     return 0
 

@@ -1,4 +1,4 @@
-"""Low-level file helpers: whole writes, shared segment fds, and batch scans over a file.
+"""Low-level file helpers: whole writes, segment fds opened on demand, and batch scans.
 
 Scans read the file in large chunks with `os.pread` and parse only the 61-byte
 batch headers (see `wire.records.batch`), so walking a segment costs one
@@ -11,6 +11,7 @@ CRC or goes backwards in offsets.
 
 from __future__ import annotations
 
+import errno
 import os
 import weakref
 from collections.abc import Iterator
@@ -55,6 +56,55 @@ class SegmentFile:
 
     def close(self) -> None:
         self._finalizer()
+
+
+class LogFile:
+    """A segment's `.log` path and, on demand, its open `SegmentFile`.
+
+    Held open only while `keep_open` (the active segment, which appends); otherwise
+    `get()` opens it and the fd closes when the last holder of the returned object
+    lets go, so idle segments cost no fd. Callers keep the object while they use its
+    fd; a second `get()` meanwhile (a ReadResult still alive, say) shares it.
+    """
+
+    def __init__(self, path: Path, *, keep_open: bool) -> None:
+        self.path = path
+        self._kept: SegmentFile | None = None
+        self._last: weakref.ref[SegmentFile] | None = None
+        self._closed = False
+        if keep_open:
+            self._kept = self._open(os.O_CREAT)
+
+    def _open(self, flags: int = 0) -> SegmentFile:
+        file = SegmentFile(self.path, os.O_RDWR | os.O_APPEND | flags)
+        self._last = weakref.ref(file)
+        return file
+
+    def _held(self) -> SegmentFile | None:
+        if self._kept is not None:
+            return self._kept
+        return None if self._last is None else self._last()
+
+    def get(self) -> SegmentFile:
+        """The open file: the kept one, one a reader still holds, or a fresh one."""
+        if self._closed:
+            raise OSError(errno.EBADF, f"{self.path} was closed")
+        file = self._held()
+        if file is None or file.closed:
+            file = self._open()
+        return file
+
+    def keep_open(self, keep: bool) -> None:
+        self._kept = self.get() if keep else None
+
+    def close(self, release: bool) -> None:
+        """No more `get()`. Without `release` an open fd closes now even if a ReadResult holds
+        it (shutdown); with it, it lives on until the last holder is gone."""
+        file = self._held()
+        self._kept = self._last = None
+        self._closed = True
+        if file is not None and not release:
+            file.close()
 
 
 def scan_headers(

@@ -14,10 +14,17 @@ timestamp seen so far in the segment and the last offset of the first batch that
 reached it; timestamps strictly increase from entry to entry.
 
 Files are appended to, never preallocated, so their length is entries x size.
-Crash recovery: a length that is not a multiple of the entry size, keys that go
-backwards, or a last entry pointing outside the segment means the file is
-corrupt; the segment is then rescanned and the index rewritten. Entries are
-only loaded into memory (as `array`s) when first used.
+No index keeps a file open: entries are loaded into memory (as `array`s) when
+first used, new entries are added in memory and written out by `write_out()`,
+which the segment calls when it rolls, when it is flushed and at clean shutdown
+(open, append, close), so a partition holds no index fd at all.
+
+Crash recovery: a file may therefore lag its log (entries appended since the
+last write-out are lost by a crash). That is harmless: such a segment lies past
+the recovery point and is rescanned, and a short index of a trusted segment is
+extended by the loader's tail scan. A length that is not a multiple of the
+entry size, keys that go backwards, or a last entry pointing outside the segment
+means the file is corrupt; the segment is then rescanned and the index rewritten.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ NO_TIMESTAMP = -1
 
 
 class _Index:
-    """Shared file/array plumbing: an append-only file of (key, value) entries."""
+    """Shared file/array plumbing: an append-only file of (key, value) entries, cached in memory."""
 
     ENTRY: struct.Struct
     KEY_TYPE: str
@@ -46,15 +53,14 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_bytes // self.ENTRY.size
-        self.was_missing = not path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self._file_size = os.fstat(self._fd).st_size
+        try:
+            self._file_size = os.stat(path).st_size
+            self.was_missing = False
+        except FileNotFoundError:
+            self._file_size = 0
+            self.was_missing = True
         self._keys: array[int] | None = None
         self._values: array[int] | None = None
-
-    @property
-    def fd(self) -> int:
-        return self._fd
 
     @property
     def entries(self) -> int:
@@ -63,14 +69,27 @@ class _Index:
         return self._file_size // self.ENTRY.size
 
     @property
+    def pending(self) -> int:
+        """Entries in memory that the file does not hold yet."""
+        return self.entries - self._file_size // self.ENTRY.size
+
+    @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
+
+    def _pread(self, size: int, position: int) -> bytes:
+        """Read from the file through a short-lived fd (no index keeps one open)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            os.close(fd)
 
     def _load(self) -> tuple[array[int], array[int]]:
         if self._keys is None or self._values is None:
             size = self.ENTRY.size
             whole = self._file_size - self._file_size % size
-            data = os.pread(self._fd, whole, 0) if whole else b""
+            data = self._pread(whole, 0) if whole else b""
             self._keys, self._values = self._decode(data[: len(data) - len(data) % size])
         return self._keys, self._values
 
@@ -85,63 +104,75 @@ class _Index:
         """Entry `n`, read from the file unless the arrays are already loaded."""
         if self._keys is not None and self._values is not None:
             return self._keys[n], self._values[n]
-        key, value = self.ENTRY.unpack(os.pread(self._fd, self.ENTRY.size, n * self.ENTRY.size))
+        key, value = self.ENTRY.unpack(self._pread(self.ENTRY.size, n * self.ENTRY.size))
         return key, value
 
     def last_entry(self) -> tuple[int, int] | None:
         """The final entry, read without loading the whole file."""
         if self._keys is not None and self._values is not None:
             return (self._keys[-1], self._values[-1]) if self._keys else None
-        size = self.ENTRY.size
-        if self._file_size < size:
-            return None
-        data = os.pread(self._fd, size, self._file_size - self._file_size % size - size)
-        key, value = self.ENTRY.unpack(data)
-        return key, value
+        count = self._file_size // self.ENTRY.size
+        return self.entry(count - 1) if count else None
 
     def file_ok(self) -> bool:
         return self._file_size % self.ENTRY.size == 0
 
     def append_entries(self, entries: list[tuple[int, int]]) -> None:
-        """Append (key, value) entries in one write; on OSError the file is restored and it re-raises."""
-        if not entries:
-            return
+        """Add (key, value) entries in memory; `write_out()` puts them in the file."""
         keys, values = self._load()
-        data = b"".join(self.ENTRY.pack(k, v) for k, v in entries)
-        old = self._file_size
-        try:
-            write_all(self._fd, data)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, old)
-            raise
-        self._file_size += len(data)
         for key, value in entries:
             keys.append(key)
             values.append(value)
 
-    def keep(self, count: int) -> None:
-        """Keep only the first `count` entries."""
+    def write_out(self) -> int:
+        """Append the pending entries to the file (creating it) and return its open fd, for
+        the caller to fsync and close. On OSError the file is cut back and it re-raises."""
         keys, values = self._load()
-        if count >= len(keys):
-            return
-        os.ftruncate(self._fd, count * self.ENTRY.size)
-        self._file_size = count * self.ENTRY.size
+        size = self.ENTRY.size
+        done = self._file_size // size
+        data = b"".join(self.ENTRY.pack(keys[i], values[i]) for i in range(done, len(keys)))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            if self._file_size != done * size:  # a torn entry left by a crash
+                os.ftruncate(fd, done * size)
+                self._file_size = done * size
+            try:
+                write_all(fd, data)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self._file_size)
+                raise
+        except OSError:
+            os.close(fd)
+            raise
+        self._file_size += len(data)
+        self.was_missing = False
+        return fd
+
+    def save(self) -> None:
+        """`write_out()` without the fsync: enough for a cache (recovery rebuilds what is lost)."""
+        if self.pending or self.was_missing or not self.file_ok():
+            os.close(self.write_out())
+
+    def keep(self, count: int) -> None:
+        """Keep only the first `count` entries (the file too, if it holds more)."""
+        keys, values = self._load()
         del keys[count:]
         del values[count:]
+        whole = count * self.ENTRY.size
+        if self._file_size > whole:
+            os.truncate(self.path, whole)
+            self._file_size = whole
 
     def reset(self) -> None:
-        os.ftruncate(self._fd, 0)
-        self._file_size = 0
+        """Drop every entry, in memory and in the file."""
         self._keys, self._values = array(self.KEY_TYPE), array(self.VALUE_TYPE)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self._file_size:
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self.path, 0)
+            self._file_size = 0
 
     def delete(self) -> None:
-        self.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 

@@ -1,7 +1,9 @@
 """Segment lifecycle: rolling, flushing, closing, and removing data from either end.
 
-Flush: `flush()` runs in a worker thread; it holds the lock only to dup the
-fds of segments with unflushed data and to publish the new recovery point.
+Flush: `flush()` runs in a worker thread; it holds the lock only to write out
+pending index entries and take fds of segments with unflushed data, and to
+publish the new recovery point. A roll writes the old segment's index entries
+(no fsync: the flush it requests does that) and lets its `.log` fd go.
 
 Head: DeleteRecords and retention advance the log start offset, then delete
 every segment wholly below it, oldest first (rolling first if that includes
@@ -48,6 +50,7 @@ class SegmentLifecycle(LogQueries):
         """Start a new active segment at the log end; snapshot producers there (OSError propagates)."""
         old = self._segments[-1]
         old.seal()
+        old.write_indexes()
         segment = new_segment(
             self.directory,
             self.log_end_offset,
@@ -59,6 +62,7 @@ class SegmentLifecycle(LogQueries):
             segment.close()
             raise OSError(f"segment file {segment.path} already exists and is not empty")
         self._segments.append(segment)
+        old.set_active(False)
         try:
             self._pending_snapshots.append(self.producer_state.write_snapshot(segment.base_offset))
         except OSError as exc:
@@ -74,19 +78,18 @@ class SegmentLifecycle(LogQueries):
     # --- durability ------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync every segment holding unflushed data, then advance the recovery point."""
-        with self._lock:
-            if self.closed:
-                return
-            target = self.log_end_offset
-            fds = [
-                fd
-                for s in self._segments
-                if s.next_offset > self.recovery_point or s is self._segments[-1]
-                for fd in s.sync_fds()
-            ]
-            snapshots, self._pending_snapshots = self._pending_snapshots, []
+        """fsync every segment holding unflushed data (and its indexes, written out first), then
+        advance the recovery point."""
+        fds: list[int] = []
         try:
+            with self._lock:
+                if self.closed:
+                    return
+                target = self.log_end_offset
+                for s in self._segments:
+                    if s.next_offset > self.recovery_point or s is self._segments[-1]:
+                        fds.extend(s.sync_fds())
+                snapshots, self._pending_snapshots = self._pending_snapshots, []
             for fd in fds:
                 os.fsync(fd)
             for path in snapshots:
@@ -95,8 +98,8 @@ class SegmentLifecycle(LogQueries):
             fsync_dir(self.directory)
         except OSError as exc:
             with self._lock:
-                self.failed = f"fsync failed: {exc}"
-            raise KafkaStorageError(f"{self.name}: fsync failed: {exc}") from exc
+                self.failed = f"flush failed: {exc}"
+            raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
         finally:
             for fd in fds:
                 os.close(fd)
@@ -218,8 +221,9 @@ class SegmentLifecycle(LogQueries):
                 return
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
-            self._segments[-1].truncate_to(offset)
             active = self._segments[-1]
+            active.set_active(True)
+            active.truncate_to(offset)
             active.set_index_limits(
                 self.config.index_interval_bytes, self.config.segment_index_bytes
             )

@@ -22,7 +22,10 @@ Recovery rules, applied in order:
    since the log must stay contiguous. Its indexes are rewritten.
 3. Any other segment whose index files fail the sanity check (length not a
    multiple of the entry size, entries out of order or out of bounds) is
-   recovered the same way; otherwise only its tail is scanned.
+   recovered the same way; otherwise only its tail (after the last offset-index
+   entry) is scanned, and indexed, so an index that lags the log is extended.
+   Rebuilt or extended indexes are written out before the log opens. Only the
+   last segment keeps its `.log` open (broker.log.segment).
 4. The log start offset is max(checkpointed value, first segment's base), never
    past the log end; the recovery point becomes the log end after a clean
    shutdown and stays put (clamped to the log end) otherwise.
@@ -66,7 +69,13 @@ class LoadedLog:
 
 
 def new_segment(
-    directory: Path, base_offset: int, config: LogConfig, now_ms: int, jitter_ms: int = 0
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    now_ms: int,
+    jitter_ms: int = 0,
+    *,
+    active: bool = True,
 ) -> LogSegment:
     return LogSegment(
         directory,
@@ -75,6 +84,7 @@ def new_segment(
         max_index_bytes=config.segment_index_bytes,
         now_ms=now_ms,
         roll_jitter_ms=jitter_ms,
+        active=active,
     )
 
 
@@ -86,7 +96,8 @@ def iter_headers_from(segments: list[LogSegment], offset: int) -> Iterator[Batch
         found = segment.find_batch(offset)
         if found is None:
             continue
-        for _, header in scan_headers(segment.file.fd, found[0], segment.size):
+        file = segment.open_file()  # held while the scan uses its fd
+        for _, header in scan_headers(file.fd, found[0], segment.size):
             yield header
 
 
@@ -104,10 +115,11 @@ def load_partition(
     complete_swaps(directory)
     _remove_leftovers(directory)
     bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
-    segments = [new_segment(directory, base, config, now_ms) for base in bases]
+    segments = [new_segment(directory, base, config, now_ms, active=False) for base in bases]
     if not segments:
         segments = [new_segment(directory, log_start_offset or 0, config, now_ms)]
     dropped = _recover_segments(directory, segments, clean, recovery_point)
+    segments[-1].set_active(True)
     log_end = segments[-1].next_offset
     start = min(max(log_start_offset or 0, segments[0].base_offset), log_end)
     recovery_point = log_end if clean else min(recovery_point, log_end)
@@ -176,9 +188,10 @@ def _recover_segments(
         elif not (segment.offset_index.sane(segment.size) and segment.time_index.sane()):
             why = "corrupt index"
         else:
+            last_entries = segment.offset_index.last_entry(), segment.time_index.last()
             try:
                 segment.load_tail()
-                if not _indexes_below_end(segment):
+                if not _indexes_below_end(segment, *last_entries):
                     why = "index entries past the segment's end"
             except CorruptLogError as exc:
                 why = str(exc)
@@ -200,14 +213,15 @@ def _recover_segments(
                     dropped += later.size
                     later.delete()
                 del segments[i + 1 :]
+        segment.write_indexes()  # what recovery rebuilt or the tail scan added
         i += 1
     return dropped
 
 
-def _indexes_below_end(segment: LogSegment) -> bool:
-    """Index entries may only name offsets the segment holds."""
-    offset_entry = segment.offset_index.last_entry()
-    time_entry = segment.time_index.last()
+def _indexes_below_end(
+    segment: LogSegment, offset_entry: tuple[int, int] | None, time_entry: tuple[int, int] | None
+) -> bool:
+    """Index entries (the files' last ones, as loaded) may only name offsets the segment holds."""
     if offset_entry is not None and segment.base_offset + offset_entry[0] >= segment.next_offset:
         return False
     return time_entry is None or time_entry[1] < segment.next_offset

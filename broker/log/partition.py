@@ -20,6 +20,7 @@ from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
+from broker.log.fileio import SegmentFile
 from broker.log.lifecycle import SegmentLifecycle
 from broker.log.loader import LoadedLog, load_partition
 from broker.log.producer_entry import ProducerInfo
@@ -41,6 +42,7 @@ from wire.records import (
 
 log = logging.getLogger(__name__)
 TIMESTAMP_TYPE_MASK = 0x08
+_JITTER_RNG = random.Random()  # for segment.jitter.ms, shared: its state is 2.5 KB a log
 
 
 class PartitionLog(SegmentLifecycle, SegmentReplacement):
@@ -61,7 +63,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         self.partition = partition
         self.config = config
         self.clock = clock
-        self._rng = rng or random.Random()
+        self._rng = rng or _JITTER_RNG
         self._segments: list[LogSegment] = loaded.segments
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
@@ -223,6 +225,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         for segment in segments[segment_index(segments, offset) :]:
             if offset >= limit:
                 break
+            file = segment.open_file()  # one open for the lookups below and the result
             found = segment.find_batch(offset)
             if found is None:
                 continue
@@ -235,12 +238,12 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
                 break
             stop_at = max(pos + max(max_bytes, 0), pos + header.size)
             size = segment.boundary_at_or_before(min(stop_at, bound), pos) - pos
-            return self._result(segment, pos, size)
+            return self._result(file, pos, size)
         return self._result(None, 0, 0)
 
-    def _result(self, segment: LogSegment | None, position: int, size: int) -> ReadResult:
+    def _result(self, file: SegmentFile | None, position: int, size: int) -> ReadResult:
         return ReadResult(
-            None if segment is None else segment.file,
+            file,
             position,
             size,
             self.log_start_offset,

@@ -7,16 +7,24 @@ search to one batch, and only that batch is decoded.
 
 from __future__ import annotations
 
+import os
 import threading
 from bisect import bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.log.config import LogConfig
 from broker.log.epoch import LeaderEpochCache
 from broker.log.errors import OffsetOutOfRange
+from broker.log.fileio import SegmentFile, scan_headers
 from broker.log.index import NO_TIMESTAMP
 from broker.log.producer_state import ProducerStateManager
-from broker.log.segment import Found, LogSegment
+from broker.log.segment import LogSegment
+from wire.errors import ProtocolError
+from wire.records import BatchHeader, TimestampType, decode_batch
+
+Found = tuple[int, int, int]
+"""(offset, timestamp, leader_epoch) answered by timestamp queries."""
 
 
 class LogQueries:
@@ -52,7 +60,7 @@ class LogQueries:
                     segment.max_timestamp >= timestamp
                     and segment.next_offset > self.log_start_offset
                 ):
-                    found = segment.find_timestamp(timestamp, self.log_start_offset)
+                    found = find_timestamp(segment, timestamp, self.log_start_offset)
                     if found is not None:
                         return found
             return None
@@ -68,7 +76,7 @@ class LogQueries:
                     best is None or segment.max_timestamp > best.max_timestamp
                 ):
                     best = segment
-            return None if best is None else best.find_max_timestamp()
+            return None if best is None else find_max_timestamp(best)
 
     def latest_epoch(self) -> int | None:
         """The newest leader epoch that wrote to this log (None if none recorded)."""
@@ -96,3 +104,46 @@ def segment_index(segments: list[LogSegment], offset: int) -> int:
 
 def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
+
+
+def find_timestamp(segment: LogSegment, timestamp: int, min_offset: int) -> Found | None:
+    """First record at offset >= min_offset with timestamp >= `timestamp`, via the time index."""
+    _, indexed = segment.time_index.lookup(timestamp)
+    _, start = segment.offset_index.lookup(max(indexed, min_offset))
+    file = segment.open_file()
+    for pos, header in scan_headers(file.fd, start, segment.size):
+        if header.last_offset >= min_offset and header.max_timestamp >= timestamp:
+            found = _record_at(file, pos, header, lambda ts: ts >= timestamp, min_offset)
+            if found is not None:
+                return found
+    return None
+
+
+def find_max_timestamp(segment: LogSegment) -> Found | None:
+    """The record holding the segment's max timestamp (the first, on ties)."""
+    if segment.max_timestamp == NO_TIMESTAMP:
+        return None
+    target = segment.max_timestamp
+    _, start = segment.offset_index.lookup(segment.offset_of_max_timestamp)
+    file = segment.open_file()
+    for pos, header in scan_headers(file.fd, start, segment.size):
+        if header.max_timestamp == target:
+            return _record_at(file, pos, header, lambda ts: ts == target, header.base_offset)
+    return None
+
+
+def _record_at(
+    file: SegmentFile, pos: int, header: BatchHeader, match: Callable[[int], bool], min_offset: int
+) -> Found | None:
+    """Resolve a batch to the record ListOffsets reports (decodes just this batch)."""
+    epoch = header.partition_leader_epoch
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        return max(header.base_offset, min_offset), header.max_timestamp, epoch
+    try:
+        _, records = decode_batch(os.pread(file.fd, header.size, pos), check_crc=False)
+    except ProtocolError:
+        return max(header.base_offset, min_offset), header.max_timestamp, epoch
+    for record in records:
+        if record.offset >= min_offset and match(record.timestamp):
+            return record.offset, record.timestamp, epoch
+    return None

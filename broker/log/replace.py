@@ -1,7 +1,7 @@
 """The partition log's side of compaction: a consistent view to plan from, and the swap.
 
 The cleaner works in its own thread on closed segments, which never change
-once rolled, so it reads them without the log's lock (through fds it dup'd
+once rolled, so it reads them without the log's lock (through fds it opened
 under the lock, so a concurrent delete or close cannot pull a file from under
 it). Only `replace_segments` changes the log, under the lock: it checks that
 the segments it cleaned are still exactly where they were (retention,
@@ -93,9 +93,10 @@ class SegmentReplacement(LogQueries):
     def dup_segment_fds(self, segments: list[LogSegment]) -> list[int] | None:
         """Private fds of the segments' `.log` files (caller closes), None if the log closed."""
         with self._lock:
-            if self.closed or any(s.file.closed for s in segments):
+            if self.closed:
                 return None
-            return [os.dup(s.file.fd) for s in segments]
+            files = [s.open_file() for s in segments]  # held until dup'd: dropping one closes it
+            return [os.dup(f.fd) for f in files]
 
     def replace_segments(self, old: list[LogSegment], base: int | None, generation: int) -> bool:
         """Swap `old` (consecutive closed segments) for the published swap at `base` (None: the
@@ -125,8 +126,10 @@ class SegmentReplacement(LogQueries):
                         index_interval_bytes=self.config.index_interval_bytes,
                         max_index_bytes=self.config.segment_index_bytes,
                         now_ms=self.clock(),
+                        active=False,
                     )
                     cleaned.load_tail()
+                    cleaned.write_indexes()
                     fresh.insert(start, cleaned)
             except OSError as exc:
                 self.failed = f"segment swap failed: {exc}"
@@ -152,4 +155,4 @@ def largest_timestamp(segment: LogSegment) -> int:
     """What retention.ms and min.compaction.lag.ms age a segment by (Kafka's largestTimestamp)."""
     if segment.max_timestamp >= 0:
         return segment.max_timestamp
-    return os.fstat(segment.file.fd).st_mtime_ns // 1_000_000
+    return os.stat(segment.path).st_mtime_ns // 1_000_000

@@ -8,6 +8,11 @@ offset in it is >= the name and the next segment's name is > its last offset.
 The cleaner builds a replacement segment under the same names plus a suffix
 (`<base>.log.cleaned`, ...; see broker.log.swap for how it goes live).
 
+Open files: only the active segment (the one appended to) keeps its `.log` open;
+an older segment opens it for each use and the fd closes when the last user
+(a `ReadResult` waiting for sendfile, say) lets go of it. Neither index keeps
+a file open (broker.log.index). So a partition holds one fd.
+
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
 that offsets only go forward, truncates the file at the first bad batch and
@@ -19,19 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 
-from broker.log.fileio import SegmentFile, ValidatingScan, scan_headers, write_all
+from broker.log.fileio import LogFile, SegmentFile, ValidatingScan, scan_headers, write_all
 from broker.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
-from wire.errors import ProtocolError
-from wire.records import BatchHeader, TimestampType, decode_batch
+from wire.records import BatchHeader
 
 INT32_MAX = 2**31 - 1
 LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX = ".log", ".index", ".timeindex"
-
-Found = tuple[int, int, int]
-"""(offset, timestamp, leader_epoch) answered by timestamp queries."""
 
 
 def segment_name(base_offset: int) -> str:
@@ -51,12 +52,14 @@ class LogSegment:
         now_ms: int,
         roll_jitter_ms: int = 0,
         suffix: str = "",
+        active: bool = True,
     ) -> None:
+        """`active`: create the `.log` if missing and keep it open; else it must exist."""
         self.base_offset = base_offset
         stem = segment_name(base_offset)
-        self.file = SegmentFile(
-            directory / f"{stem}{LOG_SUFFIX}{suffix}", os.O_RDWR | os.O_CREAT | os.O_APPEND
-        )
+        self.path = directory / f"{stem}{LOG_SUFFIX}{suffix}"
+        self.log_file = LogFile(self.path, keep_open=active)
+        self.size = os.stat(self.path).st_size
         self.offset_index = OffsetIndex(
             directory / f"{stem}{INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
@@ -64,7 +67,6 @@ class LogSegment:
             directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
         self.index_interval_bytes = index_interval_bytes
-        self.size = os.fstat(self.file.fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -73,9 +75,13 @@ class LogSegment:
         self.roll_jitter_ms = roll_jitter_ms
         self._first_batch_timestamp: int | None = None
 
-    @property
-    def path(self) -> Path:
-        return self.file.path
+    def open_file(self) -> SegmentFile:
+        """The open `.log` (see `LogFile`): hold it while using its fd."""
+        return self.log_file.get()
+
+    def set_active(self, active: bool) -> None:
+        """The active segment keeps its `.log` open for appends; others open it per use."""
+        self.log_file.keep_open(active)
 
     @property
     def empty(self) -> bool:
@@ -91,7 +97,8 @@ class LogSegment:
     def append(self, data: memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
         """Write batches (positions relative to `data`) as one write, then their index entries.
 
-        On OSError both files are truncated back and nothing in memory changes.
+        The index entries stay in memory until `write_indexes()` or `sync_fds()`. On OSError
+        the `.log` is truncated back and nothing in memory changes.
         """
         start = self.size
         offsets: list[tuple[int, int]] = []
@@ -112,19 +119,15 @@ class LogSegment:
                     last_ts = max_ts
                 since = 0
             since += header.size
-        old_offsets, old_times = self.offset_index.entries, self.time_index.entries
+        file = self.open_file()
         try:
-            write_all(self.file.fd, data)
-            self.offset_index.append(offsets)
-            self.time_index.append(times)
+            write_all(file.fd, data)
         except OSError:
             with contextlib.suppress(OSError):
-                os.ftruncate(self.file.fd, start)
-            with contextlib.suppress(OSError):
-                self.offset_index.keep(old_offsets)
-            with contextlib.suppress(OSError):
-                self.time_index.keep(old_times)
+                os.ftruncate(file.fd, start)
             raise
+        self.offset_index.append(offsets)
+        self.time_index.append(times)
         if self.size == 0:
             self._first_batch_timestamp = batches[0][1].max_timestamp
         self.size = start + len(data)
@@ -166,8 +169,9 @@ class LogSegment:
     def first_batch_timestamp(self) -> int:
         """The first batch's max timestamp: what segment.ms measures age from."""
         if self._first_batch_timestamp is None:
+            file = self.open_file()
             self._first_batch_timestamp = next(
-                (h.max_timestamp for _, h in scan_headers(self.file.fd, 0, self.size)), -1
+                (h.max_timestamp for _, h in scan_headers(file.fd, 0, self.size)), -1
             )
         return self._first_batch_timestamp
 
@@ -178,7 +182,8 @@ class LogSegment:
         if offset >= self.next_offset:
             return None
         _, start = self.offset_index.lookup(offset)
-        for pos, header in scan_headers(self.file.fd, start, self.size):
+        file = self.open_file()
+        for pos, header in scan_headers(file.fd, start, self.size):
             if header.last_offset >= offset:
                 return pos, header
         return None
@@ -189,65 +194,26 @@ class LogSegment:
             return self.size
         pos = max(start, self.offset_index.position_floor(bound))
         end = pos
-        for batch_pos, header in scan_headers(self.file.fd, pos, self.size):
+        file = self.open_file()
+        for batch_pos, header in scan_headers(file.fd, pos, self.size):
             if batch_pos + header.size > bound:
                 break
             end = batch_pos + header.size
         return end
 
-    def find_timestamp(self, timestamp: int, min_offset: int) -> Found | None:
-        """First record at offset >= min_offset with timestamp >= `timestamp`, via the time index."""
-        _, indexed = self.time_index.lookup(timestamp)
-        _, start = self.offset_index.lookup(max(indexed, min_offset))
-        for pos, header in scan_headers(self.file.fd, start, self.size):
-            if header.last_offset >= min_offset and header.max_timestamp >= timestamp:
-                found = self._record_at(pos, header, lambda ts: ts >= timestamp, min_offset)
-                if found is not None:
-                    return found
-        return None
-
-    def find_max_timestamp(self) -> Found | None:
-        """The record holding this segment's max timestamp (the first, on ties)."""
-        if self.max_timestamp == NO_TIMESTAMP:
-            return None
-        target = self.max_timestamp
-        _, start = self.offset_index.lookup(self.offset_of_max_timestamp)
-        for pos, header in scan_headers(self.file.fd, start, self.size):
-            if header.max_timestamp == target:
-                return self._record_at(pos, header, lambda ts: ts == target, header.base_offset)
-        return None
-
-    def _record_at(
-        self, pos: int, header: BatchHeader, match: Callable[[int], bool], min_offset: int
-    ) -> Found | None:
-        """Resolve a batch to the record ListOffsets reports (decodes just this batch)."""
-        epoch = header.partition_leader_epoch
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            return max(header.base_offset, min_offset), header.max_timestamp, epoch
-        try:
-            _, records = decode_batch(os.pread(self.file.fd, header.size, pos), check_crc=False)
-        except ProtocolError:
-            return max(header.base_offset, min_offset), header.max_timestamp, epoch
-        for record in records:
-            if record.offset >= min_offset and match(record.timestamp):
-                return record.offset, record.timestamp, epoch
-        return None
-
     # --- recovery and truncation -----------------------------------------------------------
 
     def load_tail(self) -> None:
-        """After a clean open: find the end offset, max timestamp and index spacing cheaply."""
+        """After a clean open: find the end offset and max timestamp by scanning only the bytes
+        after the last offset-index entry, indexing them (a lagging index is extended)."""
         last = self.time_index.last()
         if last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = last
         entry = self.offset_index.last_entry()
         start = 0 if entry is None else entry[1]
-        for _, header in scan_headers(self.file.fd, start, self.size):
-            self.next_offset = header.next_offset
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = header.last_offset
-        self.bytes_since_index = self.size - start
+        self.bytes_since_index = 0
+        file = self.open_file()
+        self._index_all(scan_headers(file.fd, start, self.size))
 
     def recover(self) -> int:
         """Validate every batch, truncate at the first bad one, rebuild indexes; bytes dropped."""
@@ -257,38 +223,34 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self.bytes_since_index = 0
         self._first_batch_timestamp = None
-        scan = ValidatingScan(self.file.fd, 0, self.size, self.base_offset)
-        offsets: list[tuple[int, int]] = []
-        times: list[tuple[int, int]] = []
-        for pos, header in scan:
-            self._index_one(pos, header, offsets, times)
+        file = self.open_file()
+        scan = ValidatingScan(file.fd, 0, self.size, self.base_offset)
+        self._index_all(scan)
         dropped = self.size - scan.valid_end
         if dropped:
-            os.ftruncate(self.file.fd, scan.valid_end)
+            os.ftruncate(file.fd, scan.valid_end)
             self.size = scan.valid_end
-        self.offset_index.append(offsets)
-        self.time_index.append(times)
         return dropped
 
-    def _index_one(
-        self,
-        pos: int,
-        header: BatchHeader,
-        offsets: list[tuple[int, int]],
-        times: list[tuple[int, int]],
-    ) -> None:
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = (
-                header.max_timestamp,
-                header.last_offset,
-            )
-        if self.bytes_since_index > self.index_interval_bytes:
-            offsets.append((header.last_offset, pos))
-            if not times or self.max_timestamp > times[-1][0]:
-                times.append((self.max_timestamp, self.offset_of_max_timestamp))
-            self.bytes_since_index = 0
-        self.bytes_since_index += header.size
-        self.next_offset = header.next_offset
+    def _index_all(self, batches: Iterable[tuple[int, BatchHeader]]) -> None:
+        """Account for scanned batches as `append` would have, adding their index entries."""
+        offsets: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        last_ts = self._last_time_entry()
+        for pos, header in batches:
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            if self.bytes_since_index > self.index_interval_bytes:
+                offsets.append((header.last_offset, pos))
+                if self.max_timestamp > last_ts:
+                    times.append((self.max_timestamp, self.offset_of_max_timestamp))
+                    last_ts = self.max_timestamp
+                self.bytes_since_index = 0
+            self.bytes_since_index += header.size
+            self.next_offset = header.next_offset
+        self.offset_index.append(offsets)
+        self.time_index.append(times)
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= `offset`; bytes dropped."""
@@ -297,29 +259,44 @@ class LogSegment:
             return 0
         cut = found[0]
         dropped = self.size - cut
-        os.ftruncate(self.file.fd, cut)
+        file = self.open_file()
+        os.ftruncate(file.fd, cut)
         self.size = cut
         self.recover()  # rebuild indexes and in-memory state from the kept prefix
         return dropped
 
     # --- lifecycle -------------------------------------------------------------------------
 
+    def write_indexes(self) -> None:
+        """Write pending index entries (no fsync): on roll, and after loading or recovery."""
+        self.offset_index.save()
+        self.time_index.save()
+
     def sync_fds(self) -> list[int]:
-        """Duplicates of the three fds, so a worker thread can fsync them without racing close()."""
-        return [os.dup(fd) for fd in (self.file.fd, self.offset_index.fd, self.time_index.fd)]
+        """Fds of the `.log` and both indexes (pending entries written first), for a worker
+        thread to fsync and close without racing close(). OSError: none are left open."""
+        file = self.open_file()
+        fds = [os.dup(file.fd)]
+        try:
+            fds.append(self.offset_index.write_out())
+            fds.append(self.time_index.write_out())
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     def close(self, release: bool = False) -> None:
-        """Close the files; with `release` the `.log` fd stays open for live ReadResults."""
-        self.offset_index.close()
-        self.time_index.close()
-        if not release:
-            self.file.close()
+        """Forget the files; unpersisted index entries are dropped (a clean shutdown has just
+        flushed them). `release`: a ReadResult may keep the `.log` fd (see `LogFile.close`)."""
+        self.log_file.close(release)
 
     def delete(self) -> None:
         """Unlink the files, `.log` first (a crash in between leaves orphan indexes, which the
-        loader removes, never a log without its batches); the `.log` fd lives on while a
+        loader removes, never a log without its batches); an open `.log` fd lives on while a
         ReadResult still holds it."""
+        self.close(release=True)
         with contextlib.suppress(FileNotFoundError):
-            self.file.path.unlink()
+            self.path.unlink()
         self.offset_index.delete()
         self.time_index.delete()

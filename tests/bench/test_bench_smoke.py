@@ -84,7 +84,8 @@ def test_scaling_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     for row in doc["partitions"]:
         assert "error" not in row, row
         assert row["unacknowledged"] == 0
-        assert row["open_files_after_create"] >= 3 * row["partitions"]
+        # one fd per partition (its active segment's .log) plus the broker's own
+        assert row["partitions"] <= row["open_files_after_create"] < 2 * row["partitions"] + 20
     assert [r["connections"] for r in doc["connections"]] == [1, 10, 50]
     positions = doc["fetch"]["positions"]
     assert all(p["response_records_bytes"] > 0 for p in positions.values())

@@ -52,7 +52,7 @@ def test_enospc_mid_segment_write(log: PartitionLog, monkeypatch: pytest.MonkeyP
     before = read_everything(log)
     seg = log._segments[-1]
     size = seg.path.stat().st_size
-    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: fd == seg.file.fd))
+    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: names(fd, ".log")))
     with pytest.raises(KafkaStorageError) as info:
         log.append(batch([b"x" * 1000]), 0, T0)
     assert info.value.error == ErrorCode.KAFKA_STORAGE_ERROR
@@ -62,18 +62,25 @@ def test_enospc_mid_segment_write(log: PartitionLog, monkeypatch: pytest.MonkeyP
     check_offline_but_readable(log, before)
 
 
-def test_enospc_on_index_write_rolls_back_the_data_too(
+def test_enospc_on_index_write_at_flush_takes_partition_offline(
     log: PartitionLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = read_everything(log)
     seg = log._segments[-1]
-    sizes = (seg.path.stat().st_size, seg.offset_index.path.stat().st_size)
-    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: fd == seg.offset_index.fd))
+    size = seg.path.stat().st_size
+    assert seg.offset_index.pending  # appends keep index entries in memory until a flush
+    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: names(fd, ".index")))
     with pytest.raises(KafkaStorageError):
-        log.append(batch([b"y"]), 0, T0)
+        log.flush()
     monkeypatch.undo()
-    assert (seg.path.stat().st_size, seg.offset_index.path.stat().st_size) == sizes
+    assert log.recovery_point == 0
+    assert seg.offset_index.path.stat().st_size == 0  # the half-written entries were cut back
+    assert seg.path.stat().st_size == size
     check_offline_but_readable(log, before)
+
+
+def names(fd: int, suffix: str) -> bool:
+    return os.readlink(f"/proc/self/fd/{fd}").endswith(suffix)
 
 
 def test_enospc_on_epoch_checkpoint(log: PartitionLog, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,8 +113,7 @@ def test_log_recovers_cleanly_after_storage_error(
     m = manager([tmp_path])
     log = m.create("t", 0, LogConfig())
     log.append(batch([b"kept"]), 0, T0)
-    seg = log._segments[-1]
-    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: fd == seg.file.fd))
+    monkeypatch.setattr(os, "write", full_disk_after(lambda fd: names(fd, ".log")))
     with pytest.raises(KafkaStorageError):
         log.append(batch([b"lost" * 100]), 0, T0)
     monkeypatch.undo()
