@@ -65,11 +65,11 @@ def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
         fsync_dir(path.parent)
 
 
-def write_checkpoint(path: Path, entries: Iterable[Iterable[object]]) -> None:
-    """Write a version-0 checkpoint of space-separated entries."""
+def write_checkpoint(path: Path, entries: Iterable[Iterable[object]], *, sync: bool = True) -> None:
+    """Write a version-0 checkpoint of space-separated entries (`sync`: durable on return)."""
     lines = [" ".join(str(field) for field in entry) for entry in entries]
     text = f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    write_atomic(path, text.encode())
+    write_atomic(path, text.encode(), sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:

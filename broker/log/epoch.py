@@ -6,11 +6,15 @@ then one `epoch startOffset` line per epoch, oldest first. Epochs and start
 offsets both strictly increase.
 
 Crash recovery: the file is replaced atomically whenever an epoch is added, so
-it is never torn; it may however run ahead of the log (an entry written just
-before a data write that then failed or was lost), so on load every entry at or
-past the log end offset is dropped, and entries wholly below the log start
-offset collapse into one starting there. A missing or unreadable file is rebuilt
-from the batches' partitionLeaderEpoch fields.
+it is never torn. An append replaces it without fsync (no fsync on the event
+loop); the partition's next flush makes it durable before the recovery point
+moves past the new entry, so after a crash it may lack epochs of the unflushed
+tail, which the loader re-derives from the rescanned batches' partitionLeaderEpoch
+fields. It may also run ahead of the log (an entry written just before a data
+write that then failed or was lost), so on load every entry at or past the log
+end offset is dropped, and entries wholly below the log start offset collapse
+into one starting there. A missing or unreadable file is rebuilt from the
+batches' partitionLeaderEpoch fields.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.entries: list[tuple[int, int]] = []
+        self.unsynced = False
+        """Saved without fsync since the last durable save: the next flush fsyncs the file."""
 
     def load(self) -> bool:
         """Read the file; False if it is missing or corrupt (caller rebuilds from the log)."""
@@ -50,8 +56,10 @@ class LeaderEpochCache:
             self._put(epoch, offset)
         return True
 
-    def save(self) -> None:
-        write_checkpoint(self.path, self.entries)
+    def save(self, *, sync: bool = True) -> None:
+        """Replace the file; unsynced saves leave durability to the partition's next flush."""
+        write_checkpoint(self.path, self.entries, sync=sync)
+        self.unsynced = not sync
 
     def latest_epoch(self) -> int | None:
         return self.entries[-1][0] if self.entries else None

@@ -39,6 +39,7 @@ class SegmentLifecycle(LogQueries):
 
     clock: Callable[[], int]
     flush_requested: bool
+    on_flush_wanted: Callable[[], None] | None
     last_flush_ms: int
     failed: str | None
     closed: bool
@@ -73,9 +74,15 @@ class SegmentLifecycle(LogQueries):
                 exc,
             )
         self.flush_requested = True
+        self._want_flush()
         log.debug("%s: rolled segment at %d", self.directory.name, segment.base_offset)
 
     # --- durability ------------------------------------------------------------------------
+
+    def _want_flush(self) -> None:
+        """Tell the LogManager this log may want a flush (it checks only the logs it was told of)."""
+        if self.on_flush_wanted is not None:
+            self.on_flush_wanted()
 
     def flush(self) -> None:
         """fsync every segment holding unflushed data (and its indexes, written out first), then
@@ -90,6 +97,9 @@ class SegmentLifecycle(LogQueries):
                     if s.next_offset > self.recovery_point or s is self._segments[-1]:
                         fds.extend(s.sync_fds())
                 snapshots, self._pending_snapshots = self._pending_snapshots, []
+                if self.epochs.unsynced:
+                    snapshots.append(self.epochs.path)
+                    self.epochs.unsynced = False
             for fd in fds:
                 os.fsync(fd)
             for path in snapshots:

@@ -29,8 +29,10 @@ Recovery rules, applied in order:
 4. The log start offset is max(checkpointed value, first segment's base), never
    past the log end; the recovery point becomes the log end after a clean
    shutdown and stays put (clamped to the log end) otherwise.
-5. The leader-epoch file is cut back to the log end offset and log start; if it
-   is missing or unreadable it is rebuilt from the batch headers.
+5. The leader-epoch file is cut back to the log end offset and log start; after an
+   unclean stop the epochs of the batches past the recovery point are added (appends
+   save the file without fsync); if it is missing or unreadable it is rebuilt from
+   the batch headers.
 6. Producer state comes from the newest valid snapshot at or below the log end
    (later ones are deleted), then the batch headers after it are replayed.
 """
@@ -127,6 +129,12 @@ def load_partition(
     epochs = LeaderEpochCache(directory / EPOCH_FILE)
     if epochs.load():
         changed = epochs.truncate_from_end(log_end) | epochs.truncate_from_start(start)
+        if not clean:
+            # Appends save the file unsynced: epochs first written past the last flush may
+            # be missing, and the rescanned tail's batches carry them.
+            for header in iter_headers_from(segments, recovery_point):
+                if header.base_offset >= recovery_point:
+                    changed |= epochs.assign(header.partition_leader_epoch, header.base_offset)
     else:
         for header in iter_headers_from(segments, segments[0].base_offset):
             epochs.assign(header.partition_leader_epoch, header.base_offset)

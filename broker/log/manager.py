@@ -24,6 +24,7 @@ layer and are skipped.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -80,6 +81,9 @@ class LogManager:
         self.clock = clock
         self._topic_config = topic_config or (lambda _topic: LogConfig())
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._flush_candidates: set[PartitionLog] = set()
+        """Logs that rolled or appended under a finite flush policy: all `flush_due` looks at,
+        so its cost follows the traffic rather than the partition count."""
         self._dir_of: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
         self._cleaner_lock = threading.Lock()
@@ -129,15 +133,17 @@ class LogManager:
         )
         cleaned = _read_cleaner_checkpoint(directory)
         for n, (child, tp) in enumerate(todo, 1):
-            self._logs[tp] = PartitionLog.open(
-                child,
-                tp[0],
-                tp[1],
-                self._topic_config(tp[0]),
-                clock=self.clock,
-                clean=clean,
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp),
+            self._logs[tp] = self._track(
+                PartitionLog.open(
+                    child,
+                    tp[0],
+                    tp[1],
+                    self._topic_config(tp[0]),
+                    clock=self.clock,
+                    clean=clean,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp),
+                )
             )
             self._logs[tp].clean_offset = cleaned.get(tp)
             self._dir_of[tp] = directory
@@ -178,7 +184,9 @@ class LogManager:
         directory = min(online, key=lambda d: counts[d])
         path = directory / f"{topic}-{partition}"
         fresh = not path.exists()
-        new = PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
+        new = self._track(
+            PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
+        )
         if fresh:
             fsync_dir(directory)
         self._logs[tp] = new
@@ -202,13 +210,19 @@ class LogManager:
 
     # --- durability -------------------------------------------------------------------------
 
+    def _track(self, partition_log: PartitionLog) -> PartitionLog:
+        partition_log.on_flush_wanted = functools.partial(self._flush_candidates.add, partition_log)
+        return partition_log
+
     def flush_due(self, now_ms: int) -> list[PartitionLog]:
         """Logs whose flush.messages / flush.ms policy (or a segment roll) wants a flush now."""
-        return [
-            p
-            for p in self._logs.values()
-            if p.failed is None and not p.closed and p.flush_due(now_ms)
-        ]
+        due = []
+        for p in list(self._flush_candidates):
+            if p.failed is not None or p.closed or p.log_end_offset <= p.recovery_point:
+                self._flush_candidates.discard(p)  # nothing to flush until it appends again
+            elif p.flush_due(now_ms):
+                due.append(p)
+        return due
 
     def checkpoint(self) -> None:
         """Rewrite every dir's recovery-point and log-start checkpoints (worker thread)."""

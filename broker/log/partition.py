@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.log.config import LogConfig
+from broker.log.config import LONG_MAX, LogConfig
 from broker.log.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from broker.log.fileio import SegmentFile
 from broker.log.lifecycle import SegmentLifecycle
@@ -72,6 +72,8 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         self.high_watermark = self.log_end_offset
         self.last_flush_ms = clock()
         self.flush_requested = False
+        self.on_flush_wanted: Callable[[], None] | None = None
+        """Told after a roll, and after appends under a finite flush policy (LogManager)."""
         self.failed: str | None = None
         self.closed = False
         self.generation = 0
@@ -108,7 +110,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             now_ms=clock(),
         )
         if not loaded.epochs.path.exists():
-            loaded.epochs.save()
+            loaded.epochs.save(sync=False)
         return cls(directory, topic, partition, config, loaded, clock, rng)
 
     # --- append ----------------------------------------------------------------------------
@@ -153,6 +155,8 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             self._write(buf, batches, leader_epoch, now_ms)
             staged.commit()
             self.high_watermark = self.log_end_offset
+            if self.config.flush_messages < LONG_MAX or self.config.flush_ms < LONG_MAX:
+                self._want_flush()
             return AppendResult(
                 base, self.log_end_offset - 1, now_ms if lat else -1, self.log_start_offset
             )
@@ -186,7 +190,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         old_epochs = list(self.epochs.entries)
         try:
             if self.epochs.assign(leader_epoch, base):
-                self.epochs.save()
+                self.epochs.save(sync=False)  # the next flush fsyncs it (see broker.log.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)
             if active.should_roll(
@@ -260,6 +264,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             active = self._segments[-1]
             active.set_index_limits(config.index_interval_bytes, config.segment_index_bytes)
             active.roll_jitter_ms = config.random_jitter(self._rng)
+        self._want_flush()  # a new flush policy may already be due
 
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)

@@ -83,3 +83,33 @@ def test_cache_semantics() -> None:
     assert cache.entries == [(2, 25)]
     assert not cache.truncate_from_start(25)
     assert not cache.assign(-1, 30)
+
+
+def test_an_epoch_lost_with_its_unsynced_checkpoint_comes_back_from_the_batches(
+    tmp_path: Path,
+) -> None:
+    """Appends replace the checkpoint without fsync (none on the event loop), so a power loss
+    can lose that write; the batches past the recovery point still carry their epoch."""
+    m = manager([tmp_path])
+    log = m.create("t", 0, LogConfig())
+    log.append(batch(), 1, T0)
+    log.flush()
+    m.checkpoint()  # recovery point 1 on disk; the checkpoint "1 0" is durable
+    assert not log.epochs.unsynced
+    log.append(batch(), 3, T0)
+    log.append(batch(), 3, T0)
+    assert log.epochs.unsynced
+    crash(m)
+    (tmp_path / "t-0" / CHECKPOINT).write_text("0\n1\n1 0\n")  # the unsynced write was lost
+    log = get_log(manager([tmp_path]))
+    assert log.epochs.entries == [(1, 0), (3, 1)]
+    assert (tmp_path / "t-0" / CHECKPOINT).read_text() == "0\n2\n1 0\n3 1\n"
+    assert log.end_offset_for_epoch(1) == (1, 1)
+
+
+def test_flush_makes_the_checkpoint_durable(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch(), 2, T0)
+    assert log.epochs.unsynced
+    log.flush()
+    assert not log.epochs.unsynced

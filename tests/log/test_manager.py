@@ -106,6 +106,23 @@ def test_flush_due_policies(tmp_path: Path) -> None:
     assert never.recovery_point == never.log_end_offset
 
 
+def test_flush_due_looks_only_at_logs_that_asked(tmp_path: Path) -> None:
+    """The flush loop runs every 50 ms: its cost must follow the traffic, not the partitions."""
+    m = manager([tmp_path])
+    logs = [m.create("t", p, LogConfig()) for p in range(50)]
+    for log in logs:
+        log.append(batch(), 0, T0)
+    assert m.flush_due(T0 + 10**9) == []
+    assert len(m._flush_candidates) == 0  # default policies: nothing to watch until a roll
+    timed = m.create("timed", 0, LogConfig())
+    timed.append(batch(), 0, T0)
+    timed.update_config(LogConfig(flush_ms=10))  # a dynamic config change takes effect
+    assert m.flush_due(T0 + 10**9) == [timed]
+    timed.flush()
+    assert m.flush_due(T0 + 10**9) == []
+    assert len(m._flush_candidates) == 0
+
+
 def test_load_logs_progress_and_skips_foreign_entries(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
