@@ -141,7 +141,7 @@ def load_partition(
         epochs.truncate_from_start(start)
         changed = True
     if changed:
-        epochs.save()
+        epochs.save(sync=False)  # derived from the log again if lost; the next flush syncs it
 
     producers = ProducerStateManager(directory)
     producers.delete_snapshots(above=log_end)

@@ -24,6 +24,7 @@ layer and are skipped.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import os
@@ -85,6 +86,8 @@ class LogManager:
         """Logs that rolled or appended under a finite flush policy: all `flush_due` looks at,
         so its cost follows the traffic rather than the partition count."""
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._per_dir: collections.Counter[Path] = collections.Counter()
+        """Logs per directory, kept with `_dir_of`: a create picks the emptiest in O(dirs)."""
         self.offline_dirs: set[Path] = set()
         self._cleaner_lock = threading.Lock()
 
@@ -147,6 +150,7 @@ class LogManager:
             )
             self._logs[tp].clean_offset = cleaned.get(tp)
             self._dir_of[tp] = directory
+            self._per_dir[directory] += 1
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
         if clean:
@@ -177,11 +181,7 @@ class LogManager:
         online = [d for d in self.dirs if d not in self.offline_dirs]
         if not online:
             raise OSError("no online log directory")
-        counts = dict.fromkeys(online, 0)
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
-        directory = min(online, key=lambda d: counts[d])
+        directory = min(online, key=lambda d: self._per_dir[d])
         path = directory / f"{topic}-{partition}"
         fresh = not path.exists()
         new = self._track(
@@ -191,6 +191,7 @@ class LogManager:
             fsync_dir(directory)
         self._logs[tp] = new
         self._dir_of[tp] = directory
+        self._per_dir[directory] += 1
         return new
 
     def delete(self, topic: str, partition: int) -> None:
@@ -198,6 +199,8 @@ class LogManager:
         tp = (topic, partition)
         doomed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
+        if directory is not None:
+            self._per_dir[directory] -= 1
         if doomed is None or directory is None:
             return
         doomed.close(clean=False)

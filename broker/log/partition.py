@@ -109,8 +109,6 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             log_start_offset=log_start_offset,
             now_ms=clock(),
         )
-        if not loaded.epochs.path.exists():
-            loaded.epochs.save(sync=False)
         return cls(directory, topic, partition, config, loaded, clock, rng)
 
     # --- append ----------------------------------------------------------------------------

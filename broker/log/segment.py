@@ -268,7 +268,11 @@ class LogSegment:
     # --- lifecycle -------------------------------------------------------------------------
 
     def write_indexes(self) -> None:
-        """Write pending index entries (no fsync): on roll, and after loading or recovery."""
+        """Write pending index entries (no fsync): on roll, and after loading or recovery.
+        An empty segment needs no index files yet (the loader expects none), which keeps
+        creating a partition to its `.log` and epoch checkpoint."""
+        if self.size == 0 and not (self.offset_index.pending or self.time_index.pending):
+            return
         self.offset_index.save()
         self.time_index.save()
 
