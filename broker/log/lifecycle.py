@@ -39,6 +39,7 @@ class SegmentLifecycle(LogQueries):
 
     clock: Callable[[], int]
     flush_requested: bool
+    parent_unsynced: bool
     on_flush_wanted: Callable[[], None] | None
     last_flush_ms: int
     failed: str | None
@@ -106,6 +107,9 @@ class SegmentLifecycle(LogQueries):
                 with contextlib.suppress(FileNotFoundError):
                     _fsync_path(path)
             fsync_dir(self.directory)
+            if self.parent_unsynced:
+                fsync_dir(self.directory.parent)
+                self.parent_unsynced = False
         except OSError as exc:
             with self._lock:
                 self.failed = f"flush failed: {exc}"

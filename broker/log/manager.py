@@ -43,6 +43,7 @@ from broker.log.checkpoint import (
     write_offsets,
 )
 from broker.log.config import LogConfig
+from broker.log.deleter import DirectoryDeleter
 from broker.log.errors import LogError
 from broker.log.partition import PartitionLog
 
@@ -90,6 +91,7 @@ class LogManager:
         """Logs per directory, kept with `_dir_of`: a create picks the emptiest in O(dirs)."""
         self.offline_dirs: set[Path] = set()
         self._cleaner_lock = threading.Lock()
+        self._deleter = DirectoryDeleter()
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -188,14 +190,14 @@ class LogManager:
             PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
         )
         if fresh:
-            fsync_dir(directory)
+            new.parent_unsynced = True  # its first flush fsyncs `directory` (off the loop)
         self._logs[tp] = new
         self._dir_of[tp] = directory
         self._per_dir[directory] += 1
         return new
 
     def delete(self, topic: str, partition: int) -> None:
-        """Close the log, rename it to `<name>.<hex>-delete`, then remove it."""
+        """Close the log, rename it to `<name>.<hex>-delete`; the deleter thread removes it."""
         tp = (topic, partition)
         doomed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
@@ -207,9 +209,12 @@ class LogManager:
         target = doomed.directory.with_name(
             f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         )
-        os.rename(doomed.directory, target)
-        fsync_dir(directory)
-        shutil.rmtree(target, ignore_errors=True)
+        os.rename(doomed.directory, target)  # durable or not: a reappearing log is deleted again
+        self._deleter.remove(target)
+
+    def wait_for_deletions(self) -> None:
+        """Block until deleted partitions' directories are removed (tests)."""
+        self._deleter.wait()
 
     # --- durability -------------------------------------------------------------------------
 

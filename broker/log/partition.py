@@ -72,6 +72,8 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         self.high_watermark = self.log_end_offset
         self.last_flush_ms = clock()
         self.flush_requested = False
+        self.parent_unsynced = False
+        """A new directory whose entry in the data dir the first flush must make durable."""
         self.on_flush_wanted: Callable[[], None] | None = None
         """Told after a roll, and after appends under a finite flush policy (LogManager)."""
         self.failed: str | None = None

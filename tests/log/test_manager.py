@@ -64,6 +64,7 @@ def test_delete_renames_then_removes(tmp_path: Path) -> None:
     result = log.read(0, 100)
     m.delete("t", 0)
     assert m.get("t", 0) is None
+    m.wait_for_deletions()
     assert list(tmp_path.iterdir()) == []
     m.delete("t", 0)  # idempotent
     assert m.create("t", 0, LogConfig()).log_end_offset == 0
