@@ -6,9 +6,10 @@ then one `epoch startOffset` line per epoch, oldest first. Epochs and start
 offsets both strictly increase.
 
 Crash recovery: the file is replaced atomically whenever an epoch is added, so
-it is never torn. An append replaces it without fsync (no fsync on the event
-loop); the partition's next flush makes it durable before the recovery point
-moves past the new entry, so after a crash it may lack epochs of the unflushed
+it is never torn. Appends, retention and truncation replace it without fsync
+(no fsync on the event loop; each of those changes is re-derived on load, see
+below); the partition's next flush makes it durable before the recovery point
+moves past a new entry, so after a crash it may lack epochs of the unflushed
 tail, which the loader re-derives from the rescanned batches' partitionLeaderEpoch
 fields. It may also run ahead of the log (an entry written just before a data
 write that then failed or was lost), so on load every entry at or past the log

@@ -196,7 +196,7 @@ class SegmentLifecycle(LogQueries):
         """Move the log start (lock held) and delete the segments wholly below it."""
         self.log_start_offset = offset
         if self.epochs.truncate_from_start(offset):
-            self.epochs.save()
+            self.epochs.save(sync=False)  # re-derived on load if lost
         segments = self._segments
         count = 0
         while count < len(segments):
@@ -244,7 +244,7 @@ class SegmentLifecycle(LogQueries):
             end = self.log_end_offset
             self.log_start_offset = min(self.log_start_offset, end)
             if self.epochs.truncate_from_end(end):
-                self.epochs.save()
+                self.epochs.save(sync=False)  # re-derived on load if lost
             self._rebuild_producers(end)
             self.recovery_point = min(self.recovery_point, end)
             self.high_watermark = min(self.high_watermark, end)
