@@ -20,7 +20,7 @@ import trio
 from broker.config import BrokerConfig, Listener
 from broker.log.cleaner import CleanerSettings, LogCleaner
 from broker.log.manager import LogManager
-from broker.partitions import log_config, sync_partitions
+from broker.partitions import follow_image, log_config, sync_partitions
 from broker.server import Server
 from broker.state import BrokerState, wall_clock_ms
 from coordinator.controller.driver import ControllerDriver
@@ -95,7 +95,7 @@ class Broker:
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         self.state = state
         sync_partitions(state, controller.image)
-        controller.subscribe(lambda image: sync_partitions(state, image))
+        controller.subscribe(lambda image: follow_image(state, image))
         state.groups = GroupDriver(state)
         await state.groups.load()
         server = Server(state)

@@ -176,25 +176,45 @@ class LogManager:
 
     def create(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
         """The partition's log, created in the data dir with the fewest partitions if missing."""
-        tp = (topic, partition)
-        existing = self._logs.get(tp)
+        existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
+        directory = self.place()
+        return self.adopt(directory, self.open_new(directory, topic, partition, config))
+
+    def place(self, planned: collections.Counter[Path] | None = None) -> Path:
+        """The online data dir holding the fewest logs, counting `planned` ones (a batch of
+        creations in flight), which it then counts the choice in."""
         online = [d for d in self.dirs if d not in self.offline_dirs]
         if not online:
             raise OSError("no online log directory")
-        directory = min(online, key=lambda d: self._per_dir[d])
+        extra = planned if planned is not None else collections.Counter()
+        directory = min(online, key=lambda d: self._per_dir[d] + extra[d])
+        extra[directory] += 1
+        return directory
+
+    def open_new(
+        self, directory: Path, topic: str, partition: int, config: LogConfig
+    ) -> PartitionLog:
+        """Open (creating if missing) a log's files without registering it: touches no
+        manager state, so a worker thread may run it while the event loop serves."""
         path = directory / f"{topic}-{partition}"
         fresh = not path.exists()
-        new = self._track(
-            PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
-        )
-        if fresh:
-            new.parent_unsynced = True  # its first flush fsyncs `directory` (off the loop)
-        self._logs[tp] = new
+        new = PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
+        new.parent_unsynced = fresh  # its first flush fsyncs `directory` (off the loop)
+        return new
+
+    def adopt(self, directory: Path, partition_log: PartitionLog) -> PartitionLog:
+        """Register a log from `open_new` (event loop); one already there wins."""
+        tp = (partition_log.topic, partition_log.partition)
+        existing = self._logs.get(tp)
+        if existing is not None:
+            partition_log.close(clean=False)
+            return existing
+        self._logs[tp] = self._track(partition_log)
         self._dir_of[tp] = directory
         self._per_dir[directory] += 1
-        return new
+        return partition_log
 
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename it to `<name>.<hex>-delete`; the deleter thread removes it."""
@@ -239,7 +259,8 @@ class LogManager:
                 self._checkpoint_dir(directory)
 
     def _checkpoint_dir(self, directory: Path) -> None:
-        logs = {tp: p for tp, p in self._logs.items() if self._dir_of.get(tp) == directory}
+        # list(): a worker thread runs this while the event loop may add or drop logs
+        logs = {tp: p for tp, p in list(self._logs.items()) if self._dir_of.get(tp) == directory}
         write_offsets(
             directory / RECOVERY_POINT_FILE, {tp: p.recovery_point for tp, p in logs.items()}
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from broker.client import KafkaClient
 from broker.embedded import EmbeddedBroker, open_broker
+from broker.log.manager import LogManager
 from wire.errors import ErrorCode
 from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from wire.messages.metadata import MetadataRequest, MetadataResponse
@@ -278,3 +280,25 @@ async def test_deadline_passing_while_queued_creates_nothing(
     )
     [created] = await create(client, topic("queued"), timeout_ms=50)
     assert created.error_code == ErrorCode.NONE
+
+
+async def test_new_logs_are_created_off_the_event_loop(
+    client: KafkaClient, broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a partition's files takes a millisecond or more: a worker thread does it, and
+    the response still means the logs exist."""
+    threads: list[threading.Thread] = []
+    open_new = LogManager.open_new
+
+    def spy(self: LogManager, *args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread())
+        return open_new(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogManager, "open_new", spy)
+    [result] = await create(client, topic("off-loop", 3))
+    assert result.error_code == ErrorCode.NONE
+    assert len(threads) == 3
+    assert all(t is not threading.main_thread() for t in threads)
+    state = broker.broker.state
+    assert state is not None
+    assert all(state.logs.get("off-loop", p) is not None for p in range(3))
