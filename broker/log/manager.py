@@ -131,10 +131,10 @@ class LogManager:
             todo.append((child, tp))
         started = time.monotonic()
         log.info(
-            "loading %d logs from %s (%s shutdown)",
+            "loading %d logs from %s (%s)",
             len(todo),
             directory,
-            "clean" if clean else "unclean",
+            "clean shutdown" if clean else "unclean shutdown" if todo else "no logs yet",
         )
         cleaned = _read_cleaner_checkpoint(directory)
         for n, (child, tp) in enumerate(todo, 1):
