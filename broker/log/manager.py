@@ -28,7 +28,6 @@ import collections
 import functools
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -36,35 +35,25 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from broker.log.checkpoint import (
-    CheckpointError,
     fsync_dir,
-    read_offsets,
     write_atomic,
     write_offsets,
 )
 from broker.log.config import LogConfig
+from broker.log.datadir import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANER_FILE,
+    DELETE_SUFFIX,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    TopicPartition,
+    scan_data_dir,
+)
 from broker.log.deleter import DirectoryDeleter
 from broker.log.errors import LogError
 from broker.log.partition import PartitionLog
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-CLEANER_FILE = "cleaner-offset-checkpoint"
-DELETE_SUFFIX = "-delete"
-METADATA_TOPIC = "__cluster_metadata"
-
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
-
-
-def parse_log_dir_name(name: str) -> TopicPartition | None:
-    """(topic, partition) for a partition directory name, None for anything else."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit() or "." in partition:
-        return None
-    return topic, int(partition)
 
 
 class LogManager:
@@ -105,58 +94,37 @@ class LogManager:
                 self.offline_dirs.add(directory)
 
     def _load_dir(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        try:
-            recovery = read_offsets(directory / RECOVERY_POINT_FILE)
-            starts = read_offsets(directory / LOG_START_FILE)
-        except CheckpointError as exc:
-            log.warning("%s; recovering every log in %s", exc, directory)
-            recovery, starts, clean = {}, {}, False
+        scan = scan_data_dir(directory)
         todo: list[tuple[Path, TopicPartition]] = []
-        for child in sorted(directory.iterdir()):
-            if not child.is_dir():
-                continue
-            if child.name.endswith(DELETE_SUFFIX):
-                log.info("removing partially deleted log %s", child)
-                shutil.rmtree(child, ignore_errors=True)
-                continue
-            tp = parse_log_dir_name(child.name)
-            if tp is None or tp[0] == METADATA_TOPIC:
-                continue
+        for child, tp in scan.partitions:
             if tp in self._logs:
                 log.error("%s duplicates %s; ignoring it", child, self._dir_of[tp])
-                continue
-            todo.append((child, tp))
+            else:
+                todo.append((child, tp))
         started = time.monotonic()
         log.info(
             "loading %d logs from %s (%s)",
             len(todo),
             directory,
-            "clean shutdown" if clean else "unclean shutdown" if todo else "no logs yet",
+            "clean shutdown" if scan.clean else "unclean shutdown" if todo else "no logs yet",
         )
-        cleaned = _read_cleaner_checkpoint(directory)
         for n, (child, tp) in enumerate(todo, 1):
-            self._logs[tp] = self._track(
-                PartitionLog.open(
-                    child,
-                    tp[0],
-                    tp[1],
-                    self._topic_config(tp[0]),
-                    clock=self.clock,
-                    clean=clean,
-                    recovery_point=recovery.get(tp, 0),
-                    log_start_offset=starts.get(tp),
-                )
+            opened = PartitionLog.open(
+                child,
+                tp[0],
+                tp[1],
+                self._topic_config(tp[0]),
+                clock=self.clock,
+                clean=scan.clean,
+                recovery_point=scan.recovery_points.get(tp, 0),
+                log_start_offset=scan.log_starts.get(tp),
             )
-            self._logs[tp].clean_offset = cleaned.get(tp)
-            self._dir_of[tp] = directory
-            self._per_dir[directory] += 1
+            opened.clean_offset = scan.clean_offsets.get(tp)
+            self.adopt(directory, opened)
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
-        if clean:
-            marker.unlink()
+        if scan.clean:
+            (directory / CLEAN_SHUTDOWN_FILE).unlink()
             fsync_dir(directory)
         log.info("log dir %s ready in %.3fs", directory, time.monotonic() - started)
 
@@ -327,12 +295,3 @@ class LogManager:
                 log.error("could not checkpoint %s: %s", directory, exc)
         for p in self._logs.values():
             p.close(clean=False)
-
-
-def _read_cleaner_checkpoint(directory: Path) -> dict[TopicPartition, int]:
-    """The cleaner's checkpoint; unreadable means "everything is dirty", never an error."""
-    try:
-        return read_offsets(directory / CLEANER_FILE)
-    except CheckpointError as exc:
-        log.warning("%s; the cleaner starts over in %s", exc, directory)
-        return {}

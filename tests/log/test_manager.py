@@ -11,7 +11,7 @@ import pytest
 from broker.config import BrokerConfig, effective_topic_config
 from broker.log import LogConfig, LogManager
 from broker.log.checkpoint import read_offsets
-from broker.log.manager import (
+from broker.log.datadir import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
