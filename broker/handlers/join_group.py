@@ -55,7 +55,7 @@ async def handle(
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
         session_timeout_ms=body.session_timeout_ms,
         rebalance_timeout_ms=rebalance if rebalance >= 0 else body.session_timeout_ms,
-        group_instance_id=body.group_instance_id if version >= 5 else None,
+        group_instance_id=body.group_instance_id,
         client_id=request.client_id or "",
         client_host=client_host(request),
         require_known_member_id=version >= 4,

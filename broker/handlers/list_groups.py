@@ -34,9 +34,8 @@ async def handle(
     driver = group_driver(broker)
     if driver is None:
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    version = request.api_version
-    states = list(body.states_filter) if version >= 4 else []
-    types = list(body.types_filter) if version >= 5 else []
+    states = list(body.states_filter)
+    types = list(body.types_filter)
     return ListGroupsResponse(
         groups=[
             ListGroupsResponse.ListedGroup(

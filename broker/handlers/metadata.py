@@ -58,7 +58,7 @@ async def handle(
             for t in wanted
             if t.name and t.topic_id == ZERO_UUID and broker.image.topic(t.name) is None
         ]
-        allow = body.allow_auto_topic_creation if version >= 4 else True
+        allow = body.allow_auto_topic_creation
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
             created = await auto_create_topics(broker, missing)

@@ -92,8 +92,8 @@ async def _commit(
         generation=body.generation_id_or_member_epoch,
         member_id=body.member_id,
         partitions=valid,
-        group_instance_id=body.group_instance_id if version >= 7 else None,
-        retention_ms=body.retention_time_ms if version <= 4 else -1,
+        group_instance_id=body.group_instance_id,
+        retention_ms=body.retention_time_ms,
         group_must_exist=version >= 9,
     )
     return driver.run_sync(lambda: driver.machine.commit(driver.now(), req))

@@ -35,7 +35,6 @@ MAX_VERSION = 5
 async def handle(
     broker: BrokerState, request: RequestContext, body: SyncGroupRequest
 ) -> SyncGroupResponse:
-    version = request.api_version
     driver = group_driver(broker)
     if driver is None:
         return _response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -44,9 +43,9 @@ async def handle(
         member_id=body.member_id,
         generation=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
-        group_instance_id=body.group_instance_id if version >= 3 else None,
-        protocol_type=body.protocol_type if version >= 5 else None,
-        protocol_name=body.protocol_name if version >= 5 else None,
+        group_instance_id=body.group_instance_id,
+        protocol_type=body.protocol_type,
+        protocol_name=body.protocol_name,
     )
     return _response(await driver.sync(req))
 
