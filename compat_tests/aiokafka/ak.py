@@ -160,3 +160,13 @@ async def consume(client: Any, count: int, within: float = TIMEOUT) -> list[Rec]
         for records in batches.values():
             out.extend(to_rec(r) for r in records)
     return out
+
+
+async def read_from_start(bootstrap: str, topic: str, partitions: int, count: int) -> list[Rec]:
+    """Exactly `count` records from the beginning of the topic's first `partitions` partitions,
+    read by assign + seek_to_beginning on a fresh consumer."""
+    async with consumer(bootstrap) as client:
+        assigned = [TopicPartition(topic, p) for p in range(partitions)]
+        client.assign(assigned)
+        await client.seek_to_beginning(*assigned)
+        return await consume(client, count)

@@ -145,11 +145,8 @@ def test_create_partitions(shared_broker: BrokerProcess) -> None:
 
         async with ak.producer(bootstrap) as producer:
             await ak.produce_all(producer, topic, expected)
-        async with ak.consumer(bootstrap) as consumer:
-            partitions = [TopicPartition(topic, p) for p in range(4)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            assert by_partition(await ak.consume(consumer, len(expected))) == by_partition(expected)
+        got = await ak.read_from_start(bootstrap, topic, 4, len(expected))
+        assert by_partition(got) == by_partition(expected)
 
     ak.run(test)
 

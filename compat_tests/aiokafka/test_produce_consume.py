@@ -65,11 +65,8 @@ def test_idempotent_producer(shared_broker: BrokerProcess) -> None:
         async with ak.producer(bootstrap, enable_idempotence=True) as producer:
             acked = await ak.produce_all(producer, topic, expected)
         assert acked == [(r.partition, r.offset) for r in expected]
-        async with ak.consumer(bootstrap) as consumer:
-            partitions = [TopicPartition(topic, p) for p in range(2)]
-            consumer.assign(partitions)
-            await consumer.seek_to_beginning(*partitions)
-            assert by_partition(await ak.consume(consumer, len(expected))) == by_partition(expected)
+        got = await ak.read_from_start(bootstrap, topic, 2, len(expected))
+        assert by_partition(got) == by_partition(expected)
 
     ak.run(test)
 
