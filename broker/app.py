@@ -20,7 +20,7 @@ import trio
 from broker.config import BrokerConfig, Listener
 from broker.log.cleaner import CleanerSettings, LogCleaner
 from broker.log.manager import LogManager
-from broker.partitions import follow_image, log_config, sync_partitions
+from broker.partitions import follow_image, log_config
 from broker.server import Server
 from broker.state import BrokerState, wall_clock_ms
 from coordinator.controller.driver import ControllerDriver
@@ -94,7 +94,7 @@ class Broker:
         await controller.start(self.endpoints)
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         self.state = state
-        sync_partitions(state, controller.image)
+        await follow_image(state, controller.image)
         controller.subscribe(lambda image: follow_image(state, image))
         state.groups = GroupDriver(state)
         await state.groups.load()

@@ -102,12 +102,6 @@ def _finish(state: BrokerState, plan: _Plan, opened: list[tuple[Path, PartitionL
         state.logs.delete(topic, partition)
 
 
-def sync_partitions(state: BrokerState, image: MetadataImage) -> None:
-    """Follow `image` at once (start-up, before serving)."""
-    plan = _plan(state, image)
-    _finish(state, plan, _open_all(state.logs, plan))
-
-
 async def follow_image(state: BrokerState, image: MetadataImage) -> None:
     """Follow `image` while serving: creating a partition is a directory and a few files
     (~1.4 ms each here), so new logs are opened in a worker thread, not on the event loop.

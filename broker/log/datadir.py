@@ -21,7 +21,7 @@ CLEANER_FILE = "cleaner-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 METADATA_TOPIC = "__cluster_metadata"
 
-log = logging.getLogger("broker.log.manager")
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
