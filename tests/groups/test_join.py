@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from coordinator.groups.api import JoinResult
 from coordinator.groups.model import GroupState
 from coordinator.groups.records import GroupRecord
@@ -279,3 +283,18 @@ def test_zero_delay_does_not_wait_forever_for_a_vanished_handshake() -> None:
     sim.advance(1)  # the other never came back: its pending id expires
     assert sim.joined(first).generation == 1
     assert list(sim.group().members) == [ids[0]]
+
+
+def test_state_transitions_are_logged_with_generation_and_members(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rebalance loop must be readable from the broker's log (as Kafka logs them)."""
+    sim = Sim()
+    with caplog.at_level(logging.INFO, logger="strom.groups"):
+        sim.joined(sim.join(sim.join_new()))
+    group_id = sim.group().group_id
+    assert f"group {group_id}: Empty -> PreparingRebalance (generation 0, 1 members)" in caplog.text
+    assert (
+        f"group {group_id}: PreparingRebalance -> CompletingRebalance (generation 1, 1 members)"
+        in caplog.text
+    )
