@@ -54,7 +54,9 @@ def advertised_apis() -> tuple[Api, ...]:
     for handler in HANDLERS.values():
         cls = request_class(handler.api_key)
         schema = load(DEFAULT_DEFINITIONS / "messages" / f"{cls.NAME}.json")
-        versions = range(max(handler.advertised_min_version, cls.MIN_VERSION), handler.max_version + 1)
+        versions = range(
+            max(handler.advertised_min_version, cls.MIN_VERSION), handler.max_version + 1
+        )
         out.append(Api(handler.api_key, versions, schema, cls))
     return tuple(out)
 
@@ -92,7 +94,7 @@ def _records(rng: random.Random) -> bytes:
         Record(rng.randbytes(rng.randint(0, 8)) or None, rng.randbytes(rng.randint(0, 64)))
         for _ in range(rng.randint(1, 4))
     ]
-    return build_batch(records, codec=rng.choice(list(Codec)))
+    return bytes(build_batch(records, codec=rng.choice(list(Codec))))
 
 
 def _scalar(rng: random.Random, kind: str, nullable: bool) -> Any:
@@ -116,7 +118,12 @@ def _scalar(rng: random.Random, kind: str, nullable: bool) -> Any:
 
 
 def _struct(
-    rng: random.Random, msg: Message, cls: type[Struct], fields: list[Field], version: int, depth: int
+    rng: random.Random,
+    msg: Message,
+    cls: type[Struct],
+    fields: list[Field],
+    version: int,
+    depth: int,
 ) -> Any:
     kwargs: dict[str, Any] = {}
     for f in fields:
@@ -156,7 +163,9 @@ def random_body(rng: random.Random, api: Api, version: int) -> MessageClass:
     return body
 
 
-def frame(api_key: int, version: int, correlation_id: int, body: bytes, client_id: str | None) -> bytes:
+def frame(
+    api_key: int, version: int, correlation_id: int, body: bytes, client_id: str | None
+) -> bytes:
     """A whole request frame: size prefix, header at the right version, body bytes."""
     header = RequestHeader(api_key, version, correlation_id, client_id).encode(
         request_header_version(api_key, version)
@@ -194,7 +203,9 @@ def _truncate_body(rng: random.Random, data: bytearray) -> None:
 
 def _lie_about_length(rng: random.Random, data: bytearray) -> None:
     size = len(data) - 4
-    lie = rng.choice((size - 1, size + 1, size * 2, 0, -1, -(2**31), 2**31 - 1, rng.randint(0, 2**20)))
+    lie = rng.choice(
+        (size - 1, size + 1, size * 2, 0, -1, -(2**31), 2**31 - 1, rng.randint(0, 2**20))
+    )
     data[0:4] = struct.pack(">i", lie)
 
 

@@ -46,7 +46,9 @@ def _corrupt(rng: random.Random, data: bytearray) -> None:
         elif action == "delete":
             del data[index : index + rng.randint(1, 8)]
         elif action == "count" and len(data) >= 61:
-            data[57:61] = rng.choice((b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff", b"\x00\x00\x00\x00"))
+            data[57:61] = rng.choice(
+                (b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff", b"\x00\x00\x00\x00")
+            )
 
 
 @st.composite
@@ -55,10 +57,17 @@ def produced_batches(draw: st.DrawFn) -> bytes:
     rng = draw(st.randoms(use_true_random=False))
     data = bytearray()
     for _ in range(draw(st.integers(1, 2))):
-        records = [Record(r.key, r.value, r.headers, NOW_MS, i) for i, r in enumerate(draw(record_lists(max_size=5)))]
+        records = [
+            Record(r.key, r.value, r.headers, NOW_MS, i)
+            for i, r in enumerate(draw(record_lists(max_size=5)))
+        ]
         producer = draw(st.sampled_from([(-1, -1, -1), (7, 0, 0)]))
         data += build_batch(
-            records, codec=draw(codecs), producer_id=producer[0], producer_epoch=producer[1], base_sequence=producer[2]
+            records,
+            codec=draw(codecs),
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=producer[2],
         )
     _corrupt(rng, data)
     if draw(st.booleans()):
@@ -71,9 +80,12 @@ def _validate(data: bytes, config: LogConfig) -> bool:
     try:
         validate_records(bytearray(data), config, NOW_MS, AppendOrigin.CLIENT)
     except LogAppendError as exc:
-        assert isinstance(exc.error, ErrorCode) and exc.error is not ErrorCode.NONE
-        return False
-    return True
+        error = exc.error
+    else:
+        return True
+    assert isinstance(error, ErrorCode)
+    assert error is not ErrorCode.NONE
+    return False
 
 
 @FUZZ
