@@ -163,6 +163,38 @@ def random_body(rng: random.Random, api: Api, version: int) -> MessageClass:
     return body
 
 
+TAME = {
+    "max_wait_ms": 100,
+    "timeout_ms": 1000,
+    "session_timeout_ms": 1000,
+    "rebalance_timeout_ms": 1000,
+    "num_partitions": 4,
+    "count": 4,
+}
+"""Upper bounds for fields that make a valid request wait or create things.
+
+A valid Fetch may long-poll for 24 days and a valid CreateTopics may ask for
+10,000 partitions: both are Kafka's behaviour, not a bug, but they would turn a
+fuzz run into a wait or a file-limit test. Mutations can still exceed them.
+"""
+
+
+def tame(value: Any) -> Any:
+    """Clamp the `TAME` fields of a request, its structs and arrays, in place."""
+    if isinstance(value, list):
+        for item in value:
+            tame(item)
+    elif isinstance(value, Struct):
+        for name in value.FIELDS:
+            field_value = getattr(value, name)
+            limit = TAME.get(name)
+            if limit is not None and isinstance(field_value, int) and field_value > limit:
+                setattr(value, name, limit)
+            elif isinstance(field_value, list | Struct):
+                tame(field_value)
+    return value
+
+
 def frame(
     api_key: int, version: int, correlation_id: int, body: bytes, client_id: str | None
 ) -> bytes:
@@ -175,7 +207,7 @@ def frame(
 
 def valid_frame(rng: random.Random, correlation_id: int) -> tuple[bytes, Api, int]:
     api, version = rng.choice(pairs())
-    body = random_body(rng, api, version).encode(version)
+    body = tame(random_body(rng, api, version)).encode(version)
     client_id = rng.choice(("fuzz", None, "", "c" * 200))
     return frame(api.key, version, correlation_id, body, client_id), api, version
 
