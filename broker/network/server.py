@@ -4,7 +4,9 @@ Each connection runs a loop over a sans-IO `wire.Connection`: read bytes,
 pull complete requests, run the handler, write the response. Requests on one
 connection are handled one at a time, in order (as Kafka does), while clients
 pipeline as many as they like; a long-polling fetch holds up only its own
-connection. A malformed request closes that connection alone.
+connection. A malformed request closes that connection alone; a handler that
+fails answers UNKNOWN_SERVER_ERROR where the response has a top-level error
+code (`error_response`), else closes the connection, and logs one line.
 
 Shutdown: connections waiting for a request stop at once; one in the middle
 of a request finishes it and sends the response, then stops.
@@ -22,6 +24,7 @@ from strom.broker.handlers import HANDLERS
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
+from strom.broker.network.error_response import error_response
 from strom.broker.network.send import has_file_chunks, send_chunks
 from strom.broker.state import BrokerState
 from strom.wire.connection import (
@@ -59,7 +62,9 @@ class Server:
         host = _peer_host(stream)
         limit = self.state.config.max_connections_per_ip
         if self._per_ip.get(host, 0) >= limit:
-            log.warning("refusing connection from %s: max.connections.per.ip=%d reached", host, limit)
+            log.warning(
+                "refusing connection from %s: max.connections.per.ip=%d reached", host, limit
+            )
             await trio.aclose_forcefully(stream)
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
@@ -76,7 +81,9 @@ class Server:
                 del self._per_ip[host]
             await trio.aclose_forcefully(stream)
 
-    async def _serve(self, stream: trio.SocketStream, host: str, conn_id: int, listener: str) -> None:
+    async def _serve(
+        self, stream: trio.SocketStream, host: str, conn_id: int, listener: str
+    ) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
@@ -115,7 +122,11 @@ class Server:
         header = event.header
         key, version = header.request_api_key, header.request_api_version
         handler = HANDLERS.get(key)
-        if isinstance(event, UnsupportedRequest) or handler is None or not handler.supports(version):
+        if (
+            isinstance(event, UnsupportedRequest)
+            or handler is None
+            or not handler.supports(version)
+        ):
             if key == API_VERSIONS_KEY:
                 # KIP-511: answer a too-new ApiVersions at v0 with what we support.
                 body = supported_versions(ErrorCode.UNSUPPORTED_VERSION)
@@ -132,11 +143,31 @@ class Server:
         except ProtocolError:
             raise
         except Exception as exc:
-            log.exception("handler for API key %d v%d failed", key, version)
-            raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+            response = error_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.error(
+                "handler for API key %d v%d failed (%s; %s): %s: %s",
+                key, version, _raised_at(exc),
+                "answered UNKNOWN_SERVER_ERROR" if response is not None else "closing the connection",
+                type(exc).__name__, exc,
+            )  # fmt: skip
+            log.debug("handler failure", exc_info=exc)
+            if response is None:
+                raise ProtocolError(
+                    f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR
+                ) from exc
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`file:line` where `exc` was raised: enough to find a bug from one log line."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _peer_host(stream: trio.SocketStream) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import trio
 from strom.broker.handlers import HANDLERS
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.formats.protocol.request_header import RequestHeader
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 
 pytestmark = pytest.mark.trio
 
@@ -93,6 +96,49 @@ async def test_unsupported_version_closes_only_that_connection(
     await bad.aclose()
     response = await client.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
     assert response.error_code == 0
+
+
+async def _crash(*args: object) -> None:
+    raise RuntimeError("boom")
+
+
+async def test_handler_crash_answers_unknown_server_error(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka answers a failed request with its error response; the connection stays usable."""
+    monkeypatch.setattr(HANDLERS[HeartbeatRequest.API_KEY], "_handle", _crash)
+    response = await client.request(HeartbeatRequest("g", 1, "m"), 4, HeartbeatResponse)
+    assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    again = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+    assert again.cluster_id
+    [line] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "RuntimeError: boom" in line.getMessage()
+    assert "answered UNKNOWN_SERVER_ERROR" in line.getMessage()
+    assert line.exc_info is None  # one line, not a traceback
+
+
+async def test_handler_crash_without_error_response_closes_connection(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Produce has no top-level error code: the connection closes, as Kafka's would."""
+    monkeypatch.setattr(HANDLERS[ProduceRequest.API_KEY], "_handle", _crash)
+    with pytest.raises(ProtocolError) as info:
+        await client.request(ProduceRequest(acks=-1, timeout_ms=1000), 9, ProduceResponse)
+    assert info.value.error == ErrorCode.NETWORK_EXCEPTION
+    [line] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "closing the connection" in line.getMessage()
+    other = await KafkaClient.connect(broker.bootstrap)
+    try:
+        response = await other.request(MetadataRequest(topics=None), 12, MetadataResponse)
+        assert response.cluster_id
+    finally:
+        await other.aclose()
 
 
 async def test_oversized_frame_is_refused(tmp_path: Path) -> None:
