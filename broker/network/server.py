@@ -62,9 +62,7 @@ class Server:
         host = _peer_host(stream)
         limit = self.state.config.max_connections_per_ip
         if self._per_ip.get(host, 0) >= limit:
-            log.warning(
-                "refusing connection from %s: max.connections.per.ip=%d reached", host, limit
-            )
+            log.warning("refusing connection from %s: max.connections.per.ip=%d reached", host, limit)
             await trio.aclose_forcefully(stream)
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
@@ -81,9 +79,7 @@ class Server:
                 del self._per_ip[host]
             await trio.aclose_forcefully(stream)
 
-    async def _serve(
-        self, stream: trio.SocketStream, host: str, conn_id: int, listener: str
-    ) -> None:
+    async def _serve(self, stream: trio.SocketStream, host: str, conn_id: int, listener: str) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
@@ -122,11 +118,7 @@ class Server:
         header = event.header
         key, version = header.request_api_key, header.request_api_version
         handler = HANDLERS.get(key)
-        if (
-            isinstance(event, UnsupportedRequest)
-            or handler is None
-            or not handler.supports(version)
-        ):
+        if isinstance(event, UnsupportedRequest) or handler is None or not handler.supports(version):
             if key == API_VERSIONS_KEY:
                 # KIP-511: answer a too-new ApiVersions at v0 with what we support.
                 body = supported_versions(ErrorCode.UNSUPPORTED_VERSION)
@@ -152,9 +144,7 @@ class Server:
             )  # fmt: skip
             log.debug("handler failure", exc_info=exc)
             if response is None:
-                raise ProtocolError(
-                    f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR
-                ) from exc
+                raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)
