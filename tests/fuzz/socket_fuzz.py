@@ -6,8 +6,8 @@
 Frames are valid requests of every advertised API and version (`corpus.valid_frame`),
 sent as they are or corrupted (`corpus.MUTATIONS`: bit flips, truncation, length
 lies, huge counts, other API keys and versions, random bytes). Each session opens a
-connection, sends 1-8 frames, half-closes and reads until the broker closes; several
-sessions run at once. Meanwhile a control producer writes records with acks=all.
+connection, sends 1-7 valid frames and usually one corrupted frame, half-closes and
+reads until the broker closes; several sessions run at once. Meanwhile a control producer writes records with acks=all.
 
 Afterwards the broker must be alive, answer a fresh ApiVersions and Metadata on a
 new connection, return every acknowledged control record unchanged, and its log
@@ -135,16 +135,18 @@ async def _worker(bootstrap: str, worker: int, budget: int, report: Report) -> N
     rng = random.Random(f"{report.seed}/{worker}")
     correlation = 0
     while budget > 0:
+        # A valid prefix the broker answers (handlers run on random field values),
+        # then usually a corrupted frame (after which the broker may close).
         frames = []
-        for _ in range(min(budget, rng.randint(1, 8))):
+        for _ in range(min(budget, rng.randint(1, 7))):
             correlation += 1
-            data, _, _ = valid_frame(rng, correlation)
-            if rng.random() < 0.6:
-                data, name = mutate(rng, data)
-                report.mutations[name] += 1
-            else:
-                report.mutations["none"] += 1
+            frames.append(valid_frame(rng, correlation)[0])
+            report.mutations["none"] += 1
+        if len(frames) < budget and rng.random() < 0.8:
+            correlation += 1
+            data, name = mutate(rng, valid_frame(rng, correlation)[0])
             frames.append(data)
+            report.mutations[name] += 1
         budget -= len(frames)
         report.frames += len(frames)
         report.sessions += 1
