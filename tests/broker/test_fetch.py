@@ -10,6 +10,7 @@ import trio
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
+from strom.storage import ReadResult
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
@@ -261,6 +262,51 @@ async def test_reads_survive_a_failed_disk(
     )
     assert (await produce(client, "t", batch([b"other"]), partition=1)).error_code == 0
     assert records_of((await fetch_one(client, "t", 0)).records) == [(0, b"before")]
+
+
+def _io_error(*_args: object, **_kw: object) -> None:
+    raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    (12, ErrorCode.KAFKA_STORAGE_ERROR),
+    (5, ErrorCode.NOT_LEADER_OR_FOLLOWER),  # clients before v6 do not retry storage errors
+])  # fmt: skip
+async def test_a_failed_segment_read_is_a_storage_error(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    monkeypatch: pytest.MonkeyPatch,
+    version: int,
+    expected: ErrorCode,
+) -> None:
+    """An OSError locating or reading the records fails that partition alone, as Kafka does."""
+    await create_topic(broker, "t", partitions=2)
+    await produce(client, "t", batch([b"zero"]))
+    await produce(client, "t", batch([b"one"]), partition=1)
+    log = state_of(broker).logs.get("t", 0)
+    assert log is not None
+    monkeypatch.setattr(log, "read", _io_error)
+    request = fetch_request("t", 0)
+    request.topics[0].partitions.append(fetch_request("t", 0, partition=1).topics[0].partitions[0])
+    response = await client.request(request, version, FetchResponse)
+    failed, fine = response.responses[0].partitions
+    assert (failed.error_code, failed.records) == (expected, b"")
+    assert fine.error_code == ErrorCode.NONE
+    assert records_of(fine.records) == [(0, b"one")]
+
+
+async def test_a_failed_copy_of_the_records_is_a_storage_error(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read found the records but copying them from the segment fails (EIO on pread)."""
+    await create_topic(broker, "t")
+    await produce(client, "t", batch([b"zero"]))
+    monkeypatch.setattr(ReadResult, "read_bytes", _io_error)
+    p = await fetch_one(client, "t", 0)
+    assert p.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert (p.high_watermark, p.log_start_offset, p.records) == (-1, -1, b"")
+    monkeypatch.undo()
+    assert records_of((await fetch_one(client, "t", 0)).records) == [(0, b"zero")]
 
 
 async def test_request_with_zero_partitions(client: KafkaClient) -> None:
