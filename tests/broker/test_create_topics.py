@@ -14,6 +14,7 @@ from strom.storage.manager import LogManager
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from tests.broker.test_produce_helpers import batch, produce
 
 pytestmark = pytest.mark.trio
 
@@ -302,3 +303,47 @@ async def test_new_logs_are_created_off_the_event_loop(
     state = broker.broker.state
     assert state is not None
     assert all(state.logs.get("off-loop", p) is not None for p in range(3))
+
+
+async def test_a_log_that_cannot_be_created_is_not_served(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data directory refuses one partition's log: no crash, that partition alone refuses
+    data with a retriable error, and the log is created at the next metadata change."""
+    real_open_new = LogManager.open_new
+
+    def refuse_partition_0(
+        self: LogManager, directory: Path, name: str, partition: int, config: object
+    ) -> object:
+        if (name, partition) == ("t", 0):
+            raise OSError(13, "Permission denied", str(directory / f"{name}-{partition}"))
+        return real_open_new(self, directory, name, partition, config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogManager, "open_new", refuse_partition_0)
+    [result] = await create(client, topic("t", 2))
+    assert result.error_code == ErrorCode.NONE  # the controller committed it; the disk refused
+    assert (await produce(client, "t", batch([b"x"]), partition=0)).error_code == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    )
+    assert (await produce(client, "t", batch([b"y"]), partition=1)).error_code == ErrorCode.NONE
+    monkeypatch.undo()
+    await create_topic(client, "next")  # any metadata change: partition 0's log is retried
+    assert (await produce(client, "t", batch([b"x"]), partition=0)).error_code == ErrorCode.NONE
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="issue 10 finding 5: a partition whose log cannot be opened is listed with this "
+    "broker as leader and error 0; Kafka lists it offline (no leader) so clients stop retrying",
+)
+async def test_a_log_that_cannot_be_created_is_offline_in_metadata(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_args: object) -> object:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(LogManager, "open_new", refuse)
+    await create(client, topic("t", 1))
+    [listed] = (await metadata(client, "t")).topics
+    [partition] = listed.partitions
+    assert partition.leader_id == -1 or partition.error_code != ErrorCode.NONE
