@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from strom.storage.config import LogConfig
@@ -23,6 +23,8 @@ from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import Codec, Record, build_batch, decode_batch, iter_batches
 from tests.records.records_strategies import FUZZ, codecs, fix_crc, raw_batch, record_lists
 
+BATCH_FUZZ = settings(FUZZ, max_examples=120)
+"""Fewer than tests/records' fuzzers: they already run every decoder on such bytes."""
 NOW_MS = 1_700_000_000_000
 CONFIGS = (
     LogConfig(),
@@ -88,13 +90,13 @@ def _validate(data: bytes, config: LogConfig) -> bool:
     return False
 
 
-@FUZZ
+@BATCH_FUZZ
 @given(data=produced_batches(), config=st.sampled_from(CONFIGS))
 def test_append_checks_raise_only_log_append_error(data: bytes, config: LogConfig) -> None:
     _validate(data, config)
 
 
-@FUZZ
+@BATCH_FUZZ
 @given(data=st.binary(max_size=300), config=st.sampled_from(CONFIGS))
 def test_append_checks_on_random_bytes(data: bytes, config: LogConfig) -> None:
     _validate(data, config)
@@ -105,7 +107,7 @@ def test_append_checks_on_random_bytes(data: bytes, config: LogConfig) -> None:
     reason="issue 10 finding 1 (poison batches are acknowledged): validate_records decodes "
     "records only for compacted topics or timestamp checks; being fixed in storage/validate.py",
 )
-@FUZZ
+@BATCH_FUZZ
 @given(data=produced_batches())
 @example(data=bytes(raw_batch(b"\x7f")))  # valid CRC, a record whose length is -64
 def test_an_accepted_append_decodes(data: bytes) -> None:

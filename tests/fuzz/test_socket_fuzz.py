@@ -1,6 +1,6 @@
 """The socket fuzzer, short: a real broker process survives mutated frames of every API.
 
-`STROM_FUZZ_FRAMES` sets the number of frames (default 1,500 for CI) and
+`STROM_FUZZ_FRAMES` sets the number of frames (default 1,000 for CI) and
 `STROM_FUZZ_SEED` replays a run; the long mode is `python -m tests.fuzz.socket_fuzz
 --frames 1000000`. See docs/fuzzing.md.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.fuzz.socket_fuzz import FRAMES_ENV, SEED_ENV, failures, run
 
-CI_FRAMES = 1500
+CI_FRAMES = 1000
 
 
 def test_broker_survives_fuzzed_frames(tmp_path: Path) -> None:
