@@ -24,7 +24,12 @@ from typing import Any
 SESSION_MS = 6000
 
 
-REBALANCED = ("REBALANCE_IN_PROGRESS", "ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "_ASSIGNMENT_LOST")
+REBALANCED = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "_ASSIGNMENT_LOST",
+)
 """confluent-kafka commit errors that mean a rebalance took the partition (at-least-once)."""
 
 
