@@ -10,11 +10,13 @@ import pytest
 import trio
 
 from strom.broker.handlers import HANDLERS
+from strom.broker.network.error_response import error_response
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.formats.protocol.request_header import RequestHeader
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.messages.fetch import FetchRequest
 from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
@@ -139,6 +141,23 @@ async def test_handler_crash_without_error_response_closes_connection(
         assert response.cluster_id
     finally:
         await other.aclose()
+
+
+async def test_error_responses_encode_at_every_advertised_version() -> None:
+    """Where an error response exists it carries UNKNOWN_SERVER_ERROR on the wire; the APIs
+    with per-topic errors only (Produce, CreateTopics, ...) have none and close instead."""
+    answered = set()
+    for handler in HANDLERS.values():
+        for version in range(handler.min_version, handler.max_version + 1):
+            body = error_response(handler.api_key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if body is None:
+                continue
+            answered.add(handler.module)
+            again = type(body).decode(body.encode(version), version)
+            assert again.error_code == ErrorCode.UNKNOWN_SERVER_ERROR  # type: ignore[attr-defined]
+    assert {"fetch", "heartbeat", "join_group", "init_producer_id", "api_versions"} <= answered
+    assert not {"produce", "create_topics", "list_offsets"} & answered
+    assert error_response(FetchRequest.API_KEY, 6, ErrorCode.UNKNOWN_SERVER_ERROR) is None
 
 
 async def test_oversized_frame_is_refused(tmp_path: Path) -> None:
