@@ -43,9 +43,9 @@ from strom.storage.partition import PartitionLog
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
+    from strom.storage.clean_view import CleanView
     from strom.storage.cleaner_pass import PassResult
     from strom.storage.manager import LogManager
-    from strom.storage.replace import CleanView
 
 log = logging.getLogger(__name__)
 

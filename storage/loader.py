@@ -46,8 +46,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.storage.checkpoint import TMP_SUFFIX
 from strom.storage.config import LogConfig
+from strom.storage.durable import TMP_SUFFIX
 from strom.storage.epoch import FILE_NAME as EPOCH_FILE
 from strom.storage.epoch import LeaderEpochCache
 from strom.storage.errors import CorruptLogError

@@ -175,6 +175,13 @@ class LogSegment:
             )
         return self._first_batch_timestamp
 
+    def largest_timestamp(self) -> int:
+        """What retention.ms and min.compaction.lag.ms age a segment by (Kafka's
+        largestTimestamp): its max timestamp, else its file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.stat(self.path).st_mtime_ns // 1_000_000
+
     # --- finding batches -------------------------------------------------------------------
 
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
