@@ -13,14 +13,16 @@ log, its snapshots and `meta.properties` (strom.coordinator.metadata).
     4. fsync  the directory     the rename itself survives a crash
 
 Crash recovery: a crash during or after step 1 (before 3) leaves `path` as it
-was (old contents, or absent) and a temp file that may be empty, torn or whole;
-readers never open a temp file, the next write truncates it (O_TRUNC), and the
-directories that hold them delete leftovers on start-up (a partition's loader
-removes `*.tmp`, the metadata layer `*.checkpoint.part`). A crash after 3 but
-before 4 leaves either the old or the new name on disk, both whole, and possibly
-the fsynced temp file beside it, which is handled as above. After step 4 the
-new file is durable. A failure before the rename deletes the temp file and
-re-raises; the target is untouched.
+was (old contents, or absent) and a temp file that may be empty, torn or whole.
+Readers never open a temp file and the next write truncates it (O_TRUNC); where
+a directory's files are listed on start-up the leftovers are deleted (a
+partition's loader removes `*.tmp`, the metadata snapshot listing
+`*.checkpoint.part`), elsewhere (a data dir's checkpoints, `meta.properties`)
+one is simply ignored. A crash after 3 but before 4 leaves the old or the new
+file under `path`, both whole (the new one was fsynced), and possibly the
+temp file beside it, handled as above. After step 4 the new file is durable.
+A failure before the rename deletes the temp file and re-raises; `path` is
+untouched.
 
 `sync=False` skips steps 2 and 4 (the event loop must not fsync: the epoch
 checkpoint on append, a producer snapshot on roll). The replacement is still
