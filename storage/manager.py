@@ -2,7 +2,7 @@
 
 Per data directory::
 
-    <topic>-<partition>/               one PartitionLog (see broker.log.loader)
+    <topic>-<partition>/               one PartitionLog (see strom.storage.loader)
     <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
     recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention

@@ -231,7 +231,7 @@ class PartitionLog:
         old_epochs = list(self.epochs.entries)
         try:
             if self.epochs.assign(leader_epoch, base):
-                self.epochs.save(sync=False)  # the next flush fsyncs it (see broker.log.epoch)
+                self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)
             if active.should_roll(

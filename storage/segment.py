@@ -11,7 +11,7 @@ The cleaner builds a replacement segment under the same names plus a suffix
 Open files: only the active segment (the one appended to) keeps its `.log` open;
 an older segment opens it for each use and the fd closes when the last user
 (a `ReadResult` waiting for sendfile, say) lets go of it. Neither index keeps
-a file open (broker.log.index). So a partition holds one fd.
+a file open (strom.storage.index). So a partition holds one fd.
 
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
