@@ -97,7 +97,7 @@ def storage_error(error: ErrorCode) -> ErrorCode:
 
 
 @dataclass
-class _Pending:
+class _InFlight:
     """A write handed out and not yet reported back."""
 
     write: Write
@@ -115,7 +115,7 @@ class GroupCoordinator:
         self._wakeups: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
         self._writes: list[Write] = []
-        self._pending: dict[int, _Pending] = {}
+        self._in_flight: dict[int, _InFlight] = {}
         self._write_tokens = itertools.count(1)
         self._syncing: set[tuple[str, int]] = set()
         """(group, generation) whose leader's assignment is being written."""
@@ -133,16 +133,16 @@ class GroupCoordinator:
 
     def write_completed(self, now: int, token: int, error: ErrorCode) -> None:
         """A write's outcome: NONE once its records are in the log, else the append's error."""
-        pending = self._pending.pop(token, None)
-        if pending is None:
+        written = self._in_flight.pop(token, None)
+        if written is None:
             raise ValueError(f"write {token} is not outstanding")
-        group_id = pending.write.group_id
+        group_id = written.write.group_id
         if error:
             log.warning(
                 "group %s: writing %d records failed: %s",
-                group_id, len(pending.write.records), error.name,
+                group_id, len(written.write.records), error.name,
             )  # fmt: skip
-        pending.on_written(now, storage_error(error) if error else ErrorCode.NONE)
+        written.on_written(now, storage_error(error) if error else ErrorCode.NONE)
         group = self.groups.get(group_id)
         if group is not None:
             self._schedule(group)
@@ -156,10 +156,10 @@ class GroupCoordinator:
     ) -> None:
         write = Write(next(self._write_tokens), group.group_id, batch)
         self._writes.append(write)
-        self._pending[write.token] = _Pending(write, on_written, offsets)
+        self._in_flight[write.token] = _InFlight(write, on_written, offsets)
 
-    def _writing(self, group_id: str) -> bool:
-        return any(p.write.group_id == group_id for p in self._pending.values())
+    def _has_writes_in_flight(self, group_id: str) -> bool:
+        return any(p.write.group_id == group_id for p in self._in_flight.values())
 
     def _reply(self, waiter: int | None, result: Released) -> None:
         if waiter is not None:
@@ -779,7 +779,7 @@ class GroupCoordinator:
             untouched
             and not group.has_offsets()
             and self.groups.get(group.group_id) is group
-            and not self._writing(group.group_id)
+            and not self._has_writes_in_flight(group.group_id)
         ):
             del self.groups[group.group_id]
 
@@ -871,8 +871,9 @@ class GroupCoordinator:
         flight wait for the next check.
         """
         expired = 0
+        busy = {w.write.group_id for w in self._in_flight.values()}
         for group in list(self.groups.values()):
-            if group.state is S.DEAD or self._writing(group.group_id):
+            if group.state is S.DEAD or group.group_id in busy:
                 continue
             doomed = [
                 (topic, partition)
@@ -953,7 +954,10 @@ class GroupCoordinator:
         if group.state is not S.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
         committing = [
-            key for p in self._pending.values() if p.write.group_id == group_id for key in p.offsets
+            key
+            for p in self._in_flight.values()
+            if p.write.group_id == group_id
+            for key in p.offsets
         ]
         doomed = [(t, p) for t, parts in group.offsets.items() for p in parts]
         doomed += [key for key in dict.fromkeys(committing) if key not in doomed]
