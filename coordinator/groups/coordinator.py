@@ -36,6 +36,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from strom.coordinator.groups import records
 from strom.coordinator.groups.api import (
@@ -104,6 +105,21 @@ class _InFlight:
     on_written: OnWritten
     offsets: tuple[PartitionKey, ...] = ()
     """Offsets it commits, so a group deletion staged meanwhile tombstones them too."""
+
+
+@dataclass
+class _StaticRestart:
+    """A static member's restart in a Stable group, staged until its new member id is written."""
+
+    group: Group
+    old: Member
+    new: Member
+    old_protocols: list[tuple[str, bytes]]
+    leader_before: str
+    was_leader: bool
+    was_pending_sync: bool
+    req: JoinRequest
+    waiter: int
 
 
 class GroupCoordinator:
@@ -408,57 +424,26 @@ class GroupCoordinator:
             self._reply(old.join_waiter, JoinResult(fenced, member_id=old_id))
         if old.sync_waiter is not None:
             self._reply(old.sync_waiter, SyncResult(fenced))
-        old_protocols = old.protocols
-        current_leader = group.leader or ""
-        was_leader = group.leader == old_id
-        was_pending_sync = old_id in group.pending_sync
-        group.remove(old_id)
         member = Member(
             new_id, req.group_instance_id, req.client_id, req.client_host,
             req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
             list(req.protocols), assignment=old.assignment,
             deadline=now + req.session_timeout_ms,
         )  # fmt: skip
+        staged = _StaticRestart(
+            group, old, member, old.protocols, group.leader or "", group.leader == old_id,
+            old_id in group.pending_sync, req, waiter,
+        )  # fmt: skip
+        group.remove(old_id)
         group.add(member)
-        if was_leader:
+        if staged.was_leader:
             group.leader = new_id
-        if was_pending_sync:
+        if staged.was_pending_sync:
             group.pending_sync.add(new_id)
         if group.state is S.STABLE and group.select_protocol() == group.protocol_name:
-            # No rebalance: the new member id is written first, then the member answered.
-
-            def on_written(now: int, error: ErrorCode) -> None:
-                if error:
-                    if self.groups.get(group.group_id) is group and member is group.members.get(
-                        new_id
-                    ):
-                        # Undo: the old member stays as it was.
-                        self._drop_member(group, new_id, error)
-                        old.join_waiter = old.sync_waiter = None
-                        old.protocols = old_protocols
-                        group.add(old)
-                        if was_leader:
-                            group.leader = old_id
-                        if was_pending_sync:
-                            group.pending_sync.add(old_id)
-                    self._reply(waiter, JoinResult(error, member_id=new_id))
-                    return
-                error = group.validate_member(new_id, req.group_instance_id)
-                if error:  # replaced or removed while the write was in flight
-                    self._reply(waiter, JoinResult(error, member_id=new_id))
-                elif not req.supports_skip_assignment:
-                    # Before KIP-814 the leader is named as it was, so an old client that
-                    # led the group does not run an assignment with no members.
-                    result = self._join_result(group, member, leader_view=False)
-                    result.leader = current_leader
-                    self._reply(waiter, result)
-                else:
-                    leader = group.is_leader(new_id)
-                    self._reply(
-                        waiter, self._join_result(group, member, leader_view=True, skip=leader)
-                    )
-
-            self._write(group, [records.group_record(group, now)], on_written)
+            # No rebalance: the member is answered once its new member id is written.
+            written = partial(self._static_restart_written, staged)
+            self._write(group, [records.group_record(group, now)], written)
             return None
         member.join_waiter = waiter
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
@@ -466,6 +451,35 @@ class GroupCoordinator:
         else:
             self._maybe_prepare_rebalance(now, group)
         return None
+
+    def _static_restart_written(self, staged: _StaticRestart, now: int, error: ErrorCode) -> None:
+        group, old, new = staged.group, staged.old, staged.new
+        if error:
+            if self.groups.get(group.group_id) is group and group.members.get(new.member_id) is new:
+                # Undo: the old member stays as it was.
+                self._drop_member(group, new.member_id, error)
+                old.join_waiter = old.sync_waiter = None
+                old.protocols = staged.old_protocols
+                group.add(old)
+                if staged.was_leader:
+                    group.leader = old.member_id
+                if staged.was_pending_sync:
+                    group.pending_sync.add(old.member_id)
+            self._reply(staged.waiter, JoinResult(error, member_id=new.member_id))
+            return
+        req = staged.req
+        error = group.validate_member(new.member_id, req.group_instance_id)
+        if error:  # replaced again or removed while the write was in flight
+            self._reply(staged.waiter, JoinResult(error, member_id=new.member_id))
+        elif not req.supports_skip_assignment:
+            # Before KIP-814 the leader is named as it was, so an old client that
+            # led the group does not run an assignment with no members.
+            result = self._join_result(group, new, leader_view=False)
+            result.leader = staged.leader_before
+            self._reply(staged.waiter, result)
+        else:
+            skip = group.is_leader(new.member_id)
+            self._reply(staged.waiter, self._join_result(group, new, leader_view=True, skip=skip))
 
     def _join_result(
         self, group: Group, member: Member, *, leader_view: bool, skip: bool = False
@@ -528,33 +542,37 @@ class GroupCoordinator:
         self._synced(group, req.member_id)
         syncing = (group.group_id, group.generation)
         if group.is_leader(req.member_id) and syncing not in self._syncing:
+            # The members are answered once the leader's assignment is written.
             assignments = {m: req.assignments.get(m, b"") for m in group.members}
             self._syncing.add(syncing)
-
-            def on_written(now: int, error: ErrorCode) -> None:
-                self._syncing.discard(syncing)
-                current = self.groups.get(group.group_id) is group
-                if not current or group.state is not S.COMPLETING_REBALANCE:
-                    return  # a rebalance began meanwhile and answered the waiters
-                if group.generation != syncing[1]:
-                    return
-                if error:
-                    self._reset_assignments(group, error)
-                    self._maybe_prepare_rebalance(now, group)
-                    return
-                for member_id, assignment in assignments.items():
-                    target = group.members.get(member_id)
-                    if target is None:
-                        continue
-                    target.assignment = assignment
-                    if target.sync_waiter is not None:
-                        self._reply(target.sync_waiter, self._sync_result(group, assignment))
-                        target.sync_waiter = None
-                        target.deadline = now + target.session_timeout_ms
-                self._transition(group, S.STABLE, now)
-
-            self._write(group, [records.group_record(group, now, assignments)], on_written)
+            written = partial(self._assignment_written, group, group.generation, assignments)
+            self._write(group, [records.group_record(group, now, assignments)], written)
         return None
+
+    def _assignment_written(
+        self,
+        group: Group,
+        generation: int,
+        assignments: dict[str, bytes],
+        now: int,
+        error: ErrorCode,
+    ) -> None:
+        self._syncing.discard((group.group_id, generation))
+        current = self.groups.get(group.group_id) is group and group.generation == generation
+        if not current or group.state is not S.COMPLETING_REBALANCE:
+            return  # a rebalance began meanwhile and answered the waiters
+        if error:
+            self._reset_assignments(group, error)
+            self._maybe_prepare_rebalance(now, group)
+            return
+        for member_id, assignment in assignments.items():
+            target = group.members[member_id]
+            target.assignment = assignment
+            if target.sync_waiter is not None:
+                self._reply(target.sync_waiter, self._sync_result(group, assignment))
+                target.sync_waiter = None
+                target.deadline = now + target.session_timeout_ms
+        self._transition(group, S.STABLE, now)
 
     def _synced(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -758,19 +776,28 @@ class GroupCoordinator:
             self._forget_if_untouched(group)  # a simple commit that wrote nothing
             return CommitResult({key: results[key] for key in keys})
 
-        def on_written(now: int, error: ErrorCode) -> None:
-            for part, entry in writes:
-                if not error:
-                    group.offsets.setdefault(part.topic, {})[part.partition] = entry
-                results[(part.topic, part.partition)] = error
-            if error:
-                self._forget_if_untouched(group)
-            self._reply(waiter, CommitResult({key: results[key] for key in keys}))
-
         batch = [records.offset_record(group.group_id, p.topic, p.partition, e) for p, e in writes]
-        written = tuple((p.topic, p.partition) for p, _ in writes)
-        self._write(group, batch, on_written, written)
+        written = partial(self._commit_written, group, writes, results, keys, waiter)
+        self._write(group, batch, written, tuple((p.topic, p.partition) for p, _ in writes))
         return None
+
+    def _commit_written(
+        self,
+        group: Group,
+        writes: list[tuple[CommitPartition, OffsetEntry]],
+        results: dict[PartitionKey, ErrorCode],
+        keys: list[PartitionKey],
+        waiter: int,
+        now: int,
+        error: ErrorCode,
+    ) -> None:
+        for part, entry in writes:
+            if not error:
+                group.offsets.setdefault(part.topic, {})[part.partition] = entry
+            results[(part.topic, part.partition)] = error
+        if error:
+            self._forget_if_untouched(group)
+        self._reply(waiter, CommitResult({key: results[key] for key in keys}))
 
     def _forget_if_untouched(self, group: Group) -> None:
         """Drop a group a simple commit created if nothing was written for it after all."""
@@ -854,15 +881,28 @@ class GroupCoordinator:
         if not doomed:
             return OffsetDeleteResult(ErrorCode.NONE, results)
 
-        def on_written(now: int, error: ErrorCode) -> None:
-            if error:
-                self._reply(waiter, OffsetDeleteResult(error))
-                return
-            _drop_offsets(group, doomed)
-            self._reply(waiter, OffsetDeleteResult(ErrorCode.NONE, results))
-
-        self._write(group, _tombstones(group.group_id, doomed), on_written)
+        written = partial(self._offsets_deleted, group, doomed, results, waiter)
+        self._write(group, _tombstones(group.group_id, doomed), written)
         return None
+
+    def _offsets_deleted(
+        self,
+        group: Group,
+        doomed: list[PartitionKey],
+        results: dict[PartitionKey, ErrorCode],
+        waiter: int | None,
+        now: int,
+        error: ErrorCode,
+    ) -> None:
+        if error:
+            self._reply(waiter, OffsetDeleteResult(error))
+            return
+        for topic, partition in doomed:
+            parts = group.offsets.get(topic, {})
+            parts.pop(partition, None)
+            if not parts:
+                group.offsets.pop(topic, None)
+        self._reply(waiter, OffsetDeleteResult(ErrorCode.NONE, results))
 
     def expire_offsets(self, now: int) -> int:
         """offsets.retention.minutes; an empty group left without offsets is deleted too.
@@ -886,7 +926,8 @@ class GroupCoordinator:
             if idle:
                 self._delete(now, group, doomed, None)
             elif doomed:
-                self._write(group, _tombstones(group.group_id, doomed), _dropping(group, doomed))
+                written = partial(self._offsets_deleted, group, doomed, {}, None)
+                self._write(group, _tombstones(group.group_id, doomed), written)
             expired += len(doomed)
         return expired
 
@@ -968,24 +1009,25 @@ class GroupCoordinator:
         self, now: int, group: Group, doomed: list[PartitionKey], waiter: int | None
     ) -> None:
         """Tombstone the group and its offsets; Dead until written, Empty again if that fails."""
-        empty_since = group.state_timestamp
+        written = partial(self._deletion_written, group, group.state_timestamp, waiter)
         self._transition(group, S.DEAD, now)
-
-        def on_written(now: int, error: ErrorCode) -> None:
-            if error:
-                log.info("group %s: Dead -> Empty (its deletion was not written)", group.group_id)
-                group.state = S.EMPTY
-                group.state_timestamp = empty_since
-                self._reply(waiter, error)
-                return
-            _drop_offsets(group, doomed)
-            group.pending.clear()
-            if self.groups.get(group.group_id) is group:
-                del self.groups[group.group_id]
-            self._reply(waiter, ErrorCode.NONE)
-
         batch = [*_tombstones(group.group_id, doomed), (records.group_key(group.group_id), None)]
-        self._write(group, batch, on_written)
+        self._write(group, batch, written)
+
+    def _deletion_written(
+        self, group: Group, empty_since: int, waiter: int | None, now: int, error: ErrorCode
+    ) -> None:
+        if error:
+            log.info("group %s: Dead -> Empty (its deletion was not written)", group.group_id)
+            group.state = S.EMPTY
+            group.state_timestamp = empty_since
+            self._reply(waiter, error)
+            return
+        group.offsets.clear()
+        group.pending.clear()
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        self._reply(waiter, ErrorCode.NONE)
 
 
 def _ignore_outcome(now: int, error: ErrorCode) -> None:
@@ -994,22 +1036,6 @@ def _ignore_outcome(now: int, error: ErrorCode) -> None:
 
 def _tombstones(group_id: str, doomed: list[PartitionKey]) -> list[KeyValue]:
     return [(records.offset_key(group_id, t, p), None) for t, p in doomed]
-
-
-def _drop_offsets(group: Group, doomed: list[PartitionKey]) -> None:
-    for topic, partition in doomed:
-        parts = group.offsets.get(topic, {})
-        parts.pop(partition, None)
-        if not parts:
-            group.offsets.pop(topic, None)
-
-
-def _dropping(group: Group, doomed: list[PartitionKey]) -> OnWritten:
-    def on_written(now: int, error: ErrorCode) -> None:
-        if not error:
-            _drop_offsets(group, doomed)
-
-    return on_written
 
 
 def _restore(group: Group, value: GroupMetadataValue, now: int) -> None:
