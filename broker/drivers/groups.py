@@ -57,6 +57,7 @@ from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
+    from strom.config import BrokerConfig
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
@@ -64,8 +65,8 @@ R = TypeVar("R")
 CREATE_TOPICS_VERSION = 7
 
 
-def group_config(state: BrokerState) -> GroupConfig:
-    c = state.config
+def group_config(c: BrokerConfig) -> GroupConfig:
+    """The state machine's settings, from the broker's group.* and offset* configs."""
     return GroupConfig(
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         min_session_timeout_ms=c.group_min_session_timeout_ms,
@@ -194,7 +195,7 @@ class GroupDriver:
     def for_broker(cls, state: BrokerState) -> GroupDriver:
         return cls(
             BrokerOffsetsTopic(state),
-            group_config(state),
+            group_config(state.config),
             num_partitions=state.config.offsets_topic_num_partitions,
             retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,
             clock=state.clock,
