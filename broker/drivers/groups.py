@@ -170,6 +170,8 @@ class _Parked:
 
 
 class GroupDriver:
+    """Hosts `GroupCoordinator`: time, waiting, and its writes to `__consumer_offsets`."""
+
     def __init__(
         self,
         topic: OffsetsTopic,
@@ -193,6 +195,7 @@ class GroupDriver:
 
     @classmethod
     def for_broker(cls, state: BrokerState) -> GroupDriver:
+        """The driver a broker runs: its image, logs, controller, config and clock."""
         return cls(
             BrokerOffsetsTopic(state),
             group_config(state.config),
