@@ -120,7 +120,7 @@ class Broker:
         self.state = state
         await follow_image(state, controller.image)
         controller.subscribe(lambda image: follow_image(state, image))
-        state.groups = GroupDriver(state)
+        state.groups = GroupDriver.for_broker(state)
         await state.groups.load()
         server = Server(state)
         log.info(
