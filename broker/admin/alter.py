@@ -19,12 +19,12 @@ from typing import Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_configs import ResourceError
+from strom.config.alter import AlterOp
 from strom.coordinator.controller.result import ApiError
 from strom.wire.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 FORWARDED = frozenset({TOPIC, BROKER, CLIENT_METRICS, GROUP})
-DELETE = admin_loggers.DELETE
 
 
 class Resource(Protocol):
@@ -93,7 +93,7 @@ def _check_shape(ops: Sequence[tuple[str, int, str | None]], incremental: bool) 
     if len(set(names)) != len(names):
         raise _invalid("Error due to duplicate config keys")
     nulls = [
-        name for name, op, value in ops if value is None and not (incremental and op == DELETE)
+        name for name, op, value in ops if value is None and not (incremental and op == AlterOp.DELETE)
     ]
     if nulls:
         raise _invalid("Null value not supported for : " + ", ".join(nulls))
