@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS
+from strom.broker.admin.topics import CONSUMER_OFFSETS, create_internal_topic, internal_topic
 from strom.broker.drivers.group_loading import read_partition
 from strom.coordinator.groups.api import (
     GroupConfig,
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
 R = TypeVar("R", JoinResult, SyncResult)
-CREATE_TOPICS_VERSION = 7
 
 
 def group_config(state: BrokerState) -> GroupConfig:
@@ -56,38 +55,6 @@ def group_config(state: BrokerState) -> GroupConfig:
         offset_metadata_max_bytes=c.offset_metadata_max_bytes,
         offsets_retention_ms=c.offsets_retention_minutes * 60_000,
     )
-
-
-async def create_internal_topic(
-    state: BrokerState, name: str, partitions: int, replication: int, configs: dict[str, str]
-) -> ErrorCode:
-    """Create an internal topic through the controller; NONE if it exists (or now does)."""
-    if state.image.topic(name) is not None:
-        return ErrorCode.NONE
-    from strom.wire.messages.create_topics import (
-        CreateTopicsRequest,  # once per topic: not at start-up
-    )
-
-    request = CreateTopicsRequest(
-        topics=[
-            CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=replication,
-                configs=[
-                    CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                    for k, v in configs.items()
-                ],
-            )
-        ],
-        timeout_ms=30_000,
-    )
-    response = await state.controller.create_topics(request, CREATE_TOPICS_VERSION)
-    error = ErrorCode(response.topics[0].error_code)
-    if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.error("could not create %s: %s %s", name, error.name, response.topics[0].error_message)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return ErrorCode.NONE
 
 
 class GroupDriver:
@@ -151,18 +118,9 @@ class GroupDriver:
         """__consumer_offsets exists (created on first use, as Kafka does)."""
         if self.state.image.topic(CONSUMER_OFFSETS) is not None:
             return ErrorCode.NONE
-        cfg = self.state.config
         async with self._create_lock:
             return await create_internal_topic(
-                self.state,
-                CONSUMER_OFFSETS,
-                cfg.offsets_topic_num_partitions,
-                cfg.offsets_topic_replication_factor,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                },
+                self.state.controller, internal_topic(self.state.config, CONSUMER_OFFSETS)
             )
 
     async def join(self, req: JoinRequest) -> JoinResult:
