@@ -1,14 +1,16 @@
-"""DescribeConfigs entries for TOPIC and BROKER resources, as Kafka's ConfigHelper builds them.
+"""DescribeConfigs for TOPIC and BROKER resources: which entries a resource gets, and its errors.
+
+The entries themselves (values, sources, synonym chains, how unknown stored keys
+are shown) come from `strom.config.resolve`; this module picks the resource and
+answers Kafka's per-resource errors, as its ConfigHelper does:
 
 - TOPIC: an illegal name is INVALID_TOPIC_EXCEPTION, a missing topic
   UNKNOWN_TOPIC_OR_PARTITION (without a message); otherwise every topic key,
   resolved from the topic's overrides over the broker's effective config.
-- BROKER "<node id>": every broker key with its effective value (static file,
-  then dynamic cluster default, then dynamic per-broker override) and the
-  synonym chain that produced it; dynamic keys Strom does not know are shown as
-  Kafka shows them: type UNKNOWN, sensitive (value null), read-only.
-- BROKER "": only the stored cluster-wide dynamic defaults, each with just its
-  DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (Kafka's "default" resource).
+- BROKER "<node id>": every broker key with its effective value and synonym
+  chain (static file, dynamic cluster default, dynamic per-broker override),
+  plus the stored dynamic keys Strom does not know.
+- BROKER "": only the stored cluster-wide dynamic defaults (Kafka's "default" resource).
 - Another node id is INVALID_REQUEST "Unexpected broker id, expected 1 or empty
   string, ..."; a name that is not a number INVALID_REQUEST too.
 Requested keys Strom does not know are left out, as Kafka does; an empty key
