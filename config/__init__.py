@@ -51,7 +51,14 @@ from strom.config.resolve import (
     validate_topic_overrides,
 )
 from strom.config.topic import TOPIC_KEYS, TopicConfig
-from strom.config.values import INT_MAX, LONG_MAX, ConfigSource, ConfigType, ConfigValue
+from strom.config.values import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigResource,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+)
 
 __all__ = [
     "BROKER_KEYS",
@@ -69,6 +76,7 @@ __all__ = [
     "ConfigEntry",
     "ConfigError",
     "ConfigKey",
+    "ConfigResource",
     "ConfigSource",
     "ConfigSynonym",
     "ConfigType",

@@ -16,14 +16,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from strom.config.dynamic import BrokerLayers
+from strom.config.values import ConfigResource
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
     from strom.coordinator.metadata.delta import MetadataDelta
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
+TOPIC_RESOURCE = ConfigResource.TOPIC.value
+BROKER_RESOURCE = ConfigResource.BROKER.value
 """ConfigRecord resource types (Kafka's ConfigResource.Type ids)."""
 
 METADATA_VERSION = "metadata.version"
