@@ -5,6 +5,9 @@ chain that produced it: the topic override, then each broker synonym that has a
 value (configured or default); the source is that chain's first link. Dynamic
 broker configs (stored in the metadata log) come first in a broker synonym's
 chain when `BrokerLayers` are given: this broker's own, then the cluster default.
+The broker's entries follow the same rules, plus Kafka's two special cases: the
+cluster-default resource (only the stored defaults) and stored keys Kafka has
+no type for (shown as sensitive and read-only).
 """
 
 from __future__ import annotations
