@@ -76,7 +76,7 @@ _MINUTE_MS = 60_000
 class BrokerConfig:
     """The broker configuration; construction validates every value and cross-key rule."""
 
-    # --- node identity, listeners, sockets, connection limits, topics, metadata log ------------
+    # --- node identity, listeners, sockets, connection limits, topics, metadata log --------------
     node_id: int = setting(
         "node.id",
         C.INT,
@@ -453,7 +453,7 @@ class BrokerConfig:
         dynamic=True,
     )
 
-    # --- records: size limits, compression, compaction, timestamps -----------------------------
+    # --- records: size limits, compression, compaction, timestamps -------------------------------
     message_max_bytes: int = setting(
         "message.max.bytes",
         C.INT,
@@ -788,7 +788,7 @@ class BrokerConfig:
         "replica.lag.time.max.ms", C.LONG, 30000, "Followers lagging longer leave the ISR."
     )
 
-    # --- what the configuration itself records, and what it derives ----------------------------
+    # --- what the configuration itself records, and what it derives ------------------------------
 
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """Keys set in the file or overrides (DescribeConfigs reports them as STATIC_BROKER_CONFIG)."""
@@ -930,7 +930,7 @@ class BrokerConfig:
         return self.protocol_map[listener_name.upper()]
 
 
-# --- rules spanning several keys (each reads derived values; every error names the key) ---
+# --- rules spanning several keys (each reads derived values; every error names the key) ----------
 
 
 def _check_cross_key_rules(cfg: BrokerConfig) -> None:

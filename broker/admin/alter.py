@@ -100,7 +100,9 @@ def _check_shape(ops: Sequence[tuple[str, int, str | None]], incremental: bool) 
     if len(set(names)) != len(names):
         raise _invalid("Error due to duplicate config keys")
     nulls = [
-        name for name, op, value in ops if value is None and not (incremental and op == AlterOp.DELETE)
+        name
+        for name, op, value in ops
+        if value is None and not (incremental and op == AlterOp.DELETE)
     ]
     if nulls:
         raise _invalid("Null value not supported for : " + ", ".join(nulls))
