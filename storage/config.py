@@ -23,7 +23,10 @@ if TYPE_CHECKING:
 
 __all__ = ["LONG_MAX", "LogConfig"]
 
-_SELF_CHECKED = ("message.timestamp.type", "segment.bytes", "segment.ms", "segment.index.bytes")
+_SELF_CHECKED = tuple(
+    (TOPIC_KEYS[key].attr, TOPIC_KEYS[key])
+    for key in ("message.timestamp.type", "segment.bytes", "segment.ms", "segment.index.bytes")
+)
 """Keys whose limits the log itself relies on, checked even for a LogConfig built by hand."""
 
 
@@ -55,9 +58,10 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = TopicConfig.min_cleanable_dirty_ratio
 
     def __post_init__(self) -> None:
-        for key in _SELF_CHECKED:
-            spec = TOPIC_KEYS[key]
-            spec.check(getattr(self, spec.attr))
+        for attr, spec in _SELF_CHECKED:
+            value = getattr(self, attr)
+            if spec.validator is not None and not spec.validator.accepts(value):
+                spec.check(value)  # raises ConfigError (a ValueError) naming the key
 
     @property
     def log_append_time(self) -> bool:
@@ -90,9 +94,13 @@ class LogConfig:
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
         """Take the storage-related fields of an effective (resolved) topic config."""
-        return cls(**{f.name: getattr(config, f.name) for f in dataclasses.fields(cls)})
+        return cls(**{name: getattr(config, name) for name in _FIELDS})
 
     @classmethod
     def for_topic(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
         """Resolve overrides against the broker's defaults (ConfigError for bad values)."""
         return cls.from_topic_config(effective_topic_config(broker, overrides))
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(LogConfig))
+"""LogConfig's fields, read once: `from_topic_config` runs for every topic on each metadata change."""
