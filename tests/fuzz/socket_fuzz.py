@@ -2,6 +2,7 @@
 
     python -m tests.fuzz.socket_fuzz                       # 100,000 frames, random seed
     python -m tests.fuzz.socket_fuzz --frames 1000000 --seed 42 --connections 8
+    python -m tests.fuzz.socket_fuzz --max-valid 0       # every frame corrupted
 
 Frames are valid requests of every advertised API and version (`corpus.valid_frame`),
 sent as they are or corrupted (`corpus.MUTATIONS`: bit flips, truncation, length
@@ -48,6 +49,8 @@ from tests.fuzz.corpus import NAMES, mutate, valid_frame
 FRAMES_ENV = "STROM_FUZZ_FRAMES"
 SEED_ENV = "STROM_FUZZ_SEED"
 SESSION_TIMEOUT = 20.0
+MAX_VALID = 7
+"""A session sends 1 to MAX_VALID valid frames, then (four times in five) a corrupted one."""
 CONTROL_TOPIC = "fuzz-control"
 PROBLEM_MARKERS = ("Traceback", "level=ERROR", "level=CRITICAL", "handler for API key")
 BROKER_OVERRIDES = {
@@ -131,18 +134,18 @@ async def _session(bootstrap: str, frames: list[bytes]) -> int | None:
     return None
 
 
-async def _worker(bootstrap: str, worker: int, budget: int, report: Report) -> None:
+async def _worker(bootstrap: str, worker: int, budget: int, max_valid: int, report: Report) -> None:
     rng = random.Random(f"{report.seed}/{worker}")
     correlation = 0
     while budget > 0:
         # A valid prefix the broker answers (handlers run on random field values),
         # then usually a corrupted frame (after which the broker may close).
         frames = []
-        for _ in range(min(budget, rng.randint(1, 7))):
+        for _ in range(min(budget, rng.randint(1, max_valid) if max_valid else 0)):
             correlation += 1
             frames.append(valid_frame(rng, correlation)[0])
             report.mutations["none"] += 1
-        if len(frames) < budget and rng.random() < 0.8:
+        if len(frames) < budget and (not max_valid or rng.random() < 0.8):
             correlation += 1
             data, name = mutate(rng, valid_frame(rng, correlation)[0])
             frames.append(data)
@@ -241,7 +244,9 @@ async def _read_control(client: KafkaClient) -> list[bytes | None]:
 # --- a run ------------------------------------------------------------------------------------
 
 
-async def _run(bootstrap: str, frames: int, connections: int, report: Report) -> None:
+async def _run(
+    bootstrap: str, frames: int, connections: int, max_valid: int, report: Report
+) -> None:
     client = await KafkaClient.connect(bootstrap, "fuzz-control")
     try:
         await _create_topics(client, [CONTROL_TOPIC, *(n for n in NAMES if n.startswith("fuzz"))])
@@ -252,7 +257,9 @@ async def _run(bootstrap: str, frames: int, connections: int, report: Report) ->
             async with trio.open_nursery() as fuzzers:
                 share, extra = divmod(frames, connections)
                 for w in range(connections):
-                    fuzzers.start_soon(_worker, bootstrap, w, share + (w < extra), report)
+                    fuzzers.start_soon(
+                        _worker, bootstrap, w, share + (w < extra), max_valid, report
+                    )
             done.set()
         report.seconds = time.monotonic() - started
     finally:
@@ -291,12 +298,14 @@ async def _check_alive(bootstrap: str, report: Report) -> None:
         )
 
 
-def run(frames: int, seed: int, connections: int, data_dir: Path) -> Report:
+def run(
+    frames: int, seed: int, connections: int, data_dir: Path, max_valid: int = MAX_VALID
+) -> Report:
     """Start a broker in `data_dir`, fuzz it, check it; the report lists what went wrong."""
     report = Report(seed)
     broker = BrokerProcess(data_dir, BROKER_OVERRIDES, on_line=LogWatch(report))
     with broker:
-        trio.run(_run, broker.bootstrap, frames, connections, report)
+        trio.run(_run, broker.bootstrap, frames, connections, max_valid, report)
         assert broker.process is not None
         if broker.process.poll() is not None:
             report.problems.append(f"broker exited with {broker.process.returncode}")
@@ -315,15 +324,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument(
+        "--max-valid",
+        type=int,
+        default=MAX_VALID,
+        help="valid frames before a session's corrupted one (0: every frame corrupted)",
+    )
+    parser.add_argument(
         "--data-dir", type=Path, default=None, help="default: a temporary directory"
     )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     print(
-        f"socket fuzz: seed={seed} frames={args.frames} connections={args.connections}", flush=True
+        f"socket fuzz: seed={seed} frames={args.frames} connections={args.connections} "
+        f"max_valid={args.max_valid}",
+        flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="strom-fuzz-") as tmp:
-        report = run(args.frames, seed, args.connections, args.data_dir or Path(tmp))
+        report = run(
+            args.frames, seed, args.connections, args.data_dir or Path(tmp), args.max_valid
+        )
     print(report.summary())
     for line in failures(report)[:50]:
         print("FAIL", line)
