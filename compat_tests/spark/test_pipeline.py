@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.embedded import BrokerProcess
 from compat_tests.helpers import topic_name, wait_until
 from examples.pageviews import clients
 from examples.pageviews.clients import Delivered, WindowCount
 from examples.pageviews.events import START_MS, PageView, iso_ms, page_views
+from strom.broker.testing.embedded import BrokerProcess
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,14 +32,12 @@ _STARTED = re.compile(r"Strom \S+ started: .*?listeners=[A-Z_]+://(?P<address>[^
 
 @contextmanager
 def throwaway_broker(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
-    """`strom serve` on a free port with its data under `workdir`; yields its address."""
-    strom = shutil.which("strom")
-    if strom is None:
-        raise SystemExit("no `strom` command: pip install -e '.[spark]' first")
+    """`strom serve` (as `python -m strom serve`, the Strom this Python imports) on a free
+    port with its data under `workdir`; yields its address."""
     log_path = workdir / "strom.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [strom, "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+            [sys.executable, "-m", "strom", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
              "--override", f"log.dirs={workdir / 'data'}"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip

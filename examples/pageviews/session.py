@@ -8,6 +8,7 @@ ones read the cache.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,7 +16,9 @@ import pyspark
 from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[2]
-IVY_CACHE = REPO / ".cache" / "ivy"
+IVY_CACHE = Path(os.environ.get("STROM_JVM_CACHE", REPO / ".cache")) / "ivy"
+"""Where Spark keeps the connector's jars: `.cache/ivy`, or under `$STROM_JVM_CACHE` (as the
+compatibility tests' other JVM artifacts)."""
 
 CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 """Spark's Kafka source and sink, built for the installed PySpark."""
