@@ -13,12 +13,15 @@ also pins the totals that model must give, so a mistake in the model fails too.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compat_tests.helpers import topic_name, wait_until
+import pytest
+
+from compat_tests.helpers import stored_codecs, topic_name, wait_until
 from examples.pageviews import clients
 from examples.pageviews.clients import Delivered, WindowCount
 from examples.pageviews.events import START_MS, PageView, iso_ms, page_views
@@ -52,14 +55,19 @@ def output(bootstrap: str, topic: str) -> list[WindowCount]:
 
 
 def run_available_now(
-    spark: SparkSession, bootstrap: str, source: str, sink: str, checkpoint: Path
+    spark: SparkSession,
+    bootstrap: str,
+    source: str,
+    sink: str,
+    checkpoint: Path,
+    compression: str = "none",
 ) -> list[StreamingQueryProgress]:
     """One availableNow run of the streaming job; returns its progress reports."""
     from examples.pageviews.stream import start_query
 
     query = start_query(
         spark, bootstrap=bootstrap, source=source, sink=sink, checkpoint=str(checkpoint),
-        window="1 minute", watermark="30 seconds", available_now=True,
+        window="1 minute", watermark="30 seconds", available_now=True, compression=compression,
     )  # fmt: skip
     finished = query.awaitTermination(240)
     if not finished:
@@ -84,8 +92,9 @@ def test_batch_reads_a_fixed_offset_range(
     spark: SparkSession, shared_broker: BrokerProcess
 ) -> None:
     """startingOffsets/endingOffsets per partition (with -1 = latest) count exactly the views
-    in that range; the whole topic read raw is exactly what was produced, offsets, keys,
-    values and timestamps (the event times) included."""
+    in that range, and so do startingTimestamp/endingTimestamp (the offsets Spark looks up by
+    time); the whole topic read raw, with `read_committed`, is exactly what was produced
+    (snappy batches): offsets, keys, values and timestamps (the event times)."""
     from pyspark.sql import functions as F
 
     from examples.pageviews.batch import count_views, offsets_json
@@ -93,7 +102,7 @@ def test_batch_reads_a_fixed_offset_range(
     bootstrap = shared_broker.bootstrap
     topic = topic_name("spark-batch")
     clients.create_topics(bootstrap, {topic: 3})
-    delivered = clients.produce(bootstrap, topic, page_views(90, seed=5))
+    delivered = clients.produce(bootstrap, topic, page_views(90, seed=5), compression="snappy")
     ends = last_partition_ends(delivered)
     assert sum(ends.values()) == 90
     assert sorted(ends) == [0, 1, 2]
@@ -116,10 +125,21 @@ def test_batch_reads_a_fixed_offset_range(
     everything = count_views(spark, bootstrap=bootstrap, topic=topic)
     assert everything == dict(Counter(d.event.page for d in delivered))
 
+    # Event times 0 s .. 89 s, one a second, increasing in every partition: [20 s, 61.5 s)
+    # holds the events of seconds 20 to 61.
+    between = count_views(
+        spark, bootstrap=bootstrap, topic=topic,
+        starting_ms=START_MS + 20 * SECOND, ending_ms=START_MS + 61 * SECOND + 500,
+    )  # fmt: skip
+    timed = [d for d in delivered if 20 * SECOND <= d.event.ts_ms - START_MS <= 61 * SECOND]
+    assert len(timed) == 42
+    assert between == dict(Counter(d.event.page for d in timed))
+
     raw = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
         .load()
         .select(
             "partition",
@@ -147,6 +167,45 @@ def test_batch_reads_a_fixed_offset_range(
         for d in delivered
     )
     assert got == want
+    assert stored_codecs(shared_broker.data_dir, topic) == {"snappy"}
+
+
+def test_batch_after_deleted_records(spark: SparkSession, shared_broker: BrokerProcess) -> None:
+    """Records deleted below a new log start offset (DeleteRecords): a batch asking for offsets
+    from 0 fails with failOnDataLoss=true (the default), and with failOnDataLoss=false reads
+    exactly what is left."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined,unused-ignore]
+
+    bootstrap = shared_broker.bootstrap
+    topic = topic_name("spark-deleted")
+    clients.create_topics(bootstrap, {topic: 2})
+    delivered = clients.produce(bootstrap, topic, page_views(60, seed=6))
+    ends = last_partition_ends(delivered)
+    low = {0: ends[0] // 2, 1: 0}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, low[0])], request_timeout=30)
+    [result] = [f.result(30) for f in futures.values()]
+    assert result.low_watermark == low[0]
+
+    def read(fail_on_data_loss: bool) -> list[tuple[int, int]]:
+        rows = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", json.dumps({topic: {"0": 0, "1": 0}}))
+            .option("failOnDataLoss", str(fail_on_data_loss).lower())
+            .load()
+            .select("partition", "offset")
+            .collect()
+        )
+        return sorted((r["partition"], r["offset"]) for r in rows)
+
+    left = sorted((d.partition, d.offset) for d in delivered if d.offset >= low[d.partition])
+    assert len(left) == 60 - low[0]
+    assert read(fail_on_data_loss=False) == left
+    with pytest.raises(Exception, match=r"failOnDataLoss"):
+        read(fail_on_data_loss=True)
 
 
 def test_streaming_windows_with_watermark_and_late_events(
@@ -161,8 +220,8 @@ def test_streaming_windows_with_watermark_and_late_events(
     checkpoint = tmp_path / "checkpoint"
 
     first = page_views(40, step_ms=6 * SECOND, seed=1)  # event times 0 s .. 234 s
-    clients.produce(bootstrap, source, first)
-    progress = run_available_now(spark, bootstrap, source, sink, checkpoint)
+    clients.produce(bootstrap, source, first, compression="lz4")
+    progress = run_available_now(spark, bootstrap, source, sink, checkpoint, compression="zstd")
     assert input_rows(progress) == 40
     # watermark 234 s - 30 s = 204 s: windows [0,60), [60,120), [120,180) are closed, and
     # hold the 30 events before 180 s
@@ -178,8 +237,8 @@ def test_streaming_windows_with_watermark_and_late_events(
         PageView("/docs", "late-1", START_MS + 70 * SECOND),
         PageView("/pricing", "late-2", START_MS + 179 * SECOND + 999),
     ]  # all in windows already emitted
-    clients.produce(bootstrap, source, on_time[:10] + late + on_time[10:])
-    progress = run_available_now(spark, bootstrap, source, sink, checkpoint)
+    clients.produce(bootstrap, source, on_time[:10] + late + on_time[10:], compression="lz4")
+    progress = run_available_now(spark, bootstrap, source, sink, checkpoint, compression="zstd")
     assert input_rows(progress) == 28
     # on-time events reach 425 s: watermark 395 s closes [180,240), [240,300), [300,360);
     # [180,240) holds 10 events of the first run and 6 of the second
@@ -188,6 +247,9 @@ def test_streaming_windows_with_watermark_and_late_events(
     assert sum(c.views for c in closed) == 40 + 18
     assert sum(c.views for c in closed if c.start_ms == START_MS + 180 * SECOND) == 16
     assert output(bootstrap, sink) == closed
+    # what Spark's producer compressed is stored so (Strom keeps batches as produced)
+    assert stored_codecs(shared_broker.data_dir, source) == {"lz4"}
+    assert stored_codecs(shared_broker.data_dir, sink) == {"zstd"}
 
 
 def test_restart_from_checkpoint_loses_and_repeats_nothing(
@@ -205,7 +267,7 @@ def test_restart_from_checkpoint_loses_and_repeats_nothing(
     checkpoint = tmp_path / "checkpoint"
 
     first = page_views(40, step_ms=6 * SECOND, seed=3)  # 0 s .. 234 s: watermark 204 s
-    clients.produce(bootstrap, source, first)
+    clients.produce(bootstrap, source, first, compression="gzip")
     query = start_query(
         spark, bootstrap=bootstrap, source=source, sink=sink, checkpoint=str(checkpoint),
         window="1 minute", watermark="30 seconds", available_now=False, interval="1 second",
@@ -231,7 +293,7 @@ def test_restart_from_checkpoint_loses_and_repeats_nothing(
 
     strom_broker.restart()
     second = page_views(25, start_ms=START_MS + 185 * SECOND, step_ms=10 * SECOND, seed=4)
-    clients.produce(bootstrap, source, second)
+    clients.produce(bootstrap, source, second, compression="gzip")
     progress = run_available_now(spark, bootstrap, source, sink, checkpoint)
     assert input_rows(progress) == 25  # the new events only: none lost, none read twice
 

@@ -2,7 +2,10 @@
 
 `--starting-offsets` and `--ending-offsets` take Spark's own forms: `earliest` / `latest`, or
 JSON per partition such as `{"pageviews": {"0": 10, "1": -2}}` (-2 = earliest, -1 = latest).
-The range is fixed when the job starts, so records produced meanwhile are not counted.
+`--starting-time` / `--ending-time` (ISO-8601) give the range by record timestamp instead
+(the producer sets it to the event time): in each partition, from the first record at or after
+the starting time to the first at or after the ending time. The range is fixed when the job
+starts, so records produced meanwhile are not counted.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from examples.pageviews.events import parse_iso_ms
 from examples.pageviews.session import start_session
 from examples.pageviews.stream import parse_page_views
 
@@ -29,16 +33,23 @@ def count_views(
     topic: str,
     starting: str = "earliest",
     ending: str = "latest",
+    starting_ms: int | None = None,
+    ending_ms: int | None = None,
 ) -> dict[str, int]:
-    """Views per page over [starting, ending) of `topic`."""
-    raw = (
+    """Views per page over [starting, ending) of `topic`; a timestamp (milliseconds since the
+    epoch), when given, stands for the offset it finds in each partition."""
+    reader = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", starting)
         .option("endingOffsets", ending)
-        .load()
     )
+    if starting_ms is not None:
+        reader = reader.option("startingTimestamp", str(starting_ms))
+    if ending_ms is not None:
+        reader = reader.option("endingTimestamp", str(ending_ms))
+    raw = reader.load()
     rows = parse_page_views(raw).groupBy("page").agg(F.count("*").alias("views")).collect()
     return {row["page"]: row["views"] for row in rows}
 
@@ -49,12 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default="pageviews")
     parser.add_argument("--starting-offsets", default="earliest")
     parser.add_argument("--ending-offsets", default="latest")
+    parser.add_argument("--starting-time", type=parse_iso_ms, help="e.g. 2026-01-01T00:05:00Z")
+    parser.add_argument("--ending-time", type=parse_iso_ms)
     args = parser.parse_args(argv)
     spark = start_session("pageviews-batch")
     try:
         counts = count_views(
             spark, bootstrap=args.bootstrap, topic=args.topic,
             starting=args.starting_offsets, ending=args.ending_offsets,
+            starting_ms=args.starting_time, ending_ms=args.ending_time,
         )  # fmt: skip
     finally:
         spark.stop()

@@ -59,7 +59,9 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
                 raise
 
 
-def produce(bootstrap: str, topic: str, events: Iterable[PageView]) -> list[Delivered]:
+def produce(
+    bootstrap: str, topic: str, events: Iterable[PageView], *, compression: str = "none"
+) -> list[Delivered]:
     """Produce the events in order (idempotent, acks=all); return them as delivered."""
     delivered: list[Delivered] = []
     errors: list[KafkaError] = []
@@ -72,7 +74,12 @@ def produce(bootstrap: str, topic: str, events: Iterable[PageView]) -> list[Deli
         delivered.append(Delivered(partition, offset, event))
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": compression,
+        }
     )
     for event in events:
         producer.produce(
@@ -153,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-ms", type=int, default=START_MS, help="first event time")
     parser.add_argument("--step-ms", type=int, default=1000, help="between event times")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--compression", default="none", help="none, gzip, snappy, lz4, zstd")
     args = parser.parse_args(argv)
     create_topics(args.bootstrap, {args.topic: args.partitions})
     events = page_views(args.count, start_ms=args.start_ms, step_ms=args.step_ms, seed=args.seed)
-    delivered = produce(args.bootstrap, args.topic, events)
+    delivered = produce(args.bootstrap, args.topic, events, compression=args.compression)
     print(f"produced {len(delivered)} page views to {args.topic}")
     return 0
 

@@ -65,9 +65,10 @@ def start_query(
     watermark: str = "30 seconds",
     available_now: bool = True,
     interval: str = "2 seconds",
+    compression: str = "none",
 ) -> StreamingQuery:
     """Start the job. `available_now`: read what is in the topic now, then stop; otherwise
-    run a micro-batch every `interval` until stopped."""
+    run a micro-batch every `interval` until stopped. `compression`: the sink's codec."""
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -82,6 +83,7 @@ def start_query(
         .outputMode("append")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", sink)
+        .option("kafka.compression.type", compression)
         .option("checkpointLocation", checkpoint)
     )
     if available_now:
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default="checkpoints/pageviews", help="a directory")
     parser.add_argument("--window", default="1 minute")
     parser.add_argument("--watermark", default="30 seconds")
+    parser.add_argument("--compression", default="none", help="of the output records")
     parser.add_argument(
         "--continuous", action="store_true", help="keep running (Ctrl-C stops) instead of "
         "processing what the topic holds now and stopping",
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         query = start_query(
             spark, bootstrap=args.bootstrap, source=args.source_topic, sink=args.sink_topic,
             checkpoint=args.checkpoint, window=args.window, watermark=args.watermark,
-            available_now=not args.continuous,
+            available_now=not args.continuous, compression=args.compression,
         )  # fmt: skip
         try:
             query.awaitTermination()
