@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+pytestmark = pytest.mark.timeout(600)  # the first test also waits for Spark to start
+
 WINDOW_MS = 60_000
 WATERMARK_MS = 30_000
 SECOND = 1000
