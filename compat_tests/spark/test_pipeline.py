@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(600)  # the first test also waits for Spark to start
 
 WINDOW_MS = 60_000
-WATERMARK_MS = 30_000
 SECOND = 1000
 
 

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     finally:
         spark.stop()
+    print(f"views per page in {args.topic}:")
     for page, views in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"{views:6d}  {page}")
     return 0
