@@ -94,8 +94,9 @@ def test_batch_reads_a_fixed_offset_range(
 ) -> None:
     """startingOffsets/endingOffsets per partition (with -1 = latest) count exactly the views
     in that range, and so do startingTimestamp/endingTimestamp (the offsets Spark looks up by
-    time); the whole topic read raw, with `read_committed`, is exactly what was produced
-    (snappy batches): offsets, keys, values and timestamps (the event times)."""
+    time); the whole topic read raw, with `read_committed` and split into more tasks than
+    partitions, is exactly what was produced (snappy batches): offsets, keys, values and
+    timestamps (the event times)."""
     from pyspark.sql import functions as F
 
     from examples.pageviews.batch import count_views, offsets_json
@@ -141,6 +142,7 @@ def test_batch_reads_a_fixed_offset_range(
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("kafka.isolation.level", "read_committed")
+        .option("minPartitions", "7")  # ranges split: several consumers seek in one partition
         .load()
         .select(
             "partition",
@@ -169,6 +171,50 @@ def test_batch_reads_a_fixed_offset_range(
     )
     assert got == want
     assert stored_codecs(shared_broker.data_dir, topic) == {"snappy"}
+
+
+def test_batch_with_the_consumer_based_offset_reader(
+    spark: SparkSession, shared_broker: BrokerProcess
+) -> None:
+    """With `spark.sql.streaming.kafka.useDeprecatedOffsetFetching`, Spark plans offsets with a
+    consumer that subscribes in a consumer group of its own (JoinGroup, SyncGroup, then
+    seekToBeginning/End and offsetsForTimes) instead of the Admin client: the same ranges give
+    the same exact counts."""
+    from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined,unused-ignore]
+
+    from examples.pageviews.batch import count_views, offsets_json
+
+    bootstrap = shared_broker.bootstrap
+    topic = topic_name("spark-consumer-offsets")
+    clients.create_topics(bootstrap, {topic: 2})
+    delivered = clients.produce(bootstrap, topic, page_views(50, seed=7))
+    ends = last_partition_ends(delivered)
+    conf = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+    spark.conf.set(conf, "true")
+    try:
+        views = count_views(
+            spark, bootstrap=bootstrap, topic=topic,
+            starting=offsets_json(topic, {0: 1, 1: -2}), ending=offsets_json(topic, {0: -1, 1: 4}),
+        )  # fmt: skip
+        timed = count_views(
+            spark, bootstrap=bootstrap, topic=topic,
+            starting_ms=START_MS + 10 * SECOND, ending_ms=START_MS + 30 * SECOND,
+        )  # fmt: skip
+    finally:
+        spark.conf.unset(conf)
+    in_range = [d for d in delivered if (1 <= d.offset < ends[0]) if d.partition == 0]
+    in_range += [d for d in delivered if d.partition == 1 and d.offset < 4]
+    assert len(in_range) == ends[0] - 1 + 4
+    assert views == dict(Counter(d.event.page for d in in_range))
+    in_time = [d for d in delivered if 10 * SECOND <= d.event.ts_ms - START_MS < 30 * SECOND]
+    assert len(in_time) == 20
+    assert timed == dict(Counter(d.event.page for d in in_time))
+
+    # the planning consumers really were group members: their groups are on the broker
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups(request_timeout=30).result(30)
+    spark_groups = [g.group_id for g in listed.valid if g.group_id.startswith("spark-kafka-")]
+    assert len(spark_groups) >= 2, [g.group_id for g in listed.valid]
 
 
 def test_batch_after_deleted_records(spark: SparkSession, shared_broker: BrokerProcess) -> None:
