@@ -49,8 +49,12 @@ def throwaway_broker(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
             time.sleep(0.05)  # polling the log for the startup line, against the deadline
         yield match.group("address")
     finally:
-        process.terminate()
-        process.wait(15)
+        process.terminate()  # SIGTERM: a clean shutdown
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def run(
