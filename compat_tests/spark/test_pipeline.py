@@ -213,8 +213,10 @@ def test_batch_with_the_consumer_based_offset_reader(
     # the planning consumers really were group members: their groups are on the broker
     admin = AdminClient({"bootstrap.servers": bootstrap})
     listed = admin.list_consumer_groups(request_timeout=30).result(30)
+    # (one per query: Spark names them spark-kafka-relation-<query's uuid>-driver-<n>)
     spark_groups = [g.group_id for g in listed.valid if g.group_id.startswith("spark-kafka-")]
-    assert len(spark_groups) >= 2, [g.group_id for g in listed.valid]
+    assert len(spark_groups) == 2, [g.group_id for g in listed.valid]
+    assert all(g.startswith("spark-kafka-relation-") for g in spark_groups), spark_groups
 
 
 def test_batch_after_deleted_records(spark: SparkSession, shared_broker: BrokerProcess) -> None:
