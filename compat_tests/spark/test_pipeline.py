@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from compat_tests.helpers import stored_codecs, topic_name, wait_until
-from examples.pageviews import clients
-from examples.pageviews.clients import Delivered, WindowCount
 from examples.pageviews.events import START_MS, PageView, iso_ms, page_views
+from examples.pageviews.produce import Delivered, create_topics, produce
+from examples.pageviews.readback import WindowCount, read_all, window_counts
 from strom.broker.testing.embedded import BrokerProcess
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def closed_windows(events: Iterable[PageView], *, watermark_ms: int) -> list[Win
 
 def output(bootstrap: str, topic: str) -> list[WindowCount]:
     """The job's output topic, decoded; each (window, page) must be there once only."""
-    counts = sorted(clients.window_counts(clients.read_all(bootstrap, topic)))
+    counts = sorted(window_counts(read_all(bootstrap, topic)))
     keys = [(c.start_ms, c.page) for c in counts]
     assert len(keys) == len(set(keys)), f"a window was emitted twice: {counts}"
     return counts
@@ -103,8 +103,8 @@ def test_batch_reads_a_fixed_offset_range(
 
     bootstrap = shared_broker.bootstrap
     topic = topic_name("spark-batch")
-    clients.create_topics(bootstrap, {topic: 3})
-    delivered = clients.produce(bootstrap, topic, page_views(90, seed=5), compression="snappy")
+    create_topics(bootstrap, {topic: 3})
+    delivered = produce(bootstrap, topic, page_views(90, seed=5), compression="snappy")
     ends = last_partition_ends(delivered)
     assert sum(ends.values()) == 90
     assert sorted(ends) == [0, 1, 2]
@@ -186,8 +186,8 @@ def test_batch_with_the_consumer_based_offset_reader(
 
     bootstrap = shared_broker.bootstrap
     topic = topic_name("spark-consumer-offsets")
-    clients.create_topics(bootstrap, {topic: 2})
-    delivered = clients.produce(bootstrap, topic, page_views(50, seed=7))
+    create_topics(bootstrap, {topic: 2})
+    delivered = produce(bootstrap, topic, page_views(50, seed=7))
     ends = last_partition_ends(delivered)
     conf = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
     spark.conf.set(conf, "true")
@@ -228,8 +228,8 @@ def test_batch_after_deleted_records(spark: SparkSession, shared_broker: BrokerP
 
     bootstrap = shared_broker.bootstrap
     topic = topic_name("spark-deleted")
-    clients.create_topics(bootstrap, {topic: 2})
-    delivered = clients.produce(bootstrap, topic, page_views(60, seed=6))
+    create_topics(bootstrap, {topic: 2})
+    delivered = produce(bootstrap, topic, page_views(60, seed=6))
     ends = last_partition_ends(delivered)
     low = {0: ends[0] // 2, 1: 0}
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -265,11 +265,11 @@ def test_streaming_windows_with_watermark_and_late_events(
     the second run drops while closing three more windows."""
     bootstrap = shared_broker.bootstrap
     source, sink = topic_name("spark-views"), topic_name("spark-counts")
-    clients.create_topics(bootstrap, {source: 3, sink: 2})
+    create_topics(bootstrap, {source: 3, sink: 2})
     checkpoint = tmp_path / "checkpoint"
 
     first = page_views(40, step_ms=6 * SECOND, seed=1)  # event times 0 s .. 234 s
-    clients.produce(bootstrap, source, first, compression="lz4")
+    produce(bootstrap, source, first, compression="lz4")
     progress = run_available_now(spark, bootstrap, source, sink, checkpoint, compression="zstd")
     assert input_rows(progress) == 40
     # watermark 234 s - 30 s = 204 s: windows [0,60), [60,120), [120,180) are closed, and
@@ -286,7 +286,7 @@ def test_streaming_windows_with_watermark_and_late_events(
         PageView("/docs", "late-1", START_MS + 70 * SECOND),
         PageView("/pricing", "late-2", START_MS + 179 * SECOND + 999),
     ]  # all in windows already emitted
-    clients.produce(bootstrap, source, on_time[:10] + late + on_time[10:], compression="lz4")
+    produce(bootstrap, source, on_time[:10] + late + on_time[10:], compression="lz4")
     progress = run_available_now(spark, bootstrap, source, sink, checkpoint, compression="zstd")
     assert input_rows(progress) == 28
     # on-time events reach 425 s: watermark 395 s closes [180,240), [240,300), [300,360);
@@ -312,11 +312,11 @@ def test_restart_from_checkpoint_loses_and_repeats_nothing(
 
     bootstrap = strom_broker.bootstrap
     source, sink = topic_name("spark-restart-views"), topic_name("spark-restart-counts")
-    clients.create_topics(bootstrap, {source: 2, sink: 1})
+    create_topics(bootstrap, {source: 2, sink: 1})
     checkpoint = tmp_path / "checkpoint"
 
     first = page_views(40, step_ms=6 * SECOND, seed=3)  # 0 s .. 234 s: watermark 204 s
-    clients.produce(bootstrap, source, first, compression="gzip")
+    produce(bootstrap, source, first, compression="gzip")
     query = start_query(
         spark, bootstrap=bootstrap, source=source, sink=sink, checkpoint=str(checkpoint),
         window="1 minute", watermark="30 seconds", available_now=False, interval="1 second",
@@ -342,7 +342,7 @@ def test_restart_from_checkpoint_loses_and_repeats_nothing(
 
     strom_broker.restart()
     second = page_views(25, start_ms=START_MS + 185 * SECOND, step_ms=10 * SECOND, seed=4)
-    clients.produce(bootstrap, source, second, compression="gzip")
+    produce(bootstrap, source, second, compression="gzip")
     progress = run_available_now(spark, bootstrap, source, sink, checkpoint)
     assert input_rows(progress) == 25  # the new events only: none lost, none read twice
 
@@ -369,7 +369,7 @@ def test_the_readme_example(
     assert sum(c.views for c in counts) == 540
 
     by_partition: dict[int, list[Delivered]] = {}
-    for msg in clients.read_all(shared_broker.bootstrap, source):
+    for msg in read_all(shared_broker.bootstrap, source):
         partition, offset, value = msg.partition(), msg.offset(), msg.value()
         assert partition is not None
         assert offset is not None

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from examples.pageviews import clients
 from examples.pageviews.batch import count_views, offsets_json
 from examples.pageviews.events import iso_ms, page_views
+from examples.pageviews.produce import create_topics, produce
+from examples.pageviews.readback import WindowCount, read_all, table, window_counts
 from examples.pageviews.session import start_session
 from examples.pageviews.stream import start_query
 
@@ -59,12 +60,12 @@ def throwaway_broker(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
 
 def run(
     spark: SparkSession, bootstrap: str, workdir: Path, *, source: str, sink: str, count: int
-) -> tuple[list[clients.WindowCount], dict[str, int]]:
+) -> tuple[list[WindowCount], dict[str, int]]:
     """Produce, stream, read back, batch: the pipeline against the broker at `bootstrap`.
     Returns the window counts read back and the batch job's counts."""
-    clients.create_topics(bootstrap, {source: 3, sink: 1})
+    create_topics(bootstrap, {source: 3, sink: 1})
     events = page_views(count)
-    delivered = clients.produce(bootstrap, source, events)
+    delivered = produce(bootstrap, source, events)
     print(f"produced {len(delivered)} page views to {source!r}, event times "
           f"{iso_ms(events[0].ts_ms)} .. {iso_ms(events[-1].ts_ms)}")  # fmt: skip
 
@@ -73,13 +74,9 @@ def run(
         checkpoint=str(workdir / "checkpoint"),
     )  # fmt: skip
     query.awaitTermination()
-    counts = sorted(clients.window_counts(clients.read_all(bootstrap, sink)))
-    pages = sorted({c.page for c in counts})
+    counts = sorted(window_counts(read_all(bootstrap, sink)))
     print(f"\nstreaming job: views per page per minute, read back from {sink!r}")
-    print("window (UTC)  " + "".join(f"{p:>10}" for p in pages))
-    for start in sorted({c.start_ms for c in counts}):
-        row = {c.page: c.views for c in counts if c.start_ms == start}
-        print(f"{iso_ms(start)[11:16]}         " + "".join(f"{row.get(p, 0):>10}" for p in pages))
+    print(table(counts))
     print("(the last window stays open: the watermark has not passed it yet)")
 
     first = dict.fromkeys(range(3), 0)

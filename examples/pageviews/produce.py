@@ -1,18 +1,18 @@
-"""The services' side of the pipeline, with a stock Kafka client (confluent-kafka).
+"""The services' side of the pipeline: create the topics and produce page-view events.
 
-Create the topics, produce page-view events (keyed by user, record timestamp = event time) and
-read the job's output back: everything a service or a dashboard would do.
+With a stock Kafka client (confluent-kafka): keyed by user, record timestamp = event time,
+idempotent, acks=all. `python -m examples.pageviews.produce` sends a reproducible run of
+events (`events.page_views`).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 # documented names that the admin module's stubs do not re-export explicitly
 from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
@@ -20,7 +20,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
     NewTopic,
 )
 
-from examples.pageviews.events import START_MS, PageView, page_views, parse_iso_ms
+from examples.pageviews.events import START_MS, PageView, page_views
 
 TIMEOUT = 30.0
 
@@ -32,16 +32,6 @@ class Delivered:
     partition: int
     offset: int
     event: PageView
-
-
-@dataclass(frozen=True, order=True)
-class WindowCount:
-    """One output record of the streaming job: views of `page` in [start, end)."""
-
-    start_ms: int
-    end_ms: int
-    page: str
-    views: int
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -94,61 +84,6 @@ def produce(
     if errors or left:
         raise RuntimeError(f"produce to {topic}: {left} undelivered, errors {errors[:3]}")
     return delivered
-
-
-def read_all(bootstrap: str, topic: str) -> list[Message]:
-    """Every record of the topic, partition by partition, up to the high watermarks seen now."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "pageviews-reader",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=TIMEOUT).topics[topic]
-        if metadata.error is not None:
-            raise KafkaException(metadata.error)
-        out: list[Message] = []
-        for partition in sorted(metadata.partitions):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=TIMEOUT
-            )
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, partition, low)])
-            got: list[Message] = []
-            while len(got) < high - low:
-                msg = consumer.poll(TIMEOUT)
-                if msg is None:
-                    raise TimeoutError(f"{topic}-{partition}: {len(got)} of {high - low} records")
-                if msg.error() is not None:
-                    raise KafkaException(msg.error())
-                got.append(msg)
-            out += got
-        return out
-    finally:
-        consumer.close()
-
-
-def window_counts(messages: Sequence[Message]) -> list[WindowCount]:
-    """The streaming job's output records, decoded (key = page, value = JSON)."""
-    out: list[WindowCount] = []
-    for msg in messages:
-        value = msg.value()
-        assert value is not None
-        obj = json.loads(value)
-        if msg.key() != obj["page"].encode():
-            raise ValueError(f"record key {msg.key()!r} is not its page {obj['page']!r}")
-        out.append(
-            WindowCount(
-                start_ms=parse_iso_ms(obj["window_start"]),
-                end_ms=parse_iso_ms(obj["window_end"]),
-                page=obj["page"],
-                views=obj["views"],
-            )
-        )
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
