@@ -22,6 +22,7 @@ import trio
 from strom.broker.admin.topics import is_internal_topic
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
+from strom.broker.replication.partitions import report_storage
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse
@@ -149,6 +150,8 @@ async def append_partition(
     try:
         result = log.append(batch, partition.leader_epoch, broker.clock())
     except LogAppendError as exc:
+        if isinstance(exc, KafkaStorageError):
+            report_storage(broker)  # before answering: the client's next Metadata sees it
         start = -1 if exc.error in _NO_LOG_START else log.log_start_offset
         message = exc.message if exc.record_errors else None
         return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
@@ -158,5 +161,6 @@ async def append_partition(
             try:
                 await trio.to_thread.run_sync(log.flush)
             except KafkaStorageError:
+                report_storage(broker)
                 return AppendOutcome(index, ErrorCode.KAFKA_STORAGE_ERROR)
     return AppendOutcome(index, ErrorCode.NONE, result)

@@ -25,7 +25,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -34,6 +34,7 @@ import trio
 
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
+from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import (
     ApiError,
     ControllerError,
@@ -177,6 +178,19 @@ class ControllerDriver:
     def epoch(self) -> int:
         """The Raft epoch this node writes under."""
         return self._epoch
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
+        return self._controller.offline_replicas
+
+    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
+        """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat
+        offlineLogDirs). Controller state only: nothing to append, so it never waits for
+        the lock nor fails on a full disk. True if the report changed anything."""
+        if self._broker_epoch < 0:
+            return False  # not registered yet: start() registers, the next report counts
+        return self._controller.heartbeat(self.node_id, self._broker_epoch, offline)
 
     def subscribe(self, listener: ImageListener) -> Callable[[], None]:
         """Call `listener(image)` after each change (awaited if it returns an awaitable)."""

@@ -34,6 +34,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
 from strom.coordinator.metadata.records import (
     MetadataBatch,
     MetadataError,
@@ -238,7 +239,7 @@ class MetadataLog:
         self._close_file()
 
 
-def _write_at(fd: int, data: bytes, position: int) -> None:
+def _write_at(fd: int, data: bytes | bytearray, position: int) -> None:
     """Write all of `data` at `position` with unbuffered pwrite calls."""
     view = memoryview(data)
     while view:

@@ -6,11 +6,10 @@ import errno
 import os
 import uuid
 from collections.abc import Callable
-
-from typing_extensions import Buffer
 from pathlib import Path
 
 import pytest
+from typing_extensions import Buffer
 
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog, segment_name
@@ -215,7 +214,7 @@ def test_failed_write_is_never_written_later(
     _fill(log, 2)
     size = _segment(tmp_path).stat().st_size
     monkeypatch.setattr(os, "pwrite", _partial_then_enospc(os.pwrite))
-    with pytest.raises(OSError) as info:
+    with pytest.raises(OSError, match="No space left") as info:
         log.append([_topic(5)], epoch=1, timestamp=0)
     assert info.value.errno == errno.ENOSPC
     monkeypatch.undo()
@@ -242,7 +241,7 @@ def test_a_failed_cut_back_is_repeated_before_the_next_write(
 
     monkeypatch.setattr(os, "pwrite", _partial_then_enospc(os.pwrite))
     monkeypatch.setattr(os, "ftruncate", no_truncate)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left"):
         log.append([_topic(5) for _ in range(20)], epoch=1, timestamp=0)
     monkeypatch.undo()
     assert _segment(tmp_path).stat().st_size > size  # half a batch is still there
@@ -263,7 +262,7 @@ def test_a_failed_roll_leaves_no_segment_behind(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("strom.coordinator.metadata.log.fsync_dir", no_dir_sync)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left"):
         log.append([_topic(5)], epoch=1, timestamp=0)
     monkeypatch.undo()
     assert len(log.segment_paths()) == 1
@@ -283,10 +282,10 @@ def test_a_full_filesystem_refuses_the_batch_and_then_recovers(
         filler = fill(root)
         # more than the slack in the segment's last page, less than a write buffer
         big = [TopicRecord("x" * 200, uuid.UUID(int=1000 + i)) for i in range(25)]
-        with pytest.raises(OSError) as info:
+        with pytest.raises(OSError, match="No space left") as info:
             log.append(big, epoch=1, timestamp=0)
         assert info.value.errno == errno.ENOSPC
-        with pytest.raises(OSError):  # still full: refused again, nothing left over
+        with pytest.raises(OSError, match="No space left"):  # still full: refused again, nothing left over
             log.append(big, epoch=1, timestamp=0)
         filler.unlink()
         log.append([_topic(6)], epoch=1, timestamp=0)
