@@ -26,7 +26,7 @@ def leadership(
     return partition_leadership(
         topic_id,
         partition,
-        broker.controller.offline_replicas,
+        broker.offline_replicas,
         lambda replica: reachable(broker, image, replica, listener),
     )
 
