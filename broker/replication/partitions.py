@@ -60,6 +60,8 @@ class _Plan:
 
     create: list[tuple[Path, str, int, LogConfig]] = field(default_factory=list)
     delete: list[tuple[str, int]] = field(default_factory=list)
+    failed: list[tuple[tuple[str, int], OSError]] = field(default_factory=list)
+    """Partitions that could not be placed (no online log dir)."""
 
 
 def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
@@ -83,7 +85,7 @@ def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
             try:
                 directory = state.logs.place(planned)
             except OSError as exc:
-                _cannot_open(state.logs, key, exc)
+                plan.failed.append((key, exc))
                 continue
             plan.create.append((directory, topic.name, partition.partition_id, config))
     plan.delete = [
@@ -115,8 +117,7 @@ def _finish(state: BrokerState, plan: _Plan, outcome: _Opened) -> None:
     opened, failed = outcome
     for directory, partition_log in opened:
         state.logs.adopt(directory, partition_log)
-    for key, exc in failed:
-        _cannot_open(state.logs, key, exc)
+    _cannot_open(state.logs, plan.failed + failed)
     for topic, partition in plan.delete:
         log.info("deleting log of %s-%d", topic, partition)
         state.logs.delete(topic, partition)
@@ -159,10 +160,16 @@ async def heartbeat_loop(state: BrokerState) -> None:
         report_storage(state)
 
 
-def _cannot_open(logs: LogManager, key: tuple[str, int], exc: OSError) -> None:
-    if logs.cannot_open(key[0], key[1], f"{exc}"):  # one line per partition, not per retry
-        log.error(
-            "cannot open the log of %s-%d: %s (raise the open-files limit, ulimit -n, "
-            "or use fewer partitions); reported offline, retried on the next metadata change",
-            key[0], key[1], exc,
-        )  # fmt: skip
+def _cannot_open(logs: LogManager, failed: list[tuple[tuple[str, int], OSError]]) -> None:
+    """Record partitions that could not be opened; one line for those new this time."""
+    new = [(key, exc) for key, exc in failed if logs.cannot_open(key[0], key[1], str(exc))]
+    if not new:
+        return
+    names = ", ".join(f"{t}-{p}" for (t, p), _ in new[:5])
+    more = f" and {len(new) - 5} more" if len(new) > 5 else ""
+    log.error(
+        "cannot open the logs of %d partition%s (%s%s): %s (raise the open-files limit, "
+        "ulimit -n, or use fewer partitions); reported offline, retried on the next metadata "
+        "change",
+        len(new), "" if len(new) == 1 else "s", names, more, new[0][1].strerror or new[0][1],
+    )  # fmt: skip
