@@ -27,7 +27,6 @@ from strom.broker.replication.partitions import (
 )
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.controller.dynamic import effective_config
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.errors import KafkaStorageError
@@ -80,7 +79,7 @@ class Broker:
                 [Path(d) for d in config.data_dirs],
                 wall_clock_ms,
                 topic_config=lambda topic: log_config(
-                    effective_config(config, controller.image, config.node_id),
+                    controller.image.broker_config_layers(config).effective(),
                     controller.image,
                     topic,
                 ),
