@@ -7,12 +7,18 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+import trio
+import trio.testing
 from typing_extensions import Buffer
 
+from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
+from strom.storage.errors import KafkaStorageError
 from strom.storage.manager import LogManager
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_topic_partitions import (
@@ -147,3 +153,33 @@ async def test_a_full_metadata_disk_answers_errors_and_keeps_the_connection(
     assert result.error_code == ErrorCode.NONE
     [t] = (await metadata(client, "auto", auto_create=True)).topics
     assert t.error_code == ErrorCode.NONE
+
+
+async def test_a_failed_background_flush_is_reported_and_the_loop_goes_on(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    from strom.broker.process import app
+
+    class FailingLog:
+        def flush(self) -> None:
+            raise KafkaStorageError("t-0: flush failed: [Errno 5] Input/output error")
+
+    third_round = trio.Event()
+    rounds = []
+
+    class Logs:
+        def flush_due(self, now_ms: int) -> list[FailingLog]:
+            rounds.append(now_ms)
+            if len(rounds) == 3:
+                third_round.set()
+            return [FailingLog()]
+
+    reported: list[object] = []
+    monkeypatch.setattr(app, "report_storage", reported.append)
+    state = cast(BrokerState, SimpleNamespace(logs=Logs()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app._flush_loop, state)
+        await third_round.wait()
+        nursery.cancel_scope.cancel()
+    assert len(reported) >= 2  # each failure reported, and the loop outlived them
+    assert all(r is state for r in reported)
