@@ -360,3 +360,28 @@ def test_a_full_metadata_disk_answers_error_codes_and_recovers(
         await again.close()
 
     _run(main)
+
+
+def test_a_failed_snapshot_leaves_the_command_done_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        driver = await _open(config, snapshot_interval_bytes=1)
+        directory = tmp_path / "data" / LOG_DIR_NAME
+        monkeypatch.setattr("strom.broker.drivers.controller.write_snapshot", disk_full)
+        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
+        assert response.topics[0].error_code == ErrorCode.NONE  # durable, so it stands
+        missed = driver.image.provenance.offset + 1
+        assert missed not in [s.end_offset for s in list_snapshots(directory)]
+        monkeypatch.undo()
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
+        latest = max(s.end_offset for s in list_snapshots(directory))
+        assert latest == driver.image.provenance.offset + 1
+        await driver.close()
+
+    _run(main)
