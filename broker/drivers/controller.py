@@ -188,9 +188,10 @@ class ControllerDriver:
         """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat
         offlineLogDirs). Controller state only: nothing to append, so it never waits for
         the lock nor fails on a full disk. True if the report changed anything."""
-        if self._broker_epoch < 0:
-            return False  # not registered yet: start() registers, the next report counts
-        return self._controller.heartbeat(self.node_id, self._broker_epoch, offline)
+        try:
+            return self._controller.heartbeat(self.node_id, self._broker_epoch, offline)
+        except ControllerError:  # (re-)registering: the report after it counts
+            return False
 
     def subscribe(self, listener: ImageListener) -> Callable[[], None]:
         """Call `listener(image)` after each change (awaited if it returns an awaitable)."""
