@@ -144,7 +144,9 @@ def _streamed(codec: Codec, pieces: Iterator[bytes]) -> bytes:
         deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
         return b"".join(deflate.compress(p) for p in pieces) + deflate.flush()
     lz4_out = lz4.frame.LZ4FrameCompressor()
-    return lz4_out.begin() + b"".join(lz4_out.compress(p) for p in pieces) + lz4_out.flush()
+    frame: bytes = lz4_out.begin() + b"".join(lz4_out.compress(p) for p in pieces)
+    end: bytes = lz4_out.flush()
+    return frame + end
 
 
 def _valid_records_of_zeros(count: int) -> Iterator[bytes]:
@@ -218,7 +220,7 @@ def test_what_passes_decodes_with_sequential_offsets(
     data[61 + index % (len(data) - 61)] = value
     fix_crc(data)
     header = BatchHeader.parse(data)
-    outcomes = set()
+    outcomes: set[ErrorCode | None] = set()
     for module in IMPLEMENTATIONS.values():
         try:
             module.check_records(data, header)
@@ -241,4 +243,3 @@ def test_a_compiled_walk_is_built_from_the_current_source() -> None:
     assert built >= compiled.with_name("walk.py").stat().st_mtime, (
         "walk.py changed after it was compiled: run `python setup.py build_ext --inplace`"
     )
-
