@@ -281,7 +281,65 @@ def _gzip_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
             return
 
 
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+
 def _lz4_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    """LZ4 frames block by block: each block inflates into a buffer of the frame's declared
+    maximum block size (at most 4 MiB), so the bound holds per block. Frames of linked blocks
+    (which no Kafka client writes for more than one block) go through python-lz4's decoder."""
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while True:  # one frame per turn
+        if end - pos < 7 or data[pos : pos + 4] != _LZ4_MAGIC:
+            raise ValueError("not an lz4 frame")
+        flg, bd = data[pos + 4], data[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get(bd >> 4)
+        if flg >> 6 != 1 or flg & 0x03 or bd & 0x8F or block_max is None:
+            raise ValueError("unsupported lz4 frame descriptor")  # bad version, dict id, ...
+        descriptor_end = pos + 6 + (8 if flg & 0x08 else 0)
+        if descriptor_end >= end:
+            raise EOFError("truncated lz4 frame header")
+        if data[descriptor_end] != _header_checksum(data[pos + 4 : descriptor_end]):
+            raise ValueError("lz4 frame header checksum mismatch")
+        if not flg & 0x20:  # linked blocks
+            yield from _lz4_linked_chunks(data[pos:])
+            return
+        block_checksums, content = flg & 0x10, xxhash.xxh32() if flg & 0x04 else None
+        pos = descriptor_end + 1
+        out = bytearray(block_max)
+        while True:
+            if end - pos < 4:
+                raise EOFError("truncated lz4 block size")
+            (size,) = _UINT32_LE.unpack_from(data, pos)
+            pos += 4
+            if size == 0:  # end mark
+                break
+            stored, size = size & 0x80000000, size & 0x7FFFFFFF
+            if size > block_max or pos + size + (4 if block_checksums else 0) > end:
+                raise ValueError(f"lz4 block of {size} bytes is too large or truncated")
+            block = view[pos : pos + size]
+            if block_checksums:
+                if _UINT32_LE.unpack_from(data, pos + size)[0] != xxhash.xxh32_intdigest(block):
+                    raise ValueError("lz4 block checksum mismatch")
+                pos += 4
+            pos += size
+            if stored:
+                chunk = bytes(block)
+            else:
+                chunk = bytes(memoryview(out)[: cramjam.lz4.decompress_block_into(block, out)])
+            if content is not None:
+                content.update(chunk)
+            yield chunk
+        if content is not None:
+            if end - pos < 4 or _UINT32_LE.unpack_from(data, pos)[0] != content.intdigest():
+                raise ValueError("lz4 content checksum mismatch")
+            pos += 4
+        if pos == end:
+            return
+
+
+def _lz4_linked_chunks(data: bytes) -> Iterator[bytes]:
     while True:  # one frame per turn
         frame = lz4.frame.LZ4FrameDecompressor()
         out = frame.decompress(data, max_length=CHUNK)
@@ -290,7 +348,7 @@ def _lz4_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
             if frame.eof:
                 break
             if frame.needs_input:
-                raise _corrupt(Codec.LZ4, EOFError("truncated lz4 frame"))
+                raise EOFError("truncated lz4 frame")
             out = frame.decompress(b"", max_length=CHUNK)
         data = frame.unused_data or b""
         if not data:
