@@ -49,11 +49,11 @@ def poison_batches() -> Iterator[tuple[str, bytes | bytearray, ErrorCode]]:
         raw_batch(twins, count=2, last_offset_delta=1),
         ErrorCode.INVALID_RECORD,
     )
-    garbage = compress(Codec.LZ4, b"x" * 64)[:-6] + b"\xa5" * 6
+    truncated = compress(Codec.LZ4, _record(0, b"x" * 64))[:-3]  # its end mark cut short
     yield (
         "lz4 that does not decode",
-        raw_batch(garbage, attributes=Codec.LZ4),
-        (ErrorCode.CORRUPT_MESSAGE),
+        raw_batch(truncated, attributes=Codec.LZ4),
+        ErrorCode.CORRUPT_MESSAGE,
     )
     yield "80 MiB bomb", _bomb(), ErrorCode.MESSAGE_TOO_LARGE
 
