@@ -30,6 +30,7 @@ from strom.config.logs import LogSettings
 from strom.config.properties import apply_overrides, read_properties_file
 from strom.config.records import RecordSettings
 from strom.config.server import DEFAULT_PROTOCOL_MAP, ServerSettings
+from strom.config.unsupported import refuse_security_key
 from strom.config.values import ConfigValue, parse_value
 
 STROM_DEFAULTS: Mapping[str, str] = {
@@ -40,6 +41,8 @@ STROM_DEFAULTS: Mapping[str, str] = {
     "offsets.topic.replication.factor": "Kafka's built-in 3 needs 3 brokers; 1 as in server.properties",
     "transaction.state.log.replication.factor": "as offsets.topic.replication.factor",
     "transaction.state.log.min.isr": "Kafka's built-in 2; 1 as in Kafka's shipped server.properties",
+    "queued.max.request.bytes": "Kafka's -1 lets ten slow 100 MB requests hold 1 GB; Strom bounds "
+    "request memory at 256 MiB",
 }
 """Where Strom's defaults deliberately differ from Kafka's, and why."""
 
@@ -72,6 +75,7 @@ class BrokerConfig(ServerSettings, LogSettings, RecordSettings, CoordinatorSetti
         ignored: list[tuple[str, str]] = []
         for key, raw in props.items():
             spec = BROKER_KEYS.get(key)
+            refuse_security_key(key)
             if spec is not None:
                 values[spec.attr] = parse_value(key, spec.type, raw)
             elif is_ignored(key):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.config.errors import ConfigError
+from strom.config.unsupported import refuse_security_protocol
 
 if TYPE_CHECKING:
     from strom.config.broker import BrokerConfig
@@ -21,6 +22,13 @@ def check_cross_key_rules(cfg: BrokerConfig) -> None:
             "broker.id", cfg.broker_id, f"the same value as node.id ({cfg.node_id})"
         )
     _check_listeners(cfg)
+    explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
+    if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
+        raise ConfigError.invalid(
+            "queued.max.request.bytes",
+            cfg.queued_max_request_bytes,
+            f"-1, or at least socket.request.max.bytes ({cfg.socket_request_max_bytes})",
+        )
     if not all(d.strip() for d in cfg.data_dirs):
         raise ConfigError.invalid("log.dirs", cfg.log_dirs, "non-empty comma-separated directories")
     if cfg.retention_ms == 0:
@@ -60,6 +68,11 @@ def _check_listeners(cfg: BrokerConfig) -> None:
                 cfg.listener_security_protocol_map,
                 f"a security protocol for listener {name}",
             )
+        refuse_security_protocol("listeners", name, cfg.protocol_map[name])
+    if "security.inter.broker.protocol" in cfg.explicit_keys:
+        refuse_security_protocol(
+            "security.inter.broker.protocol", "(inter-broker)", cfg.security_inter_broker_protocol
+        )
     controllers = set(cfg.controller_listeners)
     if controllers and "controller" in cfg.roles and not controllers & names:
         raise ConfigError.invalid(

@@ -150,6 +150,12 @@ class ServerSettings:
         validator=at_least(0),
         dynamic=True,
     )
+    queued_max_request_bytes: int = setting(
+        "queued.max.request.bytes",
+        C.LONG,
+        268435456,
+        "Bytes of requests being read before reading from sockets pauses (-1: no bound).",
+    )
     queued_max_requests: int = setting(
         "queued.max.requests",
         C.INT,
