@@ -26,8 +26,17 @@ from strom.broker.replication.partitions import report_storage
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse
-from strom.wire.primitives import INT32
-from strom.wire.records import Codec
+from strom.wire.records import (
+    CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC,
+    PEEK_CODEC_SIZE,
+    PEEK_MAGIC_SIZE,
+    Codec,
+    peek_attributes,
+    peek_length,
+    peek_magic,
+)
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
@@ -35,8 +44,6 @@ if TYPE_CHECKING:
 
 ADMIN_CLIENT_ID = "__admin_client"
 """Kafka lets only this client id append to internal topics."""
-MAGIC_OFFSET = 16
-ATTRIBUTES_OFFSET = 21
 FIRST_ZSTD_VERSION = 7
 MIN_LEGACY_RECORD = 14
 """Smallest legal record length field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)."""
@@ -101,12 +108,12 @@ def first_batch(records: Records | None, version: int) -> memoryview | ErrorCode
     first = _frame(view, 0)
     if isinstance(first, ErrorCode):
         return first
-    if first == 0 or view[MAGIC_OFFSET] != 2:
+    if first == 0 or peek_magic(view) != MAGIC:
         return ErrorCode.INVALID_RECORD
     if (
         version < FIRST_ZSTD_VERSION
-        and first > ATTRIBUTES_OFFSET + 1
-        and view[ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD
+        and first >= PEEK_CODEC_SIZE
+        and peek_attributes(view) & CODEC_MASK == Codec.ZSTD
     ):
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     second = _frame(view, first)
@@ -119,12 +126,12 @@ def first_batch(records: Records | None, version: int) -> memoryview | ErrorCode
 
 def _frame(view: memoryview, pos: int) -> int | ErrorCode:
     """Size of the whole batch at `pos`; 0 when there is none (end or partial)."""
-    if len(view) - pos <= MAGIC_OFFSET:
+    if len(view) - pos < PEEK_MAGIC_SIZE:
         return 0
-    length = INT32.unpack_from(view, pos + 8)[0]
-    if length < MIN_LEGACY_RECORD or view[pos + MAGIC_OFFSET] > 2:
+    length = peek_length(view, pos)
+    if length < MIN_LEGACY_RECORD or peek_magic(view, pos) > MAGIC:
         return ErrorCode.CORRUPT_MESSAGE
-    size: int = length + 12
+    size = length + LOG_OVERHEAD
     return size if size <= len(view) - pos else 0
 
 
