@@ -3,7 +3,7 @@
 `tests/records/test_records_malformed.py` fuzzes every codec entry point of
 `wire/records`; this file fuzzes what Produce runs before a byte reaches the log,
 `storage.validate.validate_records`: it must raise only `LogAppendError` (with a
-Kafka error code), whatever the bytes. Batches are v2 (any codec, sometimes with
+Kafka error code), whatever the bytes, and what it accepts must decode. Batches are v2 (any codec, sometimes with
 a producer id), corrupted, and often given a fresh CRC so the corruption reaches
 the records and the compressed payload.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -102,11 +101,6 @@ def test_append_checks_on_random_bytes(data: bytes, config: LogConfig) -> None:
     _validate(data, config)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 10 finding 1 (poison batches are acknowledged): validate_records decodes "
-    "records only for compacted topics or timestamp checks; being fixed in storage/validate.py",
-)
 @BATCH_FUZZ
 @given(data=produced_batches())
 @example(data=bytes(raw_batch(b"\x7f")))  # valid CRC, a record whose length is -64
