@@ -348,7 +348,9 @@ def test_kafka_style_server_properties(tmp_path: Path) -> None:
     assert config.controller_listeners == ("CONTROLLER",)
     assert config.inter_broker_listener == "PLAINTEXT"
     assert config.security_protocol("CONTROLLER") == "PLAINTEXT"
-    assert dict(config.ignored_settings)["controller.quorum.bootstrap.servers"] == "localhost:9093"
+    assert config.quorum_bootstrap_servers == (("localhost", 9093),)
+    assert config.advertised_endpoints == (("PLAINTEXT", "localhost", 9092),)
+    assert config.advertised_controller_endpoints == (("CONTROLLER", "localhost", 9093),)
     assert config.data_dirs == ("/tmp/kraft-combined-logs",)
 
 
@@ -429,8 +431,8 @@ def test_unknown_key() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
+        "controller.quorum.auto.join.enable",
+        "metadata.max.idle.interval.ms",
         "auto.leader.rebalance.enable",
         "remote.log.storage.system.enable",
         "group.consumer.session.timeout.ms",
