@@ -1263,13 +1263,12 @@ def _check_quorum(cfg: BrokerConfig) -> None:
                 "controller.listener.names must contain at least one value when running KRaft "
                 "with just the broker role",
             )
-    if "broker" in roles:
-        if not cfg.advertised_endpoints:
-            raise ConfigError(
-                "advertised.listeners",
-                "There must be at least one advertised listener. Perhaps all listeners appear "
-                "in controller.listener.names?",
-            )
+    if "broker" in roles and not cfg.advertised_endpoints:
+        raise ConfigError(
+            "advertised.listeners",
+            "There must be at least one advertised listener. Perhaps all listeners appear "
+            "in controller.listener.names?",
+        )
 
 
 BROKER_KEYS = keys_of(BrokerConfig)

@@ -63,7 +63,9 @@ def parse_voters(entries: Iterable[str], key: str = VOTERS_KEY) -> dict[int, Add
     return voters
 
 
-def parse_bootstrap_servers(entries: Iterable[str], key: str = BOOTSTRAP_KEY) -> tuple[Address, ...]:
+def parse_bootstrap_servers(
+    entries: Iterable[str], key: str = BOOTSTRAP_KEY
+) -> tuple[Address, ...]:
     """`host:port,...` -> addresses, in order."""
     value = ",".join(entries)
     expected = "comma-separated host:port entries (e.g. localhost:9093,localhost:9095)"
@@ -111,9 +113,7 @@ def multi_node_refusal(
             f"{NOT_YET}; list only this node ({node_id}@host:port) or remove the key"
         )
     for voter, address in voters.items():
-        if voter != node_id or not is_own_controller(
-            address, controller_listeners, same_node=True
-        ):
+        if voter != node_id or not is_own_controller(address, controller_listeners, same_node=True):
             return (
                 f"{VOTERS_KEY} voter {voter}@{address} is not this node's controller listener: "
                 f"{NOT_YET}; list only this node or remove the key"

@@ -40,6 +40,10 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.endpoints: list[Listener] = []
+        """Advertised client endpoints, with the bound ports."""
+        self.controller_endpoints: list[Listener] = []
+        """The bound controller listeners (controller.listener.names), where controller APIs
+        such as BrokerRegistration and BrokerHeartbeat are answered."""
         self.data_dirs = [str(Path(d).resolve()) for d in config.data_dirs]
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
@@ -53,6 +57,9 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
+        refusal = config.multi_node_refusal()
+        if refusal is not None:
+            raise StartupError(refusal)
         directories = [Path(d) for d in (*config.data_dirs, config.metadata_dir)]
         try:
             lock = DirectoryLock(directories)
@@ -67,7 +74,7 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
-        controller = await ControllerDriver.open(config)
+        controller = await ControllerDriver.open(config, register=False)
         try:
             logs = LogManager(
                 [Path(d) for d in config.data_dirs],
@@ -99,11 +106,8 @@ class Broker:
         controller: ControllerDriver,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
-        client_listeners = [
-            lst for lst in config.listener_endpoints if lst.name not in config.controller_listeners
-        ]
         bound: list[tuple[Listener, list[trio.SocketListener]]] = []
-        for lst in client_listeners:
+        for lst in config.listener_endpoints:
             try:
                 sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             except OSError as exc:
@@ -114,6 +118,7 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         self.endpoints = _advertised(config, [b for b, _ in bound])
+        self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         await controller.start(self.endpoints)
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         self.state = state
@@ -137,6 +142,8 @@ class Broker:
                             server.serve_listener, socket_listener, lst.name, connections
                         )
                 accepting.start_soon(_flush_loop, logs)
+                accepting.start_soon(controller.local_broker.run)
+                accepting.start_soon(controller.watch_leases)
                 accepting.start_soon(state.groups.run)
                 accepting.start_soon(_maintenance_loop, config, logs)
                 task_status.started(self.endpoints)

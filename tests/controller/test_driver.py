@@ -282,7 +282,7 @@ def test_closed_driver_refuses_commands(tmp_path: Path) -> None:
 def test_producer_ids_need_registration(tmp_path: Path) -> None:
     async def main() -> None:
         driver = await _open(_config(tmp_path))
-        driver._broker_epoch = 12345  # a stale epoch, as after a lost registration
+        driver.local_broker.broker_epoch = 12345  # a stale epoch, as after a lost registration
         with pytest.raises(ControllerError) as info:
             await driver.allocate_producer_ids()
         assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
