@@ -34,10 +34,13 @@ from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
-from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
-from strom.coordinator.metadata.properties import ensure_meta_properties
+from strom.coordinator.metadata.properties import (
+    ensure_meta_properties,
+    read_bootstrap_checkpoint,
+)
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
@@ -82,14 +85,20 @@ def _wall_clock_ms() -> int:
 
 def _load(
     config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
-) -> tuple[str, MetadataLog, MetadataImage]:
-    """Blocking start-up: meta.properties, then the log and image (see `loader`)."""
+) -> tuple[str, MetadataLog, MetadataImage, dict[str, int] | None]:
+    """Blocking start-up: meta.properties in every directory, the bootstrap checkpoint
+    `strom format` may have written, then the log and image (see `loader`)."""
     directory = Path(config.metadata_dir)
     cluster_id = ensure_meta_properties(
-        directory, node_id=config.node_id, cluster_id=config.cluster_id, new_uuid=new_uuid
+        config.data_dirs,
+        directory,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        new_uuid=new_uuid,
     )
+    bootstrap = read_bootstrap_checkpoint(directory)
     metadata_log, image = load_metadata(directory, segment_bytes=config.metadata_log_segment_bytes)
-    return cluster_id, metadata_log, image
+    return cluster_id, metadata_log, image, bootstrap
 
 
 class ControllerDriver:
@@ -138,7 +147,12 @@ class ControllerDriver:
     ) -> ControllerDriver:
         """Recover the metadata, bootstrap a new cluster, become the active controller and
         (with `register`) register this node's broker with its configured endpoints."""
-        cluster_id, metadata_log, image = await trio.to_thread.run_sync(_load, config, new_uuid)
+        cluster_id, metadata_log, image, bootstrap = await trio.to_thread.run_sync(
+            _load, config, new_uuid
+        )
+        if bootstrap is not None:  # what `strom format` chose wins over the defaults
+            metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
+            features = bootstrap
         controller = Controller(config, new_uuid=new_uuid, image=image, cluster_id=cluster_id)
         own_broker = config.node_id if "broker" in config.roles else None
         controller.activate(clock(), except_broker=own_broker)

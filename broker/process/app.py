@@ -18,10 +18,12 @@ import trio
 
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.groups import GroupDriver
+from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.network.server import Server
 from strom.broker.replication.partitions import follow_image, log_config
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.records import MetadataError
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.manager import LogManager
@@ -74,7 +76,10 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
-        controller = await ControllerDriver.open(config, register=False)
+        try:
+            controller = await ControllerDriver.open(config, register=False)
+        except MetadataError as exc:
+            raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
         try:
             logs = LogManager(
                 [Path(d) for d in config.data_dirs],
@@ -119,7 +124,10 @@ class Broker:
             bound.append((lst._replace(port=port), sockets))
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
-        await controller.start(self.endpoints)
+        try:
+            await controller.start(self.endpoints)
+        except RegistrationError as exc:
+            raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         self.state = state
         await follow_image(state, controller.image)
