@@ -148,8 +148,7 @@ def _parse_initial_controllers(text: str) -> list[tuple[int, Address, uuid.UUID]
             )
         except ValueError as exc:
             raise StorageToolError(
-                f"--initial-controllers entry {entry!r} is not id@host:port:directory-id "
-                f"({exc})"
+                f"--initial-controllers entry {entry!r} is not id@host:port:directory-id ({exc})"
             ) from exc
         if not at:
             raise StorageToolError(f"--initial-controllers entry {entry!r} lacks the id@")
