@@ -57,13 +57,20 @@ class Cluster:
         return self._commit(result)
 
     def heartbeat(
-        self, broker_id: int, epoch: int, offset: int | None = None, **wants: bool
+        self,
+        broker_id: int,
+        epoch: int,
+        offset: int | None = None,
+        *,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
     ) -> BrokerHeartbeatResponse:
         request = BrokerHeartbeatRequest(
             broker_id=broker_id,
             broker_epoch=epoch,
             current_metadata_offset=self.offset - 1 if offset is None else offset,
-            **wants,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
         )
         result = self.controller.broker_heartbeat(request, next_offset=self.offset, now_ms=self.now)
         return self._commit(result)
