@@ -83,6 +83,11 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _monotonic_ms() -> int:
+    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
+    return time.monotonic_ns() // 1_000_000
+
+
 def _load(
     config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
 ) -> tuple[str, MetadataLog, MetadataImage, dict[str, int] | None]:
@@ -155,7 +160,7 @@ class ControllerDriver:
             features = bootstrap
         controller = Controller(config, new_uuid=new_uuid, image=image, cluster_id=cluster_id)
         own_broker = config.node_id if "broker" in config.roles else None
-        controller.activate(clock(), except_broker=own_broker)
+        controller.activate(_monotonic_ms(), except_broker=own_broker)
         driver = cls(
             config,
             controller,
@@ -258,7 +263,7 @@ class ControllerDriver:
         """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
         return await self._run(
             lambda: self._controller.broker_registration(
-                request, broker_epoch=self._log.end_offset, now_ms=self._clock()
+                request, broker_epoch=self._log.end_offset, now_ms=_monotonic_ms()
             )
         )
 
@@ -266,7 +271,7 @@ class ControllerDriver:
         """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
         return await self._run(
             lambda: self._controller.broker_heartbeat(
-                request, next_offset=self._log.end_offset, now_ms=self._clock()
+                request, next_offset=self._log.end_offset, now_ms=_monotonic_ms()
             )
         )
 
@@ -274,7 +279,7 @@ class ControllerDriver:
         """Fence every broker whose lease has run out, one command each; their ids."""
         fenced: list[int] = []
         while True:
-            broker_id = await self._run(lambda: self._controller.fence_stale_broker(self._clock()))
+            broker_id = await self._run(lambda: self._controller.fence_stale_broker(_monotonic_ms()))
             if broker_id is None:
                 return fenced
             log.info("fenced broker %d: its session timed out", broker_id)
@@ -285,7 +290,7 @@ class ControllerDriver:
         timeout = self._config.broker_session_timeout_ms
         while True:
             expiry = self._controller.next_lease_expiry()
-            wait = timeout if expiry is None else min(timeout, expiry + 1 - self._clock())
+            wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
             await trio.sleep(max(0, wait) / 1000)
             await self.fence_stale_brokers()
 

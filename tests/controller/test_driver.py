@@ -320,3 +320,30 @@ def test_records_that_would_not_apply_are_never_written(tmp_path: Path) -> None:
         await again.close()
 
     _run(main)
+
+
+def test_first_start_takes_the_metadata_version_strom_format_chose(tmp_path: Path) -> None:
+    from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
+
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_bootstrap_checkpoint(directory, {"metadata.version": 21}, 0)
+
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        assert driver.image.metadata_version == 21
+        await driver.close()
+
+    _run(main)
+
+
+def test_local_broker_registers_then_is_unfenced(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        node = driver.image.broker(1)
+        assert node is not None
+        assert (node.fenced, node.epoch) == (False, driver.broker_epoch)
+        assert node.incarnation_id == driver.local_broker.incarnation_id
+        await driver.close()
+
+    _run(main)
