@@ -43,7 +43,6 @@ from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
-from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
 from strom.wire.message import Message
 
@@ -370,6 +369,8 @@ def _enter_controlled_shutdown(image: MetadataImage, broker_id: int, epoch: int)
 
 def _unfence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
     """The unfence, then the broker leads the offline partitions whose ISR it is in."""
+    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+
     records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
 
     def usable(b: int) -> bool:
@@ -387,6 +388,7 @@ def _unfence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
 
 def _remove_from_isrs(image: MetadataImage, broker_id: int) -> list[Message]:
     """Take the broker out of every ISR (never emptying one) and off every leadership."""
+    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
