@@ -84,7 +84,7 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
             f"--cluster-id {args.cluster_id} differs from cluster.id={config.cluster_id} in "
             "the configuration; use the same cluster id"
         )
-    _check_quorum_flags(config, args)
+    own_directory = _check_quorum_flags(config, args)
     formatted = format_directories(
         config.data_dirs,
         config.metadata_dir,
@@ -94,14 +94,16 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
         ignore_formatted=args.ignore_formatted,
         metadata_version=LATEST_METADATA_VERSION,
         timestamp=time.time_ns() // 1_000_000,
+        metadata_directory_id=own_directory,
     )
     if not formatted:
         print("All of the log directories are already formatted.")
     return formatted
 
 
-def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> None:
-    """KIP-853's flags, as kafka-storage checks them, and what Strom cannot run yet."""
+def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> uuid.UUID | None:
+    """KIP-853's flags, as kafka-storage checks them, and what Strom cannot run yet; the
+    metadata directory id `--initial-controllers` gives this node, if any."""
     dynamic = args.standalone or args.initial_controllers is not None
     if dynamic and config.quorum_voters:
         raise StorageToolError(
@@ -111,7 +113,7 @@ def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> None:
     if args.standalone:
         if "controller" not in config.roles:
             raise StorageToolError("You cannot use --standalone on a broker node.")
-        return
+        return None
     if args.initial_controllers is not None:
         voters = _parse_initial_controllers(args.initial_controllers)
         others = [v for v in voters if v[0] != config.node_id]
@@ -122,7 +124,7 @@ def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> None:
                 f"--initial-controllers names controllers other than this node: {NOT_YET}; "
                 "use --standalone"
             )
-        return
+        return own[0][2]
     if (
         "controller" in config.roles
         and not args.no_initial_controllers
@@ -133,6 +135,7 @@ def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> None:
             f"Because {VOTERS_KEY} is not set on this controller, you must specify one of the "
             "following: --standalone, --initial-controllers, or --no-initial-controllers."
         )
+    return None
 
 
 def _parse_initial_controllers(text: str) -> list[tuple[int, Address, uuid.UUID]]:

@@ -170,11 +170,13 @@ def format_directories(
     ignore_formatted: bool,
     metadata_version: int,
     timestamp: int,
+    metadata_directory_id: uuid.UUID | None = None,
 ) -> list[tuple[Path, str]]:
     """`kafka-storage format`: write `meta.properties` into every unformatted directory and
     `bootstrap.checkpoint` into the metadata directory; returns (directory, description)
     for each one formatted, in order. MetadataError when a directory is already formatted
-    (unless `ignore_formatted`) or belongs to another cluster or node."""
+    (unless `ignore_formatted`) or belongs to another cluster or node. `metadata_directory_id`:
+    the metadata directory's id when `--initial-controllers` names it (KIP-853)."""
     try:
         parse_kafka_uuid(cluster_id)
     except ValueError as exc:
@@ -197,13 +199,15 @@ def format_directories(
         if directory in found:
             continue
         directory.mkdir(parents=True, exist_ok=True)
+        directory_id = new_uuid()
         if directory == metadata:
             write_bootstrap_checkpoint(directory, {METADATA_VERSION: metadata_version}, timestamp)
+            directory_id = metadata_directory_id or directory_id
         write_meta_properties(
             directory,
             cluster_id=cluster_id,
             node_id=node_id,
-            directory_id=new_uuid(),
+            directory_id=directory_id,
             by="strom format",
         )
         kind = "metadata directory" if directory == metadata else "data directory"

@@ -300,3 +300,19 @@ def test_multi_node_configurations_stop_start_up(tmp_path: Path, overrides: list
     line = _one_error_line(result)
     assert "multi-node clusters are not implemented yet (issue 11)" in line
     assert not (tmp_path / "data").exists()
+
+
+def test_initial_controllers_names_the_metadata_directory(tmp_path: Path) -> None:
+    """KIP-853: the metadata directory gets the directory id --initial-controllers gives it."""
+    cluster_id, directory_id = (run_cli("random-uuid").stdout.strip() for _ in range(2))
+    result = run_cli(
+        "format", "-t", cluster_id,
+        "--override", f"log.dirs={tmp_path / 'data'}",
+        "--override", f"metadata.log.dir={tmp_path / 'meta'}",
+        "--override", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "--override", "controller.listener.names=CONTROLLER",
+        "--initial-controllers", f"1@127.0.0.1:9093:{directory_id}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert _meta(tmp_path / "meta")["directory.id"] == directory_id
+    assert _meta(tmp_path / "data")["directory.id"] != directory_id
