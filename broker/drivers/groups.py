@@ -34,8 +34,13 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS, create_internal_topic, internal_topic
 from strom.broker.drivers.group_loading import read_partition
+from strom.broker.drivers.topics import (
+    CONSUMER_OFFSETS,
+    TopicController,
+    create_internal_topic,
+    internal_topic,
+)
 from strom.coordinator.groups.api import (
     CommitRequest,
     CommitResult,
@@ -56,8 +61,9 @@ from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
     from strom.config import BrokerConfig
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.storage import LogManager
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
@@ -92,10 +98,32 @@ class OffsetsTopic(Protocol):
         ...
 
 
+class BrokerView(Protocol):
+    """The parts of the broker state that `__consumer_offsets` is read from."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def controller(self) -> TopicController: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+
 class BrokerOffsetsTopic:
     """`OffsetsTopic` over a broker: its metadata image, its logs and its controller."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerView) -> None:
         self._state = state
 
     def partitions(self) -> list[int] | None:
@@ -152,7 +180,7 @@ class GroupDriver:
         self._closed = False
 
     @classmethod
-    def for_broker(cls, state: BrokerState) -> GroupDriver:
+    def for_broker(cls, state: BrokerView) -> GroupDriver:
         """The driver a broker runs: its image, logs, controller, config and clock."""
         return cls(
             BrokerOffsetsTopic(state),

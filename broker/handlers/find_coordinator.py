@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.topics import TRANSACTION_STATE, create_internal_topic, internal_topic
+from strom.broker.drivers.topics import TRANSACTION_STATE, create_internal_topic, internal_topic
 from strom.broker.handlers.group_common import group_driver
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse

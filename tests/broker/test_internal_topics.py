@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker.admin.topics import (
+from strom.broker.drivers.topics import (
     CONSUMER_OFFSETS,
     TRANSACTION_STATE,
     auto_create_topics,
@@ -77,11 +77,11 @@ async def test_an_internal_topic_the_controller_refuses_is_coordinator_not_avail
 @pytest.mark.trio
 async def test_existing_topics_count_as_created_on_both_paths(broker: EmbeddedBroker) -> None:
     state = state_of(broker)
-    assert await auto_create_topics(state, ["a", "a", "b"]) == {
+    assert await auto_create_topics(state.controller, ["a", "a", "b"]) == {
         "a": ErrorCode.NONE,
         "b": ErrorCode.NONE,
     }
-    assert await auto_create_topics(state, ["a", "bad name!"]) == {
+    assert await auto_create_topics(state.controller, ["a", "bad name!"]) == {
         "a": ErrorCode.NONE,
         "bad name!": ErrorCode.INVALID_TOPIC_EXCEPTION,
     }

@@ -10,15 +10,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from strom.coordinator.controller.result import ApiError
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.drivers.controller import ControllerDriver
-    from strom.broker.state import BrokerState
     from strom.config import BrokerConfig
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+
+
+class TopicController(Protocol):
+    """What creating topics needs of the controller driver: its image and CreateTopics."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse: ...
 
 log = logging.getLogger("strom.topics")
 
@@ -72,7 +83,7 @@ def internal_topic(config: BrokerConfig, name: str) -> NewTopic:
 
 
 async def create_topics(
-    controller: ControllerDriver, topics: Sequence[NewTopic]
+    controller: TopicController, topics: Sequence[NewTopic]
 ) -> dict[str, ApiError]:
     """Create topics through the controller; each name's outcome (NONE if it now exists)."""
     from strom.wire.messages.create_topics import (
@@ -105,13 +116,15 @@ async def create_topics(
     }
 
 
-async def auto_create_topics(broker: BrokerState, names: list[str]) -> dict[str, ErrorCode]:
+async def auto_create_topics(
+    controller: TopicController, names: list[str]
+) -> dict[str, ErrorCode]:
     """Create topics with the broker defaults, as Metadata and Produce auto-creation do."""
-    results = await create_topics(broker.controller, [NewTopic(n) for n in dict.fromkeys(names)])
+    results = await create_topics(controller, [NewTopic(n) for n in dict.fromkeys(names)])
     return {name: error.code for name, error in results.items()}
 
 
-async def create_internal_topic(controller: ControllerDriver, topic: NewTopic) -> ErrorCode:
+async def create_internal_topic(controller: TopicController, topic: NewTopic) -> ErrorCode:
     """Create an internal topic on first use: NONE if it exists (or now does), else
     COORDINATOR_NOT_AVAILABLE, which clients retry."""
     if controller.image.topic(topic.name) is not None:
