@@ -412,3 +412,30 @@ def test_local_broker_registers_then_is_unfenced(tmp_path: Path) -> None:
         await driver.close()
 
     _run(main)
+
+
+def test_a_registration_the_log_refuses_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strom.wire.messages.broker_registration import BrokerRegistrationRequest
+
+    def disk_full(fd: int, data: object, position: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        request = BrokerRegistrationRequest(
+            broker_id=2,
+            cluster_id=driver.cluster_id,
+            incarnation_id=uuid.UUID(int=2),
+            features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
+        )
+        monkeypatch.setattr(os, "pwrite", disk_full)
+        response = await driver.broker_registration(request)
+        assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert driver.image.broker(2) is None
+        monkeypatch.undo()
+        assert (await driver.broker_registration(request)).error_code == ErrorCode.NONE
+        await driver.close()
+
+    _run(main)
