@@ -7,6 +7,9 @@ Behavior:
   it (always in v0-v3, `allow_auto_topic_creation` from v4) and
   `auto.create.topics.enable` is on; creation goes through the controller like
   CreateTopics, and the new topic is returned at once.
+- A missing topic whose name Kafka's `Topic.validate` refuses (empty, '.', '..',
+  longer than 249, characters other than [a-zA-Z0-9._-]) is INVALID_TOPIC_EXCEPTION
+  rather than UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
 - Brokers are listed with their endpoint on the listener the request came in
   on, as Kafka does.
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from broker.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
 from broker.topics import auto_create_topics, is_internal_topic
+from coordinator.controller.names import invalid_topic_name
 from wire.errors import ErrorCode
 from wire.messages.metadata import MetadataRequest, MetadataResponse
 from wire.primitives import ZERO_UUID
@@ -102,9 +106,9 @@ def _requested(
             name = None if version >= NULLABLE_NAME_VERSION else ""
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=name, topic_id=wanted.topic_id)
         return _topic(topic, body)
-    if not wanted.name:
-        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
+    if topic is None and invalid_topic_name(wanted.name) is not None:
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     if topic is None:
         error = created.get(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if error == ErrorCode.NONE:
