@@ -190,10 +190,3 @@ class RecordSettings:
         validator=at_least(0),
         dynamic=True,
     )
-    log_message_downconversion_enable: bool = setting(
-        "log.message.downconversion.enable",
-        C.BOOLEAN,
-        True,
-        "Deprecated in Kafka; accepted, Strom never down-converts.",
-        dynamic=True,
-    )
