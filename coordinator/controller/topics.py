@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Mapping
 
 from broker.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
-from coordinator.controller.dynamic import entry_source
+from broker.config.resolve import BrokerLayers
+from coordinator.controller.dynamic import effective_config, entry_source
 from coordinator.controller.names import colliding_topic, invalid_topic_name
 from coordinator.controller.placement import (
     active_replicas,
@@ -27,7 +28,7 @@ from coordinator.controller.placement import (
     place,
 )
 from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from coordinator.metadata.image import TOPIC_RESOURCE
+from coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from wire.errors import ErrorCode
 from wire.formats.metadata.config_record import ConfigRecord
 from wire.formats.metadata.topic_record import TopicRecord
@@ -220,5 +221,14 @@ def _described_configs(
             config_source=entry_source(entry, ctx.image, ctx.node_id),
             is_sensitive=entry.is_sensitive,
         )
-        for entry in resolve_topic_config(ctx.config, overrides)
+        # over the dynamic broker configs too, with their sources, as DescribeConfigs does
+        for entry in resolve_topic_config(
+            effective_config(ctx.config, ctx.image, ctx.node_id),
+            overrides,
+            layers=BrokerLayers(
+                ctx.config,
+                ctx.image.config_overrides(BROKER_RESOURCE, str(ctx.node_id)),
+                ctx.image.config_overrides(BROKER_RESOURCE, ""),
+            ),
+        )
     ]
