@@ -106,6 +106,8 @@ def _requested(
             name = None if version >= NULLABLE_NAME_VERSION else ""
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=name, topic_id=wanted.topic_id)
         return _topic(topic, body)
+    if not wanted.name:
+        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
     if topic is None and invalid_topic_name(wanted.name) is not None:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)

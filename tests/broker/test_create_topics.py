@@ -327,7 +327,7 @@ async def test_reported_configs_include_dynamic_broker_defaults(client: KafkaCli
     )  # fmt: skip
     assert altered.responses[0].error_code == ErrorCode.NONE
     [result] = await create(client, topic("dyn"), version=5)
-    configs = {c.name: (c.value, c.config_source) for c in result.configs}
+    configs = {c.name: (c.value, c.config_source) for c in result.configs or []}
     assert configs["min.insync.replicas"] == ("1", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
     assert configs["retention.ms"] == ("123456", 3)
     assert configs["segment.bytes"][1] == 5  # DEFAULT_CONFIG
