@@ -37,7 +37,7 @@ class AdminMixin(OffsetsMixin):
                 m.client_id,
                 m.client_host,
                 m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
+                m.assignment,
             )
             for m in group.members.values()
         ]
