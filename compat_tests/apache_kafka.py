@@ -103,7 +103,6 @@ class ApacheKafka:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "false",
             **self.overrides,
         }
 
