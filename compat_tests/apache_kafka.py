@@ -61,8 +61,13 @@ def jvm_classpath(*artifacts: str) -> str:
     return os.pathsep.join(str(jar) for jar in jars)
 
 
-def write_log4j(path: Path, level: str = "INFO") -> Path:
-    path.write_text(_LOG4J2.format(level=level))
+def write_log4j(path: Path, level: str = "INFO", loggers: Mapping[str, str] | None = None) -> Path:
+    """A log4j2 config: everything to stdout at `level`, `loggers` at their own levels."""
+    extra = "".join(
+        f"logger.l{i}.name = {name}\nlogger.l{i}.level = {lvl}\n"
+        for i, (name, lvl) in enumerate((loggers or {}).items())
+    )
+    path.write_text(_LOG4J2.format(level=level) + extra)
     return path
 
 
