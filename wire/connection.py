@@ -12,18 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wire.apis import (
+from strom.wire.apis import (
     is_supported,
     request_class,
     request_header_version,
     response_class,
     response_header_version,
 )
-from wire.errors import ErrorCode, ProtocolError
-from wire.formats.protocol.request_header import RequestHeader
-from wire.formats.protocol.response_header import ResponseHeader
-from wire.message import Message
-from wire.primitives import INT16, INT32
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.formats.protocol.request_header import RequestHeader
+from strom.wire.formats.protocol.response_header import ResponseHeader
+from strom.wire.message import Message
+from strom.wire.primitives import INT16, INT32
 
 DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes
 
@@ -129,6 +129,17 @@ class Connection:
         """Bytes received but not yet returned as a frame."""
         rest = 0 if self._data is None else len(self._data) - self._pos
         return len(self._buffer) + rest
+
+    def pending_frame_size(self) -> int | None:
+        """Bytes (size prefix included) of the incomplete frame at the head, once its size is in.
+
+        None when no frame is partly received, or its size prefix is not yet complete; a
+        server reserves this much memory before reading the rest of the frame.
+        """
+        size = self._check_size()
+        if size is None or 4 + size <= self.buffered:
+            return None
+        return 4 + size
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes; empty data means the peer closed its side."""

@@ -7,9 +7,6 @@ Behavior:
   it (always in v0-v3, `allow_auto_topic_creation` from v4) and
   `auto.create.topics.enable` is on; creation goes through the controller like
   CreateTopics, and the new topic is returned at once.
-- A missing topic whose name Kafka's `Topic.validate` refuses (empty, '.', '..',
-  longer than 249, characters other than [a-zA-Z0-9._-]) is INVALID_TOPIC_EXCEPTION
-  rather than UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers.
 - Brokers are listed with their endpoint on the listener the request came in
   on, as Kafka does.
 
@@ -22,17 +19,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
-from broker.topics import auto_create_topics, is_internal_topic
-from coordinator.controller.names import invalid_topic_name
-from wire.errors import ErrorCode
-from wire.messages.metadata import MetadataRequest, MetadataResponse
-from wire.primitives import ZERO_UUID
+from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.admin.topics import auto_create_topics, is_internal_topic
+from strom.coordinator.controller.names import invalid_topic_name
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
-    from coordinator.metadata.image import MetadataImage, TopicImage
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage, TopicImage
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -109,10 +106,15 @@ def _requested(
     if not wanted.name:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
-    if topic is None and invalid_topic_name(wanted.name) is not None:
-        return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     if topic is None:
-        error = created.get(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # Kafka validates the name of a topic it does not create: an illegal one is
+        # INVALID_TOPIC_EXCEPTION, a legal one that does not exist UNKNOWN_TOPIC_OR_PARTITION.
+        unknown = (
+            ErrorCode.INVALID_TOPIC_EXCEPTION
+            if invalid_topic_name(wanted.name)
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        error = created.get(wanted.name, unknown)
         if error == ErrorCode.NONE:
             error = ErrorCode.LEADER_NOT_AVAILABLE  # created, but not yet in this image
         return Topic(error_code=error, name=wanted.name, topic_id=ZERO_UUID)

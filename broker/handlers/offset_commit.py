@@ -15,7 +15,10 @@ Behavior:
 - Metadata longer than `offset.metadata.max.bytes` is
   OFFSET_METADATA_TOO_LARGE for that partition; null metadata is stored as "".
 - The response is sent only after the records are in the group's
-  `__consumer_offsets` partition.
+  `__consumer_offsets` partition; if that write fails every partition gets
+  Kafka's coordinator error (NOT_COORDINATOR for a failed disk or lost
+  leadership, COORDINATOR_NOT_AVAILABLE for a missing partition,
+  UNKNOWN_SERVER_ERROR for a batch too large).
 
 Version notes: v2-v4 retention time (an explicit expiry, written with
 OffsetCommitValue v1); v5 drops it; v6 leader epoch; v7 group instance id;
@@ -27,14 +30,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver, partition_exists
-from coordinator.groups.api import CommitPartition, CommitRequest
-from wire.errors import ErrorCode
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.coordinator.groups.api import CommitPartition, CommitRequest
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -96,4 +99,4 @@ async def _commit(
         retention_ms=body.retention_time_ms,
         group_must_exist=version >= 9,
     )
-    return driver.run_sync(lambda: driver.machine.commit(driver.now(), req))
+    return await driver.commit(req)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.embedded import BrokerProcess
+from strom.broker.testing.embedded import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.harness import (
     JVM_FLAGS,
     LOG_CONFIG,
@@ -26,6 +25,7 @@ from compat_tests.java.harness import (
     find_jars,
     find_tool,
 )
+from strom.broker.testing.embedded import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 FAST = {

@@ -30,10 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from coordinator.metadata.records import MetadataBatch, MetadataError, decode_batch, encode_batch
-from wire.errors import ProtocolError
-from wire.message import Message
-from wire.records import iter_batches, validate_batch
+from strom.coordinator.metadata.records import (
+    MetadataBatch,
+    MetadataError,
+    decode_batch,
+    encode_batch,
+)
+from strom.storage.durable import fsync_dir
+from strom.wire.errors import ProtocolError
+from strom.wire.message import Message
+from strom.wire.records import iter_batches, validate_batch
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +50,6 @@ DEFAULT_SEGMENT_BYTES = 1 << 30
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory entry change (create, rename, unlink) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass

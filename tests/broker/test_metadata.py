@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from wire.errors import ErrorCode
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 
@@ -66,6 +66,17 @@ async def test_no_auto_creation_when_the_broker_says_no(tmp_path: Path) -> None:
         )
         assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         await client.aclose()
+
+
+@pytest.mark.parametrize("name", ["bad/name", "a" * 250, ".."])
+async def test_invalid_topic_name_without_auto_creation(client: KafkaClient, name: str) -> None:
+    """Kafka validates a name it does not create: INVALID_TOPIC_EXCEPTION, not UNKNOWN_TOPIC."""
+    response = await client.request(
+        MetadataRequest(topics=[Topic(name=name)], allow_auto_topic_creation=False),
+        12,
+        MetadataResponse,
+    )
+    assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 async def test_invalid_topic_name(client: KafkaClient) -> None:

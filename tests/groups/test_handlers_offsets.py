@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
+from strom.broker.admin.topics import CONSUMER_OFFSETS
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.coordinator.groups.records import partition_for
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from strom.wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from tests.groups.wire_helpers import commit, create_topic, form
-from wire.errors import ErrorCode
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 pytestmark = pytest.mark.trio
 
@@ -158,11 +161,30 @@ async def test_offset_delete(client: KafkaClient) -> None:
     assert (await client.request(request, 0, OffsetDeleteResponse)).error_code == 69
 
 
+async def test_commit_to_an_offline_partition_is_not_coordinator(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit whose write fails is answered with Kafka's mapping and changes nothing."""
+    await create_topic(client, "t")
+    assert await commit(client, "g", "t", 1) == [0, 0]
+    state = broker.broker.state
+    assert state is not None
+    offline = state.logs.get(CONSUMER_OFFSETS, partition_for("g", 5))
+    assert offline is not None
+    monkeypatch.setattr(offline, "failed", "EIO (injected)")  # as after a failed disk write
+    errors = await commit(client, "g", "t", 10)
+    assert errors == [ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR]
+    fetched = await client.request(
+        OffsetFetchRequest(group_id="g", topics=None), 7, OffsetFetchResponse
+    )
+    assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [1, 2]
+
+
 async def test_describe_keeps_the_assignment_while_rebalancing(client: KafkaClient) -> None:
     """Outside Stable, Kafka 4.1 describes members without metadata but with their last
     assignment (found by differential testing)."""
     from tests.groups.wire_helpers import join_request
-    from wire.messages.join_group import JoinGroupResponse
+    from strom.wire.messages.join_group import JoinGroupResponse
 
     joined = await form(client, "g", b"the-assignment")
     rejoined = await client.request(

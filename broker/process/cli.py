@@ -1,0 +1,99 @@
+"""The `strom` command line: `strom serve [--config FILE] [--override key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+from importlib.metadata import version
+
+import trio
+
+from strom.broker.process import limits, malloc
+from strom.broker.process.app import Broker, StartupError
+from strom.broker.process.logfmt import setup_logging
+from strom.config import ConfigError, load_config
+
+log = logging.getLogger("strom.broker")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `strom` console script."""
+    parser = argparse.ArgumentParser(prog="strom", description="Strom, a Kafka-compatible broker")
+    parser.add_argument("--version", action="version", version=f"strom {version('strom')}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("--config", metavar="FILE", help="a Kafka-style server.properties file")
+    serve.add_argument(
+        "--override",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override a config key (repeatable), as kafka-server-start does",
+    )
+    args = parser.parse_args(argv)
+    setup_logging(logging.INFO)
+    try:
+        config = load_config(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        log.error("configuration error: %s", exc)
+        return 2
+    setup_logging(config.python_log_level)
+    malloc.tune()
+    limits.raise_open_files()
+    try:
+        trio.run(_serve_until_signalled, Broker(config))
+    except Exception as exc:  # every start-up or fatal failure ends in one line, not a traceback
+        log.debug("the broker stopped on an error", exc_info=exc)
+        log.error("%s", describe_failure(exc))
+        return 1
+    return 0
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a fatal error: what failed and what to do about it."""
+    leaves = list(_leaves(exc))
+    messages = []
+    for leaf in leaves:
+        if isinstance(leaf, StartupError):
+            messages.append(str(leaf))
+        elif isinstance(leaf, OSError):
+            where = f" ({leaf.filename})" if leaf.filename else ""
+            messages.append(
+                f"{leaf.strerror or leaf}{where}: check the data directories, their permissions "
+                "and free space"
+            )
+        else:
+            messages.append(
+                f"unexpected {type(leaf).__name__}: {leaf} (set strom.log.level=DEBUG for the "
+                "traceback, and please report it)"
+            )
+    return "; ".join(dict.fromkeys(messages))
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+async def _serve_until_signalled(broker: Broker) -> None:
+    """Run the broker; SIGTERM or SIGINT starts a graceful shutdown."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                async for _ in signals:
+                    broker.shutdown()
+
+            nursery.start_soon(on_signal)
+            await broker.run()
+            nursery.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

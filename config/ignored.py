@@ -1,0 +1,96 @@
+"""Keys Kafka 4.0 accepts that Strom recognises but does not use.
+
+Rejecting unknown keys catches typos, but a real server.properties carries many
+settings that only matter to Kafka's JVM, replication or security machinery;
+those are accepted (and kept verbatim) instead of failing startup.
+"""
+
+from __future__ import annotations
+
+IGNORED_KEYS = frozenset(
+    {
+        # KRaft quorum and broker lifecycle: Strom's controller is in-process.
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "controller.quorum.election.timeout.ms",
+        "controller.quorum.election.backoff.max.ms",
+        "controller.quorum.fetch.timeout.ms",
+        "controller.quorum.append.linger.ms",
+        "controller.quorum.request.timeout.ms",
+        "controller.quorum.retry.backoff.ms",
+        "controller.quorum.auto.join.enable",
+        "initial.broker.registration.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "broker.session.timeout.ms",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.idle.interval.ms",
+        "early.start.listeners",
+        "unstable.api.versions.enable",
+        "unstable.feature.versions.enable",
+        # Replication and leadership: a single node has no followers.
+        "auto.leader.rebalance.enable",
+        "leader.imbalance.check.interval.seconds",
+        "leader.imbalance.per.broker.percentage",
+        "num.replica.fetchers",
+        "num.replica.alter.log.dirs.threads",
+        "replica.fetch.max.bytes",
+        "replica.fetch.min.bytes",
+        "replica.fetch.wait.max.ms",
+        "replica.fetch.backoff.ms",
+        "replica.fetch.response.max.bytes",
+        "replica.socket.timeout.ms",
+        "replica.socket.receive.buffer.bytes",
+        "replica.high.watermark.checkpoint.interval.ms",
+        "replica.selector.class",
+        "log.dir.failure.timeout.ms",
+        "log.initial.task.delay.ms",
+        # Purgatories, quotas, metrics and plug-in classes of the JVM broker.
+        "fetch.purgatory.purge.interval.requests",
+        "producer.purgatory.purge.interval.requests",
+        "delete.records.purgatory.purge.interval.requests",
+        "max.request.partition.size.limit",
+        "quota.window.num",
+        "quota.window.size.seconds",
+        "replication.quota.window.num",
+        "replication.quota.window.size.seconds",
+        "alter.log.dirs.replication.quota.window.num",
+        "alter.log.dirs.replication.quota.window.size.seconds",
+        "controller.quota.window.num",
+        "controller.quota.window.size.seconds",
+        "client.quota.callback.class",
+        "metric.reporters",
+        "metrics.num.samples",
+        "metrics.recording.level",
+        "metrics.sample.window.ms",
+        "kafka.metrics.reporters",
+        "kafka.metrics.polling.interval.secs",
+        "telemetry.max.bytes",
+        "create.topic.policy.class.name",
+        "alter.config.policy.class.name",
+        "offsets.topic.compression.codec",
+        "transaction.state.log.load.buffer.size",
+        "group.coordinator.append.linger.ms",
+        "group.coordinator.threads",
+        "socket.connection.setup.timeout.ms",
+        "socket.connection.setup.timeout.max.ms",
+        "max.connection.creation.rate",
+    }
+)
+
+IGNORED_PREFIXES = (
+    "listener.name.",
+    "config.providers",
+    "password.encoder.",
+    "delegation.token.",
+    "remote.log.",
+    "group.consumer.",
+    "group.share.",
+    "share.coordinator.",
+)
+"""Families of keys (tiered storage, newer group protocols) accepted wholesale; security keys are\nrefused instead (`unsupported`)."""
+
+
+def is_ignored(key: str) -> bool:
+    """Whether Kafka accepts this key and Strom deliberately ignores it."""
+    return key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES)
