@@ -12,17 +12,17 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.embedded import BrokerProcess
 from compat_tests.apache_kafka import ApacheKafka
 from compat_tests.differential.harness import STATS
-from wire.errors import ErrorCode
-from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from wire.messages.incremental_alter_configs import (
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import BrokerProcess
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 SAME_CONFIG = {
     # Kafka creates a topic a Metadata request names some time after answering; with it on,

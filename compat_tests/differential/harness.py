@@ -33,14 +33,14 @@ from typing import Any, Protocol
 
 import trio
 
-from broker.client import KafkaClient
-from wire.errors import ErrorCode
-from wire.message import Message, Struct
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
-from wire.primitives import ZERO_UUID
-from wire.records import decode_batch, iter_batches
+from strom.broker.testing.client import KafkaClient
+from strom.wire.errors import ErrorCode
+from strom.wire.message import Message, Struct
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.primitives import ZERO_UUID
+from strom.wire.records import decode_batch, iter_batches
 
 Plain = Any
 """A normalised response: dicts, lists, scalars."""

@@ -16,32 +16,32 @@ from typing import Any
 from hypothesis import strategies as st
 
 from compat_tests.differential.harness import Context, Plain, Side
-from wire.errors import ErrorCode
-from wire.formats.protocol.consumer_protocol_assignment import ConsumerProtocolAssignment
-from wire.formats.protocol.consumer_protocol_subscription import ConsumerProtocolSubscription
-from wire.message import Message
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from wire.messages.incremental_alter_configs import (
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.protocol.consumer_protocol_assignment import ConsumerProtocolAssignment
+from strom.wire.formats.protocol.consumer_protocol_subscription import ConsumerProtocolSubscription
+from strom.wire.message import Message
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from wire.records import Record, build_batch
+from strom.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from strom.wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from strom.wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from strom.wire.records import Record, build_batch
 
 TopicRef = int | str
 """A topic slot of the sequence, or a literal (bad) name."""

@@ -16,8 +16,6 @@ import trio
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from broker.client import KafkaClient
-from broker.handlers import _TABLE
 from compat_tests.differential import ops
 from compat_tests.differential.conftest import Pair
 from compat_tests.differential.harness import (
@@ -31,7 +29,9 @@ from compat_tests.differential.harness import (
     check,
     run_sequence,
 )
-from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.broker.handlers import _TABLE
+from strom.broker.testing.client import KafkaClient
+from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 ALLOWED: tuple[Allowed, ...] = (
     Allowed(

@@ -30,10 +30,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined,unused-ignore]
     NewTopic,
 )
 
-from broker.embedded import BrokerProcess
 from compat_tests.apache_kafka import ApacheKafka
 from compat_tests.helpers import Deadline, now_ms, wait_until
 from compat_tests.mirrormaker.mm2 import MirrorMaker2
+from strom.broker.testing.embedded import BrokerProcess
 
 TOPIC = "mm-orders"
 GROUP = "mm-group"

@@ -310,10 +310,10 @@ async def test_reported_configs_include_dynamic_broker_defaults(client: KafkaCli
     Found by differential testing: a fresh Kafka 4.1 cluster has a cluster-wide
     min.insync.replicas, which Kafka reports with source DYNAMIC_DEFAULT_BROKER_CONFIG.
     """
-    from wire.messages.incremental_alter_configs import (
+    from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest as Alter,
     )
-    from wire.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+    from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
 
     changes = [
         Alter.AlterableConfig(name="min.insync.replicas", config_operation=0, value="1"),

@@ -183,8 +183,8 @@ async def test_commit_to_an_offline_partition_is_not_coordinator(
 async def test_describe_keeps_the_assignment_while_rebalancing(client: KafkaClient) -> None:
     """Outside Stable, Kafka 4.1 describes members without metadata but with their last
     assignment (found by differential testing)."""
-    from tests.groups.wire_helpers import join_request
     from strom.wire.messages.join_group import JoinGroupResponse
+    from tests.groups.wire_helpers import join_request
 
     joined = await form(client, "g", b"the-assignment")
     rejoined = await client.request(
