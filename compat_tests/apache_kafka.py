@@ -127,7 +127,9 @@ class ApacheKafka:
         config = self.workdir / "server.properties"
         lines = [f"{k}={v}" for k, v in self.properties(self.port, controller_port).items()]
         config.write_text("\n".join(lines) + "\n")
-        raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        raw = "-"
+        while raw.startswith("-"):  # the storage tool's parser would take it for an option
+            raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.cluster_id = raw
         fmt = subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", raw, "-c", str(config),
