@@ -250,6 +250,8 @@ class Allowed:
     path: str
     reason: str
     when: Callable[[Plain, Plain], bool] = lambda kafka, strom: True
+    applies: Callable[[Op], bool] = lambda op: True
+    """Which requests the departure concerns (by what they ask for)."""
 
 
 @dataclass
@@ -339,9 +341,14 @@ async def run_sequence(
 
 
 def check(
-    ops: Sequence[Op], kafka: list[Plain], strom: list[Plain], allowed: Sequence[Allowed]
+    ops: Sequence[Op],
+    kafka: list[Plain],
+    strom: list[Plain],
+    allowed: Sequence[Allowed],
+    used: set[Allowed] | None = None,
 ) -> list[Difference]:
-    """Compare step by step; count into STATS; return the differences nothing allows."""
+    """Compare step by step; count into STATS; return the differences nothing allows
+    (and add the rules that allowed one to `used`)."""
     STATS.sequences += 1
     failures: list[Difference] = []
     for step, (op, k, s) in enumerate(zip(ops, kafka, strom, strict=True)):
@@ -353,13 +360,16 @@ def check(
             diff = Difference(op.api, op.version, step, path, kv, sv)
             rule = next(
                 (a for a in allowed
-                 if re.fullmatch(a.api, op.api) and re.fullmatch(a.path, diff.generic_path) and a.when(kv, sv)),
+                 if re.fullmatch(a.api, op.api) and re.fullmatch(a.path, diff.generic_path)
+                 and a.applies(op) and a.when(kv, sv)),
                 None,
             )  # fmt: skip
             if rule is None:
                 failures.append(diff)
             else:
                 key = f"{op.api} {rule.path}: {rule.reason}"
+                if used is not None:
+                    used.add(rule)
                 STATS.allowed[key] += 1
                 STATS.examples.setdefault(key, str(diff)[:300])
     return failures

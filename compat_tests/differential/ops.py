@@ -235,7 +235,7 @@ VALUES: dict[str, tuple[str | None, ...]] = {
     "retention.ms": ("3600000", "-1", "abc", "-2"),
     "cleanup.policy": ("compact", "delete,compact", "shred", ""),
     "max.message.bytes": ("2000000", "-5", "x"),
-    "segment.bytes": ("1048576", "10", "big"),
+    "segment.bytes": ("1048576", "10", "big"),  # not 14..1048575: a known departure
     "min.insync.replicas": ("1", "0"),
     "compression.type": ("zstd", "producer", "rar"),
     "no.such.config": ("1",),
@@ -600,8 +600,11 @@ describe_configs = st.builds(
     DescribeConfigs,
     version=versions(1, 4),
     topic=topic_refs,
-    keys=st.lists(st.sampled_from(TOPIC_KEYS), min_size=1, max_size=3, unique=True).map(tuple),
-    synonyms=st.just(False),
+    keys=st.one_of(
+        st.none(),
+        st.lists(st.sampled_from(TOPIC_KEYS), min_size=1, max_size=3, unique=True).map(tuple),
+    ),
+    synonyms=st.booleans(),
 )
 alter_change = st.sampled_from(TOPIC_KEYS).flatmap(
     lambda k: st.tuples(st.just(k), st.sampled_from((0, 0, 1, 2, 3)), st.sampled_from(VALUES[k]))
@@ -686,7 +689,10 @@ data_ops = st.one_of(
     create_topic, good_create, good_create, delete_topic, produce, produce, fetch, fetch,
     list_offsets, metadata,
 )  # fmt: skip
-config_ops = st.one_of(create_topic, good_create, describe_configs, alter_configs, metadata)
+config_ops = st.one_of(
+    create_topic, good_create, good_create, describe_configs, describe_configs, alter_configs,
+    alter_configs, metadata,
+)
 group_ops = st.one_of(
     good_create, find_coordinator, join_group, join_group, sync_group, sync_group, heartbeat,
     heartbeat, leave_group, offset_commit, offset_commit, offset_commit, offset_fetch,
