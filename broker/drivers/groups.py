@@ -34,8 +34,13 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS
 from strom.broker.drivers.group_loading import read_partition
+from strom.broker.drivers.topics import (
+    CONSUMER_OFFSETS,
+    TopicController,
+    create_internal_topic,
+    internal_topic,
+)
 from strom.coordinator.groups.api import (
     CommitRequest,
     CommitResult,
@@ -56,13 +61,13 @@ from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
     from strom.config import BrokerConfig
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.storage import LogManager
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
 R = TypeVar("R")
-CREATE_TOPICS_VERSION = 7
 
 
 def group_config(c: BrokerConfig) -> GroupConfig:
@@ -73,40 +78,8 @@ def group_config(c: BrokerConfig) -> GroupConfig:
         max_session_timeout_ms=c.group_max_session_timeout_ms,
         max_size=c.group_max_size,
         offset_metadata_max_bytes=c.offset_metadata_max_bytes,
-        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+        offsets_retention_ms=c.offsets_retention_ms,
     )
-
-
-async def create_internal_topic(
-    state: BrokerState, name: str, partitions: int, replication: int, configs: dict[str, str]
-) -> ErrorCode:
-    """Create an internal topic through the controller; NONE if it exists (or now does)."""
-    if state.image.topic(name) is not None:
-        return ErrorCode.NONE
-    from strom.wire.messages.create_topics import (
-        CreateTopicsRequest,  # once per topic: not at start-up
-    )
-
-    request = CreateTopicsRequest(
-        topics=[
-            CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=replication,
-                configs=[
-                    CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                    for k, v in configs.items()
-                ],
-            )
-        ],
-        timeout_ms=30_000,
-    )
-    response = await state.controller.create_topics(request, CREATE_TOPICS_VERSION)
-    error = ErrorCode(response.topics[0].error_code)
-    if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.error("could not create %s: %s %s", name, error.name, response.topics[0].error_message)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return ErrorCode.NONE
 
 
 class OffsetsTopic(Protocol):
@@ -125,10 +98,32 @@ class OffsetsTopic(Protocol):
         ...
 
 
+class BrokerView(Protocol):
+    """The parts of the broker state that `__consumer_offsets` is read from."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def controller(self) -> TopicController: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+
 class BrokerOffsetsTopic:
     """`OffsetsTopic` over a broker: its metadata image, its logs and its controller."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerView) -> None:
         self._state = state
 
     def partitions(self) -> list[int] | None:
@@ -143,17 +138,8 @@ class BrokerOffsetsTopic:
         return None if partition_log is None else (partition_log, image.leader_epoch)
 
     async def create(self) -> ErrorCode:
-        cfg = self._state.config
         return await create_internal_topic(
-            self._state,
-            CONSUMER_OFFSETS,
-            cfg.offsets_topic_num_partitions,
-            cfg.offsets_topic_replication_factor,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                "compression.type": "producer",
-            },
+            self._state.controller, internal_topic(self._state.config, CONSUMER_OFFSETS)
         )
 
 
@@ -194,7 +180,7 @@ class GroupDriver:
         self._closed = False
 
     @classmethod
-    def for_broker(cls, state: BrokerState) -> GroupDriver:
+    def for_broker(cls, state: BrokerView) -> GroupDriver:
         """The driver a broker runs: its image, logs, controller, config and clock."""
         return cls(
             BrokerOffsetsTopic(state),

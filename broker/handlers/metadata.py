@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
-from strom.broker.admin.topics import auto_create_topics, is_internal_topic
+from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
@@ -62,7 +62,7 @@ async def handle(
         allow = body.allow_auto_topic_creation
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
-            created = await auto_create_topics(broker, missing)
+            created = await auto_create_topics(broker.controller, missing)
         image = broker.image
         topics = [_requested(image, t, body, created, version) for t in wanted]
     return MetadataResponse(

@@ -22,7 +22,6 @@ from strom.broker.network.server import Server
 from strom.broker.replication.partitions import follow_image, log_config
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.controller.dynamic import effective_config
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.manager import LogManager
@@ -74,7 +73,7 @@ class Broker:
                 [Path(d) for d in config.data_dirs],
                 wall_clock_ms,
                 topic_config=lambda topic: log_config(
-                    effective_config(config, controller.image, config.node_id),
+                    controller.image.broker_config_layers(config).effective(),
                     controller.image,
                     topic,
                 ),

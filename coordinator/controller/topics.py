@@ -18,8 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from strom.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
-from strom.config.resolve import BrokerLayers
-from strom.coordinator.controller.dynamic import effective_config, entry_source
+from strom.config.resolve import entry_source
 from strom.coordinator.controller.names import colliding_topic, invalid_topic_name
 from strom.coordinator.controller.placement import (
     active_replicas,
@@ -28,7 +27,7 @@ from strom.coordinator.controller.placement import (
     place,
 )
 from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from strom.coordinator.metadata.image import TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.topic_record import TopicRecord
@@ -218,17 +217,9 @@ def _described_configs(
             name=entry.name,
             value=None if entry.is_sensitive else entry.value,
             read_only=entry.read_only,
-            config_source=entry_source(entry, ctx.image, ctx.node_id),
+            config_source=entry_source(entry, ctx.layers),
             is_sensitive=entry.is_sensitive,
         )
-        # over the dynamic broker configs too, with their sources, as DescribeConfigs does
-        for entry in resolve_topic_config(
-            effective_config(ctx.config, ctx.image, ctx.node_id),
-            overrides,
-            layers=BrokerLayers(
-                ctx.config,
-                ctx.image.config_overrides(BROKER_RESOURCE, str(ctx.node_id)),
-                ctx.image.config_overrides(BROKER_RESOURCE, ""),
-            ),
-        )
+        # with the layers, so dynamic broker defaults carry their sources, as DescribeConfigs'
+        for entry in resolve_topic_config(ctx.config, overrides, layers=ctx.layers)
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS
+from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.coordinator.groups.records import partition_for
