@@ -715,13 +715,6 @@ class BrokerConfig:
         validator=at_least(0),
         dynamic=True,
     )
-    log_message_downconversion_enable: bool = setting(
-        "log.message.downconversion.enable",
-        C.BOOLEAN,
-        True,
-        "Deprecated in Kafka; accepted, Strom never down-converts.",
-        dynamic=True,
-    )
 
     # --- coordinators: offsets, groups, transactions, producer ids -------------------------------
     # The internal topics' replication defaults are 1, as in Kafka's shipped single-node

@@ -754,7 +754,6 @@ TOPIC_KEY_TYPES = {
     "segment.jitter.ms": ConfigType.LONG,
     "segment.ms": ConfigType.LONG,
     "unclean.leader.election.enable": ConfigType.BOOLEAN,
-    "message.downconversion.enable": ConfigType.BOOLEAN,
     "local.retention.ms": ConfigType.LONG,
     "local.retention.bytes": ConfigType.LONG,
     "remote.storage.enable": ConfigType.BOOLEAN,
@@ -764,6 +763,12 @@ TOPIC_KEY_TYPES = {
 def test_topic_keys_and_types() -> None:
     for key, type_ in TOPIC_KEY_TYPES.items():
         assert TOPIC_KEYS[key].type is type_, key
+
+
+def test_keys_kafka_4_removed_are_gone() -> None:
+    """KIP-724: Kafka 4.0 dropped down-conversion and its configs (differential testing)."""
+    assert "message.downconversion.enable" not in TOPIC_KEYS
+    assert "log.message.downconversion.enable" not in BROKER_KEYS
 
 
 def test_topic_synonyms_are_broker_keys_of_compatible_type() -> None:
