@@ -73,7 +73,7 @@ def _int(rng: random.Random, kind: str) -> int:
     lo, hi = INT_RANGES[kind]
     roll = rng.random()
     if roll < 0.45:
-        return rng.choice((0, 1, 2, 3, -1))
+        return max(lo, rng.choice((0, 1, 2, 3, -1)))  # unsigned types have no -1
     if roll < 0.6:
         return rng.choice((lo, hi, lo + 1, hi - 1))
     if roll < 0.85:
