@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from strom.coordinator.raft.core import RaftCore, RaftSafetyError, Role
+from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError, Role
 from strom.coordinator.raft.effects import (
     AppendEntries,
     HighWatermark,
@@ -77,6 +77,20 @@ class Scenario:
     snapshot_every_ms: int = 1_500
     max_delay_ms: int = 25
     disk_delay_ms: int = 6
+    """Writes take up to this long to become durable (a crash loses what is not)."""
+    fetch_max_bytes: int = 1 << 20
+    """Small values split replication into many fetches (more interleavings)."""
+
+    @classmethod
+    def for_seed(cls, seed: int) -> Scenario:
+        """The scenario a seed runs: its own cluster size, disk speed and fetch size."""
+        rng = random.Random(seed ^ 0x5EED)
+        return cls(
+            voters=rng.choice((3, 3, 5)),
+            disk_delay_ms=rng.choice((2, 6, 40, 150)),
+            fetch_max_bytes=rng.choice((100, 200, 1 << 20)),
+            fault_every_ms=rng.choice((80, 200, 500)),
+        )
 
 
 @dataclass
@@ -113,6 +127,7 @@ class Simulation:
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.voter_ids = frozenset(range(1, scenario.voters + 1))
+        self.config = RaftConfig(fetch_max_bytes=scenario.fetch_max_bytes)
         ids = list(range(1, scenario.voters + scenario.observers + 1))
         self.nodes = {
             i: _Node(i, MemoryRaftStore(), random.Random(self.rng.getrandbits(64))) for i in ids
@@ -181,7 +196,9 @@ class Simulation:
 
     def _start(self, node: _Node) -> None:
         recovered = node.store.load()
-        node.core = RaftCore(node.node_id, self.voter_ids, recovered, node.rng, self.now)
+        node.core = RaftCore(
+            node.node_id, self.voter_ids, recovered, node.rng, self.now, self.config
+        )
         node.hw_seen = node.core.high_watermark
         node.checked = node.core.log.start_offset
         node.applied_to = node.checked
@@ -318,10 +335,18 @@ class Simulation:
             self.loss = rng.choice((0.0, 0.01, 0.05, 0.2))
             self.duplicate = rng.choice((0.0, 0.02, 0.1))
             self.log(f"loss {self.loss} duplication {self.duplicate}")
-        elif choice in (5, 6):
+        elif choice == 5:
             alive = [n for n in self.nodes.values() if n.core is not None]
             if alive:
                 self._crash(rng.choice(alive))
+        elif choice == 6:
+            # the leader crashes, and half the time comes straight back (a bounce)
+            leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
+            if leaders:
+                node = rng.choice(leaders)
+                self._crash(node)
+                if rng.random() < 0.5:
+                    self._start(node)
         elif choice == 7:
             leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
             if leaders:
@@ -351,6 +376,8 @@ class Simulation:
             return
         node = self.rng.choice(leaders)
         assert node.core is not None
+        if node.core.log.end_offset - node.core.high_watermark > 40:
+            return  # back-pressure, as a controller applies it: replication is behind
         self.proposed += 1
         payload = b"%d-%d" % (self.seed, self.proposed)
         count = 1 + (self.rng.random() < 0.2) * self.rng.randrange(1, 5)
@@ -437,7 +464,7 @@ class Simulation:
 
 def run_seed(seed: int, scenario: Scenario | None = None, *, trace: bool = False) -> Simulation:
     if scenario is None:
-        scenario = Scenario(voters=5 if seed % 3 == 2 else 3)
+        scenario = Scenario.for_seed(seed)
     simulation = Simulation(seed, scenario, trace=trace)
     try:
         simulation.run()
