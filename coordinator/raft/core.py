@@ -312,9 +312,7 @@ class RaftCore:
         if self.role is not Role.LEADER or not payloads:
             return None
         first = self.log.end_offset
-        entries = tuple(
-            Entry(first + i, self.epoch, payload) for i, payload in enumerate(payloads)
-        )
+        entries = tuple(Entry(first + i, self.epoch, payload) for i, payload in enumerate(payloads))
         self._append(entries)
         self._answer_parked(now, only_new_data=True)
         return first
@@ -527,9 +525,7 @@ class RaftCore:
         self.leader_id = self.node_id
         self._persist()
         self._announce()
-        self._replicas = {
-            v: _Replica(last_fetch_ms=now) for v in self.voters if v != self.node_id
-        }
+        self._replicas = {v: _Replica(last_fetch_ms=now) for v in self.voters if v != self.node_id}
         self._epoch_start_offset = self.log.end_offset
         self._append((Entry(self.log.end_offset, self.epoch, b"", control=True),))
         self._begin_unacked = set(self._replicas)
@@ -563,12 +559,12 @@ class RaftCore:
                 raise RaftSafetyError(f"node {leader_id} claims epoch {epoch}, led by this node")
             self._become_follower(epoch, leader_id, now)
             return True
-        if epoch == self.epoch and leader_id not in (NO_LEADER, self.node_id) and (
-            leader_id != self.leader_id
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and (leader_id != self.leader_id)
         ):
-            raise RaftSafetyError(
-                f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}"
-            )
+            raise RaftSafetyError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
         return False
 
     # --- votes --------------------------------------------------------------------------------
@@ -595,16 +591,15 @@ class RaftCore:
             return
         log_ok = self._log_up_to_date(request.last_epoch, request.end_offset)
         if request.pre_vote:
-            if request.epoch > self.epoch:
-                granted = log_ok
-            elif self.role is Role.LEADER:
-                granted = False
-            elif self.role is Role.FOLLOWER and (
-                now - self._last_leader_contact < self.config.fetch_timeout_ms
-            ):
-                granted = False
-            else:
-                granted = log_ok
+            # KIP-996: refuse while this epoch's leader is alive (leading, or recently fetched)
+            leader_alive = request.epoch == self.epoch and (
+                self.role is Role.LEADER
+                or (
+                    self.role is Role.FOLLOWER
+                    and now - self._last_leader_contact < self.config.fetch_timeout_ms
+                )
+            )
+            granted = log_ok and not leader_alive
             reply(NONE, granted)
             return
         if request.epoch > self.epoch:
@@ -655,9 +650,7 @@ class RaftCore:
 
     # --- leader announcements -----------------------------------------------------------------
 
-    def _on_begin_epoch_request(
-        self, src: int, request: BeginQuorumEpochRequest, now: int
-    ) -> None:
+    def _on_begin_epoch_request(self, src: int, request: BeginQuorumEpochRequest, now: int) -> None:
         if request.epoch < self.epoch:
             error = FENCED_LEADER_EPOCH
         else:
@@ -677,10 +670,10 @@ class RaftCore:
 
     def _send_begin_epoch(self, now: int) -> None:
         for voter in sorted(self._begin_unacked):
-            self._send(
-                voter, BeginQuorumEpochRequest(self._request_id(), self.epoch, self.node_id)
-            )
-        self._begin_retry_at = now + self.config.request_timeout_ms if self._begin_unacked else NEVER
+            self._send(voter, BeginQuorumEpochRequest(self._request_id(), self.epoch, self.node_id))
+        self._begin_retry_at = (
+            now + self.config.request_timeout_ms if self._begin_unacked else NEVER
+        )
 
     def _on_end_epoch_request(self, src: int, request: EndQuorumEpochRequest, now: int) -> None:
         if request.epoch < self.epoch:
@@ -760,7 +753,7 @@ class RaftCore:
             if found is None:
                 if log.snapshot is not None:
                     return self._fetch_response(request, NONE, snapshot_id=log.snapshot)
-                return self._fetch_response(request, NONE, diverging=SnapshotId(0, -1))
+                return self._fetch_response(request, NONE, diverging=SnapshotId(0, 0))
             if found.epoch != request.last_fetched_epoch or found.end_offset < offset:
                 return self._fetch_response(request, NONE, diverging=found)
         replica = self._replicas.get(request.replica_id)
@@ -772,9 +765,7 @@ class RaftCore:
         if request.replica_id in self._replicas:
             self._advance_high_watermark(now, answer_parked=False)
         entries = (
-            log.entries_from(offset, self.config.fetch_max_bytes)
-            if offset < log.end_offset
-            else ()
+            log.entries_from(offset, self.config.fetch_max_bytes) if offset < log.end_offset else ()
         )
         return self._fetch_response(request, NONE, entries=entries)
 
@@ -843,9 +834,7 @@ class RaftCore:
         if self._parked:
             self._answer_parked(now, due=True)
 
-    def _on_fetch_snapshot_request(
-        self, src: int, request: FetchSnapshotRequest, now: int
-    ) -> None:
+    def _on_fetch_snapshot_request(self, src: int, request: FetchSnapshotRequest, now: int) -> None:
         error = self._fetch_error(request.epoch)
         snapshot = self.log.snapshot
         size = len(self.log.snapshot_data)

@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError, Role
 from strom.coordinator.raft.effects import (
@@ -155,7 +156,7 @@ class Simulation:
         if self.trace:
             print(f"{self.now:>7} {text}")
 
-    def fail(self, text: str) -> None:
+    def fail(self, text: str) -> NoReturn:
         raise InvariantViolation(f"seed {self.seed} at {self.now} ms: {text}")
 
     def run(self) -> None:
@@ -229,7 +230,9 @@ class Simulation:
                 node.pending.append(effect)
             elif isinstance(effect, InstallSnapshot):
                 if effect.snapshot.end_offset >= len(self.chain):
-                    self.fail(f"node {node.node_id} installs {effect.snapshot} beyond the known commits")
+                    self.fail(
+                        f"node {node.node_id} installs {effect.snapshot} beyond the known commits"
+                    )
                 if effect.data != self.chain[effect.snapshot.end_offset]:
                     self.fail(f"node {node.node_id} snapshot {effect.snapshot} has the wrong state")
                 node.pending.append(effect)
@@ -237,7 +240,9 @@ class Simulation:
                 node.applied_to = effect.snapshot.end_offset
                 node.applied_hash = core.log.snapshot_data
             elif isinstance(effect, LeaderChange):
-                self.log(f"node {node.node_id} sees leader {effect.leader_id} in epoch {effect.epoch}")
+                self.log(
+                    f"node {node.node_id} sees leader {effect.leader_id} in epoch {effect.epoch}"
+                )
             elif isinstance(effect, HighWatermark):
                 pass
         if node.pending and not node.flush_scheduled:
@@ -370,7 +375,9 @@ class Simulation:
         self.at(self.now + 100, self._progress)
 
     def _propose(self) -> None:
-        self.at(self.now + 1 + self.rng.randrange(2 * self.scenario.propose_every_ms), self._propose)
+        self.at(
+            self.now + 1 + self.rng.randrange(2 * self.scenario.propose_every_ms), self._propose
+        )
         leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
         if not leaders:
             return
@@ -387,7 +394,9 @@ class Simulation:
         self._after_input(node)
 
     def _snapshot(self) -> None:
-        self.at(self.now + 1 + self.rng.randrange(2 * self.scenario.snapshot_every_ms), self._snapshot)
+        self.at(
+            self.now + 1 + self.rng.randrange(2 * self.scenario.snapshot_every_ms), self._snapshot
+        )
         alive = [n for n in self.nodes.values() if n.core is not None]
         if not alive:
             return
@@ -413,9 +422,7 @@ class Simulation:
             assert core is not None
             if core.epoch != leader.epoch or core.leader_id != leader.node_id:
                 return
-        target = next(
-            (e.offset for e in self.committed if e.data in self.after_heal), None
-        )
+        target = next((e.offset for e in self.committed if e.data in self.after_heal), None)
         if target is None:
             return
         if all(c is not None and c.high_watermark > target for c in cores):
@@ -491,9 +498,14 @@ def main(argv: list[str] | None = None) -> int:
             events += run_seed(seed, trace=args.verbose).events
         except (InvariantViolation, RaftSafetyError) as exc:
             failures += 1
-            print(f"FAIL seed {seed}: {exc}  (replay: python -m tests.raft.simulate --seed {seed} -v)")
+            print(
+                f"FAIL seed {seed}: {exc}  (replay: python -m tests.raft.simulate --seed {seed} -v)"
+            )
         if index % 1000 == 0:
-            print(f"{index} seeds, {failures} failures, {time.process_time() - began:.0f} s CPU", flush=True)
+            print(
+                f"{index} seeds, {failures} failures, {time.process_time() - began:.0f} s CPU",
+                flush=True,
+            )
     spent = time.process_time() - began
     print(f"{len(seeds)} seeds, {events} events, {failures} failures, {spent:.1f} s CPU")
     return 1 if failures else 0
