@@ -6,10 +6,8 @@ The driver encodes `request_to_wire(...)` at the version it negotiated and sends
 the request's fields, e.g. whether a vote was a pre-vote). Incoming requests go through
 `request_from_wire(wire_request, correlation_id)`, their answers through `response_to_wire`.
 
-Everything concerns the one partition `__cluster_metadata-0`. Log entries travel as v2 record
-batches: one batch per run of entries sharing an epoch and kind, `partitionLeaderEpoch` = the Raft
-epoch, one record per entry (key null, value = the entry's bytes); the entry a new leader writes
-is a control batch whose record has the LEADER_CHANGE control key.
+Everything concerns the one partition `__cluster_metadata-0`. Log entries travel in Fetch
+responses as the same v2 record batches the log holds on disk (`strom.storage.raft_log`).
 """
 
 from __future__ import annotations
@@ -32,7 +30,8 @@ from strom.coordinator.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft_log import decode_entries, encode_entries
+from strom.storage.raft_store import SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages import begin_quorum_epoch as bqe
@@ -41,8 +40,6 @@ from strom.wire.messages import end_quorum_epoch as eqe
 from strom.wire.messages import fetch as fetch_wire
 from strom.wire.messages import fetch_snapshot as fs
 from strom.wire.messages import vote as vote_wire
-from strom.wire.records import Record, build_batch, decode_batch, iter_batches
-from strom.wire.records.record import ControlType, control_key
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -51,53 +48,6 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 FETCH_PARTITION_MAX_BYTES = 1 << 20
 
 _T = TypeVar("_T")
-
-
-# --- records ------------------------------------------------------------------------------
-
-
-def encode_entries(entries: tuple[Entry, ...] | list[Entry]) -> bytes:
-    """Entries as concatenated v2 batches (see the module docstring)."""
-    out = bytearray()
-    run: list[Entry] = []
-    for entry in entries:
-        if run and (run[0].epoch != entry.epoch or run[0].control != entry.control):
-            out += _batch(run)
-            run = []
-        run.append(entry)
-    if run:
-        out += _batch(run)
-    return bytes(out)
-
-
-def _batch(run: list[Entry]) -> bytearray:
-    control = run[0].control
-    key = control_key(ControlType.LEADER_CHANGE) if control else None
-    return build_batch(
-        [Record(key, entry.data, (), 0) for entry in run],
-        base_offset=run[0].offset,
-        partition_leader_epoch=run[0].epoch,
-        control=control,
-    )
-
-
-def decode_entries(data: bytes | bytearray | memoryview | None) -> tuple[Entry, ...]:
-    """The entries in a Fetch response's records; a partial batch at the end is ignored."""
-    if not data:
-        return ()
-    entries: list[Entry] = []
-    for header, view in iter_batches(data):
-        header, records = decode_batch(view, header)
-        for record in records:
-            entries.append(
-                Entry(
-                    record.offset,
-                    header.partition_leader_epoch,
-                    bytes(record.value or b""),
-                    header.is_control,
-                )
-            )
-    return tuple(entries)
 
 
 # --- requests -----------------------------------------------------------------------------
@@ -441,7 +391,7 @@ def response_from_wire(message: Message, request: Request) -> Response:
                 fp.current_leader.leader_id,
                 fp.high_watermark,
                 fp.log_start_offset,
-                decode_entries(fp.records),
+                tuple(decode_entries(fp.records)),
                 _present(fp.diverging_epoch.end_offset, fp.diverging_epoch.epoch),
                 _present(fp.snapshot_id.end_offset, fp.snapshot_id.epoch),
             )

@@ -475,8 +475,10 @@ def run_seed(seed: int, scenario: Scenario | None = None, *, trace: bool = False
     simulation = Simulation(seed, scenario, trace=trace)
     try:
         simulation.run()
-    except (InvariantViolation, RaftSafetyError):
+    except InvariantViolation:
         raise
+    except RaftSafetyError as exc:
+        raise InvariantViolation(f"seed {seed} at {simulation.now} ms: {exc}") from exc
     except Exception as exc:
         raise InvariantViolation(f"seed {seed} at {simulation.now} ms: {exc!r}") from exc
     return simulation
@@ -496,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     for index, seed in enumerate(seeds, 1):
         try:
             events += run_seed(seed, trace=args.verbose).events
-        except (InvariantViolation, RaftSafetyError) as exc:
+        except InvariantViolation as exc:
             failures += 1
             print(
                 f"FAIL seed {seed}: {exc}  (replay: python -m tests.raft.simulate --seed {seed} -v)"
