@@ -214,6 +214,9 @@ class RaftCore:
             self.role = Role.UNATTACHED
             self._start_unattached_timers(now)
         self._announce()
+        if self.voters == {node_id}:
+            # the only voter needs nobody's vote: lead at once, as Kafka does
+            self._become_prospective(now)
         self.tick(now)
 
     # --- inputs -----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Translation between the core's typed RPC values and Kafka's generated wire classes.
 
-The driver encodes `request_to_wire(...)` at the version it negotiated and sends it with
+The driver encodes `request_to_wire(..., version)` at the version it negotiated and sends it with
 `request.request_id` as the correlation id; it decodes the response and calls
 `response_from_wire(wire_response, request)` with the request it sent (the wire does not echo
 the request's fields, e.g. whether a vote was a pre-vote). Incoming requests go through
@@ -53,8 +53,12 @@ _T = TypeVar("_T")
 # --- requests -----------------------------------------------------------------------------
 
 
-def request_to_wire(request: Request, dest: int, cluster_id: str | None) -> Message:
-    """The wire form of a request the core sends to node `dest`."""
+def request_to_wire(request: Request, dest: int, cluster_id: str | None, version: int) -> Message:
+    """The wire form of a request the core sends to node `dest`, to encode at `version`.
+
+    A pre-vote needs Vote v2; encoding one at an older version fails (the peer could not
+    tell it from a real vote).
+    """
     match request:
         case VoteRequest():
             W = vote_wire.VoteRequest
@@ -121,8 +125,10 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None) -> Mess
             F = fetch_wire.FetchRequest
             return F(
                 cluster_id=cluster_id,
-                replica_id=request.replica_id,
-                replica_state=F.ReplicaState(replica_id=request.replica_id, replica_epoch=-1),
+                replica_id=request.replica_id if version < 15 else -1,
+                replica_state=F.ReplicaState(
+                    replica_id=request.replica_id if version >= 15 else -1, replica_epoch=-1
+                ),
                 max_wait_ms=request.max_wait_ms,
                 min_bytes=1,
                 topics=[

@@ -38,6 +38,12 @@ def test_a_seed_replays_exactly() -> None:
     assert first.now == second.now
 
 
+@pytest.mark.parametrize(("voters", "observers"), [(1, 2), (2, 0), (4, 1)])
+def test_other_quorum_sizes_keep_every_invariant(voters: int, observers: int) -> None:
+    for seed in range(40):
+        Simulation(seed, Scenario(voters=voters, observers=observers)).run()
+
+
 def test_five_voters_and_an_observer_commit_after_healing() -> None:
     simulation = Simulation(11, Scenario(voters=5, observers=1))
     simulation.run()
