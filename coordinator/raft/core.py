@@ -984,6 +984,11 @@ class RaftCore:
             self._snapshot_fetch = None
             if snapshot_id.end_offset > self.log.start_offset:
                 reset = self.log.install_snapshot(snapshot_id, data)
+                if reset and self.high_watermark > snapshot_id.end_offset:
+                    raise RaftSafetyError(
+                        f"snapshot {snapshot_id} replaces a log committed up to "
+                        f"{self.high_watermark}"
+                    )
                 self._write(InstallSnapshot(self._next_seq(), snapshot_id, data, reset))
                 self._effects.append(SnapshotLoaded(snapshot_id))
                 self._set_high_watermark(snapshot_id.end_offset)

@@ -274,12 +274,20 @@ class Simulation:
         elif isinstance(write, AppendEntries):
             store.append(list(write.entries))
         elif isinstance(write, TruncateTo):
-            for entry in store.entries[write.offset - store.log_start :]:
-                if entry.offset < len(self.committed) and self.committed[entry.offset] == entry:
-                    self.fail(f"node {node.node_id} truncates committed entry {entry}")
+            self._check_dropped(node, store.entries[write.offset - store.log_start :])
             store.truncate_to(write.offset)
         else:
+            if write.reset_log:
+                # entries the snapshot covers may go; committed ones past its end may not
+                self._check_dropped(
+                    node, [e for e in store.entries if e.offset >= write.snapshot.end_offset]
+                )
             store.install_snapshot(write.snapshot, write.data, reset_log=write.reset_log)
+
+    def _check_dropped(self, node: _Node, dropped: list[Entry]) -> None:
+        for entry in dropped:
+            if entry.offset < len(self.committed) and self.committed[entry.offset] == entry:
+                self.fail(f"node {node.node_id} drops committed entry {entry}")
 
     def _flush(self, node: _Node, incarnation: int) -> None:
         if node.incarnation != incarnation or node.core is None:
