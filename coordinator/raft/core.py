@@ -948,8 +948,9 @@ class RaftCore:
 
     def _truncate_diverging(self, diverging: SnapshotId) -> None:
         own = self.log.end_offset_for_epoch(diverging.epoch)
-        offset = diverging.end_offset if own is None else min(own.end_offset, diverging.end_offset)
-        offset = min(offset, self.log.end_offset)
+        # no epoch this old here: every entry held is newer than the leader's, so all go
+        own_end = self.log.start_offset if own is None else own.end_offset
+        offset = min(own_end, diverging.end_offset, self.log.end_offset)
         if offset < self.high_watermark or offset < self.log.start_offset:
             raise RaftSafetyError(
                 f"the leader's log diverges at {offset}, below this node's high watermark "

@@ -435,3 +435,15 @@ def test_a_fetch_position_in_an_epoch_the_leader_never_had_diverges() -> None:
     follower.receive(1, FetchResponse(request.request_id, 0, 3, 1, 0, 0, (), SnapshotId(3, 1)), 10)
     effects = drain(follower, 10)
     assert [e.offset for e in effects if isinstance(e, TruncateTo)] == [2]
+
+
+def test_a_follower_whose_every_entry_is_newer_than_the_divergence_truncates_them_all() -> None:
+    """Found by simulation seed 103100: entries of epoch 3 where the leader has epoch 1."""
+    follower = make(2, epoch=7, leader=5, entries=[(0, 3), (1, 3)])
+    request = reply_of(drain(follower), FetchRequest)
+    follower.receive(5, FetchResponse(request.request_id, 0, 7, 5, 0, 0, (), SnapshotId(2, 1)), 10)
+    effects = drain(follower, 10)
+    assert [e.offset for e in effects if isinstance(e, TruncateTo)] == [0]
+    again = reply_of(effects, FetchRequest)
+    assert isinstance(again, FetchRequest)
+    assert (again.fetch_offset, again.last_fetched_epoch) == (0, 0)
