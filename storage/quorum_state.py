@@ -10,7 +10,7 @@ form plus the `data_version` key Kafka's FileQuorumStateStore adds::
 `leaderId`/`votedId` are -1 when unknown/none; `currentVoters` is the static voter set.
 
 Crash recovery: written via `quorum-state.tmp`, fsync, rename over the file, fsync of the
-directory (`strom.storage.checkpoint.write_atomic`), so a crash leaves the old or the new state,
+directory (`strom.storage.durable.atomic_replace`), so a crash leaves the old or the new state,
 never a mix; a leftover `.tmp` is ignored and overwritten by the next write. No file means a
 fresh replica (epoch 0, no leader, no vote). A file that does not parse is damage that must not
 be guessed around (a replica that forgets its vote could vote twice): `read_quorum_state` raises
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from strom.storage.checkpoint import write_atomic
+from strom.storage.durable import atomic_replace
 from strom.storage.raft_store import QuorumState
 
 FILE_NAME = "quorum-state"
@@ -81,4 +81,4 @@ def read_quorum_state(directory: Path) -> QuorumState | None:
 
 def write_quorum_state(directory: Path, state: QuorumState) -> None:
     """Replace the file atomically and durably (see the module docstring)."""
-    write_atomic(directory / FILE_NAME, encode_quorum_state(state))
+    atomic_replace(directory / FILE_NAME, encode_quorum_state(state))

@@ -16,13 +16,13 @@ Snapshots: `<20-digit end offset>-<10-digit epoch>.checkpoint` (Kafka's naming),
 
 Durability: every change returns after fsync (and a directory fsync when files come or go).
 `truncate_to` cuts the file at the batch holding the offset and rewrites the kept part of that
-batch. A snapshot is written to `<name>.tmp`, fsynced and renamed; older snapshots are deleted
-after the new one is durable.
+batch. A snapshot is written to `<name>.part`, fsynced and renamed
+(`strom.storage.durable.atomic_replace`); older snapshots are deleted after the new one is durable.
 
 Crash recovery (`RaftLogDir.open`): each segment is scanned and each batch's length and CRC
 checked. In the last segment, the first torn or corrupt batch and everything after it is an
 append that was never acknowledged and is cut off. The same damage in an earlier segment would be
-loss of acknowledged entries: opening fails with RaftLogError. Leftover `.tmp` snapshots are
+loss of acknowledged entries: opening fails with RaftLogError. Leftover `.part` snapshots are
 deleted; the newest snapshot whose CRC holds is used (an older one if the newest is damaged).
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import crc32c
 
-from strom.storage.checkpoint import fsync_dir, write_atomic
+from strom.storage.durable import atomic_replace, fsync_dir
 from strom.storage.raft_store import Entry, SnapshotId
 from strom.wire.errors import ProtocolError
 from strom.wire.records import Record, build_batch, decode_batch, iter_batches, validate_batch
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".log"
 SNAPSHOT_SUFFIX = ".checkpoint"
+PART_SUFFIX = ".part"
 DEFAULT_SEGMENT_BYTES = 1 << 30
 SNAPSHOT_MAGIC = b"SRSN"
 _SNAPSHOT_HEADER = struct.Struct(">4sIQ")
@@ -154,7 +155,7 @@ class RaftLogDir:
             opened._recover(path, last=index == len(names) - 1)
         if not opened._segments:
             opened._roll(0)
-        for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
+        for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}{PART_SUFFIX}"):
             leftover.unlink()
         return opened
 
@@ -306,7 +307,7 @@ class RaftLogDir:
         """Store `snapshot` durably, then delete the older ones."""
         header = _SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, crc32c.crc32c(data), len(data))
         path = self.directory / _snapshot_name(snapshot)
-        write_atomic(path, header + data)
+        atomic_replace(path, header + data, temp_suffix=PART_SUFFIX)
         for older in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
             if older != path:
                 older.unlink()

@@ -203,3 +203,12 @@ def test_a_single_voter_core_restarts_from_its_disk(tmp_path: Path) -> None:
     assert again.epoch == 2
     assert again.log.snapshot == SnapshotId(2, 1)
     assert again.log.entry(2) == Entry(2, 1, b"two")
+
+
+def test_a_snapshot_write_cut_short_is_deleted_on_open(tmp_path: Path) -> None:
+    log = RaftLogDir.open(tmp_path)
+    log.write_snapshot(SnapshotId(3, 1), b"whole")
+    (tmp_path / f"{9:020d}-{2:010d}.checkpoint.part").write_bytes(b"SRSN\x00")
+    reopened = RaftLogDir.open(tmp_path)
+    assert not list(tmp_path.glob("*.part"))
+    assert reopened.latest_snapshot() == (SnapshotId(3, 1), b"whole")
