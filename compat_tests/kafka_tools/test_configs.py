@@ -40,13 +40,13 @@ def test_topic_configs(kafka_tools: KafkaTools, shared_broker: BrokerProcess) ->
     ]
     state = configs(admin, ResourceType.TOPIC, topic)
     assert state["retention.ms"].value == "3600000"
-    assert state["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert ConfigSource(state["retention.ms"].source) == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert state["cleanup.policy"].value == "compact,delete"
 
     kafka_tools.run("kafka-configs", *boot, "--alter", *entity, "--delete-config", "retention.ms")
     state = configs(admin, ResourceType.TOPIC, topic)
     assert state["retention.ms"].value == "604800000"
-    assert state["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert ConfigSource(state["retention.ms"].source) == ConfigSource.DEFAULT_CONFIG
     everything = kafka_tools.run("kafka-configs", *boot, "--describe", *entity, "--all")
     assert everything.lines[0] == f"All configs for topic {topic} are:"
     assert "  retention.ms=604800000 sensitive=false synonyms={DEFAULT_CONFIG:"\
@@ -92,9 +92,9 @@ def test_broker_configs(kafka_tools: KafkaTools, strom_broker: BrokerProcess) ->
     ]
     state = configs(admin, ResourceType.BROKER, "1")
     assert state["log.cleaner.threads"].value == "2"
-    assert state["log.cleaner.threads"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert ConfigSource(state["log.cleaner.threads"].source) == ConfigSource.DYNAMIC_BROKER_CONFIG
     assert state["log.retention.ms"].value == "7200000"
-    assert state["log.retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert ConfigSource(state["log.retention.ms"].source) == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
 
     # A new topic inherits the cluster default as its retention.ms.
     topic = topic_name("cfg-default")
@@ -111,4 +111,4 @@ def test_broker_configs(kafka_tools: KafkaTools, strom_broker: BrokerProcess) ->
     ]
     state = configs(admin, ResourceType.BROKER, "1")
     assert state["log.cleaner.threads"].value == "1"
-    assert state["log.cleaner.threads"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert ConfigSource(state["log.cleaner.threads"].source) == ConfigSource.DEFAULT_CONFIG
