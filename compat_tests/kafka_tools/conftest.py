@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from compat_tests import maven
 from compat_tests.kafka_tools.tools import KafkaTools
 
 
 @pytest.fixture(scope="session")
 def kafka_tools() -> KafkaTools:
-    try:
-        return KafkaTools.resolve()
-    except maven.JvmUnavailable as missing:
-        pytest.fail(f"Kafka CLI tools unavailable: {missing}", pytrace=False)
+    return KafkaTools.for_tests()

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from compat_tests import maven
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +39,7 @@ MAIN_CLASSES = {
     "kafka-configs": "kafka.admin.ConfigCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
 }
 """Each `bin/<name>.sh` script of the Kafka release and the class it runs."""
 
@@ -78,12 +81,14 @@ def _tail(text: str, lines: int = 60) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def java_command(java: str, classpath: Sequence[Path], main: str, *args: str) -> list[str]:
-    """`java <small-heap flags> -cp <jars> main args...` with this folder's logging config."""
+def java_command(
+    java: str, classpath: Sequence[Path], main: str, *args: str, log_config: Path = LOG_CONFIG
+) -> list[str]:
+    """`java <small-heap flags> -cp <jars> main args...` logging as `log_config` says."""
     return [
         java,
         *JVM_FLAGS,
-        f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+        f"-Dlog4j2.configurationFile={log_config}",
         "-cp",
         os.pathsep.join(str(jar) for jar in classpath),
         main,
@@ -105,6 +110,14 @@ class KafkaTools:
             for name in ("kafka-tools", "kafka_2.13")
         ]
         return cls(java, tuple(maven.classpath(*coordinates, LOG_BRIDGE)))
+
+    @classmethod
+    def for_tests(cls) -> KafkaTools:
+        """`resolve`, failing the calling test (never skipping) with what to install."""
+        try:
+            return cls.resolve()
+        except maven.JvmUnavailable as missing:
+            pytest.fail(f"Kafka CLI tools unavailable: {missing}", pytrace=False)
 
     def command(self, tool: str, *args: str) -> list[str]:
         return java_command(self.java, self.classpath, MAIN_CLASSES[tool], *args)
