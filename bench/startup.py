@@ -3,7 +3,7 @@
     python bench/startup.py            # 15 starts
     python bench/startup.py -n 30
 
-Each start is a fresh `python -m broker.cli serve` on port 0 with an empty data directory,
+Each start is a fresh `python -m strom.broker.process.cli serve` on port 0 with an empty data directory,
 timed by `bench.harness.start_broker` exactly as `bench/compare.py` times it: from just before
 the process is spawned to the first decoded Metadata response that lists a broker. Reported:
 median and min-max in milliseconds, plus the 1-minute load average (the machine is shared).

@@ -4,7 +4,7 @@
     python bench/wire_codec.py --quick    # smoke run for CI, about 3.5 s
     python bench/wire_codec.py --profile  # also cProfile Strom's encode and decode per case
 
-For each case the same message is built twice, once as Strom objects (`wire.messages`) and
+For each case the same message is built twice, once as Strom objects (`strom.wire.messages`) and
 once as kafka-python 3.x objects (`kafka.protocol`, whose codecs are compiled from the same
 Kafka JSON schemas). Both are measured at one version: the newest version that both libraries
 support. Before anything is timed, each case checks that the two encodings are byte-identical
@@ -50,10 +50,10 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/wire_codec.py` from a checkout
     sys.path.insert(0, str(_ROOT))
 
-from wire.message import Message  # noqa: E402
-from wire.messages.fetch import FetchResponse  # noqa: E402
-from wire.messages.metadata import MetadataResponse  # noqa: E402
-from wire.messages.produce import ProduceRequest  # noqa: E402
+from strom.wire.message import Message  # noqa: E402
+from strom.wire.messages.fetch import FetchResponse  # noqa: E402
+from strom.wire.messages.metadata import MetadataResponse  # noqa: E402
+from strom.wire.messages.produce import ProduceRequest  # noqa: E402
 
 try:
     import kafka

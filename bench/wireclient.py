@@ -15,13 +15,13 @@ import time
 
 import trio
 
-from wire.connection import ClientConnection, Closed, NeedData
-from wire.message import Message
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.records.builder import build_batch
-from wire.records.record import Record
+from strom.wire.connection import ClientConnection, Closed, NeedData
+from strom.wire.message import Message
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from strom.wire.records.builder import build_batch
+from strom.wire.records.record import Record
 
 PRODUCE_VERSION = 9
 FETCH_VERSION = 12  # the newest with topic names (13+ use topic ids)

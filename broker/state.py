@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from broker.config import BrokerConfig
-    from broker.config.listeners import Listener
-    from broker.log.manager import LogManager
-    from coordinator.controller.driver import ControllerDriver
-    from coordinator.groups.driver import GroupDriver
-    from coordinator.metadata.image import MetadataImage
+    from strom.broker.drivers.controller import ControllerDriver
+    from strom.broker.drivers.groups import GroupDriver
+    from strom.config import BrokerConfig
+    from strom.config.listeners import Listener
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.storage.manager import LogManager
 
 
 S = TypeVar("S")

@@ -16,9 +16,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from broker.embedded import BrokerProcess
-
-pytest_plugins = ["broker.testing"]
+from strom.broker.testing.embedded import BrokerProcess
 
 
 @pytest.fixture(scope="module")

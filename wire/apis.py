@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.message import Message
-from wire.messages import APIS, ApiInfo
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.message import Message
+from strom.wire.messages import APIS, ApiInfo
 
 API_VERSIONS = 18
 

@@ -12,18 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wire.apis import (
+from strom.wire.apis import (
     is_supported,
     request_class,
     request_header_version,
     response_class,
     response_header_version,
 )
-from wire.errors import ErrorCode, ProtocolError
-from wire.formats.protocol.request_header import RequestHeader
-from wire.formats.protocol.response_header import ResponseHeader
-from wire.message import Message
-from wire.primitives import INT16, INT32
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.formats.protocol.request_header import RequestHeader
+from strom.wire.formats.protocol.response_header import ResponseHeader
+from strom.wire.message import Message
+from strom.wire.primitives import INT16, INT32
 
 DEFAULT_MAX_FRAME_SIZE = 104857600  # Kafka's socket.request.max.bytes
 

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
-from wire.errors import ErrorCode, ProtocolError, truncated
-from wire.primitives import INT16, INT32, read_uvarint, uvarint, varint, varlong
+from strom.wire.errors import ErrorCode, ProtocolError, truncated
+from strom.wire.primitives import INT16, INT32, read_uvarint, uvarint, varint, varlong
 
 Append = Callable[[Any], None]
 Reader = Callable[[memoryview, int], tuple[Any, int]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from wire.errors import ErrorCode, ProtocolError, truncated
+from strom.wire.errors import ErrorCode, ProtocolError, truncated
 
 Buffer = bytes | bytearray | memoryview
 """What the readers accept: anything `memoryview()` can wrap."""

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
-    from wire.message import Message
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.wire.message import Message
 
 HandleFn = Callable[["BrokerState", "RequestContext", Any], Awaitable["Message | None"]]
 

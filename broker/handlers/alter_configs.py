@@ -4,10 +4,10 @@ Behavior:
 - Each TOPIC or BROKER resource's override set is replaced by the keys given:
   keys left out are deleted. The controller (`ControllerDriver.alter_configs`)
   checks it as Kafka does (see IncrementalAlterConfigs for the error cases);
-  a change takes effect without a restart (`broker.partitions` pushes topic
+  a change takes effect without a restart (`strom.broker.replication.partitions` pushes topic
   configs into the partition logs on every publish).
 - BROKER_LOGGER and any other type Kafka does not forward are INVALID_REQUEST
-  "Unknown resource type N", answered here (see `broker.admin_alter`); results
+  "Unknown resource type N", answered here (see `strom.broker.admin.alter`); results
   come back in request order. `validate_only` changes nothing.
 
 Version notes: v0-v1 identical; v2 is flexible.
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.admin_alter import merge, preprocess
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.broker.admin.alter import merge, preprocess
+from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 33
 MIN_VERSION = 0

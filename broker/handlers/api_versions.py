@@ -16,12 +16,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from wire.errors import ErrorCode
-from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -32,7 +32,7 @@ _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 def supported_versions(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
     """The response body listing every implemented API key and version range."""
-    from broker.handlers import HANDLERS
+    from strom.broker.handlers import HANDLERS
 
     keys = [
         ApiVersionsResponse.ApiVersion(h.api_key, h.advertised_min_version, h.max_version)

@@ -8,13 +8,13 @@ Behavior:
   an increase."), INVALID_REPLICA_ASSIGNMENT for assignments that do not fit,
   INVALID_REPLICATION_FACTOR when placement is impossible. New partitions keep
   the replication factor of partition 0.
-- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+- `timeout_ms` is the controller deadline (see `strom.broker.admin.deadline`): when
   it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
   nothing changes; `timeout_ms <= 0` always expires unless every name is a
   duplicate. `validate_only` answers as the real change would and writes nothing.
 - Internal topics may grow, as in Kafka (only its CLI refuses).
 - When the response is sent the new partitions' logs exist and Metadata lists
-  them (`broker.partitions` follows every publish).
+  them (`strom.broker.replication.partitions` follows every publish).
 
 Version notes: v0-v1 identical; v2 is flexible; v3 may throttle (Strom has no
 controller mutation quota).
@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from broker.admin_deadline import before_deadline
-from wire.errors import ErrorCode
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from strom.broker.admin.deadline import before_deadline
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 37
 MIN_VERSION = 0

@@ -11,14 +11,14 @@ Behavior:
 - `__cluster_metadata` is never created: INVALID_REQUEST "Creation of internal
   topic __cluster_metadata is prohibited.", after every other result (Kafka's
   ControllerApis). Other internal topics may be created, as in Kafka.
-- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+- `timeout_ms` is the controller deadline (see `strom.broker.admin.deadline`): when
   it passes before the command runs, every entry of the request gets
   REQUEST_TIMED_OUT with no message and nothing is created; `timeout_ms <= 0`
   always expires, except for a request with nothing to hand the controller.
 - `validate_only` answers as a real creation would (v7 even reports a fresh
   topic id) and writes nothing.
 - When the response is sent the records are durable, the image published and
-  the partition logs created (`broker.partitions` follows every publish), so
+  the partition logs created (`strom.broker.replication.partitions` follows every publish), so
   Metadata, Produce and Fetch see the topic at once.
 
 Version notes: v2 is the oldest Kafka 4.0 serves; v4 documents the -1
@@ -32,13 +32,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from broker.admin_deadline import before_deadline
-from wire.errors import ErrorCode
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.broker.admin.deadline import before_deadline
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 19
 MIN_VERSION = 2

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver
-from wire.errors import ErrorCode
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from strom.broker.handlers.group_common import group_driver
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 42
 MIN_VERSION = 0

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.data_partitions import Located, locate
-from broker.data_waiters import DataWaiters
-from broker.log import LogError
-from wire.errors import ErrorCode
-from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from strom.broker.data.lookup import Located, locate
+from strom.broker.data.waiters import DataWaiters
+from strom.storage import LogError
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 21
 MIN_VERSION = 0

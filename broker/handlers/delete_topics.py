@@ -7,14 +7,14 @@ Behavior:
   repeated entries INVALID_REQUEST with Kafka's messages, each entry on its own.
 - `delete.topic.enable=false` fails every entry, before anything else:
   INVALID_REQUEST before v3, TOPIC_DELETION_DISABLED from v3 (no message).
-- `timeout_ms` is the controller deadline (see `broker.admin_deadline`): when
+- `timeout_ms` is the controller deadline (see `strom.broker.admin.deadline`): when
   it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
   nothing is deleted; `timeout_ms <= 0` always expires unless no entry names a
   topic the controller would have to look up.
 - Internal topics are not protected, as in Kafka (the CLI refuses, the broker
   does not); `__cluster_metadata` is no topic of the image, so it is unknown.
 - When the response is sent the deletion is durable and the partition logs are
-  gone (`broker.partitions` follows every publish).
+  gone (`strom.broker.replication.partitions` follows every publish).
 
 Version notes: v1 is the oldest Kafka 4.0 serves; v2-v3 TOPIC_DELETION_DISABLED
 from v3; v4 is flexible; v5 adds error messages; v6 names topics by id.
@@ -25,14 +25,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from broker.admin_deadline import before_deadline
-from wire.errors import ErrorCode
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.primitives import ZERO_UUID
+from strom.broker.admin.deadline import before_deadline
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 20
 MIN_VERSION = 1

@@ -11,7 +11,7 @@ Behavior:
   answers it (Strom binds no controller listener); any other value
   UNSUPPORTED_ENDPOINT_TYPE. At v0 both are INVALID_REQUEST.
 - Cluster authorized operations, when asked for, are every cluster operation
-  (no authorizer; see `broker.authz`).
+  (no authorizer; see `strom.broker.admin.authz`).
 
 Version notes: v0 is flexible; v1 adds endpoint_type (KIP-919); v2 adds
 include_fenced_brokers and is_fenced (KIP-1073).
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authz import CLUSTER_OPERATIONS, authorized
-from wire.errors import ErrorCode
-from wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from strom.broker.admin.authz import CLUSTER_OPERATIONS, authorized
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 60
 MIN_VERSION = 0

@@ -2,13 +2,13 @@
 
 Behavior:
 - TOPIC (2) and BROKER (4) resources as Kafka's ConfigHelper answers them (see
-  `broker.admin_configs`): topic values are the topic's overrides over the
+  `strom.broker.admin.describe_configs`): topic values are the topic's overrides over the
   broker's effective config, with their source and synonym chain; BROKER
   "<this node's id>" lists every broker key, BROKER "" only the dynamic
   cluster-wide defaults; dynamic broker configs from the metadata image show
   as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG.
 - BROKER_LOGGER (8) "<this node's id>" lists every logger with its current
-  level (see `broker.admin_loggers`).
+  level (see `strom.broker.admin.loggers`).
 - Per-resource errors: an unknown topic UNKNOWN_TOPIC_OR_PARTITION (no
   message), an illegal topic name INVALID_TOPIC_EXCEPTION, another broker id
   INVALID_REQUEST "Unexpected broker id, ...". CLIENT_METRICS (16) and GROUP
@@ -27,15 +27,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker import admin_configs, admin_loggers
-from broker.admin_configs import ResourceError
-from wire.errors import ErrorCode
-from wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from strom.broker.admin import describe_configs as admin_configs
+from strom.broker.admin import loggers as admin_loggers
+from strom.broker.admin.describe_configs import ResourceError
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
 if TYPE_CHECKING:
-    from broker.config.resolve import ConfigEntry
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.config.resolve import ConfigEntry
 
 API_KEY = 32
 MIN_VERSION = 1

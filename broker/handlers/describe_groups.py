@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authz import GROUP_OPERATIONS, authorized
-from broker.group_common import group_driver
-from wire.errors import ErrorCode
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.broker.admin.authz import GROUP_OPERATIONS, authorized
+from strom.broker.handlers.group_common import group_driver
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 15
 MIN_VERSION = 0

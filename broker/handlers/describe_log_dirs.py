@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from wire.errors import ErrorCode
-from wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 if TYPE_CHECKING:
-    from broker.log import PartitionLog
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.storage import PartitionLog
 
 API_KEY = 35
 MIN_VERSION = 1

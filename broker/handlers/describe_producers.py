@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.data_partitions import Located, locate
-from wire.errors import ErrorCode
-from wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from strom.broker.data.lookup import Located, locate
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 61
 MIN_VERSION = 0

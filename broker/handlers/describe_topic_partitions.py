@@ -18,7 +18,7 @@ Behavior:
   or listener-less brokers are offline (and such a leader reads -1). Eligible
   leader replicas and last known ELR are empty lists (Strom keeps no ELR).
 - Every topic answered carries its authorized operations (all of them, no
-  authorizer; see `broker.authz`).
+  authorizer; see `strom.broker.admin.authz`).
 
 Version notes: v0 only (flexible).
 """
@@ -27,19 +27,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authz import TOPIC_OPERATIONS
-from broker.topics import is_internal_topic
-from coordinator.controller.names import invalid_topic_name
-from wire.errors import ErrorCode
-from wire.messages.describe_topic_partitions import (
+from strom.broker.admin.authz import TOPIC_OPERATIONS
+from strom.broker.admin.topics import is_internal_topic
+from strom.coordinator.controller.names import invalid_topic_name
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
-    from coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
 
 API_KEY = 75
 MIN_VERSION = 0

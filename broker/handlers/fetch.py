@@ -39,9 +39,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from broker.data_waiters import DataWaiters
-from broker.fetch_read import PartitionRead, load_records, read_partitions, topic_responses
-from broker.fetch_sessions import (
+from strom.broker.data.fetch_read import (
+    PartitionRead,
+    load_records,
+    read_partitions,
+    topic_responses,
+)
+from strom.broker.data.fetch_sessions import (
     INVALID_SESSION_ID,
     CachedPartition,
     FetchContext,
@@ -50,13 +54,14 @@ from broker.fetch_sessions import (
     new_context,
     partition_key,
 )
-from wire.errors import ErrorCode
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.primitives import ZERO_UUID
+from strom.broker.data.waiters import DataWaiters
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 1
 MIN_VERSION = 4

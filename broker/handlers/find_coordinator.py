@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver
-from broker.topics import TRANSACTION_STATE
-from coordinator.groups.driver import create_internal_topic
-from wire.errors import ErrorCode
-from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.broker.admin.topics import TRANSACTION_STATE
+from strom.broker.drivers.groups import create_internal_topic
+from strom.broker.handlers.group_common import group_driver
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 10
 MIN_VERSION = 0

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver
-from wire.errors import ErrorCode
-from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from strom.broker.handlers.group_common import group_driver
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 12
 MIN_VERSION = 0

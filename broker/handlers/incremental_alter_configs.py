@@ -9,11 +9,11 @@ Behavior:
   reason, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, broker resources ""
   (cluster default) or this node's id with dynamic keys only (else
   INVALID_REQUEST, as Kafka answers broker validation failures).
-- A stored change takes effect without a restart: `broker.partitions` pushes
+- A stored change takes effect without a restart: `strom.broker.replication.partitions` pushes
   topic config changes into the partition logs on every publish.
 - BROKER_LOGGER (8) resources are answered here, never stored, as in Kafka
-  (see `broker.admin_loggers`); other unknown resource types are
-  INVALID_REQUEST "Unknown resource type N" (see `broker.admin_alter`).
+  (see `strom.broker.admin.loggers`); other unknown resource types are
+  INVALID_REQUEST "Unknown resource type N" (see `strom.broker.admin.alter`).
 - Results come back in request order. `validate_only` checks everything and
   changes nothing.
 
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.admin_alter import merge, preprocess
-from wire.messages.incremental_alter_configs import (
+from strom.broker.admin.alter import merge, preprocess
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 44
 MIN_VERSION = 0

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.producer_ids import ProducerIdError, ProducerIdManager
-from wire.errors import ErrorCode
-from wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 22
 MIN_VERSION = 0

@@ -26,14 +26,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import client_host, group_driver
-from coordinator.groups.api import JoinRequest, JoinResult
-from wire.errors import ErrorCode
-from wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from strom.broker.handlers.group_common import client_host, group_driver
+from strom.coordinator.groups.api import JoinRequest, JoinResult
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 11
 MIN_VERSION = 2

@@ -29,14 +29,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from broker.data_partitions import Located, last_stable_offset, locate
-from wire.errors import ErrorCode
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.broker.data.lookup import Located, last_stable_offset, locate
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 if TYPE_CHECKING:
-    from broker.log import PartitionLog
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.storage import PartitionLog
 
 API_KEY = 2
 MIN_VERSION = 1

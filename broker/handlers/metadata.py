@@ -19,16 +19,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
-from broker.topics import auto_create_topics, is_internal_topic
-from wire.errors import ErrorCode
-from wire.messages.metadata import MetadataRequest, MetadataResponse
-from wire.primitives import ZERO_UUID
+from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.admin.topics import auto_create_topics, is_internal_topic
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
-    from coordinator.metadata.image import MetadataImage, TopicImage
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage, TopicImage
 
 API_KEY = 3
 MIN_VERSION = 0

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver, partition_exists
-from coordinator.groups.api import CommitPartition, CommitRequest
-from wire.errors import ErrorCode
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.coordinator.groups.api import CommitPartition, CommitRequest
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 8
 MIN_VERSION = 2

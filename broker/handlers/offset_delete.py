@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver, partition_exists
-from wire.errors import ErrorCode
-from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 47
 MIN_VERSION = 0

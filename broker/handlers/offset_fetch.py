@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver
-from coordinator.groups.model import OffsetEntry
-from wire.errors import ErrorCode
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from strom.broker.handlers.group_common import group_driver
+from strom.coordinator.groups.model import OffsetEntry
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 9
 MIN_VERSION = 1

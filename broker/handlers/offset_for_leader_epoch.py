@@ -19,16 +19,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.data_partitions import Located, locate
-from wire.errors import ErrorCode
-from wire.messages.offset_for_leader_epoch import (
+from strom.broker.data.lookup import Located, locate
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 23
 MIN_VERSION = 2

@@ -36,14 +36,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.data_append import AppendOutcome, append_partition, first_batch
-from wire.errors import ErrorCode, ProtocolError
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.primitives import INT16, INT64
+from strom.broker.data.append import AppendOutcome, append_partition, first_batch
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from strom.wire.primitives import INT16, INT64
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 0
 MIN_VERSION = 3

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.group_common import group_driver
-from coordinator.groups.api import SyncRequest, SyncResult
-from wire.errors import ErrorCode
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from strom.broker.handlers.group_common import group_driver
+from strom.coordinator.groups.api import SyncRequest, SyncResult
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 if TYPE_CHECKING:
-    from broker.request import RequestContext
-    from broker.state import BrokerState
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
 
 API_KEY = 14
 MIN_VERSION = 0

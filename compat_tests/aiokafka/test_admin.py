@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.aiokafka import ak
 from compat_tests.aiokafka.ak import (
     ConfigResource,
@@ -18,6 +17,7 @@ from compat_tests.aiokafka.ak import (
     errors,
 )
 from compat_tests.helpers import by_partition, now_ms, sample_records, topic_name
+from strom.broker.testing.embedded import BrokerProcess
 
 # DescribeConfigs config_source values
 DYNAMIC_TOPIC_CONFIG = 1

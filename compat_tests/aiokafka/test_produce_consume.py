@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.aiokafka import ak
 from compat_tests.aiokafka.ak import TopicPartition
 from compat_tests.helpers import (
@@ -15,6 +14,7 @@ from compat_tests.helpers import (
     stored_codecs,
     topic_name,
 )
+from strom.broker.testing.embedded import BrokerProcess
 
 PARTITIONS = 3
 PER_PARTITION = 60

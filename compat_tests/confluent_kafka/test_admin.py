@@ -13,7 +13,6 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.confluent_kafka.ck import (
     AlterConfigOpType,
@@ -25,6 +24,7 @@ from compat_tests.confluent_kafka.ck import (
     ResourceType,
 )
 from compat_tests.helpers import by_partition, now_ms, sample_records, topic_name, wait_until
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def describe_topic_configs(admin: AdminClient, topic: str) -> dict[str, ConfigEntry]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_END, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import now_ms, sample_records, topic_name
+from strom.broker.testing.embedded import BrokerProcess
 
 COUNT = 40
 STEP = 1000

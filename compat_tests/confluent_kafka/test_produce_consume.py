@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import (
     CODECS,
@@ -17,6 +16,7 @@ from compat_tests.helpers import (
     stored_codecs,
     topic_name,
 )
+from strom.broker.testing.embedded import BrokerProcess
 
 PARTITIONS = 3
 PER_PARTITION = 60

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests import maven
 from compat_tests.connect.worker import ConnectWorker, Topics, connect_classpath
 from compat_tests.helpers import topic_name
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 
 @pytest.fixture(scope="session")

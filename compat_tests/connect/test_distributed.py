@@ -13,12 +13,12 @@ from pathlib import Path
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.confluent_kafka.ck import ConfigResource, ResourceType
 from compat_tests.connect.worker import ConnectWorker
 from compat_tests.helpers import topic_name, wait_until
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 _JOINED = re.compile(
     r"Joined group at generation (?P<generation>\d+) with protocol version \d+ and got "

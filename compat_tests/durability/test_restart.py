@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Rec, by_partition, now_ms, topic_name
+from strom.broker.testing.embedded import BrokerProcess
 
 PARTITIONS = 4
 TOTAL = 100_000

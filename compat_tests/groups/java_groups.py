@@ -9,7 +9,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.harness import (
     JVM_FLAGS,
     LOG_CONFIG,
@@ -18,6 +17,7 @@ from compat_tests.java.harness import (
     find_jars,
     find_tool,
 )
+from strom.broker.testing.embedded import BrokerProcess
 
 SOURCE = Path(__file__).resolve().parent / "java" / "GroupScenarios.java"
 

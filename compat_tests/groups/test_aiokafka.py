@@ -11,10 +11,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata
 
-from broker.embedded import BrokerProcess
 from compat_tests.aiokafka import ak
 from compat_tests.groups.ckgroup import ChildMember, produce
 from compat_tests.helpers import Deadline, topic_name, wait_until
+from strom.broker.testing.embedded import BrokerProcess
 
 TIMEOUT = 30.0
 

@@ -8,10 +8,10 @@ import time
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.groups.ckgroup import ChildMember, Member, balanced, poll_until, produce
 from compat_tests.helpers import topic_name, wait_until
+from strom.broker.testing.embedded import BrokerProcess
 
 TIMEOUT = 30.0
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.groups.ckgroup import Member, balanced, poll_until
 from compat_tests.groups.java_groups import GroupJava, JavaMember
 from compat_tests.helpers import topic_name, wait_until
 from compat_tests.java.harness import JavaUnavailable
+from strom.broker.testing.embedded import BrokerProcess
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.groups.ckgroup import ChildMember, produce
 from compat_tests.helpers import Deadline, topic_name, wait_until
 from compat_tests.kafka_python.kp import KafkaAdminClient, KafkaConsumer, TopicPartition
+from strom.broker.testing.embedded import BrokerProcess
 
 TIMEOUT = 30.0
 

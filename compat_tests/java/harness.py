@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.embedded import BrokerProcess
 from compat_tests import maven
+from strom.broker.testing.embedded import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"
@@ -112,6 +112,11 @@ def client_jars(client: str) -> list[Path]:
     raise ValueError(f"unknown client version {client!r}; expected one of {CLIENTS}")
 
 
+def harness_sources(client: str) -> list[Path]:
+    """The harness's Java sources for one of CLIENTS: the shared ones and its Compat shim."""
+    return sorted([*SOURCES.glob("*.java"), *(HERE / f"src-{client}").glob("*.java")])
+
+
 def find_tool(name: str) -> str:
     java_home = os.environ.get("JAVA_HOME")
     if java_home and (Path(java_home) / "bin" / name).is_file():
@@ -164,8 +169,7 @@ class JavaHarness:
         jars = os.pathsep.join(str(j) for j in client_jars(client))
         javac = find_tool("javac")
         java = find_tool("java")
-        shims = HERE / f"src-{client}"
-        sources = sorted(str(s) for s in [*SOURCES.glob("*.java"), *shims.glob("*.java")])
+        sources = [str(s) for s in harness_sources(client)]
         done = subprocess.run(
             [javac, "-encoding", "UTF-8", "-Xlint:all", "-Werror", "-d", str(out_dir),
              "-cp", jars, *sources],

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.checks import error_of, no_error
 from compat_tests.java.harness import JavaHarness
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def test_describe_cluster(java_harness: JavaHarness, strom_broker: BrokerProcess) -> None:

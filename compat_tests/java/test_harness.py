@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.harness import HarnessFailed, JavaHarness
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def test_unknown_scenario_fails_loudly(

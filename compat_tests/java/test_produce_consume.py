@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.checks import assert_round_trip, error_of, no_error
 from compat_tests.java.harness import JavaHarness
+from strom.broker.testing.embedded import BrokerProcess
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.java.checks import assert_round_trip
 from compat_tests.java.harness import Event, JavaHarness
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def _sent_by_position(sent: list[Event]) -> dict[tuple[int, int], Event]:

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.helpers import by_partition, now_ms, sample_records, topic_name, wait_until
 from compat_tests.kafka_python import kp
 from compat_tests.kafka_python.kp import (
@@ -17,6 +16,7 @@ from compat_tests.kafka_python.kp import (
     TopicPartition,
     errors,
 )
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def topic_configs(admin: Any, topic: str) -> dict[str, dict[str, Any]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.helpers import (
     CODECS,
     by_partition,
@@ -15,6 +14,7 @@ from compat_tests.helpers import (
 )
 from compat_tests.kafka_python import kp
 from compat_tests.kafka_python.kp import TopicPartition
+from strom.broker.testing.embedded import BrokerProcess
 
 PARTITIONS = 3
 PER_PARTITION = 60

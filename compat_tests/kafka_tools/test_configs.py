@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.confluent_kafka.ck import ConfigEntry, ConfigResource, ConfigSource, ResourceType
 from compat_tests.helpers import topic_name
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def configs(admin: AdminClient, kind: ResourceType, name: str) -> dict[str, ConfigEntry]:

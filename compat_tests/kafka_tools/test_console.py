@@ -6,10 +6,10 @@ import subprocess
 
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Rec, topic_name, wait_until
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 PRODUCER_INPUT = [
     # headers \t key::value, as LineMessageReader parses them with these properties

@@ -8,10 +8,10 @@ import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import now_ms, sample_records, topic_name, wait_until
 from compat_tests.kafka_tools.tools import KafkaTools, ToolResult
+from strom.broker.testing.embedded import BrokerProcess
 
 PER_PARTITION = 5
 

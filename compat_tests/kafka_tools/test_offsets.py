@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Rec, topic_name
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 BASE_TS = 1_700_000_000_000
 TIMESTAMPS = {  # per partition, by offset: not monotonic, so max-timestamp has to look

@@ -6,10 +6,10 @@ import re
 
 from confluent_kafka.admin import AdminClient
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import topic_name, wait_until
 from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def topics_and_partitions(admin: AdminClient) -> dict[str, int]:

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import CODECS, Rec, now_ms, stored_codecs, topic_name
+from strom.broker.testing.embedded import BrokerProcess
 
 RUN_TIMEOUT = 30.0
 

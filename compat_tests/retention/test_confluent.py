@@ -8,9 +8,9 @@ from pathlib import Path
 
 from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, KafkaError, Message, Producer, TopicPartition
 
-from broker.embedded import BrokerProcess
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline, now_ms, stored_codecs, topic_name, wait_until
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def cleaned_through(broker: BrokerProcess, topic: str, offset: int) -> bool:

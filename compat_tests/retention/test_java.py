@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from broker.embedded import BrokerProcess
 from compat_tests.helpers import stored_codecs, topic_name, wait_until
 from compat_tests.java.checks import assert_round_trip
 from compat_tests.retention.conftest import RetentionHarness
 from compat_tests.retention.test_confluent import cleaned_through
+from strom.broker.testing.embedded import BrokerProcess
 
 
 def test_admin_sees_cleanup_policy_compact_and_the_topic_compacts(

@@ -6,13 +6,13 @@ makes their records durable in the metadata log, applies them and publishes
 the new `MetadataImage`. See docs/metadata.md.
 """
 
-from coordinator.controller.controller import (
+from strom.coordinator.controller.controller import (
     LATEST_METADATA_VERSION,
     MIN_METADATA_VERSION,
     PRODUCER_ID_BLOCK_SIZE,
     Controller,
 )
-from coordinator.controller.result import ApiError, ControllerError, ControllerResult
+from strom.coordinator.controller.result import ApiError, ControllerError, ControllerResult
 
 __all__ = [
     "LATEST_METADATA_VERSION",

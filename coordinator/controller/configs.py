@@ -21,18 +21,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from broker.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
-from broker.config.values import to_string
-from coordinator.controller.dynamic import check_broker_change
-from coordinator.controller.names import invalid_topic_name
-from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from coordinator.controller.topics import check_topic_configs
-from coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
-from wire.errors import ErrorCode
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.message import Message
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from wire.messages.incremental_alter_configs import (
+from strom.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
+from strom.config.values import to_string
+from strom.coordinator.controller.dynamic import check_broker_change
+from strom.coordinator.controller.names import invalid_topic_name
+from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from strom.coordinator.controller.topics import check_topic_configs
+from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.message import Message
+from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )

@@ -15,24 +15,27 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from broker.config import BrokerConfig, Listener
-from coordinator.controller.dynamic import effective_config
-from coordinator.controller.result import Context, ControllerError, ControllerResult
-from coordinator.metadata.delta import MetadataDelta
-from coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from wire.errors import ErrorCode
-from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
-from wire.message import Message
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.dynamic import effective_config
+from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-    from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
-    from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-    from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-    from wire.messages.incremental_alter_configs import (
+    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.create_partitions import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+    )
+    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
     )
@@ -202,7 +205,7 @@ class Controller:
     def create_topics(
         self, request: CreateTopicsRequest, version: int
     ) -> ControllerResult[CreateTopicsResponse]:
-        from coordinator.controller.topics import create_topics
+        from strom.coordinator.controller.topics import create_topics
 
         _check_version(request, version)
         return create_topics(self.context(), request, version)
@@ -210,7 +213,7 @@ class Controller:
     def delete_topics(
         self, request: DeleteTopicsRequest, version: int
     ) -> ControllerResult[DeleteTopicsResponse]:
-        from coordinator.controller.deletion import delete_topics
+        from strom.coordinator.controller.deletion import delete_topics
 
         _check_version(request, version)
         return delete_topics(self.context(), request, version)
@@ -218,7 +221,7 @@ class Controller:
     def create_partitions(
         self, request: CreatePartitionsRequest, version: int
     ) -> ControllerResult[CreatePartitionsResponse]:
-        from coordinator.controller.partitions import create_partitions
+        from strom.coordinator.controller.partitions import create_partitions
 
         _check_version(request, version)
         return create_partitions(self.context(), request, version)
@@ -226,7 +229,7 @@ class Controller:
     def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int
     ) -> ControllerResult[IncrementalAlterConfigsResponse]:
-        from coordinator.controller.configs import incremental_alter_configs
+        from strom.coordinator.controller.configs import incremental_alter_configs
 
         _check_version(request, version)
         return incremental_alter_configs(self.context(), request, version)
@@ -234,7 +237,7 @@ class Controller:
     def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> ControllerResult[AlterConfigsResponse]:
-        from coordinator.controller.configs import alter_configs
+        from strom.coordinator.controller.configs import alter_configs
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import uuid
 
-from coordinator.controller.result import ApiError, Context, ControllerResult
-from wire.errors import ErrorCode
-from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-from wire.message import Message
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.primitives import ZERO_UUID
+from strom.coordinator.controller.result import ApiError, Context, ControllerResult
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+from strom.wire.message import Message
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.primitives import ZERO_UUID
 
 Result = DeleteTopicsResponse.DeletableTopicResult
 BOTH_GIVEN = "You may not specify both topic name and topic id."

@@ -13,9 +13,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from broker.config import BROKER_KEYS, BrokerConfig, ConfigEntry, ConfigError, ConfigSource
-from broker.config.values import parse_value
-from coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
+from strom.config import BROKER_KEYS, BrokerConfig, ConfigEntry, ConfigError, ConfigSource
+from strom.config.values import parse_value
+from strom.coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
 
 PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
 """Keys Kafka accepts only for one named broker, never as a cluster default."""

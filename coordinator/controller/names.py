@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from coordinator.metadata.image import MetadataImage
+from strom.coordinator.metadata.image import MetadataImage
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")

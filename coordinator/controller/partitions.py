@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from coordinator.controller.placement import (
+from strom.coordinator.controller.placement import (
     active_replicas,
     check_manual_assignment,
     partition_record,
     place,
 )
-from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from wire.errors import ErrorCode
-from wire.message import Message
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from strom.wire.errors import ErrorCode
+from strom.wire.message import Message
+from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult

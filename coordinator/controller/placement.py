@@ -12,10 +12,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from coordinator.controller.result import ControllerError
-from coordinator.metadata.image import MetadataImage
-from wire.errors import ErrorCode
-from wire.formats.metadata.partition_record import PartitionRecord
+from strom.coordinator.controller.result import ControllerError
+from strom.coordinator.metadata.image import MetadataImage
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.partition_record import PartitionRecord
 
 
 def place(

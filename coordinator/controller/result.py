@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
-from broker.config import BrokerConfig
-from coordinator.metadata.image import MetadataImage
-from wire.errors import ErrorCode
-from wire.message import Message
+from strom.config import BrokerConfig
+from strom.coordinator.metadata.image import MetadataImage
+from strom.wire.errors import ErrorCode
+from strom.wire.message import Message
 
 R = TypeVar("R")
 

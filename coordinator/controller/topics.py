@@ -17,22 +17,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from broker.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
-from coordinator.controller.dynamic import entry_source
-from coordinator.controller.names import colliding_topic, invalid_topic_name
-from coordinator.controller.placement import (
+from strom.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
+from strom.coordinator.controller.dynamic import entry_source
+from strom.coordinator.controller.names import colliding_topic, invalid_topic_name
+from strom.coordinator.controller.placement import (
     active_replicas,
     check_manual_assignment,
     partition_record,
     place,
 )
-from coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from coordinator.metadata.image import TOPIC_RESOURCE
-from wire.errors import ErrorCode
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.message import Message
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from strom.coordinator.metadata.image import TOPIC_RESOURCE
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.message import Message
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
 Topic = CreateTopicsRequest.CreatableTopic

@@ -4,9 +4,15 @@ See docs/groups.md for the design, the Kafka behaviours it follows and the
 records it keeps in `__consumer_offsets`.
 """
 
-from coordinator.groups.api import GroupConfig, JoinRequest, JoinResult, SyncRequest, SyncResult
-from coordinator.groups.coordinator import GroupCoordinator
-from coordinator.groups.model import Group, GroupState, Member, OffsetEntry
+from strom.coordinator.groups.api import (
+    GroupConfig,
+    JoinRequest,
+    JoinResult,
+    SyncRequest,
+    SyncResult,
+)
+from strom.coordinator.groups.coordinator import GroupCoordinator
+from strom.coordinator.groups.model import Group, GroupState, Member, OffsetEntry
 
 __all__ = [
     "Group",

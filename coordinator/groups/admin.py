@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.groups import records
-from coordinator.groups.api import GroupSummary, KeyValue, ListedGroup, MemberSummary
-from coordinator.groups.model import GROUP_TYPE, GroupState
-from coordinator.groups.offsets import OffsetsMixin
-from wire.errors import ErrorCode
+from strom.coordinator.groups import records
+from strom.coordinator.groups.api import GroupSummary, KeyValue, ListedGroup, MemberSummary
+from strom.coordinator.groups.model import GROUP_TYPE, GroupState
+from strom.coordinator.groups.offsets import OffsetsMixin
+from strom.wire.errors import ErrorCode
 
 S = GroupState
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode
 
 KeyValue = tuple[bytes, bytes | None]
 RecordSink = Callable[[str, list[KeyValue]], ErrorCode]

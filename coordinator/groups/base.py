@@ -15,8 +15,8 @@ import heapq
 import logging
 from collections.abc import Callable
 
-from coordinator.groups import records
-from coordinator.groups.api import (
+from strom.coordinator.groups import records
+from strom.coordinator.groups.api import (
     GroupConfig,
     JoinMember,
     JoinResult,
@@ -24,8 +24,8 @@ from coordinator.groups.api import (
     Reply,
     SyncResult,
 )
-from coordinator.groups.model import Group, GroupState, Member
-from wire.errors import ErrorCode
+from strom.coordinator.groups.model import Group, GroupState, Member
+from strom.wire.errors import ErrorCode
 
 log = logging.getLogger("strom.groups")
 S = GroupState

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from coordinator.groups.admin import AdminMixin
-from coordinator.groups.api import GroupConfig, RecordSink
-from coordinator.groups.joining import JoinMixin
-from coordinator.groups.membership import MembershipMixin
-from coordinator.groups.model import Group, GroupState, Member
-from coordinator.groups.records import GroupRecord, OffsetRecord
-from wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
+from strom.coordinator.groups.admin import AdminMixin
+from strom.coordinator.groups.api import GroupConfig, RecordSink
+from strom.coordinator.groups.joining import JoinMixin
+from strom.coordinator.groups.membership import MembershipMixin
+from strom.coordinator.groups.model import Group, GroupState, Member
+from strom.coordinator.groups.records import GroupRecord, OffsetRecord
+from strom.wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
 
 S = GroupState
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator.groups.api import SyncRequest, SyncResult
-from coordinator.groups.base import CoordinatorBase
-from coordinator.groups.model import Group, GroupState
-from wire.errors import ErrorCode
+from strom.coordinator.groups.api import SyncRequest, SyncResult
+from strom.coordinator.groups.base import CoordinatorBase
+from strom.coordinator.groups.model import Group, GroupState
+from strom.wire.errors import ErrorCode
 
 S = GroupState
 

@@ -2,7 +2,7 @@
 
 Plain data plus the small queries the rebalance logic asks of it (who has
 rejoined, which protocol wins the vote). Nothing here changes state on its
-own; `coordinator.groups.base` drives the transitions.
+own; `strom.coordinator.groups.base` drives the transitions.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.formats.protocol.consumer_protocol_subscription import ConsumerProtocolSubscription
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.formats.protocol.consumer_protocol_subscription import ConsumerProtocolSubscription
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_TYPE = "classic"

@@ -8,11 +8,11 @@ applied and acknowledged.
 
 from __future__ import annotations
 
-from coordinator.groups import records
-from coordinator.groups.api import CommitPartition, CommitRequest, KeyValue
-from coordinator.groups.base import CoordinatorBase
-from coordinator.groups.model import Group, GroupState, OffsetEntry
-from wire.errors import ErrorCode
+from strom.coordinator.groups import records
+from strom.coordinator.groups.api import CommitPartition, CommitRequest, KeyValue
+from strom.coordinator.groups.base import CoordinatorBase
+from strom.coordinator.groups.model import Group, GroupState, OffsetEntry
+from strom.wire.errors import ErrorCode
 
 S = GroupState
 PartitionKey = tuple[str, int]

@@ -19,12 +19,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from coordinator.groups.model import Group, OffsetEntry
-from wire.errors import ProtocolError
-from wire.formats.group_coordinator.group_metadata_key import GroupMetadataKey
-from wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
-from wire.formats.group_coordinator.offset_commit_key import OffsetCommitKey
-from wire.formats.group_coordinator.offset_commit_value import OffsetCommitValue
+from strom.coordinator.groups.model import Group, OffsetEntry
+from strom.wire.errors import ProtocolError
+from strom.wire.formats.group_coordinator.group_metadata_key import GroupMetadataKey
+from strom.wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
+from strom.wire.formats.group_coordinator.offset_commit_key import OffsetCommitKey
+from strom.wire.formats.group_coordinator.offset_commit_value import OffsetCommitValue
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2

@@ -5,8 +5,8 @@
 runs in worker threads. See docs/metadata.md.
 """
 
-from coordinator.metadata.delta import MetadataDelta
-from coordinator.metadata.image import (
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
@@ -16,7 +16,12 @@ from coordinator.metadata.image import (
     Provenance,
     TopicImage,
 )
-from coordinator.metadata.records import MetadataBatch, MetadataError, decode_record, encode_record
+from strom.coordinator.metadata.records import (
+    MetadataBatch,
+    MetadataError,
+    decode_record,
+    encode_record,
+)
 
 __all__ = [
     "BROKER_RESOURCE",

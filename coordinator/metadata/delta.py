@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from coordinator.metadata.image import (
+from strom.coordinator.metadata.image import (
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerRegistration,
@@ -30,22 +30,22 @@ from coordinator.metadata.image import (
     Provenance,
     TopicImage,
 )
-from coordinator.metadata.records import MetadataError
-from wire.message import Message
+from strom.coordinator.metadata.records import MetadataError
+from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from wire.formats.metadata.broker_registration_change_record import (
+    from strom.wire.formats.metadata.broker_registration_change_record import (
         BrokerRegistrationChangeRecord,
     )
-    from wire.formats.metadata.config_record import ConfigRecord
-    from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-    from wire.formats.metadata.partition_change_record import PartitionChangeRecord
-    from wire.formats.metadata.partition_record import PartitionRecord
-    from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-    from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-    from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-    from wire.formats.metadata.topic_record import TopicRecord
-    from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
+    from strom.wire.formats.metadata.config_record import ConfigRecord
+    from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+    from strom.wire.formats.metadata.partition_record import PartitionRecord
+    from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+    from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+    from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+    from strom.wire.formats.metadata.topic_record import TopicRecord
+    from strom.wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
 
 NO_LEADER_CHANGE = -2
 

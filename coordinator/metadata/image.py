@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from wire.message import Message
+from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from coordinator.metadata.delta import MetadataDelta
+    from strom.coordinator.metadata.delta import MetadataDelta
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -174,7 +174,7 @@ class MetadataImage:
 
     def delta(self) -> MetadataDelta:
         """A delta to replay records against this image."""
-        from coordinator.metadata.delta import MetadataDelta
+        from strom.coordinator.metadata.delta import MetadataDelta
 
         return MetadataDelta(self)
 

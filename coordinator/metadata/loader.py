@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.metadata.image import MetadataImage, Provenance
-from coordinator.metadata.log import DEFAULT_SEGMENT_BYTES, MetadataLog
-from coordinator.metadata.records import MetadataError
-from coordinator.metadata.snapshot import list_snapshots, read_snapshot
+from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.log import DEFAULT_SEGMENT_BYTES, MetadataLog
+from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.snapshot import list_snapshots, read_snapshot
 
 
 def load_metadata(

@@ -30,10 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from coordinator.metadata.records import MetadataBatch, MetadataError, decode_batch, encode_batch
-from wire.errors import ProtocolError
-from wire.message import Message
-from wire.records import iter_batches, validate_batch
+from strom.coordinator.metadata.records import (
+    MetadataBatch,
+    MetadataError,
+    decode_batch,
+    encode_batch,
+)
+from strom.wire.errors import ProtocolError
+from strom.wire.message import Message
+from strom.wire.records import iter_batches, validate_batch
 
 log = logging.getLogger(__name__)
 

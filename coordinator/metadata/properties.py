@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.metadata.log import fsync_dir
-from coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.log import fsync_dir
+from strom.coordinator.metadata.records import MetadataError
 
 FILE_NAME = "meta.properties"
 

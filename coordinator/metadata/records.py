@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from functools import cache
 from typing import NamedTuple
 
-from wire.errors import ProtocolError
-from wire.formats.metadata import FORMATS
-from wire.message import Message
-from wire.primitives import Buffer, read_uvarint, uvarint
-from wire.records import BatchHeader, Record, build_batch
-from wire.records import decode_batch as wire_decode_batch
+from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata import FORMATS
+from strom.wire.message import Message
+from strom.wire.primitives import Buffer, read_uvarint, uvarint
+from strom.wire.records import BatchHeader, Record, build_batch
+from strom.wire.records import decode_batch as wire_decode_batch
 
 FRAME_VERSION = 1
 

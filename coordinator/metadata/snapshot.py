@@ -30,22 +30,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from coordinator.metadata.log import fsync_dir
-from coordinator.metadata.records import MetadataError, encode_batch
-from coordinator.metadata.records import decode_batch as decode_metadata_batch
-from wire.errors import ProtocolError
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
-from wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
-from wire.message import Message
-from wire.records import ControlType, Record, build_batch, control_key, decode_batch, iter_batches
-from wire.records.record import parse_control_key
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.coordinator.metadata.log import fsync_dir
+from strom.coordinator.metadata.records import MetadataError, encode_batch
+from strom.coordinator.metadata.records import decode_batch as decode_metadata_batch
+from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
+from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
+from strom.wire.message import Message
+from strom.wire.records import (
+    ControlType,
+    Record,
+    build_batch,
+    control_key,
+    decode_batch,
+    iter_batches,
+)
+from strom.wire.records.record import parse_control_key
 
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from tests.broker.test_create_topics import create_topic
 from tests.broker.test_describe_configs import describe_one
 from tests.broker.test_incremental_alter_configs import partition_log, values
-from wire.errors import ErrorCode
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 pytestmark = pytest.mark.trio
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "strom.broker.process.cli", *args], capture_output=True, text=True, timeout=30
     )
 
 
@@ -45,7 +45,7 @@ def test_config_file_and_overrides_and_startup_line(tmp_path: Path) -> None:
     config = tmp_path / "server.properties"
     config.write_text(f"log.dirs={tmp_path / 'from-file'}\nnum.partitions=3\n")
     process = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "serve", "--config", str(config),
+        [sys.executable, "-m", "strom.broker.process.cli", "serve", "--config", str(config),
          "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.log import LogCleaner, PartitionLog
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.storage import LogCleaner, PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from strom.wire.records import Record, build_batch, decode_batch, iter_batches
 from tests.broker.test_produce_helpers import (
     alter_topic_config,
     batch,
@@ -20,10 +24,6 @@ from tests.broker.test_produce_helpers import (
     state_of,
     wait_for,
 )
-from wire.errors import ErrorCode
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from wire.records import Record, build_batch, decode_batch, iter_batches
 
 pytestmark = pytest.mark.trio
 

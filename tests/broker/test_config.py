@@ -1,4 +1,4 @@
-"""Tests of broker.config: Kafka keys, defaults, properties syntax, validation, DescribeConfigs."""
+"""Tests of strom.config: Kafka keys, defaults, properties syntax, validation, DescribeConfigs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import (
+from strom.config import (
     BROKER_KEYS,
     LONG_MAX,
     STROM_DEFAULTS,
@@ -30,8 +30,8 @@ from broker.config import (
     resolve_topic_config,
     validate_topic_overrides,
 )
-from broker.config.resolve import ConfigEntry, ConfigSynonym
-from broker.config.values import parse_value, to_string
+from strom.config.resolve import ConfigEntry, ConfigSynonym
+from strom.config.values import parse_value, to_string
 
 
 def cfg(**props: str) -> BrokerConfig:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from tests.broker.test_create_topics import create_topic, metadata
-from wire.errors import ErrorCode
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 pytestmark = pytest.mark.trio
 

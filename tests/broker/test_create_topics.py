@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.log.manager import LogManager
-from wire.errors import ErrorCode
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.storage.manager import LogManager
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 

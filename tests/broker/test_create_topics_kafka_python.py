@@ -1,7 +1,7 @@
 """kafka-python's KafkaAdminClient, unmodified, against a `strom serve` child process.
 
 kafka-python is synchronous, so the broker runs in its own process
-(`broker.embedded.BrokerProcess`). The client picks the newest version of each
+(`strom.broker.testing.embedded.BrokerProcess`). The client picks the newest version of each
 admin API both sides support, so this also checks what ApiVersions advertises.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker.embedded import BrokerProcess
+from strom.broker.testing.embedded import BrokerProcess
 
 with warnings.catch_warnings():  # kafka-python loads its schemas through a deprecated API
     warnings.simplefilter("ignore", DeprecationWarning)

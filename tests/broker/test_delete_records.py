@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from tests.broker.test_produce_helpers import batch, create_topic, fetch_one, produce, records_of
-from wire.errors import ErrorCode
-from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 
 pytestmark = pytest.mark.trio
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from tests.broker.test_create_topics import create, create_topic, metadata, topic
-from wire.errors import ErrorCode
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 

@@ -8,17 +8,17 @@ from typing import cast
 
 import pytest
 
-from broker.authz import CLUSTER_OPERATIONS, NOT_REQUESTED
-from broker.client import KafkaClient
-from broker.config import BrokerConfig, Listener
-from broker.embedded import EmbeddedBroker
-from broker.handlers import describe_cluster
-from broker.request import RequestContext
-from broker.state import BrokerState
-from coordinator.metadata.image import MetadataImage
-from wire.errors import ErrorCode
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from strom.broker.admin.authz import CLUSTER_OPERATIONS, NOT_REQUESTED
+from strom.broker.handlers import describe_cluster
+from strom.broker.handlers.request import RequestContext
+from strom.broker.state import BrokerState
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.image import MetadataImage
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
 pytestmark = pytest.mark.trio
 

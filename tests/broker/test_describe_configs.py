@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import open_broker
-from broker.handlers.describe_configs import INVALID_REQUEST_MESSAGE
-from tests.broker.test_create_topics import create_topic
-from wire.errors import ErrorCode
-from wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
-from wire.messages.incremental_alter_configs import (
+from strom.broker.handlers.describe_configs import INVALID_REQUEST_MESSAGE
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from tests.broker.test_create_topics import create_topic
 
 pytestmark = pytest.mark.trio
 

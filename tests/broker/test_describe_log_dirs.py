@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from tests.broker.test_produce_helpers import batch, create_topic, produce, state_of
-from wire.errors import ErrorCode
-from wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 pytestmark = pytest.mark.trio
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
 from tests.broker.test_produce_helpers import batch, create_topic, produce
-from wire.errors import ErrorCode
-from wire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 
 pytestmark = pytest.mark.trio
 

@@ -8,22 +8,22 @@ from typing import cast
 
 import pytest
 
-from broker.authz import TOPIC_OPERATIONS
-from broker.client import KafkaClient
-from broker.embedded import open_broker
-from broker.handlers import describe_topic_partitions
-from broker.request import RequestContext
-from broker.state import BrokerState
-from coordinator.metadata.image import MetadataImage
-from tests.broker.test_create_topics import create, create_topic, topic
-from tests.broker.test_describe_cluster import _registration, _State
-from wire.errors import ErrorCode
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.messages.describe_topic_partitions import (
+from strom.broker.admin.authz import TOPIC_OPERATIONS
+from strom.broker.handlers import describe_topic_partitions
+from strom.broker.handlers.request import RequestContext
+from strom.broker.state import BrokerState
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import open_broker
+from strom.coordinator.metadata.image import MetadataImage
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
 )
+from tests.broker.test_create_topics import create, create_topic, topic
+from tests.broker.test_describe_cluster import _registration, _State
 
 pytestmark = pytest.mark.trio
 

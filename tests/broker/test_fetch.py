@@ -8,9 +8,12 @@ import uuid
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.data_waiters import DataWaiters
-from broker.embedded import EmbeddedBroker
+from strom.broker.data.waiters import DataWaiters
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from tests.broker.test_produce_helpers import (
     batch,
     create_topic,
@@ -21,9 +24,6 @@ from tests.broker.test_produce_helpers import (
     state_of,
     wait_for,
 )
-from wire.errors import ErrorCode
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.fetch_sessions import CachedPartition, FetchSessionCache
+from strom.broker.data.fetch_sessions import CachedPartition, FetchSessionCache
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from tests.broker.test_produce_helpers import (
     batch,
     create_topic,
@@ -18,8 +20,6 @@ from tests.broker.test_produce_helpers import (
     records_of,
     state_of,
 )
-from wire.errors import ErrorCode
-from wire.messages.fetch import FetchRequest, FetchResponse
 
 pytestmark = pytest.mark.trio
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import broker.handlers
-from broker.handlers import HANDLERS
+import strom.broker.handlers as handlers_package
+from strom.broker.handlers import HANDLERS
 
 
 def _handler_modules() -> dict[int, tuple[str, int, int, int]]:
     """API key -> (module, min, max, advertised min) from every module in the package."""
     found: dict[int, tuple[str, int, int, int]] = {}
-    for info in pkgutil.iter_modules(broker.handlers.__path__):
-        module = importlib.import_module(f"broker.handlers.{info.name}")
+    for info in pkgutil.iter_modules(handlers_package.__path__):
+        module = importlib.import_module(f"strom.broker.handlers.{info.name}")
         if not hasattr(module, "API_KEY"):
             continue
         assert module.API_KEY not in found, f"two handler modules for API key {module.API_KEY}"
@@ -32,12 +32,12 @@ def test_table_lists_every_handler_module_with_its_versions() -> None:
 
 def test_handle_is_the_modules_handle() -> None:
     for handler in HANDLERS.values():
-        module = importlib.import_module(f"broker.handlers.{handler.module}")
+        module = importlib.import_module(f"strom.broker.handlers.{handler.module}")
         assert handler.handle is module.handle
 
 
 def test_versions_are_within_what_the_wire_layer_decodes() -> None:
-    from wire.messages import APIS
+    from strom.wire.messages import APIS
 
     for handler in HANDLERS.values():
         info = APIS[handler.api_key]

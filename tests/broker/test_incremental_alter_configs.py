@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.log.partition import PartitionLog
-from tests.broker.test_create_topics import create_topic
-from tests.broker.test_describe_configs import describe_one
-from wire.errors import ErrorCode
-from wire.messages.incremental_alter_configs import (
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.storage.partition import PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from tests.broker.test_create_topics import create_topic
+from tests.broker.test_describe_configs import describe_one
 
 pytestmark = pytest.mark.trio
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from tests.broker.test_produce_helpers import batch, create_topic, produce
-from wire.errors import ErrorCode
-from wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 pytestmark = pytest.mark.trio
 

@@ -15,7 +15,7 @@ def lower_soft_limit() -> None:
 def test_soft_limit_is_raised_to_the_hard_limit_and_logged() -> None:
     code = (
         "import logging, resource; logging.basicConfig(level=logging.INFO);"
-        "from broker.limits import raise_open_files; n = raise_open_files();"
+        "from strom.broker.process.limits import raise_open_files; n = raise_open_files();"
         "print(n, *resource.getrlimit(resource.RLIMIT_NOFILE))"
     )
     result = subprocess.run(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from tests.broker.test_produce_helpers import T0, batch, create_topic, produce, state_of
-from wire.errors import ErrorCode
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
 pytestmark = pytest.mark.trio
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from wire.errors import ErrorCode
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 

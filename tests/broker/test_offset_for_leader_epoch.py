@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
-from tests.broker.test_produce_helpers import batch, create_topic, produce, state_of
-from wire.errors import ErrorCode
-from wire.messages.offset_for_leader_epoch import (
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from tests.broker.test_produce_helpers import batch, create_topic, produce, state_of
 
 pytestmark = pytest.mark.trio
 

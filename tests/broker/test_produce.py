@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from strom.wire.records import Codec
 from tests.broker.test_produce_helpers import (
     alter_topic_config,
     batch,
@@ -19,9 +22,6 @@ from tests.broker.test_produce_helpers import (
     records_of,
     state_of,
 )
-from wire.errors import ErrorCode, ProtocolError
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.records import Codec
 
 pytestmark = pytest.mark.trio
 
@@ -122,7 +122,7 @@ async def test_corrupt_and_inconsistent_batches(
     assert (await produce(client, "t", bytes(bad_crc))).error_code == ErrorCode.CORRUPT_MESSAGE
     miscount = bytearray(batch([b"a", b"b"]))
     miscount[23:27] = (5).to_bytes(4, "big")  # lastOffsetDelta != recordCount - 1
-    from wire.records import compute_crc
+    from strom.wire.records import compute_crc
 
     miscount[17:21] = compute_crc(miscount).to_bytes(4, "big")
     p = await produce(client, "t", bytes(miscount))
@@ -153,7 +153,7 @@ async def test_log_append_time_topic(broker: EmbeddedBroker, client: KafkaClient
     now = state_of(broker).clock()
     assert now - 10_000 < p.log_append_time_ms <= now
     data = await fetch_one(client, "lat", 0)
-    from wire.records.builder import decode_batch
+    from strom.wire.records.builder import decode_batch
 
     header, _records = decode_batch(memoryview(bytes(data.records or b"")))
     assert header.max_timestamp == p.log_append_time_ms

@@ -8,16 +8,16 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
-from broker.state import BrokerState
-from wire.errors import ErrorCode
-from wire.messages.create_topics import CreateTopicsRequest
-from wire.messages.fetch import FetchRequest, FetchResponse
-from wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from wire.messages.produce import ProduceRequest, ProduceResponse
-from wire.records import Codec, Record, build_batch, iter_batches
-from wire.records.builder import decode_batch
+from strom.broker.state import BrokerState
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.create_topics import CreateTopicsRequest
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from strom.wire.records import Codec, Record, build_batch, iter_batches
+from strom.wire.records.builder import decode_batch
 
 pytestmark = pytest.mark.trio
 

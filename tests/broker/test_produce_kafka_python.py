@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.embedded import open_broker
+from strom.broker.testing.embedded import open_broker
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -8,10 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.config import load_config
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.log import LogConfig, PartitionLog
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.config import load_config
+from strom.storage import LogConfig, PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from strom.wire.records import decode_batch, iter_batches
 from tests.broker.test_describe_configs import describe_one
 from tests.broker.test_produce_helpers import (
     alter_topic_config,
@@ -22,10 +26,6 @@ from tests.broker.test_produce_helpers import (
     state_of,
     wait_for,
 )
-from wire.errors import ErrorCode
-from wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
-from wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
-from wire.records import decode_batch, iter_batches
 
 pytestmark = pytest.mark.trio
 

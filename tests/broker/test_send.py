@@ -9,9 +9,9 @@ import pytest
 import trio
 import trio.testing
 
-from broker.log import ReadResult
-from broker.log.fileio import SegmentFile
-from broker.send import FileChunk, has_file_chunks, send_chunks
+from strom.broker.network.send import FileChunk, has_file_chunks, send_chunks
+from strom.storage import ReadResult
+from strom.storage.fileio import SegmentFile
 
 pytestmark = pytest.mark.trio
 

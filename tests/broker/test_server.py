@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.handlers import HANDLERS
-from wire.errors import ErrorCode
-from wire.formats.protocol.request_header import RequestHeader
-from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.broker.handlers import HANDLERS
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.protocol.request_header import RequestHeader
+from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
 

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker
-from broker.log import PartitionLog
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.storage import PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.records import Codec, TimestampType, decode_batch, iter_batches
 from tests.broker.test_describe_configs import describe_one, set_configs
 from tests.broker.test_produce_helpers import (
     batch,
@@ -19,8 +21,6 @@ from tests.broker.test_produce_helpers import (
     state_of,
     wait_for,
 )
-from wire.errors import ErrorCode
-from wire.records import Codec, TimestampType, decode_batch, iter_batches
 
 pytestmark = pytest.mark.trio
 

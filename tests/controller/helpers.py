@@ -6,10 +6,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from broker.config import BrokerConfig, Listener
-from coordinator.controller import Controller, ControllerResult
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller import Controller, ControllerResult
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 R = TypeVar("R")
 Topic = CreateTopicsRequest.CreatableTopic

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import ConfigSource
-from coordinator.controller import Controller
-from coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
-from tests.controller.helpers import commit, create, make_controller, topic
-from wire.errors import ErrorCode
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-from wire.messages.incremental_alter_configs import (
+from strom.config import ConfigSource
+from strom.coordinator.controller import Controller
+from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from tests.controller.helpers import commit, create, make_controller, topic
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 Inc = IncrementalAlterConfigsRequest

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig, Listener
-from coordinator.controller import (
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller import (
     LATEST_METADATA_VERSION,
     PRODUCER_ID_BLOCK_SIZE,
     Controller,
     ControllerError,
 )
-from coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.records import MetadataError
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from strom.wire.messages.create_topics import CreateTopicsRequest
 from tests.controller.helpers import commit, make_controller, uuid_source
-from wire.errors import ErrorCode
-from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
-from wire.messages.create_topics import CreateTopicsRequest
 
 
 def _fresh(props: dict[str, str] | None = None) -> Controller:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.controller import Controller
+from strom.coordinator.controller import Controller
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from tests.controller.helpers import add_broker, commit, create, make_controller, topic
-from wire.errors import ErrorCode
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
 Grow = CreatePartitionsRequest.CreatePartitionsTopic
 """Assignments are null on the wire when not given; the generated default is []."""
@@ -102,7 +102,7 @@ def test_placement_when_replication_impossible() -> None:
     # broker 2 goes away: growing an RF-2 topic no longer has two usable brokers
     reg = controller.image.broker(2)
     assert reg is not None
-    from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
+    from strom.wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
 
     controller.replay([UnregisterBrokerRecord(2, reg.epoch)])
     result = controller.create_partitions(CreatePartitionsRequest(topics=[Grow("t", 2, None)]), 3)

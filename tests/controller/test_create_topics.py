@@ -6,14 +6,14 @@ import uuid
 
 import pytest
 
-from broker.config import ConfigSource
-from coordinator.metadata.image import TOPIC_RESOURCE
+from strom.config import ConfigSource
+from strom.coordinator.metadata.image import TOPIC_RESOURCE
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from tests.controller.helpers import add_broker, create, errors, make_controller, topic
-from wire.errors import ErrorCode
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 
 def test_create_records_and_response() -> None:
@@ -176,7 +176,7 @@ def test_all_brokers_fenced() -> None:
     controller = make_controller()
     node = controller.image.broker(1)
     assert node is not None
-    from wire.formats.metadata.fence_broker_record import FenceBrokerRecord
+    from strom.wire.formats.metadata.fence_broker_record import FenceBrokerRecord
 
     controller.replay([FenceBrokerRecord(1, node.epoch)])
     (entry,) = create(controller, topic("t")).topics

@@ -6,13 +6,13 @@ import uuid
 
 import pytest
 
-from coordinator.controller import Controller
-from coordinator.metadata.image import TOPIC_RESOURCE
+from strom.coordinator.controller import Controller
+from strom.coordinator.metadata.image import TOPIC_RESOURCE
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.primitives import ZERO_UUID
 from tests.controller.helpers import commit, create, make_controller, topic
-from wire.errors import ErrorCode
-from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-from wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-from wire.primitives import ZERO_UUID
 
 State = DeleteTopicsRequest.DeleteTopicState
 UNKNOWN_TOPIC = "This server does not host this topic-partition."

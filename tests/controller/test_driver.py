@@ -10,23 +10,23 @@ import pytest
 import trio
 import trio.lowlevel
 
-from broker.config import BrokerConfig, Listener
-from coordinator.controller import ControllerError, ControllerResult
-from coordinator.controller.driver import ControllerDriver
-from coordinator.metadata.delta import MetadataDelta
-from coordinator.metadata.image import MetadataImage
-from coordinator.metadata.log import LOG_DIR_NAME
-from coordinator.metadata.properties import read_meta_properties
-from coordinator.metadata.records import MetadataError
-from coordinator.metadata.snapshot import list_snapshots
+from strom.broker.drivers.controller import ControllerDriver
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller import ControllerError, ControllerResult
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import MetadataImage
+from strom.coordinator.metadata.log import LOG_DIR_NAME
+from strom.coordinator.metadata.properties import read_meta_properties
+from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.snapshot import list_snapshots
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+from strom.wire.messages.alter_configs import AlterConfigsRequest
+from strom.wire.messages.create_partitions import CreatePartitionsRequest
+from strom.wire.messages.create_topics import CreateTopicsRequest
+from strom.wire.messages.delete_topics import DeleteTopicsRequest
+from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 from tests.controller.helpers import topic, uuid_source
-from wire.errors import ErrorCode
-from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-from wire.messages.alter_configs import AlterConfigsRequest
-from wire.messages.create_partitions import CreatePartitionsRequest
-from wire.messages.create_topics import CreateTopicsRequest
-from wire.messages.delete_topics import DeleteTopicsRequest
-from wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
 
 
 def _config(tmp_path: Path, **extra: str) -> BrokerConfig:

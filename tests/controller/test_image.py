@@ -6,23 +6,28 @@ import uuid
 
 import pytest
 
-from coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, Provenance
-from coordinator.metadata.records import MetadataError
-from wire.formats.metadata.broker_registration_change_record import (
+from strom.coordinator.metadata.image import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    MetadataImage,
+    Provenance,
+)
+from strom.coordinator.metadata.records import MetadataError
+from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
-from wire.formats.metadata.config_record import ConfigRecord
-from wire.formats.metadata.feature_level_record import FeatureLevelRecord
-from wire.formats.metadata.fence_broker_record import FenceBrokerRecord
-from wire.formats.metadata.no_op_record import NoOpRecord
-from wire.formats.metadata.partition_change_record import PartitionChangeRecord
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from wire.formats.metadata.remove_topic_record import RemoveTopicRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
-from wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.fence_broker_record import FenceBrokerRecord
+from strom.wire.formats.metadata.no_op_record import NoOpRecord
+from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
+from strom.wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -220,7 +225,7 @@ def test_producer_ids_and_ignored_records() -> None:
 
 
 def test_replay_table_names_metadata_record_classes() -> None:
-    from coordinator.metadata.delta import _HANDLERS
-    from wire.formats.metadata import FORMATS
+    from strom.coordinator.metadata.delta import _HANDLERS
+    from strom.wire.formats.metadata import FORMATS
 
     assert set(_HANDLERS) <= set(FORMATS)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.metadata.image import MetadataImage
-from coordinator.metadata.log import LOG_DIR_NAME, MetadataLog, segment_name
-from coordinator.metadata.records import MetadataError, encode_batch
-from wire.formats.metadata.topic_record import TopicRecord
+from strom.coordinator.metadata.image import MetadataImage
+from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog, segment_name
+from strom.coordinator.metadata.records import MetadataError, encode_batch
+from strom.wire.formats.metadata.topic_record import TopicRecord
 
 
 def _topic(i: int) -> TopicRecord:
@@ -177,7 +177,7 @@ def test_failed_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     def boom(fd: int) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("coordinator.metadata.log.os.fsync", boom)
+    monkeypatch.setattr("strom.coordinator.metadata.log.os.fsync", boom)
     with pytest.raises(OSError, match="fire"):
         log.append([_topic(5)], epoch=1, timestamp=0)
     monkeypatch.undo()

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from coordinator.metadata.records import (
+from strom.coordinator.metadata.records import (
     RECORD_TYPE_IDS,
     MetadataError,
     decode_batch,
@@ -16,10 +16,10 @@ from coordinator.metadata.records import (
     record_type,
     write_version,
 )
-from wire.formats.metadata.partition_record import PartitionRecord
-from wire.formats.metadata.topic_record import TopicRecord
-from wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
-from wire.records import NO_PRODUCER_ID, BatchHeader
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
+from strom.wire.records import NO_PRODUCER_ID, BatchHeader
 
 
 def test_frame_layout_matches_kraft() -> None:

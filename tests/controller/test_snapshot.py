@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.controller import Controller, ControllerResult
-from coordinator.metadata.image import MetadataImage, Provenance
-from coordinator.metadata.loader import load_metadata
-from coordinator.metadata.log import LOG_DIR_NAME, MetadataLog
-from coordinator.metadata.records import MetadataError
-from coordinator.metadata.snapshot import (
+from strom.coordinator.controller import Controller, ControllerResult
+from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.loader import load_metadata
+from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog
+from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
     image_records,
@@ -20,15 +20,15 @@ from coordinator.metadata.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
+from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
+from strom.wire.messages.create_partitions import CreatePartitionsRequest
+from strom.wire.messages.create_topics import CreateTopicsRequest
+from strom.wire.messages.delete_topics import DeleteTopicsRequest
+from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from strom.wire.records import ControlType, iter_batches, parse_control_key
+from strom.wire.records import decode_batch as decode_wire_batch
 from tests.controller.helpers import add_broker, make_controller, topic
-from wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
-from wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
-from wire.messages.create_partitions import CreatePartitionsRequest
-from wire.messages.create_topics import CreateTopicsRequest
-from wire.messages.delete_topics import DeleteTopicsRequest
-from wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
-from wire.records import ControlType, iter_batches, parse_control_key
-from wire.records import decode_batch as decode_wire_batch
 
 
 class _Node:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from coordinator.groups import records
-from coordinator.groups.api import (
+from strom.coordinator.groups import records
+from strom.coordinator.groups.api import (
     GroupConfig,
     JoinRequest,
     JoinResult,
@@ -14,9 +14,9 @@ from coordinator.groups.api import (
     SyncRequest,
     SyncResult,
 )
-from coordinator.groups.coordinator import GroupCoordinator
-from coordinator.groups.model import Group, GroupState
-from wire.errors import ErrorCode
+from strom.coordinator.groups.coordinator import GroupCoordinator
+from strom.coordinator.groups.model import Group, GroupState
+from strom.wire.errors import ErrorCode
 
 
 @dataclass

@@ -7,18 +7,18 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.client import KafkaClient
-from broker.embedded import EmbeddedBroker, open_broker
-from broker.topics import CONSUMER_OFFSETS
+from strom.broker.admin.topics import CONSUMER_OFFSETS
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from strom.wire.messages.join_group import JoinGroupResponse
+from strom.wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from tests.groups.wire_helpers import commit, create_topic, form, join, join_request
-from wire.errors import ErrorCode
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
-from wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from wire.messages.join_group import JoinGroupResponse
-from wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 pytestmark = pytest.mark.trio
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaClient
+from strom.broker.testing.client import KafkaClient
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from strom.wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from tests.groups.wire_helpers import commit, create_topic, form
-from wire.errors import ErrorCode
-from wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
-from wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
-from wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
-from wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
-from wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
 pytestmark = pytest.mark.trio
 

@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from coordinator.groups.api import JoinResult
-from coordinator.groups.model import GroupState
-from coordinator.groups.records import GroupRecord
+from strom.coordinator.groups.api import JoinResult
+from strom.coordinator.groups.model import GroupState
+from strom.coordinator.groups.records import GroupRecord
+from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
-from wire.errors import ErrorCode
 
 S = GroupState
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator.groups.api import SyncResult
-from coordinator.groups.model import GroupState
+from strom.coordinator.groups.api import SyncResult
+from strom.coordinator.groups.model import GroupState
+from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
-from wire.errors import ErrorCode
 
 S = GroupState
 
@@ -56,7 +56,7 @@ def test_sync_checks_protocol_type_and_name() -> None:
     sim = Sim()
     (a,), gen = sim.form(1)
     token = 999_999
-    from coordinator.groups.api import SyncRequest
+    from strom.coordinator.groups.api import SyncRequest
 
     bad_type = sim.machine.sync(sim.now, SyncRequest("g", a, gen, {}, None, "connect", None), token)
     bad_name = sim.machine.sync(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from coordinator.groups.api import CommitPartition, CommitRequest
-from coordinator.groups.model import GroupState
-from coordinator.groups.records import GroupRecord, OffsetRecord
+from strom.coordinator.groups.api import CommitPartition, CommitRequest
+from strom.coordinator.groups.model import GroupState
+from strom.coordinator.groups.records import GroupRecord, OffsetRecord
+from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
-from wire.errors import ErrorCode
 
 S = GroupState
 DAY = 24 * 3600 * 1000

@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from coordinator.groups import records
-from coordinator.groups.model import Group, Member, OffsetEntry
-from wire.errors import ProtocolError
+from strom.coordinator.groups import records
+from strom.coordinator.groups.model import Group, Member, OffsetEntry
+from strom.wire.errors import ProtocolError
 
 
 @pytest.mark.parametrize(

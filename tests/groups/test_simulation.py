@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from coordinator.groups.api import JoinResult, SyncResult
-from coordinator.groups.model import GroupState
+from strom.coordinator.groups.api import JoinResult, SyncResult
+from strom.coordinator.groups.model import GroupState
+from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
-from wire.errors import ErrorCode
 
 PARTITIONS = 6
 SESSION = 6000

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator.groups.api import JoinResult
-from coordinator.groups.model import GroupState
+from strom.coordinator.groups.api import JoinResult
+from strom.coordinator.groups.model import GroupState
+from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
-from wire.errors import ErrorCode
 
 S = GroupState
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from broker.client import KafkaClient
-from wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
-from wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
-from wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from strom.broker.testing.client import KafkaClient
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
 
 async def create_topic(client: KafkaClient, name: str, partitions: int = 3) -> None:

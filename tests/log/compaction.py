@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.log import CleanerSettings, LogCleaner, LogConfig, LogManager, PartitionLog
-from broker.log.cleaner import assess
-from broker.log.cleaner_pass import PassResult
+from strom.storage import CleanerSettings, LogCleaner, LogConfig, LogManager, PartitionLog
+from strom.storage.cleaner import assess
+from strom.storage.cleaner_pass import PassResult
+from strom.wire.records import BatchHeader, Codec, Record, build_batch, decode_batch, iter_batches
 from tests.log.helpers import Clock
-from wire.records import BatchHeader, Codec, Record, build_batch, decode_batch, iter_batches
 
 COMPACT = LogConfig(
     segment_bytes=1200,

@@ -1,13 +1,13 @@
-"""Shared builders for the broker.log tests: batches, a fake clock, decoding reads."""
+"""Shared builders for the strom.storage tests: batches, a fake clock, decoding reads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from broker.log import LogConfig, LogManager, PartitionLog
-from wire.records import Codec, Record, build_batch, iter_batches
-from wire.records.builder import decode_batch
+from strom.storage import LogConfig, LogManager, PartitionLog
+from strom.wire.records import Codec, Record, build_batch, iter_batches
+from strom.wire.records.builder import decode_batch
 
 T0 = 1_700_000_000_000
 TOPIC = "t"

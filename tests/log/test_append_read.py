@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig, OffsetOutOfRange
+from strom.storage import LogConfig, OffsetOutOfRange
+from strom.wire.records import Codec, iter_batches
 from tests.log.helpers import T0, Clock, batch, decode_all, open_log, read_everything
-from wire.records import Codec, iter_batches
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig
-from broker.log.cleaner import assess
+from strom.storage import LogConfig
+from strom.storage.cleaner import assess
+from strom.wire.records import Codec, TimestampType
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, latest, read_all
 from tests.log.helpers import T0, Clock, manager
-from wire.records import Codec, TimestampType
 
 DELETE_HORIZON = 0x40
 
@@ -226,7 +226,7 @@ def test_keyless_records_are_dropped_and_producers_keep_an_empty_last_batch(tmp_
     seen = read_all(log)
     assert [(s.offset, s.value) for s in seen if s.offset < 4] == [(3, b"z")]
     data = log.read(0, 1 << 20).read_bytes()
-    from wire.records import iter_batches
+    from strom.wire.records import iter_batches
 
     headers = [h for h, _ in iter_batches(data)]
     assert [

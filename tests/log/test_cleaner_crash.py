@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogManager, PartitionLog
+from strom.storage import LogManager, PartitionLog
+from strom.wire.records import Codec
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, read_all
 from tests.log.helpers import T0, Clock, crash, manager
-from wire.records import Codec
 
 CONFIG = dataclasses.replace(COMPACT, cleanup_policy=("compact", "delete"), retention_ms=1000)
 MUTATING = ("open", "write", "fsync", "rename", "unlink", "ftruncate")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig
+from strom.storage import LogConfig
 from tests.log.compaction import COMPACT, Seen, clean, cleaner, keyed, read_all
 from tests.log.helpers import T0, Clock, manager
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log import PartitionLog
-from broker.log.segment import LogSegment
+from strom.storage import PartitionLog
+from strom.storage.segment import LogSegment
+from strom.wire.records import Codec, decode_batch, iter_batches
 from tests.log.compaction import COMPACT, Seen, clean, cleaner, keyed, read_all
 from tests.log.helpers import Clock, crash, manager
-from wire.records import Codec, decode_batch, iter_batches
 
 CONFIG = dataclasses.replace(COMPACT, segment_bytes=700, segment_ms=10**9, delete_retention_ms=500)
 FILLER = b"~filler"

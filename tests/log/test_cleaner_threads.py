@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import PartitionLog
-from broker.log.offset_map import OffsetMap
-from broker.log.segment import LogSegment
+from strom.storage import PartitionLog
+from strom.storage.offset_map import OffsetMap
+from strom.storage.segment import LogSegment
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, read_all
 from tests.log.helpers import T0, Clock, manager
 

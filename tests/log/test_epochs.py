@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.log import LogConfig
-from broker.log.epoch import LeaderEpochCache
-from broker.log.partition import PartitionLog
+from strom.storage import LogConfig
+from strom.storage.epoch import LeaderEpochCache
+from strom.storage.partition import PartitionLog
 from tests.log.helpers import T0, batch, crash, get_log, manager, open_log
 
 CHECKPOINT = "leader-epoch-checkpoint"

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker.log import LogConfig, PartitionLog
+from strom.storage import LogConfig, PartitionLog
 from tests.log.helpers import T0, Clock, batch, get_log, manager, read_everything
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, effective_topic_config
-from broker.log import LogConfig, LogManager
-from broker.log.checkpoint import read_offsets
-from broker.log.datadir import (
+from strom.config import BrokerConfig, effective_topic_config
+from strom.storage import LogConfig, LogManager
+from strom.storage.checkpoint import read_offsets
+from strom.storage.datadir import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     parse_log_dir_name,
 )
-from broker.log.partition import PartitionLog
+from strom.storage.partition import PartitionLog
 from tests.log.helpers import T0, Clock, batch, decode_all, get_log, manager, read_everything
 
 
@@ -96,7 +96,7 @@ def test_deleted_directories_are_removed_off_the_calling_thread(
         removers.append(threading.current_thread())
         rmtree(path, ignore_errors=ignore_errors)
 
-    monkeypatch.setattr("broker.log.deleter.shutil.rmtree", spy)
+    monkeypatch.setattr("strom.storage.deleter.shutil.rmtree", spy)
     m = manager([tmp_path])
     m.create("t", 0, LogConfig()).append(batch(), 0, T0)
     m.delete("t", 0)
@@ -172,7 +172,7 @@ def test_load_logs_progress_and_skips_foreign_entries(
     m.close()
     (tmp_path / "not_a_partition").mkdir()
     (tmp_path / "t-x").mkdir()
-    with caplog.at_level(logging.INFO, logger="broker.log"):
+    with caplog.at_level(logging.INFO, logger="strom.storage"):
         m2 = manager([tmp_path])
     assert [p.name for p in m2.partitions()] == ["t-0"]
     assert "loading 1 logs" in caplog.text

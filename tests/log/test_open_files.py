@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig, PartitionLog
+from strom.storage import LogConfig, PartitionLog
 from tests.log.helpers import T0, batch, crash, get_log, manager, open_log, read_everything
 
 CONFIG = LogConfig(segment_bytes=1000, index_interval_bytes=100)

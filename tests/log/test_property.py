@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log import LogConfig, LogManager, PartitionLog
+from strom.storage import LogConfig, LogManager, PartitionLog
 from tests.log.helpers import T0, Clock, batch, crash, manager, read_everything
 
 CONFIG = LogConfig(segment_bytes=500, index_interval_bytes=120, segment_index_bytes=64)

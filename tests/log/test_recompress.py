@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogAppendError, LogConfig
-from broker.log.recompress import codec_level, target_codec
+from strom.storage import LogAppendError, LogConfig
+from strom.storage.recompress import codec_level, target_codec
+from strom.wire.errors import ErrorCode
+from strom.wire.records import Codec, Record, TimestampType, build_batch, decode_batch, iter_batches
 from tests.log.helpers import T0, open_log
-from wire.errors import ErrorCode
-from wire.records import Codec, Record, TimestampType, build_batch, decode_batch, iter_batches
 
 RECORDS = [
     Record(b"k1", b"v1" * 40, (("h", b"1"),), T0),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig, OffsetOutOfRange, PartitionLog
+from strom.storage import LogConfig, OffsetOutOfRange, PartitionLog
 from tests.log.helpers import T0, Clock, batch, manager, open_log, read_everything
 
 SEGMENT = 800

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import KafkaStorageError, LogConfig, PartitionLog
+from strom.storage import KafkaStorageError, LogConfig, PartitionLog
+from strom.wire.errors import ErrorCode
 from tests.log.helpers import T0, batch, get_log, manager, open_log, read_everything
-from wire.errors import ErrorCode
 
 RealWrite = Callable[[int, bytes], int]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from broker.log import LogConfig
+from strom.storage import LogConfig
+from strom.wire.records import Codec, Record, build_batch
 from tests.log.helpers import T0, batch, open_log
-from wire.records import Codec, Record, build_batch
 
 
 def test_offset_for_timestamp_matches_brute_force(tmp_path: Path) -> None:

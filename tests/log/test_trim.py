@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import LogConfig, OffsetOutOfRange
+from strom.storage import LogConfig, OffsetOutOfRange
 from tests.log.helpers import T0, Clock, batch, get_log, manager, open_log, read_everything
 
 SMALL = LogConfig(segment_bytes=400)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.log import AppendOrigin, LogAppendError, LogConfig, PartitionLog
-from tests.log.helpers import T0, batch, open_log, read_everything
-from wire.errors import ErrorCode
-from wire.records import (
+from strom.storage import AppendOrigin, LogAppendError, LogConfig, PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.records import (
     ControlType,
     EndTxnMarker,
     Record,
@@ -20,6 +19,7 @@ from wire.records import (
     build_control_batch,
     iter_batches,
 )
+from tests.log.helpers import T0, batch, open_log, read_everything
 
 HOUR = 3_600_000
 
@@ -87,7 +87,7 @@ def test_client_batches_must_have_base_offset_zero_and_consistent_counts(log: Pa
 
 
 def test_record_count_zero_is_invalid_record(log: PartitionLog) -> None:
-    from wire.records import compute_crc
+    from strom.wire.records import compute_crc
 
     def zero(b: bytearray) -> None:
         struct.pack_into(">i", b, 57, 0)

@@ -1,4 +1,4 @@
-"""Shared hypothesis strategies and byte-crafting helpers for the wire.records tests."""
+"""Shared hypothesis strategies and byte-crafting helpers for the strom.wire.records tests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import crc32c
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from wire.records import HEADER, Codec, Header, Record, compress
+from strom.wire.records import HEADER, Codec, Header, Record, compress
 
 SETTINGS = settings(
     max_examples=60,

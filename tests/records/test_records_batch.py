@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.records import (
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.records import (
     HEADER_SIZE,
     BatchHeader,
     Codec,

@@ -15,9 +15,9 @@ import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.records import Codec, compress, decompress
-from wire.records.compression import XERIAL_MAGIC, codec_from_id
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.records import Codec, compress, decompress
+from strom.wire.records.compression import XERIAL_MAGIC, codec_from_id
 
 from .records_kafka_python import kafka_codec
 from .records_strategies import SETTINGS

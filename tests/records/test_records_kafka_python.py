@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from wire.records import (
+from strom.wire.records import (
     BatchHeader,
     Codec,
     ControlType,

@@ -7,8 +7,8 @@ import struct
 import pytest
 from hypothesis import given
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.records import Codec, Record, build_batch, decode_legacy_message, read_records
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.records import Codec, Record, build_batch, decode_legacy_message, read_records
 
 from .records_kafka_python import LegacyRecordBatchBuilder, MemoryRecordsBuilder, kafka_codec
 from .records_strategies import SETTINGS, legacy_message, legacy_sets

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.records import (
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.records import (
     HEADER,
     BatchHeader,
     Codec,
@@ -29,7 +29,7 @@ from wire.records import (
     validate_batch,
     verify_crc,
 )
-from wire.records.compression import codec_from_id
+from strom.wire.records.compression import codec_from_id
 
 from .records_strategies import FUZZ, codecs, fix_crc, legacy_sets, raw_batch, record_lists
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wire.records import (
+from strom.wire.records import (
     BatchHeader,
     Codec,
     ControlType,

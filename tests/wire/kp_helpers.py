@@ -42,9 +42,9 @@ with warnings.catch_warnings():
     from kafka.protocol.parser import KafkaProtocol
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from wire.connection import NEED_DATA, Connection, Request, encode_response
-from wire.message import Message, Struct
-from wire.primitives import ZERO_UUID
+from strom.wire.connection import NEED_DATA, Connection, Request, encode_response
+from strom.wire.message import Message, Struct
+from strom.wire.primitives import ZERO_UUID
 
 CLIENT_ID = "strøm-tëst-クライアント"
 """Non-ASCII, so a byte-length/char-length mix-up in the header shows."""

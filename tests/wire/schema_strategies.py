@@ -15,10 +15,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from wire.codegen.__main__ import DEFAULT_DEFINITIONS, FORMAT_GROUPS
-from wire.codegen.schema import Field, Message, load_dir, module_name
-from wire.message import Message as MessageClass
-from wire.message import Struct
+from strom.wire.codegen.__main__ import DEFAULT_DEFINITIONS, FORMAT_GROUPS
+from strom.wire.codegen.schema import Field, Message, load_dir, module_name
+from strom.wire.message import Message as MessageClass
+from strom.wire.message import Struct
 
 INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -44,15 +44,15 @@ def all_messages() -> list[tuple[Message, type[MessageClass]]]:
         if m.valid.empty:
             continue
         if m.kind in ("request", "response"):
-            module = importlib.import_module(f"wire.messages.{module_name(m.name)}")
+            module = importlib.import_module(f"strom.wire.messages.{module_name(m.name)}")
         else:
-            module = importlib.import_module(f"wire.formats.protocol.{module_name(m.name)}")
+            module = importlib.import_module(f"strom.wire.formats.protocol.{module_name(m.name)}")
         out.append((m, getattr(module, m.name)))
     for folder, group in FORMAT_GROUPS.items():
         if folder == "messages":
             continue
         for m in load_dir(definitions() / folder):
-            module = importlib.import_module(f"wire.formats.{group}.{module_name(m.name)}")
+            module = importlib.import_module(f"strom.wire.formats.{group}.{module_name(m.name)}")
             out.append((m, getattr(module, m.name)))
     return out
 

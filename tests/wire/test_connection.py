@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from wire.apis import request_header_version, response_header_version
-from wire.connection import (
+from strom.wire.apis import request_header_version, response_header_version
+from strom.wire.connection import (
     CLOSED,
     NEED_DATA,
     Connection,
@@ -15,11 +15,11 @@ from wire.connection import (
     UnsupportedRequest,
     encode_response,
 )
-from wire.errors import ProtocolError
-from wire.formats.protocol.request_header import RequestHeader
-from wire.formats.protocol.response_header import ResponseHeader
-from wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.errors import ProtocolError
+from strom.wire.formats.protocol.request_header import RequestHeader
+from strom.wire.formats.protocol.response_header import ResponseHeader
+from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 
 def frame(header: RequestHeader, header_version: int, body: bytes) -> bytes:
@@ -126,7 +126,7 @@ def test_send_response_round_trip() -> None:
 
 
 def test_client_connection_matches_responses_in_order() -> None:
-    from wire.connection import ClientConnection
+    from strom.wire.connection import ClientConnection
 
     client = ClientConnection("me")
     server = Connection()

@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from strom.wire.messages import create_topics as s_create_topics
+from strom.wire.messages import describe_configs as s_describe_configs
+from strom.wire.primitives import ZERO_UUID
 from tests.wire.kp_helpers import (
     ApiCase,
     case_id,
@@ -17,9 +20,6 @@ from tests.wire.kp_helpers import (
     run_request_case,
     run_response_case,
 )
-from wire.messages import create_topics as s_create_topics
-from wire.messages import describe_configs as s_describe_configs
-from wire.primitives import ZERO_UUID
 
 CreateTopicsRequest = kp_admin.CreateTopicsRequest
 CreateTopicsResponse = kp_admin.CreateTopicsResponse

@@ -12,6 +12,12 @@ from typing import Any
 
 import pytest
 
+from strom.wire.messages import heartbeat as s_heartbeat
+from strom.wire.messages import join_group as s_join_group
+from strom.wire.messages import leave_group as s_leave_group
+from strom.wire.messages import offset_commit as s_offset_commit
+from strom.wire.messages import offset_fetch as s_offset_fetch
+from strom.wire.messages import sync_group as s_sync_group
 from tests.wire.kp_helpers import (
     ApiCase,
     case_id,
@@ -21,12 +27,6 @@ from tests.wire.kp_helpers import (
     run_response_case,
     strom_body,
 )
-from wire.messages import heartbeat as s_heartbeat
-from wire.messages import join_group as s_join_group
-from wire.messages import leave_group as s_leave_group
-from wire.messages import offset_commit as s_offset_commit
-from wire.messages import offset_fetch as s_offset_fetch
-from wire.messages import sync_group as s_sync_group
 
 JoinGroupRequest = kp_consumer.JoinGroupRequest
 JoinGroupResponse = kp_consumer.JoinGroupResponse

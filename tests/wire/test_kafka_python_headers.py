@@ -15,6 +15,19 @@ from typing import Any
 
 import pytest
 
+from strom.wire.apis import request_header_version, response_header_version
+from strom.wire.connection import (
+    Connection,
+    Request,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+)
+from strom.wire.formats.protocol.request_header import RequestHeader
+from strom.wire.formats.protocol.response_header import ResponseHeader
+from strom.wire.messages import api_versions as s_api_versions
+from strom.wire.messages import heartbeat as s_heartbeat
+from strom.wire.messages import init_producer_id as s_init_producer_id
 from tests.wire.kp_helpers import (
     CLIENT_ID,
     case_id,
@@ -27,19 +40,6 @@ from tests.wire.kp_helpers import (
     strom_receive,
     strom_response_bytes,
 )
-from wire.apis import request_header_version, response_header_version
-from wire.connection import (
-    Connection,
-    Request,
-    UnsupportedRequest,
-    decode_request,
-    encode_response,
-)
-from wire.formats.protocol.request_header import RequestHeader
-from wire.formats.protocol.response_header import ResponseHeader
-from wire.messages import api_versions as s_api_versions
-from wire.messages import heartbeat as s_heartbeat
-from wire.messages import init_producer_id as s_init_producer_id
 
 ApiVersionsRequest = kp_metadata.ApiVersionsRequest
 ApiVersionsResponse = kp_metadata.ApiVersionsResponse

@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import pytest
 
+from strom.wire.message import Message
+from strom.wire.messages import api_versions as s_api_versions
+from strom.wire.messages import fetch as s_fetch
+from strom.wire.messages import metadata as s_metadata
+from strom.wire.messages import produce as s_produce
 from tests.wire.kp_helpers import (
     assert_matches,
     case_id,
@@ -27,11 +32,6 @@ from tests.wire.kp_helpers import (
     strom_response_bytes,
     trim_to_version,
 )
-from wire.message import Message
-from wire.messages import api_versions as s_api_versions
-from wire.messages import fetch as s_fetch
-from wire.messages import metadata as s_metadata
-from wire.messages import produce as s_produce
 
 ApiVersionsRequest = kp_metadata.ApiVersionsRequest
 ApiVersionsResponse = kp_metadata.ApiVersionsResponse

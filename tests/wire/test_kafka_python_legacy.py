@@ -30,6 +30,11 @@ from typing import Any
 
 import pytest
 
+from strom.wire.apis import response_class
+from strom.wire.connection import encode_response
+from strom.wire.message import Message
+from strom.wire.messages import api_versions as s_api_versions
+from strom.wire.primitives import ZERO_UUID
 from tests.wire.kp_helpers import (
     CLIENT_ID,
     RENAMES,
@@ -40,11 +45,6 @@ from tests.wire.kp_helpers import (
     strom_receive,
     strom_response_bytes,
 )
-from wire.apis import response_class
-from wire.connection import encode_response
-from wire.message import Message
-from wire.messages import api_versions as s_api_versions
-from wire.primitives import ZERO_UUID
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

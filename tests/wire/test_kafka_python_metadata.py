@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 
+from strom.wire.messages import api_versions as s_api_versions
+from strom.wire.messages import find_coordinator as s_find_coordinator
+from strom.wire.messages import metadata as s_metadata
+from strom.wire.primitives import ZERO_UUID
 from tests.wire.kp_helpers import (
     ApiCase,
     assert_matches,
@@ -25,10 +29,6 @@ from tests.wire.kp_helpers import (
     strom_receive,
     strom_response_bytes,
 )
-from wire.messages import api_versions as s_api_versions
-from wire.messages import find_coordinator as s_find_coordinator
-from wire.messages import metadata as s_metadata
-from wire.primitives import ZERO_UUID
 
 ApiVersionsRequest = kp_metadata.ApiVersionsRequest
 ApiVersionsResponse = kp_metadata.ApiVersionsResponse

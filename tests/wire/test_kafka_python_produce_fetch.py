@@ -12,6 +12,11 @@ from typing import Any
 
 import pytest
 
+from strom.wire.messages import fetch as s_fetch
+from strom.wire.messages import init_producer_id as s_init_producer_id
+from strom.wire.messages import list_offsets as s_list_offsets
+from strom.wire.messages import produce as s_produce
+from strom.wire.primitives import ZERO_UUID
 from tests.wire.kp_helpers import (
     ApiCase,
     assert_matches,
@@ -27,11 +32,6 @@ from tests.wire.kp_helpers import (
     strom_receive,
     strom_response_bytes,
 )
-from wire.messages import fetch as s_fetch
-from wire.messages import init_producer_id as s_init_producer_id
-from wire.messages import list_offsets as s_list_offsets
-from wire.messages import produce as s_produce
-from wire.primitives import ZERO_UUID
 
 ProduceRequest = kp_producer.ProduceRequest
 ProduceResponse = kp_producer.ProduceResponse

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strom.wire.connection import decode_request
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.fetch import FetchResponse
+from strom.wire.messages.metadata import MetadataRequest
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 from tests.wire.schema_strategies import all_messages, struct_strategy
-from wire.connection import decode_request
-from wire.errors import ErrorCode, ProtocolError
-from wire.messages.fetch import FetchResponse
-from wire.messages.metadata import MetadataRequest
-from wire.messages.produce import ProduceRequest, ProduceResponse
 
 MESSAGES = all_messages()
 

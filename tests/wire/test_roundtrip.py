@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strom.wire.codegen.schema import Message
+from strom.wire.message import Message as MessageClass
 from tests.wire.schema_strategies import all_messages, struct_strategy
-from wire.codegen.schema import Message
-from wire.message import Message as MessageClass
 
 CASES = [(m, cls, v) for m, cls in all_messages() for v in m.versions()]
 

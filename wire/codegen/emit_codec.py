@@ -2,7 +2,7 @@
 
 Each function is straight-line code for exactly one version: fixed-width runs
 of fields become a single precompiled `struct` call, variable-length fields
-call the small helpers in `wire.message`. Versions whose code comes out the
+call the small helpers in `strom.wire.message`. Versions whose code comes out the
 same share one function.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wire.codegen.schema import Field, Message
-from wire.codegen.types import (
+from strom.wire.codegen.schema import Field, Message
+from strom.wire.codegen.types import (
     FIXED,
     alias,
     class_ref,

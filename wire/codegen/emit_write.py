@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from wire.codegen.emit_codec import Emitter, Layout
-from wire.codegen.schema import Field
-from wire.codegen.types import FIXED, class_ref, default_is_null, default_value_check, ever_nullable
+from strom.wire.codegen.emit_codec import Emitter, Layout
+from strom.wire.codegen.schema import Field
+from strom.wire.codegen.types import (
+    FIXED,
+    class_ref,
+    default_is_null,
+    default_value_check,
+    ever_nullable,
+)
 
 
 class CodecEmitter(Emitter):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wire.codegen.schema import Field, Message
+from strom.wire.codegen.schema import Field, Message
 
 # struct format code and width of the fixed-width types
 FIXED: dict[str, tuple[str, int]] = {

@@ -1,11 +1,11 @@
 """Kafka record batches, sans-IO: header fast path, record codec, compression, legacy sets.
 
-Every decoder raises only `wire.errors.ProtocolError` for bad bytes (usually
+Every decoder raises only `strom.wire.errors.ProtocolError` for bad bytes (usually
 CORRUPT_MESSAGE; MESSAGE_TOO_LARGE past a decompression bound). Builders raise
 ValueError for bad arguments, which are programming errors rather than input.
 """
 
-from wire.records.batch import (
+from strom.wire.records.batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -19,13 +19,13 @@ from wire.records.batch import (
     validate_batch,
     verify_crc,
 )
-from wire.records.builder import batch_payload, build_batch, build_control_batch, decode_batch
-from wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
-from wire.records.iterate import BatchIterator, iter_batches
-from wire.records.legacy import decode_legacy_message
-from wire.records.patch import patch_base_offset, patch_leader_epoch, set_max_timestamp
-from wire.records.reader import RecordSet, read_records
-from wire.records.record import (
+from strom.wire.records.builder import batch_payload, build_batch, build_control_batch, decode_batch
+from strom.wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
+from strom.wire.records.iterate import BatchIterator, iter_batches
+from strom.wire.records.legacy import decode_legacy_message
+from strom.wire.records.patch import patch_base_offset, patch_leader_epoch, set_max_timestamp
+from strom.wire.records.reader import RecordSet, read_records
+from strom.wire.records.record import (
     ControlType,
     EndTxnMarker,
     Header,

@@ -34,9 +34,9 @@ from enum import IntEnum
 
 import crc32c
 
-from wire.errors import ProtocolError, truncated
-from wire.primitives import Buffer
-from wire.records.compression import Codec, codec_from_id
+from strom.wire.errors import ProtocolError, truncated
+from strom.wire.primitives import Buffer
+from strom.wire.records.compression import Codec, codec_from_id
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61

@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from wire.primitives import Buffer
-from wire.records.batch import (
+from strom.wire.primitives import Buffer
+from strom.wire.records.batch import (
     CONTROL_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
@@ -28,8 +28,8 @@ from wire.records.batch import (
     compute_crc,
     validate_batch,
 )
-from wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
-from wire.records.record import (
+from strom.wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, compress, decompress
+from strom.wire.records.record import (
     EndTxnMarker,
     Record,
     decode_records,

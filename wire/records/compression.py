@@ -25,8 +25,8 @@ from enum import IntEnum
 import cramjam
 import xxhash
 
-from wire.errors import ErrorCode, ProtocolError
-from wire.primitives import Buffer
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.primitives import Buffer
 
 DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
 """Default bound on one batch's decompressed size (bytes)."""

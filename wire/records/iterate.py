@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import NoReturn
 
-from wire.errors import ProtocolError, truncated
-from wire.primitives import INT32, Buffer
-from wire.records.batch import (
+from strom.wire.errors import ProtocolError, truncated
+from strom.wire.primitives import INT32, Buffer
+from strom.wire.records.batch import (
     HEADER,
     HEADER_SIZE,
     LENGTH_OFFSET,

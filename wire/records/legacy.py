@@ -24,11 +24,11 @@ from __future__ import annotations
 import struct
 import zlib
 
-from wire.errors import ProtocolError, truncated
-from wire.primitives import INT32, Buffer
-from wire.records.batch import NO_TIMESTAMP
-from wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
-from wire.records.record import Record
+from strom.wire.errors import ProtocolError, truncated
+from strom.wire.primitives import INT32, Buffer
+from strom.wire.records.batch import NO_TIMESTAMP
+from strom.wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress
+from strom.wire.records.record import Record
 
 _V0 = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _V1 = struct.Struct(">qiIbbq")  # ... timestamp

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import struct
 
-from wire.errors import truncated
-from wire.primitives import INT32, INT64
-from wire.records.batch import (
+from strom.wire.errors import truncated
+from strom.wire.primitives import INT32, INT64
+from strom.wire.records.batch import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     CRC_OFFSET,

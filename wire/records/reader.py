@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from wire.errors import ProtocolError, truncated
-from wire.primitives import INT32, Buffer
-from wire.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
-from wire.records.builder import decode_batch
-from wire.records.compression import DEFAULT_MAX_DECOMPRESSED
-from wire.records.legacy import MIN_SIZE_V0, MIN_SIZE_V1, decode_legacy_message
-from wire.records.record import Record
+from strom.wire.errors import ProtocolError, truncated
+from strom.wire.primitives import INT32, Buffer
+from strom.wire.records.batch import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from strom.wire.records.builder import decode_batch
+from strom.wire.records.compression import DEFAULT_MAX_DECOMPRESSED
+from strom.wire.records.legacy import MIN_SIZE_V0, MIN_SIZE_V1, decode_legacy_message
+from strom.wire.records.record import Record
 
 _MIN_SIZE = (MIN_SIZE_V0, MIN_SIZE_V1, MIN_BATCH_LENGTH)
 

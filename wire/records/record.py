@@ -22,9 +22,9 @@ import struct
 from enum import IntEnum
 from typing import NamedTuple
 
-from wire.errors import ProtocolError, truncated
-from wire.primitives import Buffer, read_varint, read_varlong, varint, varlong
-from wire.records.batch import NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader
+from strom.wire.errors import ProtocolError, truncated
+from strom.wire.primitives import Buffer, read_varint, read_varlong, varint, varlong
+from strom.wire.records.batch import NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader
 
 Header = tuple[str, bytes | None]
 """A record header: UTF-8 key and nullable value."""

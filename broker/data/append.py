@@ -1,0 +1,162 @@
+"""One partition's share of a Produce request: checks, the append, durability, wake-ups.
+
+Kafka's order for a partition that exists: the request-level record checks of
+Produce v3+ (exactly one magic-2 batch; zstd only from v7), writes to internal
+topics refused to clients, min.insync.replicas for acks=-1, then the log's own
+validation and idempotence checks (broker.log.validate / producer_state).
+
+Durability: an append only reaches the page cache. When the topic's
+`flush.messages` says the log is due (e.g. flush.messages=1), the fsync runs
+in a worker thread and the answer waits for it, so "acked" means "fsynced"
+exactly as with Kafka's in-line flush; otherwise the broker's flush loop
+handles flush.ms in the background.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import trio
+
+from strom.broker.admin.topics import is_internal_topic
+from strom.broker.data.lookup import Located, MinIsrCache, locate
+from strom.broker.data.waiters import DataWaiters
+from strom.storage import AppendResult, KafkaStorageError, LogAppendError
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.produce import ProduceResponse
+from strom.wire.primitives import INT32
+from strom.wire.records import Codec
+
+if TYPE_CHECKING:
+    from strom.broker.state import BrokerState
+    from strom.wire.message import Records
+
+ADMIN_CLIENT_ID = "__admin_client"
+"""Kafka lets only this client id append to internal topics."""
+MAGIC_OFFSET = 16
+ATTRIBUTES_OFFSET = 21
+FIRST_ZSTD_VERSION = 7
+MIN_LEGACY_RECORD = 14
+"""Smallest legal record length field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)."""
+
+PartitionResponse = ProduceResponse.PartitionProduceResponse
+RecordError = ProduceResponse.BatchIndexAndErrorMessage
+
+# Errors Kafka reports without the partition's log start offset (UNKNOWN_LOG_APPEND_INFO).
+_NO_LOG_START = frozenset(
+    {
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
+
+
+@dataclass
+class AppendOutcome:
+    """What one partition answers; `error_message`/`record_errors` only for record errors."""
+
+    index: int
+    error: ErrorCode = ErrorCode.NONE
+    result: AppendResult | None = None
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
+
+    def response(self) -> PartitionResponse:
+        if self.result is not None and self.error == ErrorCode.NONE:
+            r = self.result
+            return PartitionResponse(
+                index=self.index,
+                error_code=ErrorCode.NONE,
+                base_offset=r.base_offset,
+                log_append_time_ms=r.log_append_time_ms,
+                log_start_offset=r.log_start_offset,
+            )
+        return PartitionResponse(
+            index=self.index,
+            error_code=self.error,
+            base_offset=-1,
+            log_append_time_ms=-1,
+            log_start_offset=self.log_start_offset,
+            record_errors=[RecordError(i, m) for i, m in self.record_errors],
+            error_message=self.error_message,
+        )
+
+
+def first_batch(records: Records | None, version: int) -> memoryview | ErrorCode:
+    """Produce v3+'s request-level check: the one whole batch, or the error Kafka gives.
+
+    Kafka's order: at least one batch, magic 2, zstd only from v7, no second
+    batch (INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE; a nonsensical length
+    is CORRUPT_MESSAGE). Like Kafka's batch iterator, a trailing partial batch
+    is not a batch: it is dropped (Kafka trims it before the append).
+    """
+    view = memoryview(records if records is not None else b"")
+    first = _frame(view, 0)
+    if isinstance(first, ErrorCode):
+        return first
+    if first == 0 or view[MAGIC_OFFSET] != 2:
+        return ErrorCode.INVALID_RECORD
+    if (
+        version < FIRST_ZSTD_VERSION
+        and first > ATTRIBUTES_OFFSET + 1
+        and view[ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD
+    ):
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    second = _frame(view, first)
+    if isinstance(second, ErrorCode):
+        return second
+    if second:
+        return ErrorCode.INVALID_RECORD
+    return view[:first]
+
+
+def _frame(view: memoryview, pos: int) -> int | ErrorCode:
+    """Size of the whole batch at `pos`; 0 when there is none (end or partial)."""
+    if len(view) - pos <= MAGIC_OFFSET:
+        return 0
+    length = INT32.unpack_from(view, pos + 8)[0]
+    if length < MIN_LEGACY_RECORD or view[pos + MAGIC_OFFSET] > 2:
+        return ErrorCode.CORRUPT_MESSAGE
+    size: int = length + 12
+    return size if size <= len(view) - pos else 0
+
+
+async def append_partition(
+    broker: BrokerState,
+    topic: str,
+    index: int,
+    batch: memoryview,
+    acks: int,
+    client_id: str | None,
+) -> AppendOutcome:
+    """Append one partition's batch; never raises for Kafka-level errors."""
+    if is_internal_topic(topic) and client_id != ADMIN_CLIENT_ID:
+        return AppendOutcome(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    found = locate(broker, topic, index)
+    if not isinstance(found, Located):
+        return AppendOutcome(index, found)
+    partition, log = found
+    if acks == -1 and len(partition.isr) < MinIsrCache.of(broker).get(broker, topic):
+        return AppendOutcome(
+            index, ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=log.log_start_offset
+        )
+    try:
+        result = log.append(batch, partition.leader_epoch, broker.clock())
+    except LogAppendError as exc:
+        start = -1 if exc.error in _NO_LOG_START else log.log_start_offset
+        message = exc.message if exc.record_errors else None
+        return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
+    if not result.duplicate:
+        DataWaiters.of(broker).changed(topic, index)
+        if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
+            try:
+                await trio.to_thread.run_sync(log.flush)
+            except KafkaStorageError:
+                return AppendOutcome(index, ErrorCode.KAFKA_STORAGE_ERROR)
+    return AppendOutcome(index, ErrorCode.NONE, result)

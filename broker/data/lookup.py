@@ -1,0 +1,93 @@
+"""Partition lookups shared by the data-plane handlers (Produce, Fetch, ListOffsets...).
+
+Kafka's order of checks: the topic-partition must be in the metadata
+(UNKNOWN_TOPIC_OR_PARTITION), this broker must lead it and host its log
+(NOT_LEADER_OR_FOLLOWER), and a client-supplied current leader epoch must
+match the partition's (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH;
+-1 means "not given").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from strom.config import ConfigError, effective_topic_config
+from strom.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage, PartitionImage
+    from strom.storage import PartitionLog
+
+NO_LEADER_EPOCH = -1
+
+
+class Located(NamedTuple):
+    image: PartitionImage
+    log: PartitionLog
+
+
+def locate(
+    broker: BrokerState,
+    topic: str,
+    index: int,
+    current_leader_epoch: int = NO_LEADER_EPOCH,
+    image: MetadataImage | None = None,
+) -> Located | ErrorCode:
+    """The partition's metadata and log, or the error Kafka answers for it."""
+    partition = (image or broker.image).partition(topic, index)
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error = leader_epoch_error(partition, current_leader_epoch)
+    if error != ErrorCode.NONE:
+        return error
+    log = broker.logs.get(topic, index)
+    if partition.leader != broker.node_id or log is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return Located(partition, log)
+
+
+def leader_epoch_error(partition: PartitionImage, current_leader_epoch: int) -> ErrorCode:
+    if current_leader_epoch == NO_LEADER_EPOCH:
+        return ErrorCode.NONE
+    if partition.leader_epoch > current_leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if partition.leader_epoch < current_leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NONE
+
+
+def last_stable_offset(log: PartitionLog) -> int:
+    """The first offset of the oldest open transaction, else the high watermark."""
+    lso = log.high_watermark
+    for entry in log.producer_state.entries.values():
+        first = entry.current_txn_first_offset
+        if 0 <= first < lso:
+            lso = first
+    return lso
+
+
+class MinIsrCache:
+    """min.insync.replicas per topic, recomputed only when the metadata image changes."""
+
+    def __init__(self) -> None:
+        self._image: MetadataImage | None = None
+        self._values: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, broker: BrokerState) -> MinIsrCache:
+        return broker.service(cls, lambda _broker: cls())
+
+    def get(self, broker: BrokerState, topic: str) -> int:
+        image = broker.image
+        if image is not self._image:
+            self._image, self._values = image, {}
+        value = self._values.get(topic)
+        if value is None:
+            overrides = image.topic_config_overrides(topic)
+            try:
+                value = effective_topic_config(broker.config, overrides).min_insync_replicas
+            except ConfigError:  # validated by the controller; never refuse to serve
+                value = broker.config.min_insync_replicas
+            self._values[topic] = value
+        return value

@@ -1,0 +1,8 @@
+"""Trio drivers that host the pure state machines of `strom.coordinator`.
+
+A driver owns the state machine, serializes the commands it is given, feeds it time, writes the
+records it emits durably and reports the outcome back to it as an input; it depends on narrow
+interfaces (a log to append to, a publish callback), never on the whole broker state.
+`controller`: the metadata controller and its log. `groups`: the classic group coordinator over
+`__consumer_offsets` (`group_loading` reads it back at start-up, in a worker thread).
+"""

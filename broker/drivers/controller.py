@@ -1,0 +1,296 @@
+"""`ControllerDriver`: the thin trio shell around `Controller` and the metadata log.
+
+One command at a time (a FIFO trio lock): the state machine plans it against
+the current image; its records are appended as one batch and fsynced in a
+worker thread; only then are they replayed into the image, the image
+published to subscribers, and the response returned. Commit and publish are
+shielded from cancellation so a cancelled caller never leaves the log ahead
+of the image. Single node: this node is broker and controller, the Raft epoch
+is bumped on every start (as a one-voter election would), and the first start
+formats `meta.properties` and finalizes metadata.version. `open` also
+registers the broker with its configured advertised endpoints; `start` can
+re-register it with the endpoints actually bound.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import trio
+
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
+from strom.coordinator.controller.result import ControllerResult
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.loader import load_metadata
+from strom.coordinator.metadata.log import MetadataLog
+from strom.coordinator.metadata.properties import ensure_meta_properties
+from strom.coordinator.metadata.snapshot import (
+    SnapshotId,
+    delete_snapshots_before,
+    list_snapshots,
+    write_snapshot,
+)
+from strom.wire.message import Message
+
+if TYPE_CHECKING:
+    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.create_partitions import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+    )
+    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
+log = logging.getLogger("strom.controller")
+
+R = TypeVar("R")
+ImageListener = Callable[[MetadataImage], Awaitable[None] | None]
+DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None] | None]
+SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
+"""Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _load(
+    config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
+) -> tuple[str, MetadataLog, MetadataImage]:
+    """Blocking start-up: meta.properties, then the log and image (see `loader`)."""
+    directory = Path(config.metadata_dir)
+    cluster_id = ensure_meta_properties(
+        directory, node_id=config.node_id, cluster_id=config.cluster_id, new_uuid=new_uuid
+    )
+    metadata_log, image = load_metadata(directory, segment_bytes=config.metadata_log_segment_bytes)
+    return cluster_id, metadata_log, image
+
+
+class ControllerDriver:
+    """Serialized, durable controller commands. Create with `await ControllerDriver.open(config)`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        controller: Controller,
+        metadata_log: MetadataLog,
+        *,
+        cluster_id: str,
+        clock: Callable[[], int],
+        snapshot_interval_bytes: int,
+    ) -> None:
+        self._config = config
+        self._controller = controller
+        self._log = metadata_log
+        self.cluster_id = cluster_id
+        self._clock = clock
+        self._snapshot_interval = snapshot_interval_bytes
+        self._since_snapshot = 0
+        self._epoch = max(metadata_log.last_epoch, controller.image.provenance.epoch, 0) + 1
+        self._lock = trio.Lock()
+        self._listeners: list[DeltaListener] = []
+        self._broker_epoch = -1
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        config: BrokerConfig,
+        *,
+        clock: Callable[[], int] = _wall_clock_ms,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
+        metadata_version: int = LATEST_METADATA_VERSION,
+        features: Mapping[str, int] | None = None,
+    ) -> ControllerDriver:
+        """Recover the metadata, bootstrap a new cluster, register this broker."""
+        cluster_id, metadata_log, image = await trio.to_thread.run_sync(_load, config, new_uuid)
+        controller = Controller(config, new_uuid=new_uuid, image=image)
+        driver = cls(
+            config,
+            controller,
+            metadata_log,
+            cluster_id=cluster_id,
+            clock=clock,
+            snapshot_interval_bytes=snapshot_interval_bytes,
+        )
+        try:
+            records = controller.bootstrap(metadata_version, features)
+            async with driver._lock:
+                if records:
+                    await driver._commit(records)
+            await driver.start()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await driver.close()
+            raise
+        return driver
+
+    # --- reading ---------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        """The latest published image."""
+        return self._controller.image
+
+    @property
+    def node_id(self) -> int:
+        return self._controller.node_id
+
+    @property
+    def broker_epoch(self) -> int:
+        """This node's broker epoch (the offset of its latest registration)."""
+        return self._broker_epoch
+
+    @property
+    def epoch(self) -> int:
+        """The Raft epoch this node writes under."""
+        return self._epoch
+
+    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
+        """Call `listener(image)` after each change (awaited if it returns an awaitable)."""
+        return self.subscribe_deltas(lambda image, _delta: listener(image))
+
+    def subscribe_deltas(self, listener: DeltaListener) -> Callable[[], None]:
+        """Call `listener(image, delta)` after each change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    # --- life cycle ------------------------------------------------------------
+
+    async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
+        """(Re-)register this broker with `endpoints` (default: the configured advertised
+        endpoints) unless it is already registered with exactly those."""
+        wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
+        current = self.image.broker(self.node_id)
+        if current is not None and self._broker_epoch == current.epoch:
+            known = [(e.name, e.host, e.port) for e in current.endpoints]
+            if known == [(e.name, e.host, e.port) for e in wanted]:
+                return
+        self._broker_epoch = await self._run(
+            lambda: self._controller.register_broker(wanted, broker_epoch=self._log.end_offset)
+        )
+
+    async def close(self) -> None:
+        """Wait for the command in flight, then close the log (idempotent)."""
+        async with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._log.close()
+
+    # --- commands --------------------------------------------------------------
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse:
+        return await self._run(partial(self._controller.create_topics, request, version))
+
+    async def delete_topics(
+        self, request: DeleteTopicsRequest, version: int
+    ) -> DeleteTopicsResponse:
+        return await self._run(partial(self._controller.delete_topics, request, version))
+
+    async def create_partitions(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> CreatePartitionsResponse:
+        return await self._run(partial(self._controller.create_partitions, request, version))
+
+    async def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest, version: int
+    ) -> IncrementalAlterConfigsResponse:
+        return await self._run(
+            partial(self._controller.incremental_alter_configs, request, version)
+        )
+
+    async def alter_configs(
+        self, request: AlterConfigsRequest, version: int
+    ) -> AlterConfigsResponse:
+        return await self._run(partial(self._controller.alter_configs, request, version))
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A fresh block of producer ids for this broker: (first id, count).
+
+        Raises ControllerError (STALE_BROKER_EPOCH) if the broker is not registered.
+        """
+        return await self._run(
+            lambda: self._controller.allocate_producer_ids(self.node_id, self._broker_epoch)
+        )
+
+    async def snapshot(self) -> SnapshotId | None:
+        """Write a snapshot of the current image now (None if one exists for it)."""
+        async with self._lock:
+            self._check_open()
+            with trio.CancelScope(shield=True):
+                written = await self._write_snapshot()
+            return written
+
+    # --- internals ---------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the controller is closed")
+
+    async def _run(self, command: Callable[[], ControllerResult[R]]) -> R:
+        async with self._lock:
+            self._check_open()
+            result = command()
+            if result.records:
+                await self._commit(result.records)
+            return result.response
+
+    async def _commit(self, records: Sequence[Message]) -> None:
+        """Append durably, replay, publish, maybe snapshot (caller holds the lock)."""
+        timestamp = self._clock()
+        last_offset = self._log.end_offset + len(records) - 1
+        # Replay first: records that would not apply must never become durable.
+        delta = self._controller.stage(records, Provenance(last_offset, self._epoch, timestamp))
+        with trio.CancelScope(shield=True):
+            batch = await trio.to_thread.run_sync(
+                partial(self._log.append, records, epoch=self._epoch, timestamp=timestamp)
+            )
+            self._controller.adopt(delta)
+            image = self._controller.image
+            for listener in list(self._listeners):
+                try:
+                    outcome = listener(image, delta)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    log.exception("metadata listener %r failed", listener)
+            self._since_snapshot += batch.size
+            if self._since_snapshot >= self._snapshot_interval:
+                await self._write_snapshot()
+
+    async def _write_snapshot(self) -> SnapshotId | None:
+        image = self._controller.image
+        if image.provenance.offset < 0:
+            return None
+        snapshot_id = SnapshotId(image.provenance.offset + 1, image.provenance.epoch)
+        self._since_snapshot = 0
+
+        def write() -> bool:
+            directory = self._log.directory
+            if snapshot_id in list_snapshots(directory):
+                return False
+            write_snapshot(directory, image, snapshot_id)
+            delete_snapshots_before(directory, snapshot_id)
+            self._log.delete_before(snapshot_id.end_offset)
+            return True
+
+        if not await trio.to_thread.run_sync(write):
+            return None
+        log.info("metadata snapshot %s written", snapshot_id.file_name)
+        return snapshot_id

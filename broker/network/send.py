@@ -1,0 +1,90 @@
+"""Writing response chunks to a socket, with file ranges sent by `os.sendfile`.
+
+`wire.encode_response` returns a list of chunks: bytes-like objects, and for a
+Fetch response possibly `FileChunk`s, opaque records values that carry a
+segment's file range (a `ReadResult`) instead of its bytes. `send_chunks`
+writes them in order: the bytes between file ranges go out with one `send`
+each (joined), and each file range goes
+straight from the page cache into the socket with `os.sendfile`, non-blocking,
+waiting with trio's `wait_writable` on EAGAIN and looping on partial sends.
+
+The frame's size prefix was computed from the ranges' sizes, so a range that
+cannot be sent whole (the file was truncated or closed at shutdown meanwhile)
+leaves the stream unusable: that raises `trio.BrokenResourceError` and the
+connection is closed, as it would be on any send error.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+import trio
+
+from strom.storage import ReadResult
+
+
+class FileChunk:
+    """A records value whose bytes are a segment file range, sent with sendfile."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: ReadResult) -> None:
+        self.result = result
+
+    def __len__(self) -> int:
+        return self.result.size
+
+
+def has_file_chunks(chunks: list[Any]) -> bool:
+    return any(type(chunk) is FileChunk for chunk in chunks)
+
+
+async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
+    """Write `chunks` in order; FileChunks by sendfile (see the module docstring)."""
+    sock = stream.socket
+    pending: list[Any] = []
+    for chunk in chunks:
+        if type(chunk) is not FileChunk:
+            pending.append(chunk)
+            continue
+        if pending:
+            await _send_bytes(sock, b"".join(pending))
+            pending = []
+        await _sendfile(sock, chunk.result)
+    if pending:
+        await _send_bytes(sock, b"".join(pending))
+
+
+async def _send_bytes(sock: trio.socket.SocketType, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            sent = await sock.send(view)
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc
+        view = view[sent:]
+
+
+async def _sendfile(sock: trio.socket.SocketType, result: ReadResult) -> None:
+    file = result.file
+    out = sock.fileno()
+    position, left = result.position, result.size
+    while left:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if file is None or file.closed:
+            raise trio.BrokenResourceError(f"segment file closed before {left} bytes were sent")
+        try:
+            sent = os.sendfile(out, file.fd, position, left)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            if exc.errno == errno.EINTR:
+                continue
+            raise trio.BrokenResourceError(exc) from exc
+        if sent == 0:
+            raise trio.BrokenResourceError(f"segment file ended {left} bytes short (truncated)")
+        position += sent
+        left -= sent

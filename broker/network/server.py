@@ -1,0 +1,147 @@
+"""The trio TCP server: one task per connection, requests answered in order.
+
+Each connection runs a loop over a sans-IO `wire.Connection`: read bytes,
+pull complete requests, run the handler, write the response. Requests on one
+connection are handled one at a time, in order (as Kafka does), while clients
+pipeline as many as they like; a long-polling fetch holds up only its own
+connection. A malformed request closes that connection alone.
+
+Shutdown: connections waiting for a request stop at once; one in the middle
+of a request finishes it and sends the response, then stops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Any
+
+import trio
+
+from strom.broker.handlers import HANDLERS
+from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
+from strom.broker.handlers.api_versions import supported_versions
+from strom.broker.handlers.request import RequestContext
+from strom.broker.network.send import has_file_chunks, send_chunks
+from strom.broker.state import BrokerState
+from strom.wire.connection import (
+    CLOSED,
+    NEED_DATA,
+    Connection,
+    Request,
+    UnsupportedRequest,
+    encode_response,
+)
+from strom.wire.errors import ErrorCode, ProtocolError
+
+log = logging.getLogger("strom.server")
+
+RECEIVE_SIZE = 256 * 1024
+_connection_ids = itertools.count(1)
+
+
+class Server:
+    """Accepts connections on bound listeners and serves them until stopped."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+        self.stopping = False
+        self._waiting: set[trio.CancelScope] = set()
+        self._per_ip: dict[str, int] = {}
+
+    def stop_accepting_requests(self) -> None:
+        """Wake every connection that is waiting for a request so it closes."""
+        self.stopping = True
+        for scope in list(self._waiting):
+            scope.cancel()
+
+    async def handle_stream(self, stream: trio.SocketStream, listener: str) -> None:
+        host = _peer_host(stream)
+        limit = self.state.config.max_connections_per_ip
+        if self._per_ip.get(host, 0) >= limit:
+            log.warning("refusing connection from %s: max.connections.per.ip=%d reached", host, limit)
+            await trio.aclose_forcefully(stream)
+            return
+        self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        conn_id = next(_connection_ids)
+        try:
+            await self._serve(stream, host, conn_id, listener)
+        except ProtocolError as exc:
+            log.info("closing connection %d from %s: %s", conn_id, host, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.debug("connection %d from %s went away", conn_id, host)
+        finally:
+            self._per_ip[host] -= 1
+            if not self._per_ip[host]:
+                del self._per_ip[host]
+            await trio.aclose_forcefully(stream)
+
+    async def _serve(self, stream: trio.SocketStream, host: str, conn_id: int, listener: str) -> None:
+        config = self.state.config
+        conn = Connection(max_frame_size=config.socket_request_max_bytes)
+        idle_seconds = config.connections_max_idle_ms / 1000
+        while True:
+            event = conn.next_event()
+            if event is NEED_DATA:
+                if self.stopping:
+                    return
+                with trio.move_on_after(idle_seconds) as scope:
+                    self._waiting.add(scope)
+                    try:
+                        data = await stream.receive_some(RECEIVE_SIZE)
+                    finally:
+                        self._waiting.discard(scope)
+                if scope.cancelled_caught:
+                    if not self.stopping:
+                        log.info("closing idle connection %d from %s", conn_id, host)
+                    return
+                conn.receive_data(data)
+                continue
+            if event is CLOSED:
+                return
+            assert isinstance(event, Request | UnsupportedRequest)
+            chunks = await self.dispatch(event, host, conn_id, listener)
+            if chunks is None:
+                continue
+            if has_file_chunks(chunks):
+                await send_chunks(stream, chunks)
+            else:
+                await stream.send_all(b"".join(chunks))
+
+    async def dispatch(
+        self, event: Request | UnsupportedRequest, host: str, conn_id: int, listener: str
+    ) -> list[Any] | None:
+        """Run the request's handler; return the response chunks, or None for no response."""
+        header = event.header
+        key, version = header.request_api_key, header.request_api_version
+        handler = HANDLERS.get(key)
+        if isinstance(event, UnsupportedRequest) or handler is None or not handler.supports(version):
+            if key == API_VERSIONS_KEY:
+                # KIP-511: answer a too-new ApiVersions at v0 with what we support.
+                body = supported_versions(ErrorCode.UNSUPPORTED_VERSION)
+                return encode_response(key, version, header.correlation_id, body, body_version=0)
+            raise ProtocolError(
+                f"unsupported API key {key} version {version} from client {header.client_id!r}",
+                ErrorCode.UNSUPPORTED_VERSION,
+            )
+        request = RequestContext(
+            key, version, header.correlation_id, header.client_id, host, conn_id, listener
+        )
+        try:
+            response = await handler.handle(self.state, request, event.body)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            log.exception("handler for API key %d v%d failed", key, version)
+            raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        if response is None:
+            return None
+        return encode_response(key, version, header.correlation_id, response)
+
+
+def _peer_host(stream: trio.SocketStream) -> str:
+    try:
+        peer = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)

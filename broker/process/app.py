@@ -1,0 +1,174 @@
+"""The broker process: storage, controller, listeners, background work, shutdown.
+
+`Broker.run()` opens the partition logs (recovering after an unclean stop),
+opens the controller and its metadata log, binds the listeners, reports the
+bound endpoints through `task_status.started()`, and serves until `shutdown()`
+is called or the task is cancelled. Shutdown stops accepting, lets in-flight
+requests finish within a deadline, then closes the logs cleanly (writing the
+clean-shutdown marker that lets the next start skip recovery).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+import trio
+
+from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.groups import GroupDriver
+from strom.broker.network.server import Server
+from strom.broker.replication.partitions import follow_image, log_config
+from strom.broker.state import BrokerState, wall_clock_ms
+from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.dynamic import effective_config
+from strom.storage.cleaner import CleanerSettings, LogCleaner
+from strom.storage.manager import LogManager
+
+log = logging.getLogger("strom.broker")
+
+SHUTDOWN_GRACE_SECONDS = 4.0
+FLUSH_CHECK_SECONDS = 0.05
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.endpoints: list[Listener] = []
+        self.data_dirs = [str(Path(d).resolve()) for d in config.data_dirs]
+        self._shutdown = trio.Event()
+        self.state: BrokerState | None = None
+        """What handlers see, once serving (tests reach the controller and logs through it)."""
+        self.cleaner: LogCleaner | None = None
+        """The log cleaner thread (strom.storage.cleaner), once the logs are open."""
+
+    def shutdown(self) -> None:
+        """Begin a graceful shutdown (safe to call more than once)."""
+        self._shutdown.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        controller = await ControllerDriver.open(config)
+        try:
+            logs = LogManager(
+                [Path(d) for d in config.data_dirs],
+                wall_clock_ms,
+                topic_config=lambda topic: log_config(
+                    effective_config(config, controller.image, config.node_id),
+                    controller.image,
+                    topic,
+                ),
+            )
+            await trio.to_thread.run_sync(logs.load)
+            self.cleaner = LogCleaner(logs, CleanerSettings.of(config), wall_clock_ms)
+            self.cleaner.start()
+            try:
+                await self._serve(config, logs, controller, task_status)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self.cleaner.shutdown)
+                    await trio.to_thread.run_sync(logs.close)
+                    log.info("Strom stopped; logs closed cleanly")
+        finally:
+            with trio.CancelScope(shield=True):
+                await controller.close()
+
+    async def _serve(
+        self,
+        config: BrokerConfig,
+        logs: LogManager,
+        controller: ControllerDriver,
+        task_status: trio.TaskStatus[list[Listener]],
+    ) -> None:
+        client_listeners = [
+            lst for lst in config.listener_endpoints if lst.name not in config.controller_listeners
+        ]
+        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
+        for lst in client_listeners:
+            sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            port = sockets[0].socket.getsockname()[1]
+            bound.append((lst._replace(port=port), sockets))
+        self.endpoints = _advertised(config, [b for b, _ in bound])
+        await controller.start(self.endpoints)
+        state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        self.state = state
+        await follow_image(state, controller.image)
+        controller.subscribe(lambda image: follow_image(state, image))
+        state.groups = GroupDriver(state)
+        await state.groups.load()
+        server = Server(state)
+        log.info(
+            "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
+            package_version("strom"),
+            config.node_id,
+            ",".join(b.url for b, _ in bound),
+            ",".join(self.data_dirs),
+        )
+        async with trio.open_nursery() as connections:
+            async with trio.open_nursery() as accepting:
+                for lst, sockets in bound:
+                    handler = partial(server.handle_stream, listener=lst.name)
+                    accepting.start_soon(
+                        partial(trio.serve_listeners, handler, sockets, handler_nursery=connections)
+                    )
+                accepting.start_soon(_flush_loop, logs)
+                accepting.start_soon(state.groups.run)
+                accepting.start_soon(_maintenance_loop, config, logs)
+                task_status.started(self.endpoints)
+                await self._shutdown.wait()
+                log.info("shutting down: no new connections; finishing in-flight requests")
+                accepting.cancel_scope.cancel()
+            server.stop_accepting_requests()
+            connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+
+
+def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
+    """Advertised endpoints, with bound ports filled in where the config said port 0."""
+    ports = {b.name: b.port for b in bound}
+    hosts = {b.name: b.host for b in bound}
+    out = []
+    for adv in config.advertised_endpoints:
+        if adv.name not in ports:
+            continue
+        port = adv.port or ports[adv.name]
+        host = adv.host or hosts[adv.name] or "localhost"
+        out.append(Listener(adv.name, host, port))
+    return out
+
+
+async def _flush_loop(logs: LogManager) -> None:
+    """fsync partitions whose flush.messages / flush.ms policy says so, off the event loop."""
+    while True:
+        await trio.sleep(FLUSH_CHECK_SECONDS)
+        for partition in logs.flush_due(wall_clock_ms()):
+            await trio.to_thread.run_sync(partition.flush)
+
+
+async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
+    """Periodic work: offset checkpoints, retention, expiry of idle producer ids."""
+    checkpoint_every = config.log_flush_offset_checkpoint_interval_ms
+    retention_every = config.log_retention_check_interval_ms
+    producers_every = config.producer_id_expiration_check_interval_ms
+    now = wall_clock_ms()
+    next_checkpoint, next_retention, next_producers = (
+        now + checkpoint_every,
+        now + retention_every,
+        now + producers_every,
+    )
+    while True:
+        await trio.sleep(max(0.0, (min(next_checkpoint, next_retention, next_producers) - now) / 1000))
+        now = wall_clock_ms()
+        if now >= next_retention:
+            deleted = logs.enforce_retention(now)
+            if deleted:
+                log.info("retention deleted %d segments", deleted)
+            next_retention = now + retention_every
+        if now >= next_producers:
+            for partition in logs.partitions():
+                partition.expire_producers(now, config.producer_id_expiration_ms)
+            next_producers = now + producers_every
+        if now >= next_checkpoint:
+            await trio.to_thread.run_sync(logs.checkpoint)
+            next_checkpoint = now + checkpoint_every

@@ -1,0 +1,159 @@
+"""Run a broker inside a test: in this trio run, or as a child process.
+
+Both bind port 0 and report the port they got (never a guessed port: a
+connect-retry loop aimed at an ephemeral port can end up connected to itself).
+
+    async with open_broker(tmp_path) as broker:       # in-process, trio
+        client.connect(broker.bootstrap)
+
+    with BrokerProcess(tmp_path) as broker:           # child `strom serve`
+        Producer({"bootstrap.servers": broker.bootstrap})
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import trio
+
+import strom
+from strom.broker.process.app import Broker
+from strom.config import Listener, load_config
+
+_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+
+
+def _test_defaults(data_dir: Path) -> dict[str, str]:
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(data_dir),
+        "group.initial.rebalance.delay.ms": "0",
+    }
+
+
+@dataclass
+class EmbeddedBroker:
+    broker: Broker
+    endpoints: list[Listener]
+
+    @property
+    def bootstrap(self) -> str:
+        first = self.endpoints[0]
+        return f"{first.host}:{first.port}"
+
+
+@asynccontextmanager
+async def open_broker(
+    data_dir: Path, overrides: Mapping[str, str] | None = None
+) -> AsyncIterator[EmbeddedBroker]:
+    """Start a broker in the current trio run; shut it down cleanly on exit."""
+    config = load_config(extra={**_test_defaults(data_dir), **(overrides or {})})
+    broker = Broker(config)
+    async with trio.open_nursery() as nursery:
+        endpoints = await nursery.start(broker.run)
+        try:
+            yield EmbeddedBroker(broker, endpoints)
+        finally:
+            broker.shutdown()
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a `strom` child: it imports the same `strom` as this process."""
+    home = str(Path(strom.__file__).resolve().parent.parent)
+    path = [home, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
+
+
+class BrokerProcess:
+    """`strom serve` as a child process, with its data directory kept across restarts."""
+
+    def __init__(self, data_dir: Path, overrides: Mapping[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.overrides = {**_test_defaults(data_dir), **(overrides or {})}
+        self.process: subprocess.Popen[str] | None = None
+        self.bootstrap = ""
+        self.port = 0
+        self.output: deque[str] = deque(maxlen=2000)
+
+    def start(self, timeout: float = 20.0, same_port: bool = False) -> str:
+        """Start and wait for the startup line; return the bootstrap address."""
+        overrides = dict(self.overrides)
+        if same_port and self.port:
+            overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+        args = [sys.executable, "-m", "strom", "serve"]
+        for key, value in overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, env=child_environment(),
+        )  # fmt: skip
+        ready = threading.Event()
+        threading.Thread(target=self._drain, args=(self.process, ready), daemon=True).start()
+        if not ready.wait(timeout) or not self.bootstrap:
+            self.kill()
+            tail = "\n".join(list(self.output)[-30:])
+            raise RuntimeError(f"strom serve did not start within {timeout}s; its output:\n{tail}")
+        return self.bootstrap
+
+    def _drain(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            self.output.append(line.rstrip("\n"))
+            if not ready.is_set():
+                match = _STARTED.search(line)
+                if match:
+                    first = match.group("listeners").split(",")[0]
+                    host_port = first.split("://", 1)[1]
+                    self.bootstrap = host_port
+                    self.port = int(host_port.rsplit(":", 1)[1])
+                    ready.set()
+        process.stderr.close()
+        ready.set()  # the process ended; start() sees no bootstrap if it never started
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        process = self._require()
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean stop, as a crash or power loss would leave things."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, clean: bool = True) -> str:
+        if clean:
+            self.stop()
+        else:
+            self.kill()
+        return self.start(same_port=True)
+
+    def _require(self) -> subprocess.Popen[str]:
+        if self.process is None:
+            raise RuntimeError("broker process not started")
+        return self.process
+
+    def __enter__(self) -> BrokerProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.stop()
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,213 @@
+"""Effective topic configs and DescribeConfigs entries (value, source, synonyms).
+
+Kafka answers DescribeConfigs for a topic with its effective value plus the
+chain that produced it: the topic override, then each broker synonym that has a
+value (configured or default); the source is that chain's first link. Dynamic
+broker configs (stored in the metadata log) come first in a broker synonym's
+chain when `BrokerLayers` are given: this broker's own, then the cluster default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from strom.config.broker import BROKER_KEYS, BrokerConfig
+from strom.config.errors import ConfigError
+from strom.config.keys import ConfigKey
+from strom.config.topic import TOPIC_KEYS, TopicConfig
+from strom.config.values import ConfigSource, ConfigType, ConfigValue, parse_value, to_string
+
+BROKER_SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+"""Broker keys whose DescribeConfigs synonyms include other keys (Kafka's list)."""
+
+
+class BrokerLayers(NamedTuple):
+    """Where a dynamically changed broker value came from, for synonym chains.
+
+    `static` is the configuration from the file; `per_broker` and `cluster_default`
+    are the stored dynamic overrides (raw strings) of this broker and of the
+    cluster. The `broker` argument of the functions below is then the effective
+    configuration, which supplies the values.
+    """
+
+    static: BrokerConfig
+    per_broker: Mapping[str, str]
+    cluster_default: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """One link of a value's provenance chain."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One DescribeConfigs result entry."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    config_type: ConfigType
+    read_only: bool
+    is_sensitive: bool
+    synonyms: tuple[ConfigSynonym, ...]
+    documentation: str
+
+    @property
+    def is_default(self) -> bool:
+        """DescribeConfigs v0's is_default flag."""
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+def validate_topic_overrides(
+    overrides: Mapping[str, str | None], broker: BrokerConfig | None = None
+) -> dict[str, ConfigValue]:
+    """Parse and check topic overrides; raises ConfigError (-> INVALID_CONFIG) naming the key."""
+    parsed: dict[str, ConfigValue] = {}
+    for key, raw in overrides.items():
+        spec = TOPIC_KEYS.get(key)
+        if spec is None:
+            raise ConfigError.unknown(key)
+        if raw is None:
+            raise ConfigError(key, f"null value not supported for topic config '{key}'")
+        value = parse_value(key, spec.type, raw)
+        spec.check(value)
+        parsed[key] = value
+    if parsed.get("remote.storage.enable") is True:
+        raise ConfigError.invalid(
+            "remote.storage.enable", True, "false: tiered storage is not supported by this broker"
+        )
+    effective = broker if broker is not None else BrokerConfig()
+    low = _effective(TOPIC_KEYS["min.compaction.lag.ms"], effective, parsed)
+    high = _effective(TOPIC_KEYS["max.compaction.lag.ms"], effective, parsed)
+    if low > high:
+        raise ConfigError.invalid(
+            "min.compaction.lag.ms", low, f"at most max.compaction.lag.ms ({high})"
+        )
+    return parsed
+
+
+def effective_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:
+    """The typed settings a topic runs with: overrides, else broker synonyms, else defaults."""
+    parsed = validate_topic_overrides(overrides, broker)
+    values: dict[str, Any] = {
+        spec.attr: _effective(spec, broker, parsed) for spec in TOPIC_KEYS.values()
+    }
+    return TopicConfig(**values)
+
+
+def resolve_topic_config(
+    broker: BrokerConfig,
+    overrides: Mapping[str, str],
+    keys: Iterable[str] | None = None,
+    include_synonyms: bool = True,
+    layers: BrokerLayers | None = None,
+) -> list[ConfigEntry]:
+    """DescribeConfigs entries for a topic, sorted by name; unknown requested keys are skipped."""
+    parsed = validate_topic_overrides(overrides, broker)
+    wanted = sorted(TOPIC_KEYS) if keys is None else sorted(k for k in set(keys) if k in TOPIC_KEYS)
+    entries = []
+    for name in wanted:
+        spec = TOPIC_KEYS[name]
+        chain = (
+            [ConfigSynonym(name, to_string(parsed[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG)]
+            if name in parsed
+            else []
+        )
+        chain += _broker_chain(broker, [s.name for s in spec.synonyms], layers)
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=to_string(_effective(spec, broker, parsed)),
+                source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
+                config_type=spec.type,
+                read_only=False,
+                is_sensitive=spec.sensitive,
+                synonyms=tuple(chain) if include_synonyms else (),
+                documentation=spec.doc,
+            )
+        )
+    return entries
+
+
+def describe_broker_config(
+    broker: BrokerConfig,
+    keys: Iterable[str] | None = None,
+    include_synonyms: bool = True,
+    layers: BrokerLayers | None = None,
+) -> list[ConfigEntry]:
+    """DescribeConfigs entries for this broker, sorted by name; unknown requested keys are skipped."""
+    wanted = (
+        sorted(BROKER_KEYS) if keys is None else sorted(k for k in set(keys) if k in BROKER_KEYS)
+    )
+    entries = []
+    for name in wanted:
+        spec = BROKER_KEYS[name]
+        chain = _broker_chain(broker, BROKER_SYNONYMS.get(name, (name,)), layers)
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=None if spec.sensitive else to_string(broker.get(name)),
+                source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
+                config_type=spec.type,
+                read_only=not spec.dynamic,
+                is_sensitive=spec.sensitive,
+                synonyms=tuple(chain) if include_synonyms else (),
+                documentation=spec.doc,
+            )
+        )
+    return entries
+
+
+def _broker_chain(
+    broker: BrokerConfig, names: Iterable[str], layers: BrokerLayers | None = None
+) -> list[ConfigSynonym]:
+    """Synonym entries for the broker keys that have a value, in precedence order
+    (dynamic per-broker, dynamic cluster default, then static or default, as Kafka)."""
+    names = list(names)
+    chain = []
+    if layers is not None:
+        broker = layers.static
+        for stored, source in (
+            (layers.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (layers.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ):
+            for name in names:
+                if name in stored:
+                    shown = None if BROKER_KEYS[name].sensitive else stored[name]
+                    chain.append(ConfigSynonym(name, shown, source))
+    for name in names:
+        value = broker.get(name)
+        if value is None:
+            continue
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if broker.is_explicit(name)
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        shown = None if BROKER_KEYS[name].sensitive else to_string(value)
+        chain.append(ConfigSynonym(name, shown, source))
+    return chain
+
+
+def _effective(spec: ConfigKey, broker: BrokerConfig, parsed: Mapping[str, ConfigValue]) -> Any:
+    """A topic key's value: its override, else the first broker synonym set, else the default."""
+    if spec.name in parsed:
+        return parsed[spec.name]
+    for synonym in spec.synonyms:
+        value = broker.get(synonym.name)
+        if value is not None:
+            return synonym.convert(value)
+    return spec.default
