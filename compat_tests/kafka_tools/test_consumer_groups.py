@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
@@ -182,3 +184,50 @@ def test_an_active_group_is_described_and_protected(
     )  # fmt: skip
     deleted = kafka_tools.run("kafka-consumer-groups", *boot, "--delete", "--group", group)
     assert deleted.lines == [f"Deletion of requested consumer groups ('{group}') was successful."]
+
+
+def test_reset_by_time_export_import_and_delete_offsets(
+    kafka_tools: KafkaTools, shared_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """--to-datetime and --by-duration go through ListOffsets by timestamp; --export writes the
+    plan as CSV that --from-file executes; --delete-offsets removes the committed offsets."""
+    topic, group = topic_name("cg-time"), topic_name("cg-time-group")
+    boot = ("--bootstrap-server", shared_broker.bootstrap)
+    admin = ck.admin(shared_broker.bootstrap)
+    ck.create_topic(admin, topic, 2)
+    base = now_ms() - 3_600_000  # an hour ago, one record a second
+    records = sample_records(2, PER_PARTITION, base_ts=base, ts_step=1000)
+    ck.produce_all(ck.producer(shared_broker.bootstrap), topic, records)
+    consume_all_with_group(kafka_tools, shared_broker, topic, group)
+    assert committed(admin, group) == {0: PER_PARTITION, 1: PER_PARTITION}
+
+    def reset(*how: str) -> ToolResult:
+        return kafka_tools.run("kafka-consumer-groups", *boot, "--group", group,
+                               "--reset-offsets", "--topic", topic, *how)  # fmt: skip
+
+    # the first record at or after base + 2.5 s is offset 3 in each partition
+    moment = datetime.fromtimestamp((base + 2500) / 1000, tz=UTC)
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    reset("--to-datetime", stamp, "--execute")
+    assert committed(admin, group) == {0: 3, 1: 3}
+    # records from the last two hours: all of them
+    reset("--by-duration", "PT2H", "--execute")
+    assert committed(admin, group) == {0: 0, 1: 0}
+
+    exported = reset("--to-latest", "--export", "--dry-run")
+    # CSV: topic,partition,offset per line (the writer quotes a topic name with hyphens)
+    assert sorted(exported.lines) == [
+        f'"{topic}",0,{PER_PARTITION}', f'"{topic}",1,{PER_PARTITION}'
+    ]
+    assert committed(admin, group) == {0: 0, 1: 0}
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.stdout)
+    kafka_tools.run("kafka-consumer-groups", *boot, "--group", group, "--reset-offsets",
+                    "--from-file", str(plan), "--execute")  # fmt: skip
+    assert committed(admin, group) == {0: PER_PARTITION, 1: PER_PARTITION}
+
+    deleted = kafka_tools.run("kafka-consumer-groups", *boot, "--group", group,
+                              "--delete-offsets", "--topic", f"{topic}:1")  # fmt: skip
+    assert deleted.lines[0] == f"Request succeeded for deleting offsets from group {group}."
+    assert deleted.lines[2].split() == [topic, "1", "Successful"]
+    assert committed(admin, group) == {0: PER_PARTITION}

@@ -40,6 +40,8 @@ MAIN_CLASSES = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 """Each `bin/<name>.sh` script of the Kafka release and the class it runs."""
 
