@@ -1,16 +1,30 @@
-"""Strom's broker configuration, keyed, typed and validated like Apache Kafka 4.0's.
+"""Strom's configuration, keyed, typed and validated like Apache Kafka 4.0's.
 
-Load with `load_config(path, overrides)` (a server.properties file plus
-`key=value` overrides, as kafka-server-start does) or `BrokerConfig.from_properties`.
-Attributes are Kafka keys with dots as underscores. Topic-level keys, their
-broker synonyms and DescribeConfigs resolution live in `topic` and `resolve`.
+The one config package: everything Strom knows about config keys lives here,
+and the rest of Strom asks it. What is where:
+
+- `broker`: `BrokerConfig`, every broker key (type, default, validator, dynamic
+  or not) and the effective values derived from them; `load_config(path,
+  overrides)` reads a server.properties file plus `key=value` overrides, as
+  kafka-server-start does. Attributes are Kafka keys with dots as underscores.
+- `topic`: `TopicConfig`, every topic key and the broker keys it falls back to.
+- `dynamic`: dynamic broker configs (stored in the metadata log) over the static
+  file: which apply, which a change may name, the effective configuration.
+- `resolve`: a topic's effective config, and DescribeConfigs entries (value,
+  source, synonym chain) for topics and brokers.
+- `alter`: IncrementalAlterConfigs' operations and what they do to a value.
+- `values`, `validators`, `keys`, `listeners`, `properties`, `ignored`,
+  `errors`: value types and rendering, validators, the field declaration,
+  listener URLs, properties-file parsing, accepted-but-unused Kafka keys.
+
 Strom-only keys: `cluster.id` (cluster id for newly formatted storage) and
 `strom.log.level` (root log level); `STROM_DEFAULTS` lists deliberate default changes.
-
-The one config package: imports only `strom.wire`; everything else reads its settings here.
+Imports only `strom.wire`; the coordinators, storage and broker import it.
 """
 
+from strom.config.alter import AlterOp
 from strom.config.broker import BROKER_KEYS, STROM_DEFAULTS, BrokerConfig, load_config
+from strom.config.dynamic import BrokerLayers
 from strom.config.errors import ConfigError
 from strom.config.ignored import IGNORED_KEYS, IGNORED_PREFIXES, is_ignored
 from strom.config.keys import ConfigKey, Synonym
@@ -31,12 +45,20 @@ from strom.config.resolve import (
     ConfigEntry,
     ConfigSynonym,
     describe_broker_config,
+    describe_cluster_defaults,
     effective_topic_config,
     resolve_topic_config,
     validate_topic_overrides,
 )
 from strom.config.topic import TOPIC_KEYS, TopicConfig
-from strom.config.values import INT_MAX, LONG_MAX, ConfigSource, ConfigType, ConfigValue
+from strom.config.values import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigResource,
+    ConfigSource,
+    ConfigType,
+    ConfigValue,
+)
 
 __all__ = [
     "BROKER_KEYS",
@@ -48,10 +70,13 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "STROM_DEFAULTS",
     "TOPIC_KEYS",
+    "AlterOp",
     "BrokerConfig",
+    "BrokerLayers",
     "ConfigEntry",
     "ConfigError",
     "ConfigKey",
+    "ConfigResource",
     "ConfigSource",
     "ConfigSynonym",
     "ConfigType",
@@ -61,6 +86,7 @@ __all__ = [
     "TopicConfig",
     "apply_overrides",
     "describe_broker_config",
+    "describe_cluster_defaults",
     "effective_topic_config",
     "is_ignored",
     "load_config",

@@ -1,9 +1,13 @@
 """`BrokerConfig`: the typed, validated, immutable broker configuration.
 
-Attributes are Kafka's keys with dots as underscores (`log.retention.hours` ->
-`log_retention_hours`) holding the configured value, so DescribeConfigs can
-report exactly what was set; the properties below derive the effective values
-Kafka computes from them (retention ms > minutes > hours, log.dirs > log.dir, ...).
+Every broker key Strom types is declared here once, as a field: its Kafka name,
+type, default (Kafka 4.0's, except where `STROM_DEFAULTS` says why not),
+validator and whether Kafka can change it at runtime. Attributes are the keys
+with dots as underscores (`log.retention.hours` -> `log_retention_hours`)
+holding the configured value, so DescribeConfigs can report exactly what was
+set; the properties below the fields derive the effective values Kafka computes
+from them (retention ms > minutes > hours, log.dirs > log.dir, ...), and
+construction checks every value and the rules that span several keys.
 """
 
 from __future__ import annotations
@@ -14,23 +18,31 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from strom.config.checks import check_cross_key_rules
-from strom.config.coordinators import CoordinatorSettings
 from strom.config.errors import ConfigError
 from strom.config.ignored import is_ignored
-from strom.config.keys import attr_name, check_fields, keys_of
+from strom.config.keys import attr_name, check_fields, keys_of, setting
 from strom.config.listeners import (
+    SECURITY_PROTOCOLS,
     Listener,
     parse_listener_names,
     parse_listeners,
     parse_protocol_map,
     split_list,
 )
-from strom.config.logs import LogSettings
 from strom.config.properties import apply_overrides, read_properties_file
-from strom.config.records import RecordSettings
-from strom.config.server import DEFAULT_PROTOCOL_MAP, ServerSettings
-from strom.config.values import ConfigValue, parse_value
+from strom.config.unsupported import refuse_security_key, refuse_security_protocol
+from strom.config.validators import (
+    at_least,
+    between,
+    either,
+    exactly,
+    matches,
+    one_of,
+    subset_of,
+)
+from strom.config.values import DOUBLE_MAX, INT_MAX, LONG_MAX, ConfigType, ConfigValue, parse_value
+
+C = ConfigType
 
 STROM_DEFAULTS: Mapping[str, str] = {
     "node.id": "Kafka has no default (required); Strom's embedded node is 1",
@@ -40,8 +52,23 @@ STROM_DEFAULTS: Mapping[str, str] = {
     "offsets.topic.replication.factor": "Kafka's built-in 3 needs 3 brokers; 1 as in server.properties",
     "transaction.state.log.replication.factor": "as offsets.topic.replication.factor",
     "transaction.state.log.min.isr": "Kafka's built-in 2; 1 as in Kafka's shipped server.properties",
+    "queued.max.request.bytes": "Kafka's -1 lets ten slow 100 MB requests hold 1 GB; Strom bounds "
+    "request memory at 256 MiB",
 }
 """Where Strom's defaults deliberately differ from Kafka's, and why."""
+
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "CRITICAL")
+DEFAULT_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+MIN_SEGMENT_BYTES = 14
+"""The size of the smallest possible record batch overhead, Kafka's floor for segments."""
+
+# Value domains shared with the topic keys (`strom.config.topic`) these keys are defaults of.
+CLEANUP_POLICIES = ("compact", "delete")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+GZIP_LEVEL = either(between(1, 9), exactly(-1))
+LZ4_LEVEL = between(1, 17)
+ZSTD_LEVEL = between(-131072, 22)
 
 _PY_LEVELS = {"TRACE": 5, "WARN": logging.WARNING, "FATAL": logging.CRITICAL}
 _HOUR_MS = 3_600_000
@@ -49,12 +76,728 @@ _MINUTE_MS = 60_000
 
 
 @dataclass(frozen=True)
-class BrokerConfig(ServerSettings, LogSettings, RecordSettings, CoordinatorSettings):
-    """The broker configuration; construction validates every value and cross-key rule.
+class BrokerConfig:
+    """The broker configuration; construction validates every value and cross-key rule."""
 
-    The mixins only declare fields; `__init__`, `__repr__` and `__eq__` are generated here
-    once rather than for each mixin too (a few ms of every start-up).
-    """
+    # --- node identity, listeners, sockets, connection limits, topics, metadata log --------------
+    node_id: int = setting(
+        "node.id",
+        C.INT,
+        1,
+        "This node's id (Kafka requires it; Strom's single node defaults to 1).",
+        validator=at_least(0),
+    )
+    broker_id: int | None = setting(
+        "broker.id",
+        C.INT,
+        None,
+        "Legacy alias of node.id; if set it must equal node.id.",
+        validator=at_least(0),
+    )
+    process_roles: tuple[str, ...] = setting(
+        "process.roles",
+        C.LIST,
+        ("broker", "controller"),
+        "Roles of this node; Strom always runs both in one process.",
+        validator=subset_of("broker", "controller", allow_empty=False),
+    )
+    cluster_id: str | None = setting(
+        "cluster.id",
+        C.STRING,
+        None,
+        "Strom's own: the cluster id to format new storage with (Kafka keeps it in "
+        "meta.properties); unset means generate one.",
+        validator=matches(r"[A-Za-z0-9_\-]{1,64}", "1-64 characters of A-Z a-z 0-9 _ -"),
+    )
+    broker_rack: str | None = setting("broker.rack", C.STRING, None, "Rack of this broker.")
+    strom_log_level: str = setting(
+        "strom.log.level",
+        C.STRING,
+        "INFO",
+        "Strom's own: root log level (case-insensitive).",
+        validator=one_of(*LOG_LEVELS, case_sensitive=False),
+        dynamic=True,
+    )
+
+    listeners: str = setting(
+        "listeners",
+        C.STRING,
+        "PLAINTEXT://127.0.0.1:9092",
+        "Comma-separated NAME://host:port to bind; empty host = all interfaces, port 0 = "
+        "ephemeral (Kafka's default binds PLAINTEXT://:9092).",
+        dynamic=True,
+    )
+    advertised_listeners: str | None = setting(
+        "advertised.listeners",
+        C.STRING,
+        None,
+        "Endpoints told to clients; unset or blank = the non-controller listeners.",
+        dynamic=True,
+    )
+    listener_security_protocol_map: str = setting(
+        "listener.security.protocol.map",
+        C.STRING,
+        DEFAULT_PROTOCOL_MAP,
+        "Listener name to security protocol.",
+        dynamic=True,
+    )
+    controller_listener_names: str | None = setting(
+        "controller.listener.names", C.STRING, None, "Listener names used by the KRaft controller."
+    )
+    inter_broker_listener_name: str | None = setting(
+        "inter.broker.listener.name", C.STRING, None, "Listener used between brokers."
+    )
+    security_inter_broker_protocol: str = setting(
+        "security.inter.broker.protocol",
+        C.STRING,
+        "PLAINTEXT",
+        "Names the inter-broker listener when inter.broker.listener.name is unset.",
+        validator=one_of(*SECURITY_PROTOCOLS),
+    )
+
+    socket_send_buffer_bytes: int = setting(
+        "socket.send.buffer.bytes", C.INT, 102400, "SO_SNDBUF of client sockets; -1 = OS default."
+    )
+    socket_receive_buffer_bytes: int = setting(
+        "socket.receive.buffer.bytes",
+        C.INT,
+        102400,
+        "SO_RCVBUF of client sockets; -1 = OS default.",
+    )
+    socket_request_max_bytes: int = setting(
+        "socket.request.max.bytes",
+        C.INT,
+        104857600,
+        "Largest request size accepted.",
+        validator=at_least(1),
+    )
+    socket_listen_backlog_size: int = setting(
+        "socket.listen.backlog.size",
+        C.INT,
+        50,
+        "Listen backlog of server sockets.",
+        validator=at_least(1),
+    )
+    connections_max_idle_ms: int = setting(
+        "connections.max.idle.ms", C.LONG, 600000, "Idle connections are closed after this."
+    )
+    max_connections_per_ip: int = setting(
+        "max.connections.per.ip",
+        C.INT,
+        INT_MAX,
+        "Connection limit per client address.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    max_connections_per_ip_overrides: str = setting(
+        "max.connections.per.ip.overrides",
+        C.STRING,
+        "",
+        "Per-host limits as host:count,...",
+        validator=matches(
+            r"(\s*[^,:\s]+\s*:\s*[0-9]+\s*(,|$))*", "host:count pairs separated by commas"
+        ),
+        dynamic=True,
+    )
+    max_connections: int = setting(
+        "max.connections",
+        C.INT,
+        INT_MAX,
+        "Connection limit per broker.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    queued_max_request_bytes: int = setting(
+        "queued.max.request.bytes",
+        C.LONG,
+        268435456,
+        "Bytes of requests being read before reading from sockets pauses (-1: no bound).",
+    )
+    queued_max_requests: int = setting(
+        "queued.max.requests",
+        C.INT,
+        500,
+        "Requests queued before reading from sockets pauses.",
+        validator=at_least(1),
+    )
+    fetch_max_bytes: int = setting(
+        "fetch.max.bytes",
+        C.INT,
+        57671680,
+        "Upper bound of bytes returned for one fetch.",
+        validator=at_least(1024),
+    )
+    max_incremental_fetch_session_cache_slots: int = setting(
+        "max.incremental.fetch.session.cache.slots",
+        C.INT,
+        1000,
+        "Incremental fetch sessions (KIP-227) the broker keeps at most.",
+        validator=at_least(0),
+    )
+    num_network_threads: int = setting(
+        "num.network.threads",
+        C.INT,
+        3,
+        "Accepted for compatibility; ignored (trio).",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    num_io_threads: int = setting(
+        "num.io.threads",
+        C.INT,
+        8,
+        "Accepted for compatibility; ignored (trio).",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    background_threads: int = setting(
+        "background.threads",
+        C.INT,
+        10,
+        "Accepted for compatibility; ignored (trio).",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    auto_create_topics_enable: bool = setting(
+        "auto.create.topics.enable", C.BOOLEAN, True, "Create unknown topics on metadata requests."
+    )
+    delete_topic_enable: bool = setting(
+        "delete.topic.enable", C.BOOLEAN, True, "Allow DeleteTopics."
+    )
+
+    metadata_log_dir: str | None = setting(
+        "metadata.log.dir",
+        C.STRING,
+        None,
+        "Where the cluster metadata log lives; unset = first log dir.",
+    )
+    metadata_log_segment_bytes: int = setting(
+        "metadata.log.segment.bytes",
+        C.INT,
+        1073741824,
+        "Segment size of the metadata log.",
+        validator=at_least(12),
+    )
+    metadata_log_segment_ms: int = setting(
+        "metadata.log.segment.ms", C.LONG, 604800000, "Roll time of metadata log segments."
+    )
+    metadata_max_retention_bytes: int = setting(
+        "metadata.max.retention.bytes",
+        C.LONG,
+        104857600,
+        "Metadata log size kept before snapshots allow deleting; -1 = unlimited.",
+    )
+    metadata_max_retention_ms: int = setting(
+        "metadata.max.retention.ms",
+        C.LONG,
+        604800000,
+        "Metadata log age kept before snapshots allow deleting; -1 = unlimited.",
+    )
+
+    # --- logs: data dirs, segments, rolling, flushing, retention ---------------------------------
+    # Most are the broker-wide defaults behind a topic key (see `strom.config.topic`),
+    # which is why Kafka can change them without a restart.
+    log_dir: str = setting(
+        "log.dir",
+        C.STRING,
+        "./data",
+        "Data directory when log.dirs is unset (Kafka's default is /tmp/kafka-logs).",
+    )
+    log_dirs: str | None = setting(
+        "log.dirs", C.STRING, None, "Comma-separated data directories; wins over log.dir."
+    )
+    num_partitions: int = setting(
+        "num.partitions", C.INT, 1, "Partitions of auto-created topics.", validator=at_least(1)
+    )
+    default_replication_factor: int = setting(
+        "default.replication.factor", C.INT, 1, "Replication factor of auto-created topics."
+    )
+    num_recovery_threads_per_data_dir: int = setting(
+        "num.recovery.threads.per.data.dir",
+        C.INT,
+        2,
+        "Accepted for compatibility; ignored.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    log_segment_bytes: int = setting(
+        "log.segment.bytes",
+        C.INT,
+        1073741824,
+        "Size at which a segment rolls.",
+        validator=at_least(MIN_SEGMENT_BYTES),
+        dynamic=True,
+    )
+    log_roll_ms: int | None = setting(
+        "log.roll.ms",
+        C.LONG,
+        None,
+        "Age at which a segment rolls; wins over log.roll.hours.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    log_roll_hours: int = setting(
+        "log.roll.hours",
+        C.INT,
+        168,
+        "Segment roll age in hours.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    log_roll_jitter_ms: int | None = setting(
+        "log.roll.jitter.ms",
+        C.LONG,
+        None,
+        "Random roll jitter; wins over log.roll.jitter.hours.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_roll_jitter_hours: int = setting(
+        "log.roll.jitter.hours",
+        C.INT,
+        0,
+        "Random roll jitter in hours.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_index_size_max_bytes: int = setting(
+        "log.index.size.max.bytes",
+        C.INT,
+        10485760,
+        "Maximum offset index size.",
+        validator=at_least(4),
+        dynamic=True,
+    )
+    log_index_interval_bytes: int = setting(
+        "log.index.interval.bytes",
+        C.INT,
+        4096,
+        "Bytes between offset index entries.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_preallocate: bool = setting(
+        "log.preallocate", C.BOOLEAN, False, "Preallocate segment files.", dynamic=True
+    )
+    log_segment_delete_delay_ms: int = setting(
+        "log.segment.delete.delay.ms",
+        C.LONG,
+        60000,
+        "Delay before deleting a dropped segment.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+
+    log_flush_interval_messages: int = setting(
+        "log.flush.interval.messages",
+        C.LONG,
+        LONG_MAX,
+        "Messages between fsyncs.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    log_flush_interval_ms: int | None = setting(
+        "log.flush.interval.ms",
+        C.LONG,
+        None,
+        "Time between fsyncs; unset = log.flush.scheduler.interval.ms.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_flush_scheduler_interval_ms: int = setting(
+        "log.flush.scheduler.interval.ms", C.LONG, LONG_MAX, "How often the flusher checks logs."
+    )
+    log_flush_offset_checkpoint_interval_ms: int = setting(
+        "log.flush.offset.checkpoint.interval.ms",
+        C.INT,
+        60000,
+        "How often the recovery point is checkpointed.",
+        validator=at_least(0),
+    )
+    log_flush_start_offset_checkpoint_interval_ms: int = setting(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        C.INT,
+        60000,
+        "How often the log start offset is checkpointed.",
+        validator=at_least(0),
+    )
+
+    log_retention_hours: int = setting(
+        "log.retention.hours", C.INT, 168, "Retention in hours; -1 = unlimited."
+    )
+    log_retention_minutes: int | None = setting(
+        "log.retention.minutes", C.INT, None, "Retention in minutes; wins over hours."
+    )
+    log_retention_ms: int | None = setting(
+        "log.retention.ms",
+        C.LONG,
+        None,
+        "Retention in ms; wins over minutes; -1 = unlimited.",
+        dynamic=True,
+    )
+    log_retention_bytes: int = setting(
+        "log.retention.bytes", C.LONG, -1, "Partition size kept; -1 = unlimited.", dynamic=True
+    )
+    log_retention_check_interval_ms: int = setting(
+        "log.retention.check.interval.ms",
+        C.LONG,
+        300000,
+        "How often retention is enforced.",
+        validator=at_least(1),
+    )
+    log_local_retention_ms: int = setting(
+        "log.local.retention.ms",
+        C.LONG,
+        -2,
+        "Tiered storage local retention; -2 = retention.ms.",
+        validator=at_least(-2),
+        dynamic=True,
+    )
+    log_local_retention_bytes: int = setting(
+        "log.local.retention.bytes",
+        C.LONG,
+        -2,
+        "Tiered storage local retention; -2 = retention.bytes.",
+        validator=at_least(-2),
+        dynamic=True,
+    )
+
+    # --- records: size limits, compression, compaction, timestamps -------------------------------
+    message_max_bytes: int = setting(
+        "message.max.bytes",
+        C.INT,
+        1048588,
+        "Largest record batch accepted.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    min_insync_replicas: int = setting(
+        "min.insync.replicas",
+        C.INT,
+        1,
+        "Replicas that must ack an acks=all write.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    unclean_leader_election_enable: bool = setting(
+        "unclean.leader.election.enable",
+        C.BOOLEAN,
+        False,
+        "Allow out-of-sync replicas to become leader.",
+        dynamic=True,
+    )
+    compression_type: str = setting(
+        "compression.type",
+        C.STRING,
+        "producer",
+        "Codec of stored batches; producer = as sent.",
+        validator=one_of(*COMPRESSION_TYPES),
+        dynamic=True,
+    )
+    compression_gzip_level: int = setting(
+        "compression.gzip.level",
+        C.INT,
+        -1,
+        "gzip level when recompressing.",
+        validator=GZIP_LEVEL,
+        dynamic=True,
+    )
+    compression_lz4_level: int = setting(
+        "compression.lz4.level",
+        C.INT,
+        9,
+        "lz4 level when recompressing.",
+        validator=LZ4_LEVEL,
+        dynamic=True,
+    )
+    compression_zstd_level: int = setting(
+        "compression.zstd.level",
+        C.INT,
+        3,
+        "zstd level when recompressing.",
+        validator=ZSTD_LEVEL,
+        dynamic=True,
+    )
+
+    log_cleanup_policy: tuple[str, ...] = setting(
+        "log.cleanup.policy",
+        C.LIST,
+        ("delete",),
+        "delete and/or compact.",
+        validator=subset_of(*CLEANUP_POLICIES),
+        dynamic=True,
+    )
+    log_cleaner_enable: bool = setting(
+        "log.cleaner.enable", C.BOOLEAN, True, "Run the log cleaner (needed for compaction)."
+    )
+    log_cleaner_threads: int = setting(
+        "log.cleaner.threads", C.INT, 1, "Cleaner threads.", validator=at_least(0), dynamic=True
+    )
+    log_cleaner_dedupe_buffer_size: int = setting(
+        "log.cleaner.dedupe.buffer.size",
+        C.LONG,
+        134217728,
+        "Memory for key deduplication.",
+        dynamic=True,
+    )
+    log_cleaner_io_buffer_size: int = setting(
+        "log.cleaner.io.buffer.size",
+        C.INT,
+        524288,
+        "Cleaner I/O buffer.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_cleaner_io_buffer_load_factor: float = setting(
+        "log.cleaner.io.buffer.load.factor",
+        C.DOUBLE,
+        0.9,
+        "Dedupe buffer load factor.",
+        dynamic=True,
+    )
+    log_cleaner_io_max_bytes_per_second: float = setting(
+        "log.cleaner.io.max.bytes.per.second",
+        C.DOUBLE,
+        DOUBLE_MAX,
+        "Cleaner I/O throttle.",
+        dynamic=True,
+    )
+    log_cleaner_backoff_ms: int = setting(
+        "log.cleaner.backoff.ms",
+        C.LONG,
+        15000,
+        "Sleep when nothing is cleanable.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_cleaner_min_cleanable_ratio: float = setting(
+        "log.cleaner.min.cleanable.ratio",
+        C.DOUBLE,
+        0.5,
+        "Dirty ratio that triggers cleaning.",
+        validator=between(0, 1),
+        dynamic=True,
+    )
+    log_cleaner_delete_retention_ms: int = setting(
+        "log.cleaner.delete.retention.ms",
+        C.LONG,
+        86400000,
+        "How long tombstones are kept.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_cleaner_min_compaction_lag_ms: int = setting(
+        "log.cleaner.min.compaction.lag.ms",
+        C.LONG,
+        0,
+        "Minimum age before compaction.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_cleaner_max_compaction_lag_ms: int = setting(
+        "log.cleaner.max.compaction.lag.ms",
+        C.LONG,
+        LONG_MAX,
+        "Maximum age before compaction.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+
+    log_message_timestamp_type: str = setting(
+        "log.message.timestamp.type",
+        C.STRING,
+        "CreateTime",
+        "CreateTime or LogAppendTime.",
+        validator=one_of(*TIMESTAMP_TYPES),
+        dynamic=True,
+    )
+    log_message_timestamp_before_max_ms: int = setting(
+        "log.message.timestamp.before.max.ms",
+        C.LONG,
+        LONG_MAX,
+        "How far in the past a CreateTime timestamp may be.",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_message_timestamp_after_max_ms: int = setting(
+        "log.message.timestamp.after.max.ms",
+        C.LONG,
+        3600000,
+        "How far in the future a CreateTime timestamp may be (Kafka 4.0: 1 hour).",
+        validator=at_least(0),
+        dynamic=True,
+    )
+    log_message_downconversion_enable: bool = setting(
+        "log.message.downconversion.enable",
+        C.BOOLEAN,
+        True,
+        "Deprecated in Kafka; accepted, Strom never down-converts.",
+        dynamic=True,
+    )
+
+    # --- coordinators: offsets, groups, transactions, producer ids -------------------------------
+    # The internal topics' replication defaults are 1, as in Kafka's shipped single-node
+    # server.properties, not Kafka's built-in 3 (which would leave one node without a
+    # group coordinator).
+    offsets_topic_num_partitions: int = setting(
+        "offsets.topic.num.partitions",
+        C.INT,
+        50,
+        "Partitions of __consumer_offsets.",
+        validator=at_least(1),
+    )
+    offsets_topic_replication_factor: int = setting(
+        "offsets.topic.replication.factor",
+        C.SHORT,
+        1,
+        "Replication of __consumer_offsets (Kafka's built-in default is 3).",
+        validator=at_least(1),
+    )
+    offsets_topic_segment_bytes: int = setting(
+        "offsets.topic.segment.bytes",
+        C.INT,
+        104857600,
+        "Segment size of __consumer_offsets.",
+        validator=at_least(1),
+    )
+    offsets_load_buffer_size: int = setting(
+        "offsets.load.buffer.size",
+        C.INT,
+        5242880,
+        "Read size when loading offsets.",
+        validator=at_least(1),
+    )
+    offsets_retention_minutes: int = setting(
+        "offsets.retention.minutes",
+        C.INT,
+        10080,
+        "How long committed offsets of empty groups are kept.",
+        validator=at_least(1),
+    )
+    offsets_retention_check_interval_ms: int = setting(
+        "offsets.retention.check.interval.ms",
+        C.LONG,
+        600000,
+        "How often stale offsets expire.",
+        validator=at_least(1),
+    )
+    offsets_commit_timeout_ms: int = setting(
+        "offsets.commit.timeout.ms",
+        C.INT,
+        5000,
+        "Wait for an offset commit to be written.",
+        validator=at_least(1),
+    )
+    offset_metadata_max_bytes: int = setting(
+        "offset.metadata.max.bytes", C.INT, 4096, "Largest metadata string of a commit."
+    )
+
+    group_initial_rebalance_delay_ms: int = setting(
+        "group.initial.rebalance.delay.ms",
+        C.INT,
+        3000,
+        "Wait for more members before the first rebalance of an empty group.",
+    )
+    group_min_session_timeout_ms: int = setting(
+        "group.min.session.timeout.ms", C.INT, 6000, "Smallest session timeout a member may ask."
+    )
+    group_max_session_timeout_ms: int = setting(
+        "group.max.session.timeout.ms", C.INT, 1800000, "Largest session timeout a member may ask."
+    )
+    group_max_size: int = setting(
+        "group.max.size", C.INT, INT_MAX, "Members allowed in one group.", validator=at_least(1)
+    )
+    group_coordinator_rebalance_protocols: tuple[str, ...] = setting(
+        "group.coordinator.rebalance.protocols",
+        C.LIST,
+        ("classic", "consumer"),
+        "Enabled group protocols.",
+        validator=subset_of("classic", "consumer", "share", allow_empty=False),
+    )
+
+    transaction_state_log_num_partitions: int = setting(
+        "transaction.state.log.num.partitions",
+        C.INT,
+        50,
+        "Partitions of __transaction_state.",
+        validator=at_least(1),
+    )
+    transaction_state_log_replication_factor: int = setting(
+        "transaction.state.log.replication.factor",
+        C.SHORT,
+        1,
+        "Replication of __transaction_state (Kafka's built-in default is 3).",
+        validator=at_least(1),
+    )
+    transaction_state_log_min_isr: int = setting(
+        "transaction.state.log.min.isr",
+        C.INT,
+        1,
+        "min.insync.replicas of __transaction_state (Kafka's built-in default is 2).",
+        validator=at_least(1),
+    )
+    transaction_state_log_segment_bytes: int = setting(
+        "transaction.state.log.segment.bytes",
+        C.INT,
+        104857600,
+        "Segment size of __transaction_state.",
+        validator=at_least(1),
+    )
+    transactional_id_expiration_ms: int = setting(
+        "transactional.id.expiration.ms",
+        C.INT,
+        604800000,
+        "Idle time after which a transactional id expires.",
+        validator=at_least(1),
+    )
+    transaction_max_timeout_ms: int = setting(
+        "transaction.max.timeout.ms",
+        C.INT,
+        900000,
+        "Largest transaction timeout a producer may ask.",
+        validator=at_least(1),
+    )
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        C.INT,
+        10000,
+        "How often timed-out transactions are aborted.",
+        validator=at_least(1),
+    )
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        C.INT,
+        3600000,
+        "How often expired transactional ids are removed.",
+        validator=at_least(1),
+    )
+    transaction_partition_verification_enable: bool = setting(
+        "transaction.partition.verification.enable",
+        C.BOOLEAN,
+        True,
+        "Verify a partition joined the transaction before accepting transactional writes.",
+        dynamic=True,
+    )
+    producer_id_expiration_ms: int = setting(
+        "producer.id.expiration.ms",
+        C.INT,
+        86400000,
+        "Idle time after which a producer id's state is dropped.",
+        validator=at_least(1),
+        dynamic=True,
+    )
+    producer_id_expiration_check_interval_ms: int = setting(
+        "producer.id.expiration.check.interval.ms",
+        C.INT,
+        600000,
+        "How often idle producer ids are expired.",
+        validator=at_least(1),
+    )
+    replica_lag_time_max_ms: int = setting(
+        "replica.lag.time.max.ms", C.LONG, 30000, "Followers lagging longer leave the ISR."
+    )
+
+    # --- what the configuration itself records, and what it derives ------------------------------
 
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """Keys set in the file or overrides (DescribeConfigs reports them as STATIC_BROKER_CONFIG)."""
@@ -63,7 +806,7 @@ class BrokerConfig(ServerSettings, LogSettings, RecordSettings, CoordinatorSetti
 
     def __post_init__(self) -> None:
         check_fields(self)
-        check_cross_key_rules(self)
+        _check_cross_key_rules(self)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -71,6 +814,7 @@ class BrokerConfig(ServerSettings, LogSettings, RecordSettings, CoordinatorSetti
         values: dict[str, Any] = {}
         ignored: list[tuple[str, str]] = []
         for key, raw in props.items():
+            refuse_security_key(key)
             spec = BROKER_KEYS.get(key)
             if spec is not None:
                 values[spec.attr] = parse_value(key, spec.type, raw)
@@ -194,6 +938,126 @@ class BrokerConfig(ServerSettings, LogSettings, RecordSettings, CoordinatorSetti
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener (names are case-insensitive)."""
         return self.protocol_map[listener_name.upper()]
+
+
+# --- rules spanning several keys (each reads derived values; every error names the key) ----------
+
+
+def _check_cross_key_rules(cfg: BrokerConfig) -> None:
+    """Rules spanning several keys, each error naming the key to change."""
+    if cfg.broker_id is not None and cfg.broker_id != cfg.node_id:
+        raise ConfigError.invalid(
+            "broker.id", cfg.broker_id, f"the same value as node.id ({cfg.node_id})"
+        )
+    _check_listeners(cfg)
+    explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
+    if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
+        raise ConfigError.invalid(
+            "queued.max.request.bytes",
+            cfg.queued_max_request_bytes,
+            f"-1, or at least socket.request.max.bytes ({cfg.socket_request_max_bytes})",
+        )
+    if not all(d.strip() for d in cfg.data_dirs):
+        raise ConfigError.invalid("log.dirs", cfg.log_dirs, "non-empty comma-separated directories")
+    if cfg.retention_ms == 0:
+        key = next(
+            k
+            for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+            if cfg.get(k) is not None
+        )
+        raise ConfigError.invalid(key, 0, "-1 (unlimited) or a positive retention")
+    if cfg.log_cleaner_min_compaction_lag_ms > cfg.log_cleaner_max_compaction_lag_ms:
+        raise ConfigError.invalid(
+            "log.cleaner.min.compaction.lag.ms",
+            cfg.log_cleaner_min_compaction_lag_ms,
+            "at most log.cleaner.max.compaction.lag.ms",
+        )
+    if "classic" not in cfg.group_coordinator_rebalance_protocols:
+        raise ConfigError.invalid(
+            "group.coordinator.rebalance.protocols",
+            cfg.group_coordinator_rebalance_protocols,
+            "a list including classic",
+        )
+
+
+def _check_listeners(cfg: BrokerConfig) -> None:
+    """Kafka's listener rules, relaxed where a combined single process needs no quorum port."""
+    endpoints = cfg.listener_endpoints
+    names = {e.name for e in endpoints}
+    if not endpoints:
+        raise ConfigError.invalid("listeners", cfg.listeners, "at least one listener")
+    bound = [(e.host, e.port) for e in endpoints if e.port != 0]
+    if len(bound) != len(set(bound)):
+        raise ConfigError.invalid("listeners", cfg.listeners, "a distinct host:port per listener")
+    for name in names:
+        if name not in cfg.protocol_map:
+            raise ConfigError.invalid(
+                "listener.security.protocol.map",
+                cfg.listener_security_protocol_map,
+                f"a security protocol for listener {name}",
+            )
+        refuse_security_protocol("listeners", name, cfg.protocol_map[name])
+    if "security.inter.broker.protocol" in cfg.explicit_keys:
+        refuse_security_protocol(
+            "security.inter.broker.protocol", "(inter-broker)", cfg.security_inter_broker_protocol
+        )
+    controllers = set(cfg.controller_listeners)
+    if controllers and "controller" in cfg.roles and not controllers & names:
+        raise ConfigError.invalid(
+            "controller.listener.names",
+            cfg.controller_listener_names,
+            "at least one name that appears in listeners",
+        )
+    if "controller" not in cfg.roles and controllers & names:
+        raise ConfigError.invalid(
+            "controller.listener.names",
+            cfg.controller_listener_names,
+            "no name that appears in listeners when process.roles is broker only",
+        )
+    _check_advertised(cfg, names, controllers)
+
+
+def _check_advertised(cfg: BrokerConfig, names: set[str], controllers: set[str]) -> None:
+    """Advertised endpoints must be routable, known listeners; the inter-broker one must exist."""
+    advertised = cfg.advertised_endpoints
+    for endpoint in advertised:
+        if endpoint.name not in names:
+            raise ConfigError.invalid(
+                "advertised.listeners",
+                cfg.advertised_listeners,
+                f"listener names that appear in listeners ({endpoint.name} does not)",
+            )
+        if endpoint.host == "0.0.0.0":
+            raise ConfigError.invalid(
+                "advertised.listeners",
+                cfg.advertised_listeners or cfg.listeners,
+                "routable addresses, not the meta-address 0.0.0.0 "
+                "(when unset it defaults to listeners)",
+            )
+    advertised_names = {e.name for e in advertised}
+    if cfg.inter_broker_listener_name is None:
+        wanted = cfg.security_inter_broker_protocol
+        explicit = "security.inter.broker.protocol" in cfg.explicit_keys
+        if explicit and "broker" in cfg.roles and wanted not in advertised_names:
+            raise ConfigError.invalid(
+                "security.inter.broker.protocol",
+                wanted,
+                "the name of a listener in advertised.listeners (or set inter.broker.listener.name)",
+            )
+        return
+    if "security.inter.broker.protocol" in cfg.explicit_keys:
+        raise ConfigError.invalid(
+            "inter.broker.listener.name",
+            cfg.inter_broker_listener_name,
+            "to be unset when security.inter.broker.protocol is set (only one of them)",
+        )
+    name = cfg.inter_broker_listener
+    if name in controllers or ("broker" in cfg.roles and name not in advertised_names):
+        raise ConfigError.invalid(
+            "inter.broker.listener.name",
+            cfg.inter_broker_listener_name,
+            "a non-controller listener name that appears in advertised.listeners",
+        )
 
 
 BROKER_KEYS = keys_of(BrokerConfig)

@@ -75,21 +75,10 @@ IGNORED_KEYS = frozenset(
         "socket.connection.setup.timeout.ms",
         "socket.connection.setup.timeout.max.ms",
         "max.connection.creation.rate",
-        "queued.max.request.bytes",
-        # Security: Strom serves PLAINTEXT only.
-        "authorizer.class.name",
-        "super.users",
-        "allow.everyone.if.no.acl.found",
-        "principal.builder.class",
-        "security.providers",
-        "connection.failed.authentication.delay.ms",
-        "connections.max.reauth.ms",
     }
 )
 
 IGNORED_PREFIXES = (
-    "ssl.",
-    "sasl.",
     "listener.name.",
     "config.providers",
     "password.encoder.",
@@ -99,7 +88,7 @@ IGNORED_PREFIXES = (
     "group.share.",
     "share.coordinator.",
 )
-"""Families of keys (security, tiered storage, newer group protocols) accepted wholesale."""
+"""Families of keys (tiered storage, newer group protocols) accepted wholesale; security keys are\nrefused instead (`unsupported`)."""
 
 
 def is_ignored(key: str) -> bool:

@@ -5,15 +5,19 @@ chain that produced it: the topic override, then each broker synonym that has a
 value (configured or default); the source is that chain's first link. Dynamic
 broker configs (stored in the metadata log) come first in a broker synonym's
 chain when `BrokerLayers` are given: this broker's own, then the cluster default.
+The broker's entries follow the same rules, plus Kafka's two special cases: the
+cluster-default resource (only the stored defaults) and stored keys Kafka has
+no type for (shown as sensitive and read-only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from strom.config.broker import BROKER_KEYS, BrokerConfig
+from strom.config.dynamic import BrokerLayers
 from strom.config.errors import ConfigError
 from strom.config.keys import ConfigKey
 from strom.config.topic import TOPIC_KEYS, TopicConfig
@@ -27,20 +31,6 @@ BROKER_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 """Broker keys whose DescribeConfigs synonyms include other keys (Kafka's list)."""
-
-
-class BrokerLayers(NamedTuple):
-    """Where a dynamically changed broker value came from, for synonym chains.
-
-    `static` is the configuration from the file; `per_broker` and `cluster_default`
-    are the stored dynamic overrides (raw strings) of this broker and of the
-    cluster. The `broker` argument of the functions below is then the effective
-    configuration, which supplies the values.
-    """
-
-    static: BrokerConfig
-    per_broker: Mapping[str, str]
-    cluster_default: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -148,7 +138,11 @@ def describe_broker_config(
     include_synonyms: bool = True,
     layers: BrokerLayers | None = None,
 ) -> list[ConfigEntry]:
-    """DescribeConfigs entries for this broker, sorted by name; unknown requested keys are skipped."""
+    """DescribeConfigs entries for this broker, sorted by name; unknown requested keys are skipped.
+
+    With `layers`, stored dynamic keys Strom does not know are listed too, as Kafka
+    lists them (see `unknown_entry`).
+    """
     wanted = (
         sorted(BROKER_KEYS) if keys is None else sorted(k for k in set(keys) if k in BROKER_KEYS)
     )
@@ -168,7 +162,84 @@ def describe_broker_config(
                 documentation=spec.doc,
             )
         )
+    if layers is None:
+        return entries
+    selected = None if keys is None else set(keys)
+    stored = {**layers.cluster_default, **layers.per_broker}
+    for key in sorted(k for k in stored if k not in BROKER_KEYS):
+        if selected is not None and key not in selected:
+            continue
+        chain = [
+            ConfigSynonym(key, None, source)
+            for overrides, source in (
+                (layers.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (layers.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            )
+            if key in overrides
+        ]
+        entries.append(unknown_entry(key, chain, include_synonyms))
+    return sorted(entries, key=lambda e: e.name)
+
+
+def describe_cluster_defaults(
+    defaults: Mapping[str, str], keys: Iterable[str] | None = None, include_synonyms: bool = True
+) -> list[ConfigEntry]:
+    """Kafka's BROKER "" resource: the stored cluster-wide dynamic defaults alone, with their
+    raw stored values, each with just its DYNAMIC_DEFAULT_BROKER_CONFIG synonyms."""
+    selected = None if keys is None else set(keys)
+    source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    entries = []
+    for key in sorted(k for k in defaults if selected is None or k in selected):
+        spec = BROKER_KEYS.get(key)
+        if spec is None:
+            entries.append(unknown_entry(key, [ConfigSynonym(key, None, source)], include_synonyms))
+            continue
+        hidden = spec.sensitive
+        chain = [
+            ConfigSynonym(n, None if hidden else defaults[n], source)
+            for n in BROKER_SYNONYMS.get(key, (key,))
+            if n in defaults
+        ]
+        entries.append(
+            ConfigEntry(
+                name=key,
+                value=None if hidden else defaults[key],
+                source=source,
+                config_type=spec.type,
+                read_only=not spec.dynamic,
+                is_sensitive=hidden,
+                synonyms=tuple(chain) if include_synonyms else (),
+                documentation=spec.doc,
+            )
+        )
     return entries
+
+
+def unknown_entry(key: str, chain: list[ConfigSynonym], include_synonyms: bool) -> ConfigEntry:
+    """A stored key Kafka has no type for: shown as sensitive (value null), never dynamic."""
+    return ConfigEntry(
+        name=key,
+        value=None,
+        source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
+        config_type=ConfigType.UNKNOWN,
+        read_only=True,
+        is_sensitive=True,
+        synonyms=tuple(chain) if include_synonyms else (),
+        documentation="",
+    )
+
+
+def entry_source(entry: ConfigEntry, layers: BrokerLayers) -> ConfigSource:
+    """The source of an entry resolved without `layers` (CreateTopics' configs), telling
+    dynamic broker values apart from static ones by its first synonym."""
+    if entry.source is not ConfigSource.STATIC_BROKER_CONFIG or not entry.synonyms:
+        return entry.source
+    first = entry.synonyms[0].name
+    if first in layers.per_broker:
+        return ConfigSource.DYNAMIC_BROKER_CONFIG
+    if first in layers.cluster_default:
+        return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    return entry.source
 
 
 def _broker_chain(

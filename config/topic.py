@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from strom.config.keys import Synonym, check_fields, keys_of, setting
-from strom.config.logs import MIN_SEGMENT_BYTES
-from strom.config.records import (
+from strom.config.broker import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
     GZIP_LEVEL,
     LZ4_LEVEL,
+    MIN_SEGMENT_BYTES,
     TIMESTAMP_TYPES,
     ZSTD_LEVEL,
 )
+from strom.config.keys import Synonym, check_fields, keys_of, setting
 from strom.config.validators import Validator, at_least, between, one_of, subset_of
 from strom.config.values import LONG_MAX, ConfigType
 

@@ -1,7 +1,7 @@
 """Kafka's config value types: parsing from strings, type checks, rendering.
 
-The numeric ids of `ConfigType` and `ConfigSource` are the ones DescribeConfigs
-puts on the wire, so the broker can copy them into responses unchanged.
+The numeric ids of `ConfigType`, `ConfigSource` and `ConfigResource` are the ones
+the config APIs put on the wire, so the broker can copy them unchanged.
 """
 
 from __future__ import annotations
@@ -55,6 +55,17 @@ class ConfigSource(IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
+
+
+class ConfigResource(IntEnum):
+    """Kafka's ConfigResource.Type: what a config request or ConfigRecord is about."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
 
 
 def parse_value(key: str, type_: ConfigType, raw: str) -> ConfigValue:

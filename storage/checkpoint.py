@@ -10,66 +10,33 @@ Entry lines: `topic partition offset` for recovery-point-offset-checkpoint and
 log-start-offset-checkpoint (one file per log dir), `epoch startOffset` for a
 partition's leader-epoch-checkpoint.
 
-Crash recovery: a writer fills `<name>.tmp`, fsyncs it, renames it over the
-file and fsyncs the directory, so a reader sees the old or the new file, never
-a mix. A leftover `.tmp` is a write that did not finish and is deleted on load;
-a malformed file raises `CheckpointError` and the caller falls back (scan more,
-or rebuild) rather than trusting it.
+Crash recovery: a file is replaced whole by `strom.storage.durable.atomic_replace`
+(`<name>.tmp`, fsync, rename, fsync the directory), so a reader sees the old or
+the new file, never a mix; a leftover `.tmp` is a write that did not finish and
+is ignored (deleted on load in a partition directory). A malformed file (one
+written with `sync=False` and torn by a power loss, say) raises `CheckpointError`
+and the caller falls back (scan more, or rebuild) rather than trusting it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from strom.storage.durable import atomic_replace
+
 VERSION = 0
-TMP_SUFFIX = ".tmp"
 
 
 class CheckpointError(Exception):
     """A checkpoint file exists but does not parse."""
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or create in `path` durable (no-op where directories can't be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace `path` with `data` via tmp + fsync + rename (+ dir fsync)."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
-
-
 def write_checkpoint(path: Path, entries: Iterable[Iterable[object]], *, sync: bool = True) -> None:
     """Write a version-0 checkpoint of space-separated entries (`sync`: durable on return)."""
     lines = [" ".join(str(field) for field in entry) for entry in entries]
     text = f"{VERSION}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
-    write_atomic(path, text.encode(), sync=sync)
+    atomic_replace(path, text.encode(), sync=sync)
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:

@@ -23,7 +23,7 @@ restart, as Kafka marks partitions uncleanable.
 
 Per data directory, `cleaner-offset-checkpoint` (Kafka's text checkpoint,
 `topic partition offset`) holds each log's first dirty offset; it is written
-atomically after every pass (broker.log.manager), and a missing, stale (past
+atomically after every pass (strom.storage.manager), and a missing, stale (past
 the log end, or below the log start) or corrupt entry only means the next
 pass treats more of the log as dirty.
 """
@@ -43,9 +43,9 @@ from strom.storage.partition import PartitionLog
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
+    from strom.storage.clean_view import CleanView
     from strom.storage.cleaner_pass import PassResult
     from strom.storage.manager import LogManager
-    from strom.storage.replace import CleanView
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@
    it, in a segment the map stopped inside, batches are copied unchanged: a
    tombstone there was never mapped, so it must not start its delete.retention.ms
    clock, or expire before the records it deletes are gone), then fsync, publish the
-   swap and let the log replace the group (broker.log.replace, broker.log.swap).
+   swap and let the log replace the group (`PartitionLog.replace_segments`,
+   strom.storage.swap).
    A group that loses nothing is left alone; one that loses everything is
    deleted. Groups go oldest first, so a crash between them is harmless.
 
@@ -28,11 +29,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from strom.storage.clean_view import CleanView
 from strom.storage.compact_batch import KEY, OFFSET, Filtered, batch_records, filter_batch
 from strom.storage.errors import LogError
 from strom.storage.fileio import read_batches
 from strom.storage.offset_map import OffsetMap
-from strom.storage.replace import CleanView, SegmentReplacement
+from strom.storage.partition import PartitionLog
 from strom.storage.segment import INT32_MAX, LogSegment
 from strom.storage.swap import CLEANED, discard, publish
 from strom.wire.errors import ErrorCode
@@ -76,7 +78,7 @@ class CleaningPass:
 
     def __init__(
         self,
-        log: SegmentReplacement,
+        log: PartitionLog,
         view: CleanView,
         first_dirty: int,
         upper: int,

@@ -1,61 +1,71 @@
-"""The per-partition settings the storage engine obeys, with Kafka's topic defaults.
+"""The per-partition settings the storage engine obeys.
 
-`LogConfig` is a narrow, typed view of `strom.config.TopicConfig` (which knows
-overrides, broker synonyms and validation); build one with `from_topic_config`
-or, from raw overrides, `for_topic`. The log never parses config strings itself.
+`LogConfig` is the log's narrow, typed view of `strom.config.TopicConfig`, which
+knows the keys, their defaults, overrides, broker synonyms and validation: its
+fields are TopicConfig attributes of the same name and default. Build one with
+`from_topic_config` or, from raw overrides, `for_topic`. The log never parses
+config strings itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from strom.config import BrokerConfig, TopicConfig
+from strom.config import TOPIC_KEYS, TopicConfig, effective_topic_config
+from strom.config.values import LONG_MAX
 
-LONG_MAX = 2**63 - 1
-CREATE_TIME = "CreateTime"
-LOG_APPEND_TIME = "LogAppendTime"
+if TYPE_CHECKING:
+    from strom.config import BrokerConfig
+
+__all__ = ["LONG_MAX", "LogConfig"]
+
+_SELF_CHECKED = tuple(
+    (TOPIC_KEYS[key].attr, TOPIC_KEYS[key])
+    for key in ("message.timestamp.type", "segment.bytes", "segment.ms", "segment.index.bytes")
+)
+"""Keys whose limits the log itself relies on, checked even for a LogConfig built by hand."""
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """What a partition log needs to know; field names match TopicConfig's attributes."""
+    """What a partition log needs to know; field names and defaults are TopicConfig's."""
 
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = CREATE_TIME
-    message_timestamp_before_max_ms: int = LONG_MAX
-    message_timestamp_after_max_ms: int = 3600000
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    retention_ms: int = 604800000
-    retention_bytes: int = -1
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    delete_retention_ms: int = 86400000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
-    min_cleanable_dirty_ratio: float = 0.5
+    segment_bytes: int = TopicConfig.segment_bytes
+    segment_ms: int = TopicConfig.segment_ms
+    segment_jitter_ms: int = TopicConfig.segment_jitter_ms
+    segment_index_bytes: int = TopicConfig.segment_index_bytes
+    index_interval_bytes: int = TopicConfig.index_interval_bytes
+    max_message_bytes: int = TopicConfig.max_message_bytes
+    message_timestamp_type: str = TopicConfig.message_timestamp_type
+    message_timestamp_before_max_ms: int = TopicConfig.message_timestamp_before_max_ms
+    message_timestamp_after_max_ms: int = TopicConfig.message_timestamp_after_max_ms
+    flush_messages: int = TopicConfig.flush_messages
+    flush_ms: int = TopicConfig.flush_ms
+    cleanup_policy: tuple[str, ...] = TopicConfig.cleanup_policy
+    retention_ms: int = TopicConfig.retention_ms
+    retention_bytes: int = TopicConfig.retention_bytes
+    compression_type: str = TopicConfig.compression_type
+    compression_gzip_level: int = TopicConfig.compression_gzip_level
+    compression_lz4_level: int = TopicConfig.compression_lz4_level
+    compression_zstd_level: int = TopicConfig.compression_zstd_level
+    delete_retention_ms: int = TopicConfig.delete_retention_ms
+    min_compaction_lag_ms: int = TopicConfig.min_compaction_lag_ms
+    max_compaction_lag_ms: int = TopicConfig.max_compaction_lag_ms
+    min_cleanable_dirty_ratio: float = TopicConfig.min_cleanable_dirty_ratio
 
     def __post_init__(self) -> None:
-        if self.message_timestamp_type not in (CREATE_TIME, LOG_APPEND_TIME):
-            raise ValueError(f"bad message.timestamp.type {self.message_timestamp_type!r}")
-        if self.segment_bytes < 14 or self.segment_ms < 1 or self.segment_index_bytes < 4:
-            raise ValueError("segment.bytes, segment.ms or segment.index.bytes out of range")
+        for attr, spec in _SELF_CHECKED:
+            value = getattr(self, attr)
+            if spec.validator is not None and not spec.validator.accepts(value):
+                spec.check(value)  # raises ConfigError (a ValueError) naming the key
 
     @property
     def log_append_time(self) -> bool:
-        return self.message_timestamp_type == LOG_APPEND_TIME
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def compact(self) -> bool:
@@ -84,34 +94,13 @@ class LogConfig:
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
         """Take the storage-related fields of an effective (resolved) topic config."""
-        return cls(
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-            segment_jitter_ms=config.segment_jitter_ms,
-            segment_index_bytes=config.segment_index_bytes,
-            index_interval_bytes=config.index_interval_bytes,
-            max_message_bytes=config.max_message_bytes,
-            message_timestamp_type=config.message_timestamp_type,
-            message_timestamp_before_max_ms=config.message_timestamp_before_max_ms,
-            message_timestamp_after_max_ms=config.message_timestamp_after_max_ms,
-            flush_messages=config.flush_messages,
-            flush_ms=config.flush_ms,
-            cleanup_policy=tuple(config.cleanup_policy),
-            retention_ms=config.retention_ms,
-            retention_bytes=config.retention_bytes,
-            compression_type=config.compression_type,
-            compression_gzip_level=config.compression_gzip_level,
-            compression_lz4_level=config.compression_lz4_level,
-            compression_zstd_level=config.compression_zstd_level,
-            delete_retention_ms=config.delete_retention_ms,
-            min_compaction_lag_ms=config.min_compaction_lag_ms,
-            max_compaction_lag_ms=config.max_compaction_lag_ms,
-            min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
-        )
+        return cls(**{name: getattr(config, name) for name in _FIELDS})
 
     @classmethod
     def for_topic(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
         """Resolve overrides against the broker's defaults (ConfigError for bad values)."""
-        from strom.config import effective_topic_config
-
         return cls.from_topic_config(effective_topic_config(broker, overrides))
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(LogConfig))
+"""LogConfig's fields, read once: `from_topic_config` runs for every topic on each metadata change."""

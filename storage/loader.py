@@ -2,15 +2,15 @@
 
 Partition directory `<topic>-<partition>/`::
 
-    00000000000000000000.log          segments (see broker.log.segment)
-    00000000000000000000.index        offset index (see broker.log.index)
+    00000000000000000000.log          segments (see strom.storage.segment)
+    00000000000000000000.index        offset index (see strom.storage.index)
     00000000000000000000.timeindex    time index
-    00000000000000001234.snapshot     producer state at offset 1234 (broker.log.producer_state)
-    leader-epoch-checkpoint           epoch history (broker.log.epoch)
+    00000000000000001234.snapshot     producer state at offset 1234 (strom.storage.producer_state)
+    leader-epoch-checkpoint           epoch history (strom.storage.epoch)
 
 Recovery rules, applied in order:
 
-0. An interrupted cleaner swap is completed or rolled back (broker.log.swap):
+0. An interrupted cleaner swap is completed or rolled back (strom.storage.swap):
    a committed `<base>.log.swap` replaces the segments it covers; uncommitted
    `*.cleaned` files and stray `*.swap` indexes are deleted.
 1. Leftover `*.tmp` files (interrupted atomic writes), `*.deleted` files and
@@ -46,8 +46,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.storage.checkpoint import TMP_SUFFIX
 from strom.storage.config import LogConfig
+from strom.storage.durable import TMP_SUFFIX
 from strom.storage.epoch import FILE_NAME as EPOCH_FILE
 from strom.storage.epoch import LeaderEpochCache
 from strom.storage.errors import CorruptLogError

@@ -2,7 +2,7 @@
 
 Per data directory::
 
-    <topic>-<partition>/               one PartitionLog (see broker.log.loader)
+    <topic>-<partition>/               one PartitionLog (see strom.storage.loader)
     <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
     recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
@@ -34,11 +34,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from strom.storage.checkpoint import (
-    fsync_dir,
-    write_atomic,
-    write_offsets,
-)
+from strom.storage.checkpoint import write_offsets
 from strom.storage.config import LogConfig
 from strom.storage.datadir import (
     CLEAN_SHUTDOWN_FILE,
@@ -50,6 +46,7 @@ from strom.storage.datadir import (
     scan_data_dir,
 )
 from strom.storage.deleter import DirectoryDeleter
+from strom.storage.durable import atomic_replace, fsync_dir
 from strom.storage.errors import LogError
 from strom.storage.partition import PartitionLog
 
@@ -290,7 +287,7 @@ class LogManager:
                 self._checkpoint_dir(directory)
                 if ok:
                     marker = directory / CLEAN_SHUTDOWN_FILE
-                    write_atomic(marker, b'{"version":0,"brokerEpoch":-1}')
+                    atomic_replace(marker, b'{"version":0,"brokerEpoch":-1}')
             except OSError as exc:
                 log.error("could not checkpoint %s: %s", directory, exc)
         for p in self._logs.values():

@@ -1,34 +1,63 @@
 """A partition's log: ordered segments plus offsets, producer state and epoch history.
 
-Everything here is synchronous and meant for the broker's event-loop thread,
-except `flush()`, which fsyncs and so runs in a worker thread (it holds the
-lock only to copy fds and to publish the new recovery point, never across
-I/O), and the cleaner's calls (strom.storage.replace), made from its own thread.
-Appends, reads and queries take the lock, so a reader never sees a segment
-list the cleaner is swapping.
 Offsets: log_start_offset <= high_watermark <= log_end_offset (the next offset
 to assign). On a single node the high watermark follows the log end.
+
+Threading: everything is synchronous and meant for the broker's event-loop
+thread, except `flush()`, which fsyncs and so runs in a worker thread, and the
+cleaner's calls (`clean_view`, `dup_segment_fds`, `replace_segments`), made
+from its own thread. Every public method takes the log's lock itself (callers
+hold none); appends, reads, queries and trims hold it throughout, so a reader
+never sees a segment list the cleaner is swapping. `flush()` holds it only to
+write out pending index entries and take fds of segments with unflushed data,
+and to publish the new recovery point, never across an fsync.
+
+Rolls: a new active segment starts at the log end; the old one's index
+entries are written out (no fsync: the flush the roll requests does that) and
+its `.log` fd is let go; producers are snapshotted at the new base offset.
+
+Head: DeleteRecords and retention advance the log start offset, then delete
+every segment wholly below it, oldest first (rolling first if that includes
+the active one, as Kafka does, so what is deleted is never the active segment).
+Retention (Kafka's rules): from the oldest segment on, while its largest
+timestamp is more than retention.ms old, or while dropping it still leaves at
+least retention.bytes; compact-only logs are exempt.
+Tail: `truncate_to` (replication) drops everything from an offset on. Both keep
+the epoch history and producer state in step.
+
+The cleaner's side: it works on closed segments, which never change once
+rolled, so it reads them without the lock (through fds it dup'd under the
+lock, so a concurrent delete or close cannot pull a file from under it). Only
+`replace_segments` changes the log, under the lock: it checks that the
+segments it cleaned are still exactly where they were (retention,
+DeleteRecords, truncation or deletion may have removed or changed them
+meanwhile; then the attempt is dropped), deletes them, installs the cleaned
+segment (strom.storage.swap) and publishes a *new* segment list, so readers
+holding the old list keep a coherent picture.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from strom.storage.clean_view import CleanView
 from strom.storage.config import LONG_MAX, LogConfig
+from strom.storage.durable import fsync_dir, fsync_file
 from strom.storage.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.storage.fileio import SegmentFile
-from strom.storage.lifecycle import SegmentLifecycle
-from strom.storage.loader import LoadedLog, load_partition
+from strom.storage.index import NO_TIMESTAMP
+from strom.storage.loader import LoadedLog, iter_headers_from, load_partition, new_segment
+from strom.storage.lookup import Found, find_max_timestamp, find_timestamp, segment_index
 from strom.storage.producer_entry import ProducerInfo
-from strom.storage.queries import segment_index
 from strom.storage.recompress import recompress
-from strom.storage.replace import SegmentReplacement
 from strom.storage.results import AppendResult, ReadResult, SegmentInfo
 from strom.storage.segment import LogSegment
+from strom.storage.swap import discard, install
 from strom.storage.validate import AppendOrigin, validate_records
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import (
@@ -45,7 +74,7 @@ TIMESTAMP_TYPE_MASK = 0x08
 _JITTER_RNG = random.Random()  # for segment.jitter.ms, shared: its state is 2.5 KB a log
 
 
-class PartitionLog(SegmentLifecycle, SegmentReplacement):
+class PartitionLog:
     """The storage of one topic-partition; see the module docstring for threading."""
 
     def __init__(
@@ -79,8 +108,11 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         self.failed: str | None = None
         self.closed = False
         self.generation = 0
+        """Bumped by truncation: a cleaning pass planned before it must not commit."""
         self.clean_offset: int | None = None
+        """The cleaner's checkpoint: everything below was cleaned (None: never cleaned)."""
         self.tombstone_horizon_ms: int | None = None
+        """The earliest delete horizon of tombstones left by the last pass (in memory only)."""
         self._lock = threading.Lock()
         self._pending_snapshots: list[Path] = []
         active = self._segments[-1]
@@ -112,6 +144,15 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             now_ms=clock(),
         )
         return cls(directory, topic, partition, config, loaded, clock, rng)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._segments[-1].next_offset
 
     # --- append ----------------------------------------------------------------------------
 
@@ -190,7 +231,7 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         old_epochs = list(self.epochs.entries)
         try:
             if self.epochs.assign(leader_epoch, base):
-                self.epochs.save(sync=False)  # the next flush fsyncs it (see broker.log.epoch)
+                self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)
             if active.should_roll(
@@ -208,6 +249,36 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             self.failed = f"{type(exc).__name__}: {exc}"
             log.error("%s: storage error on append, taking partition offline: %s", self.name, exc)
             raise KafkaStorageError(f"{self.name}: {exc}") from exc
+
+    def _roll(self, now_ms: int) -> None:
+        """Start a new active segment at the log end; snapshot producers there (OSError propagates)."""
+        old = self._segments[-1]
+        old.seal()
+        old.write_indexes()
+        segment = new_segment(
+            self.directory,
+            self.log_end_offset,
+            self.config,
+            now_ms,
+            self.config.random_jitter(self._rng),
+        )
+        if segment.size:
+            segment.close()
+            raise OSError(f"segment file {segment.path} already exists and is not empty")
+        self._segments.append(segment)
+        old.set_active(False)
+        try:
+            self._pending_snapshots.append(self.producer_state.write_snapshot(segment.base_offset))
+        except OSError as exc:
+            log.warning(
+                "%s: producer snapshot at %d failed: %s",
+                self.directory.name,
+                segment.base_offset,
+                exc,
+            )
+        self.flush_requested = True
+        self._want_flush()
+        log.debug("%s: rolled segment at %d", self.directory.name, segment.base_offset)
 
     # --- read ------------------------------------------------------------------------------
 
@@ -256,7 +327,336 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
             self.high_watermark,
         )
 
-    # --- configuration and introspection --------------------------------------------------
+    # --- queries ---------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> Found | None:
+        """(offset, timestamp, leader_epoch) of the first record with timestamp >= `timestamp`
+        at or after the log start; None if there is none (ListOffsets then answers -1)."""
+        with self._lock:
+            for segment in self._segments:
+                if (
+                    segment.max_timestamp >= timestamp
+                    and segment.next_offset > self.log_start_offset
+                ):
+                    found = find_timestamp(segment, timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp_offset(self) -> Found | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the first record holding the largest timestamp."""
+        with self._lock:
+            best: LogSegment | None = None
+            for segment in self._segments:
+                if segment.next_offset <= self.log_start_offset:
+                    continue
+                if segment.max_timestamp != NO_TIMESTAMP and (
+                    best is None or segment.max_timestamp > best.max_timestamp
+                ):
+                    best = segment
+            return None if best is None else find_max_timestamp(best)
+
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch that wrote to this log (None if none recorded)."""
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (leader_epoch, end_offset); (-1, -1) when unknown.
+
+        The latest epoch ends at the log end; an older one ends where the next
+        known epoch starts, reported with the largest known epoch <= the request.
+        """
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The leader epoch that wrote `offset` (for fetch epoch validation)."""
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+        return self.epochs.epoch_at(offset)
+
+    # --- durability ------------------------------------------------------------------------
+
+    def _want_flush(self) -> None:
+        """Tell the LogManager this log may want a flush (it checks only the logs it was told of)."""
+        if self.on_flush_wanted is not None:
+            self.on_flush_wanted()
+
+    def flush(self) -> None:
+        """fsync every segment holding unflushed data (and its indexes, written out first), then
+        advance the recovery point."""
+        fds: list[int] = []
+        try:
+            with self._lock:
+                if self.closed:
+                    return
+                target = self.log_end_offset
+                for s in self._segments:
+                    if s.next_offset > self.recovery_point or s is self._segments[-1]:
+                        fds.extend(s.sync_fds())
+                snapshots, self._pending_snapshots = self._pending_snapshots, []
+                if self.epochs.unsynced:
+                    snapshots.append(self.epochs.path)
+                    self.epochs.unsynced = False
+            for fd in fds:
+                os.fsync(fd)
+            for path in snapshots:  # missing_ok: deleted meanwhile (see strom.storage.durable)
+                fsync_file(path, missing_ok=True)
+            fsync_dir(self.directory, missing_ok=True)  # renamed meanwhile for deletion
+            if self.parent_unsynced:
+                fsync_dir(self.directory.parent)
+                self.parent_unsynced = False
+        except OSError as exc:
+            with self._lock:
+                self.failed = f"flush failed: {exc}"
+            raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            self.recovery_point = max(self.recovery_point, target)
+            self.last_flush_ms = self.clock()
+            self.flush_requested = False
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether flush.messages / flush.ms (or a just-rolled segment) call for a flush now."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed <= 0:
+            return False
+        return (
+            self.flush_requested
+            or unflushed >= self.config.flush_messages
+            or now_ms - self.last_flush_ms >= self.config.flush_ms
+        )
+
+    def close(self, *, clean: bool = True) -> None:
+        """Close the log. `clean` (shutdown) seals, fsyncs, snapshots producers at the log end
+        and closes every fd now; otherwise (topic deletion) nothing is written and segment fds
+        stay open until the last ReadResult using them is gone."""
+        if self.closed:
+            return
+        try:
+            if clean and self.failed is None:
+                with self._lock:
+                    self._segments[-1].seal()
+                self.flush()
+                end = self.log_end_offset
+                self.producer_state.write_snapshot(end, sync=True)
+                keep = {s.base_offset for s in self._segments} | {end}
+                for offset in self.producer_state.snapshot_offsets():
+                    if offset not in keep:
+                        self.producer_state.delete_snapshot(offset)
+        finally:
+            with self._lock:
+                for segment in self._segments:
+                    segment.close(release=not clean)
+                self.closed = True
+
+    # --- head ------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords (-1 = high watermark): advance the log start; the new log start offset."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+        with self._lock:
+            if offset > self.log_start_offset:
+                self._advance_start(offset, self.clock())
+        return self.log_start_offset
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the oldest segments past retention.ms / retention.bytes; how many went."""
+        if not self.config.delete:
+            return 0
+        with self._lock:
+            segments = self._segments
+            count = 0
+            if self.config.retention_ms >= 0:
+                for segment in segments:
+                    age = now_ms - segment.largest_timestamp()
+                    if segment.size == 0 or age <= self.config.retention_ms:
+                        break
+                    count += 1
+            if self.config.retention_bytes >= 0:
+                excess = sum(s.size for s in segments[count:]) - self.config.retention_bytes
+                while count < len(segments) and 0 < segments[count].size <= excess:
+                    excess -= segments[count].size
+                    count += 1
+            if count:
+                end = segments[count].base_offset if count < len(segments) else self.log_end_offset
+                self._advance_start(max(end, self.log_start_offset), now_ms)
+            return count
+
+    def _advance_start(self, offset: int, now_ms: int) -> None:
+        """Move the log start (lock held) and delete the segments wholly below it."""
+        self.log_start_offset = offset
+        if self.epochs.truncate_from_start(offset):
+            self.epochs.save(sync=False)  # re-derived on load if lost
+        segments = self._segments
+        count = 0
+        while count < len(segments):
+            if count + 1 < len(segments):
+                below = segments[count + 1].base_offset <= offset
+            else:
+                below = segments[count].size > 0 and segments[count].next_offset <= offset
+            if not below:
+                break
+            count += 1
+        if count == len(segments):
+            self._roll(now_ms)
+        for segment in segments[:count]:
+            log.info(
+                "%s: deleting segment %d below log start %d",
+                self.directory.name,
+                segment.base_offset,
+                offset,
+            )
+            segment.delete()
+        del segments[:count]
+        first = segments[0].base_offset
+        keep = max((o for o in self.producer_state.snapshot_offsets() if o <= first), default=first)
+        self.producer_state.delete_snapshots(below=keep)
+
+    # --- tail ------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after `offset` (a batch straddling it goes too)."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            self.generation += 1
+            if offset < self.log_start_offset:
+                self._restart_at(offset)
+                return
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._segments.pop().delete()
+            active = self._segments[-1]
+            active.set_active(True)
+            active.truncate_to(offset)
+            active.set_index_limits(
+                self.config.index_interval_bytes, self.config.segment_index_bytes
+            )
+            end = self.log_end_offset
+            self.log_start_offset = min(self.log_start_offset, end)
+            if self.epochs.truncate_from_end(end):
+                self.epochs.save(sync=False)  # re-derived on load if lost
+            self._rebuild_producers(end)
+            self.recovery_point = min(self.recovery_point, end)
+            self.high_watermark = min(self.high_watermark, end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Discard the whole log and continue, empty, from `offset`."""
+        with self._lock:
+            self._restart_at(offset)
+
+    def _restart_at(self, offset: int) -> None:
+        self.generation += 1
+        for segment in self._segments:
+            segment.delete()
+        self._segments[:] = [
+            new_segment(
+                self.directory,
+                offset,
+                self.config,
+                self.clock(),
+                self.config.random_jitter(self._rng),
+            )
+        ]
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.epochs.entries = []
+        self.epochs.save()
+        self.producer_state.entries = {}
+        self.producer_state.delete_snapshots(below=2**63)
+
+    def _rebuild_producers(self, end: int) -> None:
+        """Producer state as of `end`: newest snapshot at or below it, plus replay."""
+        self.producer_state.delete_snapshots(above=end)
+        snapshot = self.producer_state.load_latest_snapshot(end)
+        start = max(snapshot or 0, self._segments[0].base_offset)
+        for header in iter_headers_from(self._segments, start):
+            if header.base_offset >= start:
+                self.producer_state.replay(header)
+
+    # --- the cleaner's side ----------------------------------------------------------------
+
+    def clean_view(self) -> CleanView | None:
+        """A snapshot for planning, or None when the log is closed or failed."""
+        with self._lock:
+            if self.closed or self.failed is not None:
+                return None
+            closed = list(self._segments[:-1])
+            open_txns = [
+                e.current_txn_first_offset
+                for e in self.producer_state.entries.values()
+                if e.current_txn_first_offset >= 0
+            ]
+            return CleanView(
+                segments=closed,
+                largest_timestamps=[s.largest_timestamp() for s in closed],
+                first_timestamps=[s.first_batch_timestamp() for s in closed],
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+                active_base=self._segments[-1].base_offset,
+                first_unstable_offset=min(open_txns, default=self.log_end_offset),
+                producer_last={
+                    pid: e.batches[-1].last_offset
+                    for pid, e in self.producer_state.entries.items()
+                    if e.batches
+                },
+                generation=self.generation,
+                config=self.config,
+            )
+
+    def dup_segment_fds(self, segments: list[LogSegment]) -> list[int] | None:
+        """Private fds of the segments' `.log` files (caller closes), None if the log closed."""
+        with self._lock:
+            if self.closed:
+                return None
+            files = [s.open_file() for s in segments]  # held until dup'd: dropping one closes it
+            return [os.dup(f.fd) for f in files]
+
+    def replace_segments(self, old: list[LogSegment], base: int | None, generation: int) -> bool:
+        """Swap `old` (consecutive closed segments) for the published swap at `base` (None: the
+        cleaned output was empty, just delete them); False (swap discarded) if `old` moved."""
+        with self._lock:
+            segments = self._segments
+            start = _position(segments, old)
+            if (
+                self.closed
+                or self.failed is not None
+                or generation != self.generation
+                or start is None
+                or start + len(old) >= len(segments)
+            ):
+                if base is not None:
+                    discard(self.directory, base)
+                return False
+            try:
+                fresh = segments[:start] + segments[start + len(old) :]
+                for segment in old:
+                    segment.delete()
+                if base is not None:
+                    install(self.directory, base)
+                    cleaned = LogSegment(
+                        self.directory,
+                        base,
+                        index_interval_bytes=self.config.index_interval_bytes,
+                        max_index_bytes=self.config.segment_index_bytes,
+                        now_ms=self.clock(),
+                        active=False,
+                    )
+                    cleaned.load_tail()
+                    cleaned.write_indexes()
+                    fresh.insert(start, cleaned)
+            except OSError as exc:
+                self.failed = f"segment swap failed: {exc}"
+                log.error("%s: %s; recovered on the next start", self.name, self.failed)
+                raise KafkaStorageError(f"{self.name}: {self.failed}") from exc
+            self._segments = fresh
+        fsync_dir(self.directory, missing_ok=True)  # renamed meanwhile for deletion
+        return True
+
+    # --- configuration and introspection ---------------------------------------------------
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -283,6 +683,17 @@ class PartitionLog(SegmentLifecycle, SegmentReplacement):
         """producer.id.expiration.ms: forget idle producers without open transactions."""
         with self._lock:
             return self.producer_state.expire(now_ms, max_age_ms)
+
+
+def _position(segments: list[LogSegment], old: list[LogSegment]) -> int | None:
+    """Where `old` sits in `segments` as a run of the very same objects, if it does."""
+    for i, segment in enumerate(segments):
+        if segment is old[0]:
+            run = segments[i : i + len(old)]
+            if len(run) == len(old) and all(a is b for a, b in zip(run, old, strict=True)):
+                return i
+            return None
+    return None
 
 
 def _coordinator_epoch(buf: bytearray, pos: int, header: BatchHeader) -> int:

@@ -11,7 +11,7 @@ The cleaner builds a replacement segment under the same names plus a suffix
 Open files: only the active segment (the one appended to) keeps its `.log` open;
 an older segment opens it for each use and the fd closes when the last user
 (a `ReadResult` waiting for sendfile, say) lets go of it. Neither index keeps
-a file open (broker.log.index). So a partition holds one fd.
+a file open (strom.storage.index). So a partition holds one fd.
 
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
@@ -174,6 +174,13 @@ class LogSegment:
                 (h.max_timestamp for _, h in scan_headers(file.fd, 0, self.size)), -1
             )
         return self._first_batch_timestamp
+
+    def largest_timestamp(self) -> int:
+        """What retention.ms and min.compaction.lag.ms age a segment by (Kafka's
+        largestTimestamp): its max timestamp, else its file's mtime."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.stat(self.path).st_mtime_ns // 1_000_000
 
     # --- finding batches -------------------------------------------------------------------
 

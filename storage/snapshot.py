@@ -14,7 +14,7 @@ offset; written on segment roll and clean shutdown), big-endian::
             firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64,
             timestamp int64
 
-Crash recovery: a snapshot is written to a temp file and renamed, but not
+Crash recovery: a snapshot is replaced atomically (strom.storage.durable), but not
 fsynced on roll (only by `flush`), so a crash may leave it empty or torn; the
 CRC catches that and the loader falls back to the next older snapshot (or
 none), then replays the batch headers from there to the log end. Snapshots
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import crc32c
 
-from strom.storage.checkpoint import write_atomic
+from strom.storage.durable import atomic_replace
 from strom.storage.producer_entry import BatchMetadata, ProducerEntry
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -59,7 +59,7 @@ def write_snapshot(
     directory: Path, offset: int, entries: Iterable[ProducerEntry], sync: bool
 ) -> Path:
     path = snapshot_path(directory, offset)
-    write_atomic(path, encode_snapshot(entries), sync=sync)
+    atomic_replace(path, encode_snapshot(entries), sync=sync)
     return path
 
 

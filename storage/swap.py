@@ -40,7 +40,7 @@ import logging
 import os
 from pathlib import Path
 
-from strom.storage.checkpoint import fsync_dir
+from strom.storage.durable import fsync_dir
 from strom.storage.fileio import ValidatingScan
 from strom.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 

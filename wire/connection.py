@@ -130,6 +130,17 @@ class Connection:
         rest = 0 if self._data is None else len(self._data) - self._pos
         return len(self._buffer) + rest
 
+    def pending_frame_size(self) -> int | None:
+        """Bytes (size prefix included) of the incomplete frame at the head, once its size is in.
+
+        None when no frame is partly received, or its size prefix is not yet complete; a
+        server reserves this much memory before reading the rest of the frame.
+        """
+        size = self._check_size()
+        if size is None or 4 + size <= self.buffered:
+            return None
+        return 4 + size
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add received bytes; empty data means the peer closed its side."""
         if not data:

@@ -1,6 +1,6 @@
 """The broker's half of admin requests: what it answers itself before or instead of the controller.
 
 Config descriptions and alterations, runtime log levels (BROKER_LOGGER), authorized-operation
-bitfields, admin deadlines, and the one path that creates internal topics. Handlers in
-`strom.broker.handlers` call these; metadata changes go to the controller driver.
+bitfields, admin deadlines. Handlers in `strom.broker.handlers` call these; metadata changes go
+to the controller driver.
 """

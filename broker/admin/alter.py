@@ -19,12 +19,19 @@ from typing import Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_configs import ResourceError
+from strom.config.alter import AlterOp
+from strom.config.values import ConfigResource
 from strom.coordinator.controller.result import ApiError
 from strom.wire.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-FORWARDED = frozenset({TOPIC, BROKER, CLIENT_METRICS, GROUP})
-DELETE = admin_loggers.DELETE
+FORWARDED = frozenset(
+    {
+        ConfigResource.TOPIC,
+        ConfigResource.BROKER,
+        ConfigResource.CLIENT_METRICS,
+        ConfigResource.GROUP,
+    }
+)
 
 
 class Resource(Protocol):
@@ -59,7 +66,7 @@ def preprocess(
             if seen[(resource.resource_type, resource.resource_name)] > 1:
                 raise _invalid("Each resource must appear at most once.")
             _check_shape(resource_ops, incremental)
-            if not incremental or resource.resource_type != BROKER_LOGGER:
+            if not incremental or resource.resource_type != ConfigResource.BROKER_LOGGER:
                 raise _invalid(f"Unknown resource type {resource.resource_type}")
             admin_loggers.check_node(resource.resource_name, node_id, describing=False)
             admin_loggers.alter(resource_ops, validate_only)
@@ -93,7 +100,9 @@ def _check_shape(ops: Sequence[tuple[str, int, str | None]], incremental: bool) 
     if len(set(names)) != len(names):
         raise _invalid("Error due to duplicate config keys")
     nulls = [
-        name for name, op, value in ops if value is None and not (incremental and op == DELETE)
+        name
+        for name, op, value in ops
+        if value is None and not (incremental and op == AlterOp.DELETE)
     ]
     if nulls:
         raise _invalid("Null value not supported for : " + ", ".join(nulls))

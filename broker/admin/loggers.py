@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from strom.broker.admin.describe_configs import ResourceError
 from strom.config import ConfigType
+from strom.config.alter import AlterOp
 from strom.config.resolve import ConfigEntry
 from strom.config.values import ConfigSource
 from strom.wire.errors import ErrorCode
@@ -25,7 +26,6 @@ from strom.wire.errors import ErrorCode
 ROOT = "root"
 LEVELS = {"TRACE": 5, "DEBUG": 10, "INFO": 20, "WARN": 30, "ERROR": 40, "FATAL": 50}
 VALID_LEVELS = ", ".join(sorted(LEVELS))
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 RESOURCE = "BROKER_LOGGER"
 
 
@@ -90,7 +90,7 @@ def describe(keys: Sequence[str] | None) -> list[ConfigEntry]:
 def alter(ops: Sequence[tuple[str, int, str | None]], validate_only: bool) -> None:
     """Check every (logger, operation, level), then apply them unless `validate_only`."""
     for name, op, level in ops:
-        if op == SET:
+        if op == AlterOp.SET:
             _check_exists(name)
             if level not in LEVELS:
                 raise ResourceError(
@@ -98,15 +98,15 @@ def alter(ops: Sequence[tuple[str, int, str | None]], validate_only: bool) -> No
                     f"Cannot set the log level of {name} to {level} as it is not a supported "
                     f"log level. Valid log levels are {VALID_LEVELS}",
                 )
-        elif op == DELETE:
+        elif op == AlterOp.DELETE:
             _check_exists(name)
             if name == ROOT:
                 raise ResourceError(
                     ErrorCode.INVALID_REQUEST,
                     f"Removing the log level of the {ROOT} logger is not allowed",
                 )
-        elif op in (APPEND, SUBTRACT):
-            verb = "APPEND" if op == APPEND else "SUBTRACT"
+        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            verb = AlterOp(op).name
             raise ResourceError(
                 ErrorCode.INVALID_REQUEST,
                 f"{verb} operation is not allowed for the {RESOURCE} resource",
@@ -120,7 +120,7 @@ def alter(ops: Sequence[tuple[str, int, str | None]], validate_only: bool) -> No
         return
     for name, op, level in ops:
         logger = logging.getLogger() if name == ROOT else logging.getLogger(name)
-        logger.setLevel(LEVELS[level] if op == SET and level is not None else logging.NOTSET)
+        logger.setLevel(LEVELS[level] if op == AlterOp.SET and level is not None else logging.NOTSET)
 
 
 def _check_exists(name: str) -> None:

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.admin.topics import is_internal_topic
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
+from strom.broker.drivers.topics import is_internal_topic
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse

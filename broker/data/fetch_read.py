@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, cast
 import trio
 
 from strom.broker.data.fetch_sessions import CachedPartition
+from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, last_stable_offset, locate
-from strom.broker.network.send import FileChunk
 from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Records

@@ -5,4 +5,6 @@ records it emits durably and reports the outcome back to it as an input; it depe
 interfaces (a log to append to, a publish callback), never on the whole broker state.
 `controller`: the metadata controller and its log. `groups`: the classic group coordinator over
 `__consumer_offsets` (`group_loading` reads it back at start-up, in a worker thread).
+`topics`: the one path by which the broker creates topics on its own behalf (auto-creation,
+`__consumer_offsets`, `__transaction_state`), through the controller like a CreateTopics.
 """

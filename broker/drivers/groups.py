@@ -1,14 +1,25 @@
 """`GroupDriver`: the trio shell around `GroupCoordinator`.
 
-It owns everything the state machine may not: the clock, uuids, the
-`__consumer_offsets` topic (created through the controller on first use) and
-its logs, and the waiting. JoinGroup and SyncGroup responses the state machine
-parks wait on a trio Event until a later request or a timer releases them; a
-single timer task sleeps until the machine's next deadline (or until a request
-moves it) and calls `tick`. Records are appended synchronously on the event
-loop thread, so a commit is in the log before its response is built. On
-shutdown every parked response is released with NOT_COORDINATOR, as a Kafka
-coordinator that resigns does.
+It owns everything the state machine may not: the clock, uuids, the logs of
+`__consumer_offsets` (created through the controller on first use), and the
+waiting. Responses the state machine parks (JoinGroup, SyncGroup, and every
+request whose records must be written first) wait on a trio Event until they
+are released; a single timer task sleeps until the machine's next deadline
+(or until a request moves it) and calls `tick`.
+
+The records the machine emits are appended, in order, to the group's
+partition, and each outcome goes back to it with `write_completed`; only then
+does it act on them and release the replies waiting on them. Today the append
+is synchronous on the event-loop thread (when `append` returns the records are
+in the log: what Kafka means by written with acks=all on one node), so a
+commit is durable before its response is built; a replicated log will report
+completion once the high watermark passes the batch instead.
+
+The driver reaches the broker only through `OffsetsTopic` (which partitions of
+`__consumer_offsets` this node leads, their logs, creating the topic), a clock
+and a few config values, so it runs without a broker in tests and can follow
+its partitions' leadership. On shutdown every parked response is released with
+NOT_COORDINATOR, as a Kafka coordinator that resigns does.
 """
 
 from __future__ import annotations
@@ -17,113 +28,186 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS
 from strom.broker.drivers.group_loading import read_partition
+from strom.broker.drivers.topics import (
+    CONSUMER_OFFSETS,
+    TopicController,
+    create_internal_topic,
+    internal_topic,
+)
 from strom.coordinator.groups.api import (
+    CommitRequest,
+    CommitResult,
     GroupConfig,
     JoinRequest,
     JoinResult,
-    KeyValue,
+    OffsetDeleteResult,
+    PartitionKey,
+    Released,
     SyncRequest,
     SyncResult,
+    Write,
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
 from strom.coordinator.groups.records import partition_for
-from strom.storage import AppendOrigin, LogAppendError
+from strom.storage import AppendOrigin, LogAppendError, PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.config import BrokerConfig
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.storage import LogManager
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
-R = TypeVar("R", JoinResult, SyncResult)
-CREATE_TOPICS_VERSION = 7
+R = TypeVar("R")
 
 
-def group_config(state: BrokerState) -> GroupConfig:
-    c = state.config
+def group_config(c: BrokerConfig) -> GroupConfig:
+    """The state machine's settings, from the broker's group.* and offset* configs."""
     return GroupConfig(
         initial_rebalance_delay_ms=c.group_initial_rebalance_delay_ms,
         min_session_timeout_ms=c.group_min_session_timeout_ms,
         max_session_timeout_ms=c.group_max_session_timeout_ms,
         max_size=c.group_max_size,
         offset_metadata_max_bytes=c.offset_metadata_max_bytes,
-        offsets_retention_ms=c.offsets_retention_minutes * 60_000,
+        offsets_retention_ms=c.offsets_retention_ms,
     )
 
 
-async def create_internal_topic(
-    state: BrokerState, name: str, partitions: int, replication: int, configs: dict[str, str]
-) -> ErrorCode:
-    """Create an internal topic through the controller; NONE if it exists (or now does)."""
-    if state.image.topic(name) is not None:
-        return ErrorCode.NONE
-    from strom.wire.messages.create_topics import (
-        CreateTopicsRequest,  # once per topic: not at start-up
-    )
+class OffsetsTopic(Protocol):
+    """`__consumer_offsets` as the group driver needs it."""
 
-    request = CreateTopicsRequest(
-        topics=[
-            CreateTopicsRequest.CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=replication,
-                configs=[
-                    CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                    for k, v in configs.items()
-                ],
-            )
-        ],
-        timeout_ms=30_000,
-    )
-    response = await state.controller.create_topics(request, CREATE_TOPICS_VERSION)
-    error = ErrorCode(response.topics[0].error_code)
-    if error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-        log.error("could not create %s: %s %s", name, error.name, response.topics[0].error_message)
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return ErrorCode.NONE
+    def partitions(self) -> list[int] | None:
+        """The topic's partition ids; None before it exists."""
+        ...
+
+    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
+        """The partition's log and leader epoch while this node leads it; None otherwise."""
+        ...
+
+    async def create(self) -> ErrorCode:
+        """Create the topic (as Kafka does, on first use); NONE once it exists."""
+        ...
+
+
+class BrokerView(Protocol):
+    """The parts of the broker state that `__consumer_offsets` is read from."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def logs(self) -> LogManager: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def controller(self) -> TopicController: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+
+class BrokerOffsetsTopic:
+    """`OffsetsTopic` over a broker: its metadata image, its logs and its controller."""
+
+    def __init__(self, state: BrokerView) -> None:
+        self._state = state
+
+    def partitions(self) -> list[int] | None:
+        topic = self._state.image.topic(CONSUMER_OFFSETS)
+        return None if topic is None else sorted(topic.partitions)
+
+    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
+        image = self._state.image.partition(CONSUMER_OFFSETS, partition)
+        if image is None or image.leader != self._state.node_id:
+            return None
+        partition_log = self._state.logs.get(CONSUMER_OFFSETS, partition)
+        return None if partition_log is None else (partition_log, image.leader_epoch)
+
+    async def create(self) -> ErrorCode:
+        return await create_internal_topic(
+            self._state.controller, internal_topic(self._state.config, CONSUMER_OFFSETS)
+        )
+
+
+def _new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+@dataclass
+class _Parked:
+    """A response waiting to be released; `result` stays None if it never is (shutdown)."""
+
+    event: trio.Event = field(default_factory=trio.Event)
+    result: Released | None = None
 
 
 class GroupDriver:
-    def __init__(self, state: BrokerState) -> None:
-        self.state = state
-        self.machine = GroupCoordinator(
-            group_config(state), self._append, lambda: str(uuid.uuid4())
-        )
+    """Hosts `GroupCoordinator`: time, waiting, and its writes to `__consumer_offsets`."""
+
+    def __init__(
+        self,
+        topic: OffsetsTopic,
+        config: GroupConfig,
+        *,
+        num_partitions: int,
+        retention_check_interval_ms: int,
+        clock: Callable[[], int],
+        new_id: Callable[[], str] = _new_uuid,
+    ) -> None:
+        self.topic = topic
+        self.machine = GroupCoordinator(config, new_id)
+        self._num_partitions = num_partitions
+        self._retention_every = retention_check_interval_ms
+        self._clock = clock
         self._tokens = itertools.count(1)
-        self._parked: dict[int, tuple[trio.Event, list[JoinResult | SyncResult]]] = {}
+        self._parked: dict[int, _Parked] = {}
         self._kick = trio.Event()
         self._create_lock = trio.Lock()
         self._closed = False
 
+    @classmethod
+    def for_broker(cls, state: BrokerView) -> GroupDriver:
+        """The driver a broker runs: its image, logs, controller, config and clock."""
+        return cls(
+            BrokerOffsetsTopic(state),
+            group_config(state.config),
+            num_partitions=state.config.offsets_topic_num_partitions,
+            retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,
+            clock=state.clock,
+        )
+
     def now(self) -> int:
-        return self.state.clock()
+        return self._clock()
 
     # --- start-up and the timer task ---------------------------------------------------------
 
     async def load(self) -> None:
         """Rebuild every group from __consumer_offsets (before the listeners accept)."""
-        topic = self.state.image.topic(CONSUMER_OFFSETS)
-        if topic is None:
-            return
-        logs = [self.state.logs.get(CONSUMER_OFFSETS, p) for p in sorted(topic.partitions)]
         loaded = []
-        for partition_log in logs:
-            if partition_log is not None:
-                loaded += await trio.to_thread.run_sync(read_partition, partition_log)
+        for partition in self.topic.partitions() or []:
+            led = self.topic.leader(partition)
+            if led is not None:
+                loaded += await trio.to_thread.run_sync(read_partition, led[0])
         self.machine.load(loaded, self.now())
         log.info("loaded %d groups from %s", len(self.machine.groups), CONSUMER_OFFSETS)
 
     async def run(self) -> None:
         """Fire the state machine's deadlines and expire offsets, until cancelled."""
-        retention_every = self.state.config.offsets_retention_check_interval_ms
-        next_retention = self.now() + retention_every
+        next_retention = self.now() + self._retention_every
         try:
             while True:
                 deadline = self.machine.next_deadline()
@@ -135,126 +219,140 @@ class GroupDriver:
                 if now >= next_retention:
                     expired = self.machine.expire_offsets(now)
                     if expired:
-                        log.info("expired %d committed offsets", expired)
-                    next_retention = now + retention_every
+                        log.info("expiring %d committed offsets", expired)
+                    next_retention = now + self._retention_every
                 self._settle()
         finally:
             self._closed = True
-            for event, slot in self._parked.values():
-                slot.append(JoinResult(ErrorCode.NOT_COORDINATOR))
-                event.set()
+            for parked in self._parked.values():
+                parked.event.set()  # no result: NOT_COORDINATOR
             self._parked.clear()
 
     # --- requests -----------------------------------------------------------------------------
 
     async def ensure_topic(self) -> ErrorCode:
         """__consumer_offsets exists (created on first use, as Kafka does)."""
-        if self.state.image.topic(CONSUMER_OFFSETS) is not None:
+        if self.topic.partitions() is not None:
             return ErrorCode.NONE
-        cfg = self.state.config
         async with self._create_lock:
-            return await create_internal_topic(
-                self.state,
-                CONSUMER_OFFSETS,
-                cfg.offsets_topic_num_partitions,
-                cfg.offsets_topic_replication_factor,
-                {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                    "compression.type": "producer",
-                },
-            )
+            return await self.topic.create()
+
+    async def ready(self) -> ErrorCode:
+        if self._closed:
+            return ErrorCode.NOT_COORDINATOR
+        return await self.ensure_topic()
 
     async def join(self, req: JoinRequest) -> JoinResult:
-        error = await self._ready()
+        error = await self.ready()
         if error:
             return JoinResult(error, member_id=req.member_id)
-        token = next(self._tokens)
-        result = self._call(lambda: self.machine.join(self.now(), req, token), token)
-        out = result if result is not None else await self._wait(token)
-        assert isinstance(out, JoinResult)
-        return out
+        return await self._request(
+            partial(self.machine.join, req=req),
+            JoinResult,
+            lambda error: JoinResult(error, member_id=req.member_id),
+        )
 
     async def sync(self, req: SyncRequest) -> SyncResult:
-        error = await self._ready()
+        error = await self.ready()
         if error:
             return SyncResult(error)
-        token = next(self._tokens)
-        result = self._call(lambda: self.machine.sync(self.now(), req, token), token)
-        out = result if result is not None else await self._wait(token)
-        if isinstance(out, JoinResult):  # released at shutdown
-            return SyncResult(out.error)
-        return out
+        return await self._request(partial(self.machine.sync, req=req), SyncResult, SyncResult)
+
+    async def commit(self, req: CommitRequest) -> dict[PartitionKey, ErrorCode]:
+        """OffsetCommit, answered once the offsets are written (call `ready` first)."""
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        result = await self._request(
+            partial(self.machine.commit, req=req),
+            CommitResult,
+            lambda error: CommitResult(dict.fromkeys(keys, error)),
+        )
+        return result.errors
+
+    async def delete_offsets(
+        self, group_id: str, partitions: list[PartitionKey]
+    ) -> OffsetDeleteResult:
+        """OffsetDelete, answered once the tombstones are written (call `ready` first)."""
+        return await self._request(
+            partial(self.machine.delete_offsets, group_id=group_id, partitions=partitions),
+            OffsetDeleteResult,
+            OffsetDeleteResult,
+        )
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        """DeleteGroups, each group answered once its tombstones are written."""
+        results = {}
+        for group_id in group_ids:
+            results[group_id] = await self._request(
+                partial(self.machine.delete_group, group_id=group_id), ErrorCode, ErrorCode
+            )
+        return results
 
     def run_sync(self, fn: Callable[[], T]) -> T:
-        """Run a non-parking state-machine call, then release whatever it freed."""
+        """Run a state-machine call that never parks, then settle whatever it set off."""
         try:
             return fn()
         finally:
             self._settle()
 
-    async def ready(self) -> ErrorCode:
-        return await self._ready()
-
     # --- internals ----------------------------------------------------------------------------
 
-    async def _ready(self) -> ErrorCode:
+    async def _request(
+        self,
+        call: Callable[..., R | None],
+        kind: type[R],
+        refused: Callable[[ErrorCode], R],
+    ) -> R:
+        """`call(now=, waiter=)`: its result now, or once the state machine releases it."""
         if self._closed:
-            return ErrorCode.NOT_COORDINATOR
-        return await self.ensure_topic()
-
-    def _call(self, fn: Callable[[], R | None], token: int) -> R | None:
-        self._parked[token] = (trio.Event(), [])
+            return refused(ErrorCode.NOT_COORDINATOR)
+        token = next(self._tokens)
+        parked = self._parked[token] = _Parked()
         try:
-            result = fn()
-        except BaseException:
-            self._parked.pop(token, None)
-            raise
-        if result is not None:
-            self._parked.pop(token, None)
-        self._settle()
-        return result
-
-    async def _wait(self, token: int) -> JoinResult | SyncResult:
-        entry = self._parked.get(token)
-        if entry is None:
-            return JoinResult(ErrorCode.NOT_COORDINATOR)
-        event, slot = entry
-        try:
-            await event.wait()
+            result: object = call(now=self.now(), waiter=token)
+            self._settle()
+            if result is None:
+                await parked.event.wait()
+                result = parked.result
         finally:
             self._parked.pop(token, None)
-        return slot[0]
+        if result is None:
+            return refused(ErrorCode.NOT_COORDINATOR)
+        assert isinstance(result, kind), f"{kind.__name__} expected, released {result!r}"
+        return result
 
     def _settle(self) -> None:
-        """Fire due deadlines (a zero initial delay completes at once), release replies, re-arm."""
+        """Fire due deadlines, write what the machine emitted, release replies, re-arm."""
         self.machine.tick(self.now())
+        writes = self.machine.take_writes()
+        while writes:
+            for write in writes:
+                error = self._append(write)
+                self.machine.write_completed(self.now(), write.token, error)
+            writes = self.machine.take_writes()
         for token, result in self.machine.take_replies():
-            entry = self._parked.get(token)
-            if entry is not None and not entry[1]:
-                entry[1].append(result)
-                entry[0].set()
+            parked = self._parked.get(token)
+            if parked is not None and parked.result is None:
+                parked.result = result
+                parked.event.set()
         self._kick.set()
 
-    def _append(self, group_id: str, pairs: list[KeyValue]) -> ErrorCode:
-        """Append one batch to the group's partition; Kafka's coordinator error mapping."""
-        partitions = self.state.config.offsets_topic_num_partitions
-        index = partition_for(group_id, partitions)
-        partition_log = self.state.logs.get(CONSUMER_OFFSETS, index)
-        image = self.state.image.partition(CONSUMER_OFFSETS, index)
-        if partition_log is None or image is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    def _append(self, write: Write) -> ErrorCode:
+        """Append one batch to the group's partition: NONE once it is in the log, else why not."""
+        index = partition_for(write.group_id, self._num_partitions)
+        led = self.topic.leader(index)
+        if led is None:
+            if index in (self.topic.partitions() or []):
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partition_log, leader_epoch = led
         now = self.now()
-        batch = build_batch([Record(k, v, timestamp=now) for k, v in pairs])
+        batch = build_batch([Record(k, v, timestamp=now) for k, v in write.records])
         try:
-            partition_log.append(batch, image.leader_epoch, now, origin=AppendOrigin.COORDINATOR)
+            partition_log.append(batch, leader_epoch, now, origin=AppendOrigin.COORDINATOR)
         except LogAppendError as exc:
             log.error(
-                "group %s: append to %s-%d failed: %s", group_id, CONSUMER_OFFSETS, index, exc
-            )
-            if exc.error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
-                return exc.error
-            if exc.error == ErrorCode.KAFKA_STORAGE_ERROR:
-                return ErrorCode.NOT_COORDINATOR
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+                "group %s: append to %s-%d failed: %s",
+                write.group_id, CONSUMER_OFFSETS, index, exc,
+            )  # fmt: skip
+            return exc.error
         return ErrorCode.NONE

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.alter import merge, preprocess
+from strom.config.alter import AlterOp
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 if TYPE_CHECKING:
@@ -28,8 +29,6 @@ API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-SET = 0
-
 
 async def handle(
     broker: BrokerState, request: RequestContext, body: AlterConfigsRequest
@@ -37,7 +36,7 @@ async def handle(
     resources = body.resources
     local = preprocess(
         resources,
-        [[(c.name, SET, c.value) for c in r.configs] for r in resources],
+        [[(c.name, AlterOp.SET, c.value) for c in r.configs] for r in resources],
         node_id=broker.node_id,
         incremental=False,
         validate_only=body.validate_only,

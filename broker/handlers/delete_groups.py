@@ -37,7 +37,7 @@ async def handle(
     if driver is None or error:
         results = dict.fromkeys(names, error)
     else:
-        results = driver.run_sync(lambda: driver.machine.delete_groups(driver.now(), names))
+        results = await driver.delete_groups(names)
     return DeleteGroupsResponse(
         results=[
             DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=results[name])

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from strom.broker.admin import describe_configs as admin_configs
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_configs import ResourceError
+from strom.config.values import ConfigResource
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
@@ -42,8 +43,7 @@ API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-KNOWN_TYPES = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
+KNOWN_TYPES = frozenset(ConfigResource) - {ConfigResource.UNKNOWN}
 INVALID_REQUEST_MESSAGE = (
     "This most likely occurs because of a request being malformed by the client library or "
     "the message was sent to an incompatible broker. See the broker logs for more details."
@@ -81,11 +81,11 @@ def _describe(broker: BrokerState, resource: Resource, body: DescribeConfigsRequ
         body.include_synonyms,
     )
     try:
-        if resource.resource_type == TOPIC:
+        if resource.resource_type == ConfigResource.TOPIC:
             entries = admin_configs.describe_topic(broker, name, keys, synonyms)
-        elif resource.resource_type == BROKER:
+        elif resource.resource_type == ConfigResource.BROKER:
             entries = admin_configs.describe_broker(broker, name, keys, synonyms)
-        elif resource.resource_type == BROKER_LOGGER:
+        elif resource.resource_type == ConfigResource.BROKER_LOGGER:
             admin_loggers.check_node(name, broker.node_id, describing=True)
             entries = admin_loggers.describe(keys)
         else:
@@ -100,7 +100,7 @@ def _describe(broker: BrokerState, resource: Resource, body: DescribeConfigsRequ
             resource_type=resource.resource_type,
             resource_name=name,
         )
-    loggers = resource.resource_type == BROKER_LOGGER
+    loggers = resource.resource_type == ConfigResource.BROKER_LOGGER
     return Result(
         resource_type=resource.resource_type,
         resource_name=name,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import TOPIC_OPERATIONS
-from strom.broker.admin.topics import is_internal_topic
+from strom.broker.drivers.topics import is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_topic_partitions import (

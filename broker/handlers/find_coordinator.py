@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.topics import TRANSACTION_STATE
-from strom.broker.drivers.groups import create_internal_topic
+from strom.broker.drivers.topics import TRANSACTION_STATE, create_internal_topic, internal_topic
 from strom.broker.handlers.group_common import group_driver
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -83,19 +82,8 @@ async def _ensure_topic(broker: BrokerState, key_type: int) -> ErrorCode:
             ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ensure_topic()
         )
     if key_type == TRANSACTION:
-        cfg = broker.config
-        return await create_internal_topic(
-            broker,
-            TRANSACTION_STATE,
-            cfg.transaction_state_log_num_partitions,
-            cfg.transaction_state_log_replication_factor,
-            {
-                "cleanup.policy": "compact",
-                "min.insync.replicas": str(cfg.transaction_state_log_min_isr),
-                "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-                "compression.type": "uncompressed",
-            },
-        )
+        topic = internal_topic(broker.config, TRANSACTION_STATE)
+        return await create_internal_topic(broker.controller, topic)
     return ErrorCode.INVALID_REQUEST
 
 

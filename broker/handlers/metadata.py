@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
-from strom.broker.admin.topics import auto_create_topics, is_internal_topic
+from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
+from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.primitives import ZERO_UUID
@@ -61,7 +62,7 @@ async def handle(
         allow = body.allow_auto_topic_creation
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
-            created = await auto_create_topics(broker, missing)
+            created = await auto_create_topics(broker.controller, missing)
         image = broker.image
         topics = [_requested(image, t, body, created, version) for t in wanted]
     return MetadataResponse(
@@ -106,7 +107,14 @@ def _requested(
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
     if topic is None:
-        error = created.get(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # Kafka validates the name of a topic it does not create: an illegal one is
+        # INVALID_TOPIC_EXCEPTION, a legal one that does not exist UNKNOWN_TOPIC_OR_PARTITION.
+        unknown = (
+            ErrorCode.INVALID_TOPIC_EXCEPTION
+            if invalid_topic_name(wanted.name)
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        error = created.get(wanted.name, unknown)
         if error == ErrorCode.NONE:
             error = ErrorCode.LEADER_NOT_AVAILABLE  # created, but not yet in this image
         return Topic(error_code=error, name=wanted.name, topic_id=ZERO_UUID)

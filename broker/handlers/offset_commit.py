@@ -15,7 +15,10 @@ Behavior:
 - Metadata longer than `offset.metadata.max.bytes` is
   OFFSET_METADATA_TOO_LARGE for that partition; null metadata is stored as "".
 - The response is sent only after the records are in the group's
-  `__consumer_offsets` partition.
+  `__consumer_offsets` partition; if that write fails every partition gets
+  Kafka's coordinator error (NOT_COORDINATOR for a failed disk or lost
+  leadership, COORDINATOR_NOT_AVAILABLE for a missing partition,
+  UNKNOWN_SERVER_ERROR for a batch too large).
 
 Version notes: v2-v4 retention time (an explicit expiry, written with
 OffsetCommitValue v1); v5 drops it; v6 leader epoch; v7 group instance id;
@@ -96,4 +99,4 @@ async def _commit(
         retention_ms=body.retention_time_ms,
         group_must_exist=version >= 9,
     )
-    return driver.run_sync(lambda: driver.machine.commit(driver.now(), req))
+    return await driver.commit(req)

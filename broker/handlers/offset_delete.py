@@ -46,10 +46,10 @@ async def handle(
                 known.append(key)
             else:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, deleted = driver.run_sync(lambda: driver.machine.delete_offsets(body.group_id, known))
-    if error:
-        return OffsetDeleteResponse(error_code=error)
-    errors.update(deleted)
+    deleted = await driver.delete_offsets(body.group_id, known)
+    if deleted.error:
+        return OffsetDeleteResponse(error_code=deleted.error)
+    errors.update(deleted.partitions)
     return OffsetDeleteResponse(
         topics=[
             R.OffsetDeleteResponseTopic(

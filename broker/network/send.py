@@ -22,19 +22,8 @@ from typing import Any
 
 import trio
 
+from strom.broker.data.file_chunk import FileChunk
 from strom.storage import ReadResult
-
-
-class FileChunk:
-    """A records value whose bytes are a segment file range, sent with sendfile."""
-
-    __slots__ = ("result",)
-
-    def __init__(self, result: ReadResult) -> None:
-        self.result = result
-
-    def __len__(self) -> int:
-        return self.result.size
 
 
 def has_file_chunks(chunks: list[Any]) -> bool:

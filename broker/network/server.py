@@ -12,6 +12,7 @@ of a request finishes it and sends the response, then stops.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 from typing import Any
@@ -22,6 +23,7 @@ from strom.broker.handlers import HANDLERS
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
+from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks
 from strom.broker.state import BrokerState
 from strom.wire.connection import (
@@ -37,6 +39,8 @@ from strom.wire.errors import ErrorCode, ProtocolError
 log = logging.getLogger("strom.server")
 
 RECEIVE_SIZE = 256 * 1024
+_ACCEPT_CAPACITY_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+"""accept() failures that mean "no capacity right now": wait and retry, as trio's serve_listeners."""
 _connection_ids = itertools.count(1)
 
 
@@ -48,6 +52,44 @@ class Server:
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
         self._per_ip: dict[str, int] = {}
+        config = state.config
+        bound = config.queued_max_request_bytes
+        if bound > 0 and "queued.max.request.bytes" not in config.explicit_keys:
+            bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
+        self.memory = request_memory_pool(bound)
+        self.connections = 0
+        self._slot_freed = trio.lowlevel.ParkingLot()
+
+    async def serve_listener(
+        self, listener: trio.SocketListener, name: str, connections: trio.Nursery
+    ) -> None:
+        """Accept connections while fewer than `max.connections` are open.
+
+        At the limit the broker stops accepting (new clients wait in the listen backlog) until a
+        connection closes, as Kafka's acceptor waits for a connection slot.
+        """
+        limit = self.state.config.max_connections
+        async with listener:  # closed when serving stops
+            while True:
+                while self.connections >= limit:
+                    await self._slot_freed.park()
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:
+                    if exc.errno not in _ACCEPT_CAPACITY_ERRORS:
+                        raise
+                    log.error("accept on %s failed (%s); retrying in 100 ms", name, exc.strerror)
+                    await trio.sleep(0.1)
+                    continue
+                self.connections += 1
+                connections.start_soon(self._connection, stream, name)
+
+    async def _connection(self, stream: trio.SocketStream, name: str) -> None:
+        try:
+            await self.handle_stream(stream, name)
+        finally:
+            self.connections -= 1
+            self._slot_freed.unpark_all()
 
     def stop_accepting_requests(self) -> None:
         """Wake every connection that is waiting for a request so it closes."""
@@ -80,33 +122,42 @@ class Server:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
-        while True:
-            event = conn.next_event()
-            if event is NEED_DATA:
-                if self.stopping:
+        reserved = 0  # of self.memory, for the frame being read; given back once it is answered
+        try:
+            while True:
+                event = conn.next_event()
+                if event is NEED_DATA:
+                    if self.stopping:
+                        return
+                    with trio.move_on_after(idle_seconds) as scope:
+                        self._waiting.add(scope)
+                        try:
+                            pending = conn.pending_frame_size()
+                            if pending is not None and pending > reserved:
+                                await self.memory.reserve(pending - reserved)
+                                reserved = pending
+                            data = await stream.receive_some(RECEIVE_SIZE)
+                        finally:
+                            self._waiting.discard(scope)
+                    if scope.cancelled_caught:
+                        if not self.stopping:
+                            log.info("closing idle connection %d from %s", conn_id, host)
+                        return
+                    conn.receive_data(data)
+                    continue
+                if event is CLOSED:
                     return
-                with trio.move_on_after(idle_seconds) as scope:
-                    self._waiting.add(scope)
-                    try:
-                        data = await stream.receive_some(RECEIVE_SIZE)
-                    finally:
-                        self._waiting.discard(scope)
-                if scope.cancelled_caught:
-                    if not self.stopping:
-                        log.info("closing idle connection %d from %s", conn_id, host)
-                    return
-                conn.receive_data(data)
-                continue
-            if event is CLOSED:
-                return
-            assert isinstance(event, Request | UnsupportedRequest)
-            chunks = await self.dispatch(event, host, conn_id, listener)
-            if chunks is None:
-                continue
-            if has_file_chunks(chunks):
-                await send_chunks(stream, chunks)
-            else:
-                await stream.send_all(b"".join(chunks))
+                assert isinstance(event, Request | UnsupportedRequest)
+                chunks = await self.dispatch(event, host, conn_id, listener)
+                if chunks is not None:
+                    if has_file_chunks(chunks):
+                        await send_chunks(stream, chunks)
+                    else:
+                        await stream.send_all(b"".join(chunks))
+                self.memory.release(reserved)
+                reserved = 0
+        finally:
+            self.memory.release(reserved)
 
     async def dispatch(
         self, event: Request | UnsupportedRequest, host: str, conn_id: int, listener: str

@@ -11,7 +11,6 @@ clean-shutdown marker that lets the next start skip recovery).
 from __future__ import annotations
 
 import logging
-from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -23,14 +22,18 @@ from strom.broker.network.server import Server
 from strom.broker.replication.partitions import follow_image, log_config
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.controller.dynamic import effective_config
 from strom.storage.cleaner import CleanerSettings, LogCleaner
+from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.manager import LogManager
 
 log = logging.getLogger("strom.broker")
 
 SHUTDOWN_GRACE_SECONDS = 4.0
 FLUSH_CHECK_SECONDS = 0.05
+
+
+class StartupError(Exception):
+    """The broker cannot start; the message says why and what to change, in one line."""
 
 
 class Broker:
@@ -50,13 +53,27 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
+        directories = [Path(d) for d in (*config.data_dirs, config.metadata_dir)]
+        try:
+            lock = DirectoryLock(directories)
+        except OSError as exc:
+            raise StartupError(f"cannot use data directory {exc.filename}: {exc.strerror}; "
+                               "check log.dirs and metadata.log.dir") from exc
+        except DirectoryLockedError as exc:
+            raise StartupError(str(exc)) from exc
+        try:
+            await self._run(config, task_status)
+        finally:
+            lock.release()
+
+    async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
         controller = await ControllerDriver.open(config)
         try:
             logs = LogManager(
                 [Path(d) for d in config.data_dirs],
                 wall_clock_ms,
                 topic_config=lambda topic: log_config(
-                    effective_config(config, controller.image, config.node_id),
+                    controller.image.broker_config_layers(config).effective(),
                     controller.image,
                     topic,
                 ),
@@ -87,7 +104,13 @@ class Broker:
         ]
         bound: list[tuple[Listener, list[trio.SocketListener]]] = []
         for lst in client_listeners:
-            sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            try:
+                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
+                    "or change 'listeners'"
+                ) from exc
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         self.endpoints = _advertised(config, [b for b, _ in bound])
@@ -96,7 +119,7 @@ class Broker:
         self.state = state
         await follow_image(state, controller.image)
         controller.subscribe(lambda image: follow_image(state, image))
-        state.groups = GroupDriver(state)
+        state.groups = GroupDriver.for_broker(state)
         await state.groups.load()
         server = Server(state)
         log.info(
@@ -109,10 +132,10 @@ class Broker:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
                 for lst, sockets in bound:
-                    handler = partial(server.handle_stream, listener=lst.name)
-                    accepting.start_soon(
-                        partial(trio.serve_listeners, handler, sockets, handler_nursery=connections)
-                    )
+                    for socket_listener in sockets:
+                        accepting.start_soon(
+                            server.serve_listener, socket_listener, lst.name, connections
+                        )
                 accepting.start_soon(_flush_loop, logs)
                 accepting.start_soon(state.groups.run)
                 accepting.start_soon(_maintenance_loop, config, logs)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
+from collections.abc import Iterator
 from importlib.metadata import version
 
 import trio
 
 from strom.broker.process import limits, malloc
-from strom.broker.process.app import Broker
+from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
 from strom.config import ConfigError, load_config
+
+log = logging.getLogger("strom.broker")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,16 +34,51 @@ def main(argv: list[str] | None = None) -> int:
         help="override a config key (repeatable), as kafka-server-start does",
     )
     args = parser.parse_args(argv)
+    setup_logging(logging.INFO)
     try:
         config = load_config(args.config, args.override)
     except (ConfigError, OSError) as exc:
-        print(f"strom: configuration error: {exc}", file=sys.stderr)
+        log.error("configuration error: %s", exc)
         return 2
     setup_logging(config.python_log_level)
     malloc.tune()
     limits.raise_open_files()
-    trio.run(_serve_until_signalled, Broker(config))
+    try:
+        trio.run(_serve_until_signalled, Broker(config))
+    except Exception as exc:  # every start-up or fatal failure ends in one line, not a traceback
+        log.debug("the broker stopped on an error", exc_info=exc)
+        log.error("%s", describe_failure(exc))
+        return 1
     return 0
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a fatal error: what failed and what to do about it."""
+    leaves = list(_leaves(exc))
+    messages = []
+    for leaf in leaves:
+        if isinstance(leaf, StartupError):
+            messages.append(str(leaf))
+        elif isinstance(leaf, OSError):
+            where = f" ({leaf.filename})" if leaf.filename else ""
+            messages.append(
+                f"{leaf.strerror or leaf}{where}: check the data directories, their permissions "
+                "and free space"
+            )
+        else:
+            messages.append(
+                f"unexpected {type(leaf).__name__}: {leaf} (set strom.log.level=DEBUG for the "
+                "traceback, and please report it)"
+            )
+    return "; ".join(dict.fromkeys(messages))
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 async def _serve_until_signalled(broker: Broker) -> None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.config import BrokerConfig, ConfigError
-from strom.coordinator.controller.dynamic import effective_config
 from strom.storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
     plan = _Plan()
     wanted: set[tuple[str, int]] = set()
     planned: collections.Counter[Path] = collections.Counter()
-    broker = effective_config(state.config, image, state.node_id)
+    broker = image.broker_config_layers(state.config).effective()
     for topic in image.topics_by_name.values():
         config = log_config(broker, image, topic.name)
         for partition in topic.partitions.values():

@@ -22,8 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from strom.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
-from strom.config.values import to_string
-from strom.coordinator.controller.dynamic import check_broker_change
+from strom.config.alter import AlterOp, list_altered
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
 from strom.coordinator.controller.topics import check_topic_configs
@@ -36,9 +35,6 @@ from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
 class _Resource(Protocol):
@@ -98,19 +94,21 @@ def _incremental(
     ctx: Context, resource: IncrementalAlterConfigsRequest.AlterConfigsResource
 ) -> list[Message]:
     ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-    _check_shape([(name, value) for name, op, value in ops if op != DELETE], [n for n, _, _ in ops])
+    _check_shape(
+        [(name, value) for name, op, value in ops if op != AlterOp.DELETE], [n for n, _, _ in ops]
+    )
     rtype, rname = resource.resource_type, resource.resource_name
     _check_type_and_name(ctx, rtype, rname)
     current = dict(ctx.image.config_overrides(rtype, rname))
     new = dict(current)
     named: list[str] = []
     for key, op, value in ops:
-        if op == SET:
+        if op == AlterOp.SET:
             new[key] = value or ""
-        elif op == DELETE:
+        elif op == AlterOp.DELETE:
             new.pop(key, None)
-        elif op in (APPEND, SUBTRACT):
-            new[key] = _list_op(rtype, key, op, current.get(key), value or "")
+        elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+            new[key] = _list_op(rtype, key, AlterOp(op), current.get(key), value or "")
         else:
             raise ControllerError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
         named.append(key)
@@ -161,29 +159,22 @@ def _check_type_and_name(ctx: Context, rtype: int, rname: str) -> None:
             )
 
 
-def _list_op(rtype: int, key: str, op: int, current: str | None, value: str) -> str:
-    """APPEND/SUBTRACT on a LIST key: the stored value (or default) +/- the items."""
+def _list_op(rtype: int, key: str, op: AlterOp, current: str | None, value: str) -> str:
+    """APPEND/SUBTRACT on a LIST key; INVALID_CONFIG, worded as Kafka's, on any other key."""
     spec = (TOPIC_KEYS if rtype == TOPIC_RESOURCE else BROKER_KEYS).get(key)
     if spec is None or spec.type is not ConfigType.LIST:
         if rtype == TOPIC_RESOURCE:
-            message = f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST."
+            message = f"Can't {op.name} to key {key} because its type is not LIST."
         else:
-            verb = "append" if op == APPEND else "subtract"
+            verb = "append" if op == AlterOp.APPEND else "subtract"
             message = f"Config value {verb} is not allowed for config key: {key}"
         raise ControllerError(ErrorCode.INVALID_CONFIG, message)
-    base = current if current is not None else to_string(spec.default)
-    items = [part for part in (base or "").split(",") if part]
-    for item in value.split(","):
-        if op == APPEND and item not in items:
-            items.append(item)
-        elif op == SUBTRACT and item in items:
-            items.remove(item)
-    return ",".join(items)
+    return list_altered(spec, op, current, value)
 
 
 def _validate(ctx: Context, rtype: int, rname: str, new: Mapping[str, str]) -> None:
     if rtype == BROKER_RESOURCE:
-        reason = check_broker_change(ctx.static_config, ctx.image, ctx.node_id, rname, new)
+        reason = ctx.layers.refusal(new, per_broker=bool(rname))
         if reason is not None:
             raise ControllerError(ErrorCode.INVALID_REQUEST, reason)
         return

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.controller.dynamic import effective_config
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
@@ -76,10 +75,11 @@ class Controller:
     def context(self) -> Context:
         """The inputs of a command; rebuilt only when the image changes."""
         if self._context is None or self._context.image is not self._image:
+            layers = self._image.broker_config_layers(self._config)
             self._context = Context(
                 image=self._image,
-                config=effective_config(self._config, self._image, self.node_id),
-                static_config=self._config,
+                config=layers.effective(),
+                layers=layers,
                 node_id=self.node_id,
                 new_uuid=self._new_uuid,
             )

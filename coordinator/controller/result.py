@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
 from strom.config import BrokerConfig
+from strom.config.dynamic import BrokerLayers
 from strom.coordinator.metadata.image import MetadataImage
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
@@ -65,6 +66,12 @@ class Context:
     image: MetadataImage
     config: BrokerConfig
     """The static configuration overlaid with this node's dynamic broker configs."""
-    static_config: BrokerConfig
+    layers: BrokerLayers
+    """Where `config` comes from: the static file and the stored dynamic overrides."""
     node_id: int
     new_uuid: Callable[[], uuid.UUID]
+
+    @property
+    def static_config(self) -> BrokerConfig:
+        """The configuration from the file alone (for keys Kafka never changes at runtime)."""
+        return self.layers.static

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from strom.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
-from strom.coordinator.controller.dynamic import entry_source
+from strom.config.resolve import entry_source
 from strom.coordinator.controller.names import colliding_topic, invalid_topic_name
 from strom.coordinator.controller.placement import (
     active_replicas,
@@ -217,7 +217,7 @@ def _described_configs(
             name=entry.name,
             value=None if entry.is_sensitive else entry.value,
             read_only=entry.read_only,
-            config_source=entry_source(entry, ctx.image, ctx.node_id),
+            config_source=entry_source(entry, ctx.layers),
             is_sensitive=entry.is_sensitive,
         )
         for entry in resolve_topic_config(ctx.config, overrides)

@@ -8,14 +8,13 @@ assignment).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.wire.errors import ErrorCode
 
 KeyValue = tuple[bytes, bytes | None]
-RecordSink = Callable[[str, list[KeyValue]], ErrorCode]
-"""Appends records to the group's __consumer_offsets partition; NONE once they are in the log."""
+PartitionKey = tuple[str, int]
+"""(topic, partition) of a committed offset."""
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """Kafka's bound on a new member's first join (group.classic.new.member.join.timeout)."""
@@ -135,5 +134,37 @@ class ListedGroup:
     group_type: str
 
 
-Reply = tuple[int, JoinResult | SyncResult]
+@dataclass
+class CommitResult:
+    """OffsetCommit: one error per (topic, partition)."""
+
+    errors: dict[PartitionKey, ErrorCode]
+
+
+@dataclass
+class OffsetDeleteResult:
+    """OffsetDelete: a group-level error, else one error per (topic, partition)."""
+
+    error: ErrorCode
+    partitions: dict[PartitionKey, ErrorCode] = field(default_factory=dict)
+
+
+Released = JoinResult | SyncResult | CommitResult | OffsetDeleteResult | ErrorCode
+"""What a parked response can be; DeleteGroups' per-group answer is a bare ErrorCode."""
+
+Reply = tuple[int, Released]
 """A parked response released by the state machine: (waiter token, result)."""
+
+
+@dataclass(frozen=True)
+class Write:
+    """Records to append, as one batch, to the group's `__consumer_offsets` partition.
+
+    The state machine acts on them (and releases the replies waiting on them)
+    only when the caller reports the outcome with `write_completed(now, token, error)`.
+    Writes complete in the order they were emitted.
+    """
+
+    token: int
+    group_id: str
+    records: list[KeyValue]

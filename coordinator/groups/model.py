@@ -2,7 +2,7 @@
 
 Plain data plus the small queries the rebalance logic asks of it (who has
 rejoined, which protocol wins the vote). Nothing here changes state on its
-own; `strom.coordinator.groups.base` drives the transitions.
+own; `strom.coordinator.groups.coordinator` drives the transitions.
 """
 
 from __future__ import annotations

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from strom.config.dynamic import BrokerLayers
+from strom.config.values import ConfigResource
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
+    from strom.config import BrokerConfig
     from strom.coordinator.metadata.delta import MetadataDelta
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
+TOPIC_RESOURCE = ConfigResource.TOPIC.value
+BROKER_RESOURCE = ConfigResource.BROKER.value
 """ConfigRecord resource types (Kafka's ConfigResource.Type ids)."""
 
 METADATA_VERSION = "metadata.version"
@@ -155,6 +158,15 @@ class MetadataImage:
         if broker_id is not None:
             merged.update(self.configs.get((BROKER_RESOURCE, str(broker_id)), _EMPTY))
         return merged
+
+    def broker_config_layers(self, static: BrokerConfig) -> BrokerLayers:
+        """The configuration of node `static.node_id` as layers: its static config and the
+        dynamic overrides stored for it and for the cluster (`.effective()` combines them)."""
+        return BrokerLayers(
+            static,
+            self.configs.get((BROKER_RESOURCE, str(static.node_id)), _EMPTY),
+            self.configs.get((BROKER_RESOURCE, ""), _EMPTY),
+        )
 
     # --- brokers, features, producer ids -------------------------------------
 

@@ -36,6 +36,7 @@ from strom.coordinator.metadata.records import (
     decode_batch,
     encode_batch,
 )
+from strom.storage.durable import fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.message import Message
 from strom.wire.records import iter_batches, validate_batch
@@ -49,15 +50,6 @@ DEFAULT_SEGMENT_BYTES = 1 << 30
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory entry change (create, rename, unlink) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass

@@ -4,19 +4,20 @@ Kafka writes this file when storage is formatted and refuses to start on a
 directory formatted for another cluster or node; Strom formats on first start
 instead (cluster id from `cluster.id`, else a fresh one). Format, as Kafka's
 v1 file: Java properties lines `version=1`, `cluster.id=`, `node.id=`,
-`directory.id=`. Written via a fsynced temp file and rename.
+`directory.id=`. Replaced atomically and durably (strom.storage.durable): a crash
+leaves the old file or the new one, and at most a `meta.properties.tmp` beside it,
+which is never read and is overwritten by the next write.
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from strom.coordinator.metadata.log import fsync_dir
 from strom.coordinator.metadata.records import MetadataError
+from strom.storage.durable import atomic_replace
 
 FILE_NAME = "meta.properties"
 
@@ -68,11 +69,5 @@ def ensure_meta_properties(
         f"version=1\ncluster.id={chosen}\nnode.id={node_id}\n"
         f"directory.id={kafka_uuid_string(new_uuid())}\n"
     )
-    temp = directory / (FILE_NAME + ".tmp")
-    with open(temp, "w", encoding="utf-8") as out:
-        out.write(body)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temp, directory / FILE_NAME)
-    fsync_dir(directory)
+    atomic_replace(directory / FILE_NAME, body.encode("utf-8"))
     return chosen

@@ -17,23 +17,23 @@ partitionLeaderEpoch = the snapshot epoch:
     control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
                     value SnapshotFooterRecord v0
 
-Crash safety: a snapshot is written to `<name>.checkpoint.part`, fsynced,
-renamed to its final name and the directory fsynced, so a `.checkpoint` file
-is always whole; leftover `.part` files are deleted at start-up. A snapshot
+Crash safety: a snapshot is replaced atomically and durably (strom.storage.durable)
+through `<name>.checkpoint.part` (KRaft's name for a partial snapshot): written,
+fsynced, renamed to its final name and the directory fsynced, so a `.checkpoint`
+file is always whole; leftover `.part` files are deleted at start-up. A snapshot
 that still fails to read (header, footer or CRC) is reported, never guessed at.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from strom.coordinator.metadata.log import fsync_dir
 from strom.coordinator.metadata.records import MetadataError, encode_batch
 from strom.coordinator.metadata.records import decode_batch as decode_metadata_batch
+from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
@@ -44,6 +44,7 @@ from strom.wire.formats.metadata.topic_record import TopicRecord
 from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
 from strom.wire.message import Message
+from strom.wire.primitives import Buffer
 from strom.wire.records import (
     ControlType,
     Record,
@@ -55,7 +56,9 @@ from strom.wire.records import (
 from strom.wire.records.record import parse_control_key
 
 SUFFIX = ".checkpoint"
-PART_SUFFIX = ".checkpoint.part"
+PART = ".part"
+"""Appended to a snapshot's name while it is written (KRaft's partial-snapshot suffix)."""
+PART_SUFFIX = SUFFIX + PART
 RECORDS_PER_BATCH = 1000
 
 
@@ -140,27 +143,22 @@ def write_snapshot(directory: Path, image: MetadataImage, snapshot_id: SnapshotI
     ts = image.provenance.timestamp
     epoch = snapshot_id.epoch
     final = directory / snapshot_id.file_name
-    part = directory / (snapshot_id.file_name[: -len(SUFFIX)] + PART_SUFFIX)
-    with open(part, "wb") as out:
-        out.write(
-            _control_batch(ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, ts), 0, epoch, ts)
-        )
-        offset = 1
-        chunk: list[Message] = []
-        for record in (*image_records(image), None):
-            if record is not None:
-                chunk.append(record)
-            if chunk and (record is None or len(chunk) == RECORDS_PER_BATCH):
-                out.write(encode_batch(chunk, base_offset=offset, epoch=epoch, timestamp=ts))
-                offset += len(chunk)
-                chunk = []
-        out.write(
-            _control_batch(ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, ts)
-        )
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(part, final)
-    fsync_dir(directory)
+    parts: list[Buffer] = [
+        _control_batch(ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, ts), 0, epoch, ts)
+    ]
+    offset = 1
+    chunk: list[Message] = []
+    for record in (*image_records(image), None):
+        if record is not None:
+            chunk.append(record)
+        if chunk and (record is None or len(chunk) == RECORDS_PER_BATCH):
+            parts.append(encode_batch(chunk, base_offset=offset, epoch=epoch, timestamp=ts))
+            offset += len(chunk)
+            chunk = []
+    parts.append(
+        _control_batch(ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, ts)
+    )
+    atomic_replace(final, b"".join(parts), temp_suffix=PART)
     return final
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "strom.broker.process.cli", *args], capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "strom", *args], capture_output=True, text=True, timeout=30
     )
 
 
@@ -67,3 +68,73 @@ def test_config_file_and_overrides_and_startup_line(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     assert (tmp_path / "from-file" / ".kafka_cleanshutdown").exists()
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    """A failed start prints exactly one logfmt ERROR line, and no traceback."""
+    errors = [line for line in result.stderr.splitlines() if "level=ERROR" in line]
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert errors[0].startswith("ts=")
+    assert "logger=strom.broker" in errors[0]
+    return errors[0]
+
+
+def test_port_in_use_is_one_line_naming_the_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
+                         "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}")  # fmt: skip
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}" in line
+    assert "change 'listeners'" in line
+
+
+def test_a_file_where_the_data_directory_should_be_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("not a directory")
+    result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
+                     "--override", "listeners=PLAINTEXT://127.0.0.1:0")  # fmt: skip
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert str(tmp_path / "data") in line
+    assert "log.dirs" in line
+
+
+def test_a_second_broker_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
+    """Kafka holds `.lock` in each log dir; two processes appending would corrupt the logs."""
+    data = tmp_path / "data"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={data}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert first.stderr is not None
+    try:
+        for line in first.stderr:
+            if "started" in line:
+                break
+        result = run_cli("serve", "--override", f"log.dirs={data}",
+                         "--override", "listeners=PLAINTEXT://127.0.0.1:0")  # fmt: skip
+        assert result.returncode == 1
+        line = _one_error_line(result)
+        assert f"{data.resolve()} is in use by another process" in line
+        assert ".lock" in line
+    finally:
+        first.terminate()
+        first.communicate(timeout=30)
+    assert first.returncode == 0
+
+
+def test_a_tls_listener_stops_start_up(tmp_path: Path) -> None:
+    """Fail closed: no plaintext port behind a configuration that asks for TLS."""
+    result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
+                     "--override", "listeners=SSL://127.0.0.1:0",
+                     "--override", "advertised.listeners=SSL://127.0.0.1:0",
+                     "--override", "inter.broker.listener.name=SSL")  # fmt: skip
+    assert result.returncode == 2
+    line = _one_error_line(result)
+    assert "listener SSL uses security protocol SSL, which is refused" in line
+    assert not (tmp_path / "data").exists()

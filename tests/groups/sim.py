@@ -1,9 +1,15 @@
-"""A harness around the pure state machine: a fake clock, an in-memory log, parked replies."""
+"""A harness around the pure state machine: a fake clock, an in-memory log, parked replies.
+
+Writes the state machine emits are appended to `MemoryLog` and reported back at once, as the
+driver does, unless `log.hold` is set: then they wait in `held` for `complete_writes()`.
+"""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from strom.coordinator.groups import records
 from strom.coordinator.groups.api import (
@@ -11,22 +17,28 @@ from strom.coordinator.groups.api import (
     JoinRequest,
     JoinResult,
     KeyValue,
+    OffsetDeleteResult,
+    Released,
     SyncRequest,
     SyncResult,
+    Write,
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
 from strom.coordinator.groups.model import Group, GroupState
 from strom.wire.errors import ErrorCode
 
+R = TypeVar("R")
+
 
 @dataclass
 class MemoryLog:
-    """What the sink wrote, per group; `fail` makes the next appends fail with that error."""
+    """What was written, per group; `fail` makes appends fail with that error, `hold` waits."""
 
     written: list[tuple[str, KeyValue]] = field(default_factory=list)
     fail: ErrorCode = ErrorCode.NONE
+    hold: bool = False
 
-    def __call__(self, group_id: str, pairs: list[KeyValue]) -> ErrorCode:
+    def append(self, group_id: str, pairs: list[KeyValue]) -> ErrorCode:
         if self.fail:
             return self.fail
         self.written += [(group_id, kv) for kv in pairs]
@@ -49,16 +61,51 @@ class Sim:
         self.config = GroupConfig(**{**defaults, **config})
         self.log = MemoryLog()
         ids = itertools.count(1)
-        self.machine = GroupCoordinator(self.config, self.log, lambda: f"id{next(ids)}")
+        self.machine = GroupCoordinator(self.config, lambda: f"id{next(ids)}")
         self.now = 1_000_000
         self._tokens = itertools.count(1)
-        self.replies: dict[int, JoinResult | SyncResult] = {}
+        self.replies: dict[int, Released] = {}
+        self.held: list[Write] = []
 
     def settle(self) -> None:
         self.machine.tick(self.now)
+        self.held += self.machine.take_writes()
+        if not self.log.hold:
+            self.complete_writes()
+        self._collect()
+
+    def complete_writes(self, error: ErrorCode | None = None) -> None:
+        """Append the held writes in order (or fail them with `error`) and report each outcome."""
+        while self.held:
+            write = self.held.pop(0)
+            outcome = self.log.append(write.group_id, write.records) if error is None else error
+            self.machine.write_completed(self.now, write.token, outcome)
+            self.held += self.machine.take_writes()
+        self._collect()
+
+    def _collect(self) -> None:
         for token, result in self.machine.take_replies():
             assert token not in self.replies, "a waiter was answered twice"
             self.replies[token] = result
+
+    def token(self) -> int:
+        return next(self._tokens)
+
+    def call(self, request: Callable[[int], R | None]) -> R | int:
+        """Run a request that may park: its immediate result, or its waiter token."""
+        token = self.token()
+        result = request(token)
+        self.settle()
+        return token if result is None else result
+
+    def answer(self, outcome: R | int, kind: type[R]) -> R:
+        """The result of `call`: immediate, or released since (it must have been)."""
+        if isinstance(outcome, kind):  # before the int check: an ErrorCode is an int too
+            return outcome
+        assert isinstance(outcome, int)
+        result = self.replies.get(outcome)
+        assert isinstance(result, kind), f"not answered with a {kind.__name__}: {result}"
+        return result
 
     def advance(self, ms: int) -> None:
         """Move the clock, firing every deadline on the way in order."""
@@ -141,7 +188,28 @@ class Sim:
         self.settle()
         return out
 
-    def reply(self, token: int | JoinResult | SyncResult) -> JoinResult | SyncResult | None:
+    def delete_groups(self, *group_ids: str) -> dict[str, ErrorCode]:
+        out = {}
+        for group_id in group_ids:
+            token = self.token()
+            result = self.machine.delete_group(self.now, group_id, token)
+            self.settle()
+            out[group_id] = self.answer(token if result is None else result, ErrorCode)
+        return out
+
+    def delete_offsets(self, group: str, partitions: list[tuple[str, int]]) -> OffsetDeleteResult:
+        outcome = self.call(
+            lambda token: self.machine.delete_offsets(self.now, group, partitions, token)
+        )
+        return self.answer(outcome, OffsetDeleteResult)
+
+    def expire(self) -> int:
+        """Offset retention now; its writes complete (unless held)."""
+        expired = self.machine.expire_offsets(self.now)
+        self.settle()
+        return expired
+
+    def reply(self, token: int | JoinResult | SyncResult) -> Released | None:
         if isinstance(token, int):
             return self.replies.get(token)
         return token

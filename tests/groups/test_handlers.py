@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.admin.topics import CONSUMER_OFFSETS
+from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.wire.errors import ErrorCode

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.coordinator.groups.records import partition_for
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -156,3 +159,22 @@ async def test_offset_delete(client: KafkaClient) -> None:
     ]
     request.group_id = "missing"
     assert (await client.request(request, 0, OffsetDeleteResponse)).error_code == 69
+
+
+async def test_commit_to_an_offline_partition_is_not_coordinator(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit whose write fails is answered with Kafka's mapping and changes nothing."""
+    await create_topic(client, "t")
+    assert await commit(client, "g", "t", 1) == [0, 0]
+    state = broker.broker.state
+    assert state is not None
+    offline = state.logs.get(CONSUMER_OFFSETS, partition_for("g", 5))
+    assert offline is not None
+    monkeypatch.setattr(offline, "failed", "EIO (injected)")  # as after a failed disk write
+    errors = await commit(client, "g", "t", 10)
+    assert errors == [ErrorCode.NOT_COORDINATOR, ErrorCode.NOT_COORDINATOR]
+    fetched = await client.request(
+        OffsetFetchRequest(group_id="g", topics=None), 7, OffsetFetchResponse
+    )
+    assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [1, 2]

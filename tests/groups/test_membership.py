@@ -75,7 +75,7 @@ def test_storage_failure_during_sync_restarts_the_rebalance() -> None:
     sim = Sim()
     a = sim.join_new()
     gen = sim.joined(sim.join(a)).generation
-    sim.log.fail = ErrorCode.NOT_COORDINATOR
+    sim.log.fail = ErrorCode.KAFKA_STORAGE_ERROR
     result = sim.synced(sim.sync(a, gen, {a: b"x"}))
     assert result.error == ErrorCode.NOT_COORDINATOR
     assert sim.state() is S.PREPARING_REBALANCE

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from strom.coordinator.groups.api import CommitPartition, CommitRequest
+from strom.coordinator.groups.api import CommitPartition, CommitRequest, CommitResult
 from strom.coordinator.groups.model import GroupState
 from strom.coordinator.groups.records import GroupRecord, OffsetRecord
 from strom.wire.errors import ErrorCode
@@ -30,9 +30,9 @@ def commit(
         [CommitPartition("t", p, offset, 3, metadata) for p in partitions],
         instance, retention, v9,
     )  # fmt: skip
-    out = sim.machine.commit(sim.now, req)
-    sim.settle()
-    return out
+    return sim.answer(
+        sim.call(lambda token: sim.machine.commit(sim.now, req, token)), CommitResult
+    ).errors
 
 
 def fetched(sim: Sim, group: str = "g") -> dict[tuple[str, int], int]:
@@ -110,10 +110,10 @@ def test_metadata_too_large_and_null_metadata() -> None:
 def test_commit_is_acknowledged_only_once_written() -> None:
     sim = Sim()
     commit(sim, 1)
-    sim.log.fail = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    sim.log.fail = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert commit(sim, 2) == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
-    sim.log.fail = ErrorCode.MESSAGE_TOO_LARGE
-    assert commit(sim, 3) == {("t", 0): ErrorCode.INVALID_COMMIT_OFFSET_SIZE}
+    sim.log.fail = ErrorCode.MESSAGE_TOO_LARGE  # Kafka 4's coordinator: UNKNOWN_SERVER_ERROR
+    assert commit(sim, 3) == {("t", 0): ErrorCode.UNKNOWN_SERVER_ERROR}
     assert fetched(sim) == {("t", 0): 1}
 
 
@@ -144,7 +144,7 @@ def test_delete_groups() -> None:
     sim = Sim()
     commit(sim, group="simple")
     (_a,), _ = sim.form(1)
-    assert sim.machine.delete_groups(sim.now, ["simple", "g", "nope", ""]) == {
+    assert sim.delete_groups("simple", "g", "nope", "") == {
         "simple": ErrorCode.NONE,
         "g": ErrorCode.NON_EMPTY_GROUP,
         "nope": ErrorCode.GROUP_ID_NOT_FOUND,
@@ -164,11 +164,11 @@ def test_delete_groups() -> None:
 def test_offset_delete() -> None:
     sim = Sim()
     commit(sim, partitions=(0, 1))
-    error, results = sim.machine.delete_offsets("g", [("t", 0), ("u", 0)])
-    assert error == ErrorCode.NONE
-    assert results == {("t", 0): ErrorCode.NONE, ("u", 0): ErrorCode.NONE}
+    out = sim.delete_offsets("g", [("t", 0), ("u", 0)])
+    assert out.error == ErrorCode.NONE
+    assert out.partitions == {("t", 0): ErrorCode.NONE, ("u", 0): ErrorCode.NONE}
     assert fetched(sim) == {("t", 1): 5}
-    assert sim.machine.delete_offsets("nope", [("t", 0)])[0] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert sim.delete_offsets("nope", [("t", 0)]).error == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_offset_delete_of_subscribed_topic() -> None:
@@ -179,8 +179,11 @@ def test_offset_delete_of_subscribed_topic() -> None:
     commit(sim, generation=1, member=member)
     commit(sim, generation=1, member=member, partitions=(0,))
     assert sim.group().subscribed_topics == frozenset({"t"})
-    error, results = sim.machine.delete_offsets("g", [("t", 0)])
-    assert (error, results) == (ErrorCode.NONE, {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC})
+    out = sim.delete_offsets("g", [("t", 0)])
+    assert (out.error, out.partitions) == (
+        ErrorCode.NONE,
+        {("t", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC},
+    )
 
 
 def test_retention_of_empty_groups_and_explicit_expiry() -> None:
@@ -190,21 +193,21 @@ def test_retention_of_empty_groups_and_explicit_expiry() -> None:
     (a,), gen = sim.form(1)
     commit(sim, group="g", generation=gen, member=a)
     sim.now += 1000
-    assert sim.machine.expire_offsets(sim.now) == 1
+    assert sim.expire() == 1
     assert "explicit" not in sim.machine.groups
     sim.now += 7 * DAY
     sim.heartbeat(a, gen)
-    sim.machine.expire_offsets(sim.now)
+    sim.expire()
     assert "simple" not in sim.machine.groups
     assert fetched(sim) == {("t", 0): 5}  # a live group keeps its offsets
     sim.leave((a, None))
     sim.advance(0)
     assert sim.state() is S.EMPTY
     sim.now += 7 * DAY - 1
-    sim.machine.expire_offsets(sim.now)
+    sim.expire()
     assert fetched(sim) == {("t", 0): 5}
     sim.now += 1
-    sim.machine.expire_offsets(sim.now)
+    sim.expire()
     assert "g" not in sim.machine.groups
 
 

@@ -3,7 +3,10 @@
 Each agent behaves like a consumer (KIP-394 round trip, rejoin on REBALANCE_IN_PROGRESS,
 reset on UNKNOWN_MEMBER_ID, heartbeats at a third of the session). After a chaotic phase
 the survivors must converge on one Stable generation in which every partition is owned by
-exactly one live member, and every parked response must have been answered exactly once.
+exactly one live member, every parked response must have been answered exactly once, and the
+group read back from the records written must be the group in memory. With `delayed` writes
+the records the coordinator emits stay in flight for a while (and some fail) while requests
+keep arriving, as they will once a replicated log reports completion later.
 """
 
 from __future__ import annotations
@@ -116,10 +119,12 @@ def _on_error(agent: Agent, error: ErrorCode) -> None:
     agent.phase, agent.token = "idle", None
 
 
+@pytest.mark.parametrize("delayed", [False, True], ids=["written-at-once", "delayed"])
 @pytest.mark.parametrize("seed", range(40))
-def test_random_membership_converges(seed: int) -> None:
+def test_random_membership_converges(seed: int, delayed: bool) -> None:
     rng = random.Random(seed)
     sim = Sim(initial_rebalance_delay_ms=rng.choice([0, 0, 500, 3000]))
+    sim.log.hold = delayed
     agents = [Agent(f"a{i}", static=rng.random() < 0.3) for i in range(rng.randint(1, 6))]
     generations = [0]
     for _ in range(300):
@@ -135,6 +140,8 @@ def test_random_membership_converges(seed: int) -> None:
             agent.member_id = ""
         else:
             _step(sim, agent)
+        if delayed and rng.random() < 0.3:
+            sim.complete_writes(ErrorCode.KAFKA_STORAGE_ERROR if rng.random() < 0.1 else None)
         sim.advance(rng.choice([0, 0, 10, 100, 700, 2500]))
         group = sim.machine.groups.get("g")
         if group is not None:
@@ -146,6 +153,8 @@ def test_random_membership_converges(seed: int) -> None:
                     m.join_waiter is None and m.sync_waiter is None for m in group.members.values()
                 )
     # Calm: the living keep following the protocol until the group settles.
+    sim.log.hold = False
+    sim.complete_writes()
     live = [a for a in agents if a.phase != "dead"]
     for _ in range(400):
         for agent in live:
@@ -167,3 +176,14 @@ def test_random_membership_converges(seed: int) -> None:
     assert set(group.members) == {a.member_id for a in live}
     owned = sorted(p for a in live for p in a.assignment)
     assert owned == list(range(PARTITIONS)), (seed, [(a.name, a.assignment) for a in live])
+    reloaded = Sim()
+    reloaded.machine.load(sim.log.parsed(), sim.now)
+    again = reloaded.group()
+    assert (again.state, again.generation, again.leader) == (
+        group.state,
+        group.generation,
+        group.leader,
+    )
+    assert {m: again.members[m].assignment for m in again.members} == {
+        m: group.members[m].assignment for m in group.members
+    }

@@ -46,8 +46,7 @@ def test_restarted_static_follower_gets_its_assignment_back_without_rebalance() 
     sim = Sim(initial_rebalance_delay_ms=100)
     ids, gen = _form_static(sim, ["i-1", "i-2"])
     follower = next(i for i, m in ids.items() if m != sim.group().leader)
-    restarted = sim.join(instance=follower, client=follower)
-    assert isinstance(restarted, JoinResult)
+    restarted = sim.joined(sim.join(instance=follower, client=follower))  # once written
     assert restarted.error == ErrorCode.NONE
     assert restarted.generation == gen
     assert restarted.member_id != ids[follower]
@@ -64,14 +63,12 @@ def test_restarted_static_leader_skips_assignment() -> None:
     sim = Sim(initial_rebalance_delay_ms=100)
     ids, _gen = _form_static(sim, ["i-1", "i-2"])
     leader_instance = next(i for i, m in ids.items() if m == sim.group().leader)
-    restarted = sim.join(instance=leader_instance)
-    assert isinstance(restarted, JoinResult)
+    restarted = sim.joined(sim.join(instance=leader_instance))
     assert restarted.skip_assignment
     assert restarted.leader == restarted.member_id == sim.group().leader
     assert len(restarted.members) == 2
     assert sim.state() is S.STABLE
-    old_style = sim.join(instance=leader_instance, v9=False)
-    assert isinstance(old_style, JoinResult)
+    old_style = sim.joined(sim.join(instance=leader_instance, v9=False))
     assert old_style.members == []
     assert not old_style.skip_assignment
     assert old_style.leader == restarted.member_id  # the leader as it was (pre KIP-814)

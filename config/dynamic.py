@@ -1,0 +1,82 @@
+"""Dynamic broker configs: how stored overrides change a running broker's configuration.
+
+Kafka keeps dynamic broker configs as ConfigRecords on resource type BROKER,
+name "" (the cluster-wide default) or a node id (that node only, which wins).
+Only keys Kafka can change at runtime take effect; unknown keys are stored as
+Kafka stores them but change nothing. A change is vetted by building the whole
+resulting configuration, cross-key rules included. Where the overrides are
+stored (the metadata image) is the coordinator's business; this module takes
+them as plain mappings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from strom.config.broker import BROKER_KEYS, BrokerConfig
+from strom.config.errors import ConfigError
+from strom.config.values import parse_value
+
+PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+"""Keys Kafka accepts only for one named broker, never as a cluster default."""
+PER_BROKER_PREFIXES = ("listener.name.",)
+
+
+def overlay(static: BrokerConfig, overrides: Mapping[str, str]) -> BrokerConfig:
+    """`static` with the dynamic `overrides` that Strom applies; ConfigError if invalid."""
+    values: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        spec = BROKER_KEYS.get(key)
+        if spec is not None and spec.dynamic:
+            values[spec.attr] = parse_value(key, spec.type, raw)
+    return dataclasses.replace(static, **values) if values else static
+
+
+class BrokerLayers(NamedTuple):
+    """One node's configuration as its layers: the static file and the stored dynamic overrides.
+
+    `per_broker` and `cluster_default` are the raw stored strings of the node's
+    own resource and of the cluster-wide default; the node's own win.
+    """
+
+    static: BrokerConfig
+    per_broker: Mapping[str, str]
+    cluster_default: Mapping[str, str]
+
+    def effective(self) -> BrokerConfig:
+        """The configuration the node runs with; stored values that no longer validate are
+        ignored (the static config is used) rather than failing."""
+        if not self.per_broker and not self.cluster_default:
+            return self.static
+        try:
+            return overlay(self.static, {**self.cluster_default, **self.per_broker})
+        except ConfigError:
+            return self.static
+
+    def refusal(self, new: Mapping[str, str], *, per_broker: bool) -> str | None:
+        """Why replacing the node's own (`per_broker`) or the cluster default overrides with
+        `new` is refused, or None. Kafka answers these with INVALID_REQUEST (its KAFKA-13609
+        caveat)."""
+        fixed = sorted(k for k in new if k in BROKER_KEYS and not BROKER_KEYS[k].dynamic)
+        if fixed:
+            return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
+        if not per_broker:
+            scoped = sorted(
+                k for k in new if k in PER_BROKER_ONLY or k.startswith(PER_BROKER_PREFIXES)
+            )
+            if scoped:
+                return (
+                    "Cannot update these configs at default cluster level, broker id must be "
+                    f"specified: Set({', '.join(scoped)})"
+                )
+        if per_broker:
+            merged = {**self.cluster_default, **new}
+        else:
+            merged = {**new, **self.per_broker}
+        try:
+            overlay(self.static, merged)
+        except ConfigError as exc:
+            return str(exc)
+        return None
