@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.drivers.groups import GroupDriver
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
+    from strom.coordinator.controller.liveness import OfflineReplicas
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.manager import LogManager
 
@@ -59,3 +60,8 @@ class BrokerState:
     def image(self) -> MetadataImage:
         """The latest metadata image the controller has published."""
         return self.controller.image
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas their brokers reported unable to serve (controller liveness state)."""
+        return self.controller.offline_replicas

@@ -124,22 +124,21 @@ class BrokerConfig:
         C.STRING,
         "PLAINTEXT://127.0.0.1:9092",
         "Comma-separated NAME://host:port to bind; empty host = all interfaces, port 0 = "
-        "ephemeral (Kafka's default binds PLAINTEXT://:9092).",
-        dynamic=True,
+        "ephemeral (Kafka's default binds PLAINTEXT://:9092). Kafka can add listeners at runtime; "
+        "Strom cannot yet, so it is read-only (a change is refused, not stored and ignored).",
     )
     advertised_listeners: str | None = setting(
         "advertised.listeners",
         C.STRING,
         None,
-        "Endpoints told to clients; unset or blank = the non-controller listeners.",
-        dynamic=True,
+        "Endpoints told to clients; unset or blank = the non-controller listeners. Read-only, as "
+        "in Kafka 4 (a broker's endpoints are part of its registration).",
     )
     listener_security_protocol_map: str = setting(
         "listener.security.protocol.map",
         C.STRING,
         DEFAULT_PROTOCOL_MAP,
-        "Listener name to security protocol.",
-        dynamic=True,
+        "Listener name to security protocol. Read-only until listeners can change at runtime.",
     )
     controller_listener_names: str | None = setting(
         "controller.listener.names", C.STRING, None, "Listener names used by the KRaft controller."

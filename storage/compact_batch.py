@@ -20,7 +20,6 @@ numbers, as Kafka's cleaner does. Control batches are kept as they are.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,21 +28,19 @@ from strom.storage.offset_map import OffsetMap
 from strom.wire.errors import ProtocolError
 from strom.wire.primitives import varint, varlong
 from strom.wire.records import (
+    CODEC_MASK,
+    DELETE_HORIZON_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     NO_TIMESTAMP,
     BatchHeader,
     Codec,
     TimestampType,
     batch_payload,
     compress,
-    compute_crc,
+    write_crc,
 )
-
-DELETE_HORIZON_MASK = 0x40
-CODEC_MASK = 0x07
-_CRC = struct.Struct(">I")
-CRC_OFFSET = 17
 
 # Fields of a scanned record (plain tuples: the scan runs once per record, so no NamedTuple).
 OFFSET: Final = 0
@@ -219,11 +216,11 @@ def _assemble(
 ) -> bytearray:
     new = BatchHeader(
         header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(data), header.partition_leader_epoch,
-        2, 0, attributes, header.last_offset_delta, base_ts, max_ts, header.producer_id,
+        MAGIC, 0, attributes, header.last_offset_delta, base_ts, max_ts, header.producer_id,
         header.producer_epoch, header.base_sequence, count,
     )  # fmt: skip
     out = bytearray(HEADER_SIZE)
     new.pack_into(out)
     out += data
-    _CRC.pack_into(out, CRC_OFFSET, compute_crc(out))
+    write_crc(out)
     return out

@@ -19,12 +19,19 @@ from pathlib import Path
 
 from strom.storage.errors import CorruptLogError
 from strom.wire.errors import ProtocolError
-from strom.wire.primitives import INT32, Buffer
-from strom.wire.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, validate_batch
+from strom.wire.primitives import Buffer
+from strom.wire.records import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    peek_length,
+    validate_batch,
+)
 
 SCAN_CHUNK = 16 * 1024
 INT32_MAX = 2**31 - 1
-MAGIC = 2
 
 
 def write_all(fd: int, data: Buffer) -> None:
@@ -153,7 +160,7 @@ class ValidatingScan:
             rel = pos - buf_pos
             if rel + LOG_OVERHEAD > len(buf):
                 buf, buf_pos, rel = os.pread(fd, min(self._chunk, end - pos), pos), pos, 0
-            (length,) = INT32.unpack_from(buf, rel + 8)
+            length = peek_length(buf, rel)
             size = length + LOG_OVERHEAD
             if size < HEADER_SIZE or pos + size > end:
                 self.problem = f"torn or bad batch length {length} at position {pos}"

@@ -20,6 +20,13 @@ and on close; a lost or stale checkpoint only costs a longer scan (recovery
 point) or brings back records below a not-yet-checkpointed log start offset,
 exactly as in Kafka. `__cluster_metadata-*` directories belong to the KRaft
 layer and are skipped.
+
+Storage failures: a log whose write, flush or swap failed is offline (it refuses
+appends, still serves reads). A directory is offline when it cannot be loaded or
+its checkpoints cannot be written (`fail_dir`): every log in it goes offline with
+it, until the broker restarts. A partition this broker should host but cannot
+open (EMFILE, no online dir) is `unopened`. `offline_partitions` lists all three,
+for the broker's report to the controller (strom.broker.replication.partitions).
 """
 
 from __future__ import annotations
@@ -76,6 +83,9 @@ class LogManager:
         self._per_dir: collections.Counter[Path] = collections.Counter()
         """Logs per directory, kept with `_dir_of`: a create picks the emptiest in O(dirs)."""
         self.offline_dirs: set[Path] = set()
+        self.unopened: dict[TopicPartition, str] = {}
+        """Partitions to host that could not be opened, with the reason (retried by the
+        broker on the next metadata change)."""
         self._cleaner_lock = threading.Lock()
         self._deleter = DirectoryDeleter()
 
@@ -133,6 +143,17 @@ class LogManager:
     def partitions(self) -> Iterable[PartitionLog]:
         return list(self._logs.values())
 
+    def offline_partitions(self) -> list[TopicPartition]:
+        """Partitions hosted here that cannot serve: failed logs (an offline dir's included)
+        and partitions that could not be opened."""
+        failed = [tp for tp, p in list(self._logs.items()) if p.failed is not None]
+        return failed + [tp for tp in list(self.unopened) if tp not in self._logs]
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Hosted here but unable to serve (see `offline_partitions`)."""
+        found = self._logs.get((topic, partition))
+        return (topic, partition) in self.unopened if found is None else found.failed is not None
+
     def dir_of(self, topic: str, partition: int) -> Path | None:
         """The data directory holding a partition (DescribeLogDirs)."""
         return self._dir_of.get((topic, partition))
@@ -169,9 +190,31 @@ class LogManager:
         new.parent_unsynced = fresh  # its first flush fsyncs `directory` (off the loop)
         return new
 
+    def cannot_open(self, topic: str, partition: int, reason: str) -> bool:
+        """Record that a partition to host could not be opened; True the first time."""
+        new = (topic, partition) not in self.unopened
+        self.unopened[(topic, partition)] = reason
+        return new
+
+    def fail_dir(self, directory: Path, reason: str) -> None:
+        """Take a data directory offline (Kafka's log dir failure): its logs stop taking
+        appends, checkpoints skip it, nothing new is placed in it, until a restart."""
+        if directory in self.offline_dirs:
+            return
+        self.offline_dirs.add(directory)
+        log.error(
+            "log dir %s is offline: %s; its partitions are reported offline until a restart "
+            "(fix or free the disk, then restart)",
+            directory, reason,
+        )  # fmt: skip
+        for tp, p in list(self._logs.items()):
+            if self._dir_of.get(tp) == directory and p.failed is None:
+                p.failed = f"log dir {directory} is offline: {reason}"
+
     def adopt(self, directory: Path, partition_log: PartitionLog) -> PartitionLog:
         """Register a log from `open_new` (event loop); one already there wins."""
         tp = (partition_log.topic, partition_log.partition)
+        self.unopened.pop(tp, None)
         existing = self._logs.get(tp)
         if existing is not None:
             partition_log.close(clean=False)
@@ -184,6 +227,7 @@ class LogManager:
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename it to `<name>.<hex>-delete`; the deleter thread removes it."""
         tp = (topic, partition)
+        self.unopened.pop(tp, None)
         doomed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
         if directory is not None:
@@ -221,7 +265,10 @@ class LogManager:
         """Rewrite every dir's recovery-point and log-start checkpoints (worker thread)."""
         for directory in self.dirs:
             if directory not in self.offline_dirs:
-                self._checkpoint_dir(directory)
+                try:
+                    self._checkpoint_dir(directory)
+                except OSError as exc:
+                    self.fail_dir(directory, f"checkpoint failed: {exc}")
 
     def _checkpoint_dir(self, directory: Path) -> None:
         # list(): a worker thread runs this while the event loop may add or drop logs

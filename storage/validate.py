@@ -5,9 +5,19 @@ with Kafka's error codes: framing/CRC -> CORRUPT_MESSAGE, a batch over
 max.message.bytes -> MESSAGE_TOO_LARGE, the whole append over segment.bytes ->
 RECORD_LIST_TOO_LARGE, other magic / bad offsets or counts / control batches
 from clients / missing keys on compacted topics -> INVALID_RECORD, CreateTime
-outside message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP. Records are
-only decoded when a check needs them (compacted topic, a finite before.max.ms,
-or an out-of-range max timestamp to pin down which records failed).
+outside message.timestamp.before/after.max.ms -> INVALID_TIMESTAMP.
+
+Every record of every batch is walked first, as LogValidator iterates them
+(`strom.wire.records.walk`): a record whose framing is wrong (overlong varint,
+a length that overruns, offset deltas that are not 0, 1, 2..., a record count
+other than the header's) is INVALID_RECORD without record_errors, as Kafka's
+InvalidRecordException; a compressed payload that does not decompress is
+CORRUPT_MESSAGE (Kafka answers UNKNOWN_SERVER_ERROR there, from its generic
+"Failed to decompress record stream"); one that inflates past 64 MiB is
+MESSAGE_TOO_LARGE, refused while streaming, never held. The walk builds no
+records; they are only decoded when a check needs their values (compacted
+topic, a finite before.max.ms, or an out-of-range max timestamp to pin down
+which records failed).
 """
 
 from __future__ import annotations
@@ -17,19 +27,21 @@ from enum import Enum
 from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.errors import LogAppendError
 from strom.wire.errors import ErrorCode, ProtocolError
-from strom.wire.primitives import INT32
 from strom.wire.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     NO_TIMESTAMP,
+    PEEK_MAGIC_SIZE,
     BatchHeader,
     Record,
     TimestampType,
+    check_records,
     decode_batch,
+    peek_length,
+    peek_magic,
     validate_batch,
 )
-
-MAGIC_OFFSET = 16
 
 
 class AppendOrigin(Enum):
@@ -65,11 +77,11 @@ def _check_one(
     remaining = len(view) - pos
     if remaining < LOG_OVERHEAD:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE, f"truncated batch at byte {pos}")
-    size = INT32.unpack_from(view, pos + 8)[0] + LOG_OVERHEAD
-    if remaining > MAGIC_OFFSET and view[pos + MAGIC_OFFSET] != 2:
+    size = peek_length(view, pos) + LOG_OVERHEAD
+    if remaining >= PEEK_MAGIC_SIZE and peek_magic(view, pos) != MAGIC:
         raise LogAppendError(
             ErrorCode.INVALID_RECORD,
-            f"batch magic {view[pos + MAGIC_OFFSET]}: only magic 2 is accepted",
+            f"batch magic {peek_magic(view, pos)}: only magic 2 is accepted",
         )
     if size < HEADER_SIZE or size > remaining:
         raise LogAppendError(ErrorCode.CORRUPT_MESSAGE, f"bad batch length at byte {pos}")
@@ -85,6 +97,10 @@ def _check_one(
         raise LogAppendError(exc.error, str(exc)) from exc
     if origin is AppendOrigin.CLIENT:
         _check_client_header(header)
+    try:
+        check_records(batch, header)
+    except ProtocolError as exc:
+        raise LogAppendError(exc.error, str(exc)) from exc
     if header.is_control:
         return header
     _check_records(batch, header, config, now_ms)

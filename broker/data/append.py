@@ -22,11 +22,21 @@ import trio
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.topics import is_internal_topic
+from strom.broker.replication.partitions import report_storage
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse
-from strom.wire.primitives import INT32
-from strom.wire.records import Codec
+from strom.wire.records import (
+    CODEC_MASK,
+    LOG_OVERHEAD,
+    MAGIC,
+    PEEK_CODEC_SIZE,
+    PEEK_MAGIC_SIZE,
+    Codec,
+    peek_attributes,
+    peek_length,
+    peek_magic,
+)
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
@@ -34,8 +44,6 @@ if TYPE_CHECKING:
 
 ADMIN_CLIENT_ID = "__admin_client"
 """Kafka lets only this client id append to internal topics."""
-MAGIC_OFFSET = 16
-ATTRIBUTES_OFFSET = 21
 FIRST_ZSTD_VERSION = 7
 MIN_LEGACY_RECORD = 14
 """Smallest legal record length field (Kafka's LegacyRecord.RECORD_OVERHEAD_V0)."""
@@ -100,12 +108,12 @@ def first_batch(records: Records | None, version: int) -> memoryview | ErrorCode
     first = _frame(view, 0)
     if isinstance(first, ErrorCode):
         return first
-    if first == 0 or view[MAGIC_OFFSET] != 2:
+    if first == 0 or peek_magic(view) != MAGIC:
         return ErrorCode.INVALID_RECORD
     if (
         version < FIRST_ZSTD_VERSION
-        and first > ATTRIBUTES_OFFSET + 1
-        and view[ATTRIBUTES_OFFSET + 1] & 0x07 == Codec.ZSTD
+        and first >= PEEK_CODEC_SIZE
+        and peek_attributes(view) & CODEC_MASK == Codec.ZSTD
     ):
         return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     second = _frame(view, first)
@@ -118,12 +126,12 @@ def first_batch(records: Records | None, version: int) -> memoryview | ErrorCode
 
 def _frame(view: memoryview, pos: int) -> int | ErrorCode:
     """Size of the whole batch at `pos`; 0 when there is none (end or partial)."""
-    if len(view) - pos <= MAGIC_OFFSET:
+    if len(view) - pos < PEEK_MAGIC_SIZE:
         return 0
-    length = INT32.unpack_from(view, pos + 8)[0]
-    if length < MIN_LEGACY_RECORD or view[pos + MAGIC_OFFSET] > 2:
+    length = peek_length(view, pos)
+    if length < MIN_LEGACY_RECORD or peek_magic(view, pos) > MAGIC:
         return ErrorCode.CORRUPT_MESSAGE
-    size: int = length + 12
+    size = length + LOG_OVERHEAD
     return size if size <= len(view) - pos else 0
 
 
@@ -149,6 +157,8 @@ async def append_partition(
     try:
         result = log.append(batch, partition.leader_epoch, broker.clock())
     except LogAppendError as exc:
+        if isinstance(exc, KafkaStorageError):
+            report_storage(broker)  # before answering: the client's next Metadata sees it
         start = -1 if exc.error in _NO_LOG_START else log.log_start_offset
         message = exc.message if exc.record_errors else None
         return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
@@ -158,5 +168,6 @@ async def append_partition(
             try:
                 await trio.to_thread.run_sync(log.flush)
             except KafkaStorageError:
+                report_storage(broker)
                 return AppendOutcome(index, ErrorCode.KAFKA_STORAGE_ERROR)
     return AppendOutcome(index, ErrorCode.NONE, result)

@@ -1,10 +1,12 @@
 """Partition lookups shared by the data-plane handlers (Produce, Fetch, ListOffsets...).
 
 Kafka's order of checks: the topic-partition must be in the metadata
-(UNKNOWN_TOPIC_OR_PARTITION), this broker must lead it and host its log
-(NOT_LEADER_OR_FOLLOWER), and a client-supplied current leader epoch must
-match the partition's (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH;
--1 means "not given").
+(UNKNOWN_TOPIC_OR_PARTITION), its log here must not be offline for want of
+being opened (KAFKA_STORAGE_ERROR, Kafka's offline partition; a log whose disk
+failed is still found, and refuses appends itself), a client-supplied current
+leader epoch must match the partition's (older: FENCED_LEADER_EPOCH, newer:
+UNKNOWN_LEADER_EPOCH; -1 means "not given"), and this broker must lead it and
+host its log (NOT_LEADER_OR_FOLLOWER).
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ def locate(
     partition = (image or broker.image).partition(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    log = broker.logs.get(topic, index)
+    if log is None and broker.logs.is_offline(topic, index):
+        return ErrorCode.KAFKA_STORAGE_ERROR
     error = leader_epoch_error(partition, current_leader_epoch)
     if error != ErrorCode.NONE:
         return error
-    log = broker.logs.get(topic, index)
     if partition.leader != broker.node_id or log is None:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return Located(partition, log)

@@ -10,15 +10,22 @@ is bumped on every start (as a one-voter election would), and the first start
 formats `meta.properties` and finalizes metadata.version. `open` also
 registers the broker with its configured advertised endpoints; `start` can
 re-register it with the endpoints actually bound.
+
+A command whose records the metadata log refuses (ENOSPC, EIO) changes
+nothing: the log is back at its last good length, the image is not touched,
+and the command answers with error codes (`fail_unwritten`), logged once per
+WRITE_ERROR_LOG_INTERVAL_S however many commands fail. The next command
+simply tries again, so the controller works again as soon as the disk does.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -27,7 +34,13 @@ import trio
 
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
-from strom.coordinator.controller.result import ControllerResult
+from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
+from strom.coordinator.controller.result import (
+    ApiError,
+    ControllerError,
+    ControllerResult,
+    fail_unwritten,
+)
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
@@ -39,6 +52,7 @@ from strom.coordinator.metadata.snapshot import (
     list_snapshots,
     write_snapshot,
 )
+from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
@@ -61,6 +75,8 @@ ImageListener = Callable[[MetadataImage], Awaitable[None] | None]
 DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None] | None]
 SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
 """Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+WRITE_ERROR_LOG_INTERVAL_S = 10.0
+"""A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
 
 
 def _wall_clock_ms() -> int:
@@ -104,6 +120,9 @@ class ControllerDriver:
         self._listeners: list[DeltaListener] = []
         self._broker_epoch = -1
         self._closed = False
+        self._quiet_until = -math.inf
+        self._unlogged = 0
+        """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
 
     @classmethod
     async def open(
@@ -159,6 +178,20 @@ class ControllerDriver:
     def epoch(self) -> int:
         """The Raft epoch this node writes under."""
         return self._epoch
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
+        return self._controller.offline_replicas
+
+    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
+        """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat
+        offlineLogDirs). Controller state only: nothing to append, so it never waits for
+        the lock nor fails on a full disk. True if the report changed anything."""
+        try:
+            return self._controller.heartbeat(self.node_id, self._broker_epoch, offline)
+        except ControllerError:  # (re-)registering: the report after it counts
+            return False
 
     def subscribe(self, listener: ImageListener) -> Callable[[], None]:
         """Call `listener(image)` after each change (awaited if it returns an awaitable)."""
@@ -248,8 +281,31 @@ class ControllerDriver:
             self._check_open()
             result = command()
             if result.records:
-                await self._commit(result.records)
+                try:
+                    await self._commit(result.records)
+                except OSError as exc:
+                    return self._unwritten(result.response, exc)
             return result.response
+
+    def _unwritten(self, response: R, exc: OSError) -> R:
+        """The answer when the metadata log refused the records: nothing changed, and the
+        log is back at its last good length, so the same command works once space is back."""
+        cause = f"the metadata log could not be written: {exc.strerror or exc}"
+        now = time.monotonic()
+        if now >= self._quiet_until:
+            self._quiet_until = now + WRITE_ERROR_LOG_INTERVAL_S
+            also = f" ({self._unlogged} more since the last report)" if self._unlogged else ""
+            self._unlogged = 0
+            log.error(
+                "%s in %s; the command was refused and nothing changed%s: free space or fix "
+                "the disk, the controller carries on by itself",
+                cause, self._log.directory, also,
+            )  # fmt: skip
+        else:
+            self._unlogged += 1
+        if isinstance(response, Message):
+            return fail_unwritten(response, ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, cause))
+        raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, cause) from exc
 
     async def _commit(self, records: Sequence[Message]) -> None:
         """Append durably, replay, publish, maybe snapshot (caller holds the lock)."""
@@ -272,7 +328,11 @@ class ControllerDriver:
                     log.exception("metadata listener %r failed", listener)
             self._since_snapshot += batch.size
             if self._since_snapshot >= self._snapshot_interval:
-                await self._write_snapshot()
+                try:
+                    await self._write_snapshot()
+                except OSError as exc:  # the command is durable; the next one retries
+                    self._since_snapshot = self._snapshot_interval
+                    log.error("metadata snapshot failed (%s); retried after the next command", exc)
 
     async def _write_snapshot(self) -> SnapshotId | None:
         image = self._controller.image

@@ -15,7 +15,9 @@ Behavior:
 - A cursor whose topic is not among the named topics fails the request with
   INVALID_REQUEST on every named topic, as Kafka does.
 - Partitions carry leader, epoch, replicas and ISR; replicas on missing, fenced
-  or listener-less brokers are offline (and such a leader reads -1). Eligible
+  or listener-less brokers, or reported offline by their broker (a failed log
+  dir, a log that cannot be opened), are offline, and such a leader reads -1
+  (`strom.broker.admin.leadership`, shared with Metadata). Eligible
   leader replicas and last known ELR are empty lists (Strom keeps no ELR).
 - Every topic answered carries its authorized operations (all of them, no
   authorizer; see `strom.broker.admin.authz`).
@@ -28,6 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import TOPIC_OPERATIONS
+from strom.broker.admin.leadership import leadership
 from strom.broker.drivers.topics import is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode
@@ -80,7 +83,7 @@ async def handle(
         start = cursor.partition_index if cursor is not None and name == first else 0
         upper = min(topic.num_partitions, start + remaining)
         partitions = [
-            _partition(image, p, broker, request.listener)
+            _partition(image, topic, p, broker, request.listener)
             for p in (topic.partition(i) for i in range(max(start, 0), upper))
             if p is not None
         ]
@@ -128,13 +131,16 @@ def _topic(topic: TopicImage, partitions: list[Partition]) -> Topic:
 
 
 def _partition(
-    image: MetadataImage, partition: PartitionImage, broker: BrokerState, listener: str
+    image: MetadataImage,
+    topic: TopicImage,
+    partition: PartitionImage,
+    broker: BrokerState,
+    listener: str,
 ) -> Partition:
-    offline = [r for r in partition.replicas if not _reachable(image, r, broker, listener)]
-    leader_up = partition.leader >= 0 and partition.leader not in offline
+    leader, offline = leadership(broker, image, topic.topic_id, partition, listener)
     return Partition(
         partition_index=partition.partition_id,
-        leader_id=partition.leader if leader_up else -1,
+        leader_id=leader,
         leader_epoch=partition.leader_epoch,
         replica_nodes=list(partition.replicas),
         isr_nodes=list(partition.isr),
@@ -142,13 +148,3 @@ def _partition(
         last_known_elr=[],
         offline_replicas=offline,
     )
-
-
-def _reachable(image: MetadataImage, broker_id: int, broker: BrokerState, listener: str) -> bool:
-    """Registered, unfenced and listening on the request's listener."""
-    registration = image.broker(broker_id)
-    if registration is None or registration.fenced:
-        return False
-    if broker_id == broker.node_id:
-        return any(e.name == listener for e in broker.endpoints)
-    return registration.endpoint(listener) is not None

@@ -9,6 +9,14 @@ Behavior:
   CreateTopics, and the new topic is returned at once.
 - Brokers are listed with their endpoint on the listener the request came in
   on, as Kafka does.
+- A partition whose leader's replica is offline -- its broker reported it (a
+  failed log dir, a log that cannot be opened; see
+  `strom.coordinator.controller.liveness`) or the broker is fenced, gone or not
+  on this listener -- has leader -1 and LEADER_NOT_AVAILABLE, and such replicas
+  are listed in `offline_replicas`, as Kafka's KRaft metadata cache answers. So
+  clients wait for a leader instead of producing to one that cannot append.
+- An auto-creation the controller refuses (e.g. its metadata log is on a full
+  disk) answers the topic with the controller's error; the connection stays open.
 
 Version notes: v1 controller id and is_internal; v2 cluster id; v5 offline
 replicas; v7 leader epoch; v8-v10 authorized operations; v9 flexible; v10
@@ -17,9 +25,10 @@ topic ids; v11 drops cluster authorized operations.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.admin.leadership import leadership
 from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode
@@ -52,7 +61,8 @@ async def handle(
     topics: list[Topic] = []
     if wanted is None:
         image = broker.image
-        topics = [_topic(image.topics_by_name[n], body) for n in image.topic_names()]
+        ctx = _Context(broker, image, body, request.listener)
+        topics = [_topic(ctx, image.topics_by_name[n]) for n in image.topic_names()]
     else:
         missing = [
             t.name
@@ -64,7 +74,8 @@ async def handle(
         if missing and allow and broker.config.auto_create_topics_enable:
             created = await auto_create_topics(broker.controller, missing)
         image = broker.image
-        topics = [_requested(image, t, body, created, version) for t in wanted]
+        ctx = _Context(broker, image, body, request.listener)
+        topics = [_requested(ctx, t, created, version) for t in wanted]
     return MetadataResponse(
         brokers=_brokers(broker, request.listener),
         cluster_id=broker.cluster_id,
@@ -90,19 +101,26 @@ def _brokers(broker: BrokerState, listener: str) -> list[MetadataResponse.Metada
     return out
 
 
+class _Context(NamedTuple):
+    broker: BrokerState
+    image: MetadataImage
+    body: MetadataRequest
+    listener: str
+
+
 def _requested(
-    image: MetadataImage,
+    ctx: _Context,
     wanted: MetadataRequest.MetadataRequestTopic,
-    body: MetadataRequest,
     created: dict[str, ErrorCode],
     version: int,
 ) -> Topic:
+    image = ctx.image
     if wanted.topic_id != ZERO_UUID:  # by id: the Java client sends name "" alongside
         topic = image.topic_by_id(wanted.topic_id)
         if topic is None:
             name = None if version >= NULLABLE_NAME_VERSION else ""
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=name, topic_id=wanted.topic_id)
-        return _topic(topic, body)
+        return _topic(ctx, topic)
     if not wanted.name:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
     topic = image.topic(wanted.name)
@@ -118,27 +136,31 @@ def _requested(
         if error == ErrorCode.NONE:
             error = ErrorCode.LEADER_NOT_AVAILABLE  # created, but not yet in this image
         return Topic(error_code=error, name=wanted.name, topic_id=ZERO_UUID)
-    return _topic(topic, body)
+    return _topic(ctx, topic)
 
 
-def _topic(topic: TopicImage, body: MetadataRequest) -> Topic:
-    partitions = [
-        Partition(
-            error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=p.partition_id,
-            leader_id=p.leader,
-            leader_epoch=p.leader_epoch,
-            replica_nodes=list(p.replicas),
-            isr_nodes=list(p.isr),
-            offline_replicas=[],
+def _topic(ctx: _Context, topic: TopicImage) -> Topic:
+    partitions = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
+        leader, offline = leadership(ctx.broker, ctx.image, topic.topic_id, p, ctx.listener)
+        partitions.append(
+            Partition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p.partition_id,
+                leader_id=leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=offline,
+            )
         )
-        for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id)
-    ]
     return Topic(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal_topic(topic.name),
         partitions=partitions,
-        topic_authorized_operations=authorized(body.include_topic_authorized_operations, TOPIC_OPERATIONS),
+        topic_authorized_operations=authorized(
+            ctx.body.include_topic_authorized_operations, TOPIC_OPERATIONS
+        ),
     )

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from strom.broker.data.append import AppendOutcome, append_partition, first_batch
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
-from strom.wire.primitives import INT16, INT64
+from strom.wire.records import HEADER_SIZE, TRANSACTIONAL_MASK, peek_attributes, peek_producer
 
 if TYPE_CHECKING:
     from strom.broker.handlers.request import RequestContext
@@ -53,8 +53,6 @@ ADVERTISED_MIN_VERSION = 0
 
 VALID_ACKS = (-1, 0, 1)
 ALWAYS_VERIFY_VERSION = 12
-ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET = 21, 43
-TRANSACTIONAL_FLAG = 0x10
 VERIFY_MESSAGE = (
     "Unable to verify the partition has been added to the transaction. "
     "Underlying error: COORDINATOR_NOT_AVAILABLE"
@@ -144,19 +142,16 @@ def _request_error(
 def _is_transactional(records: object) -> bool:
     """Whether the first batch is transactional with a producer id (Kafka checks each batch;
     v3+ allows only one)."""
-    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < 61:
+    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < HEADER_SIZE:
         return False
-    attributes = INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
-    return bool(attributes & TRANSACTIONAL_FLAG) and _producer(records)[0] >= 0
+    return bool(peek_attributes(records) & TRANSACTIONAL_MASK) and peek_producer(records)[0] >= 0
 
 
 def _producer(records: object) -> tuple[int, int]:
     """(producer id, producer epoch) of the first batch."""
-    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < 61:
+    if not isinstance(records, bytes | bytearray | memoryview) or len(records) < HEADER_SIZE:
         return -1, -1
-    producer_id: int = INT64.unpack_from(records, PRODUCER_ID_OFFSET)[0]
-    epoch: int = INT16.unpack_from(records, PRODUCER_ID_OFFSET + 8)[0]
-    return producer_id, epoch
+    return peek_producer(records)
 
 
 def _first_error(responses: list[TopicResponse]) -> int:

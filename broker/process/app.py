@@ -19,11 +19,17 @@ import trio
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.groups import GroupDriver
 from strom.broker.network.server import Server
-from strom.broker.replication.partitions import follow_image, log_config
+from strom.broker.replication.partitions import (
+    follow_image,
+    heartbeat_loop,
+    log_config,
+    report_storage,
+)
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
+from strom.storage.errors import KafkaStorageError
 from strom.storage.manager import LogManager
 
 log = logging.getLogger("strom.broker")
@@ -136,9 +142,10 @@ class Broker:
                         accepting.start_soon(
                             server.serve_listener, socket_listener, lst.name, connections
                         )
-                accepting.start_soon(_flush_loop, logs)
+                accepting.start_soon(_flush_loop, state)
                 accepting.start_soon(state.groups.run)
                 accepting.start_soon(_maintenance_loop, config, logs)
+                accepting.start_soon(heartbeat_loop, state)
                 task_status.started(self.endpoints)
                 await self._shutdown.wait()
                 log.info("shutting down: no new connections; finishing in-flight requests")
@@ -161,12 +168,16 @@ def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
     return out
 
 
-async def _flush_loop(logs: LogManager) -> None:
-    """fsync partitions whose flush.messages / flush.ms policy says so, off the event loop."""
+async def _flush_loop(state: BrokerState) -> None:
+    """fsync partitions whose flush.messages / flush.ms policy says so, off the event loop.
+    A failed flush takes its partition offline (it logs why) and is reported at once."""
     while True:
         await trio.sleep(FLUSH_CHECK_SECONDS)
-        for partition in logs.flush_due(wall_clock_ms()):
-            await trio.to_thread.run_sync(partition.flush)
+        for partition in state.logs.flush_due(wall_clock_ms()):
+            try:
+                await trio.to_thread.run_sync(partition.flush)
+            except KafkaStorageError:
+                report_storage(state)
 
 
 async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:

@@ -8,6 +8,14 @@ Deciding is cheap and happens on the event loop; creating the new logs' files
 happens in a worker thread (`follow_image`), and the logs are registered back on
 the loop. Until then a produce to a just-created partition gets the retriable
 NOT_LEADER_OR_FOLLOWER, as from a Kafka leader that has not yet opened its log.
+
+A partition that cannot be opened (EMFILE, no online log dir) is retried on the
+next metadata change. Meanwhile it, like a log whose disk failed, is reported to
+the controller by `report_storage` (Kafka's BrokerHeartbeat offlineLogDirs; see
+strom.coordinator.controller.liveness), so Metadata shows it offline with no
+leader instead of a leader that answers NOT_LEADER_OR_FOLLOWER forever. The
+broker reports after following each image, when a produce or flush meets a
+storage error, and every BROKER_HEARTBEAT_INTERVAL_S (failures in worker threads).
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.partitions")
 
+BROKER_HEARTBEAT_INTERVAL_S = 2.0
+"""Kafka's broker.heartbeat.interval.ms default."""
+
 
 def log_config(broker: BrokerConfig, image: MetadataImage, topic: str) -> LogConfig:
     """A topic's storage config: its overrides on top of the broker's effective config
@@ -48,6 +59,8 @@ class _Plan:
 
     create: list[tuple[Path, str, int, LogConfig]] = field(default_factory=list)
     delete: list[tuple[str, int]] = field(default_factory=list)
+    failed: list[tuple[tuple[str, int], OSError]] = field(default_factory=list)
+    """Partitions that could not be placed (no online log dir)."""
 
 
 def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
@@ -71,7 +84,7 @@ def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
             try:
                 directory = state.logs.place(planned)
             except OSError as exc:
-                _cannot_open(key, exc)
+                plan.failed.append((key, exc))
                 continue
             plan.create.append((directory, topic.name, partition.partition_id, config))
     plan.delete = [
@@ -79,23 +92,31 @@ def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
         for p in state.logs.partitions()
         if (p.topic, p.partition) not in wanted
     ]
+    for gone in [tp for tp in state.logs.unopened if tp not in wanted]:
+        del state.logs.unopened[gone]
     return plan
 
 
-def _open_all(logs: LogManager, plan: _Plan) -> list[tuple[Path, PartitionLog]]:
-    """The file work of the new logs (a worker thread may run this)."""
-    opened = []
+_Opened = tuple[list[tuple[Path, "PartitionLog"]], list[tuple[tuple[str, int], OSError]]]
+
+
+def _open_all(logs: LogManager, plan: _Plan) -> _Opened:
+    """The file work of the new logs (a worker thread may run this): the logs opened,
+    and the partitions that could not be (recorded back on the event loop)."""
+    opened, failed = [], []
     for directory, topic, partition, config in plan.create:
         try:
             opened.append((directory, logs.open_new(directory, topic, partition, config)))
         except OSError as exc:  # e.g. EMFILE: the other partitions must still follow
-            _cannot_open((topic, partition), exc)
-    return opened
+            failed.append(((topic, partition), exc))
+    return opened, failed
 
 
-def _finish(state: BrokerState, plan: _Plan, opened: list[tuple[Path, PartitionLog]]) -> None:
+def _finish(state: BrokerState, plan: _Plan, outcome: _Opened) -> None:
+    opened, failed = outcome
     for directory, partition_log in opened:
         state.logs.adopt(directory, partition_log)
+    _cannot_open(state.logs, plan.failed + failed)
     for topic, partition in plan.delete:
         log.info("deleting log of %s-%d", topic, partition)
         state.logs.delete(topic, partition)
@@ -107,13 +128,47 @@ async def follow_image(state: BrokerState, image: MetadataImage) -> None:
     The controller awaits this before answering, so a CreateTopics response still means
     the logs exist."""
     plan = _plan(state, image)
-    opened = await trio.to_thread.run_sync(_open_all, state.logs, plan) if plan.create else []
-    _finish(state, plan, opened)
+    outcome: _Opened = ([], [])
+    if plan.create:
+        outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
+    _finish(state, plan, outcome)
+    report_storage(state)
 
 
-def _cannot_open(key: tuple[str, int], exc: OSError) -> None:
+def report_storage(state: BrokerState) -> None:
+    """Tell the controller which partitions hosted here cannot serve (see the module
+    docstring); cheap and synchronous, so a failing produce reports before it answers."""
+    image = state.image
+    offline = []
+    for name, index in state.logs.offline_partitions():
+        topic = image.topic(name)
+        if topic is not None:
+            offline.append((topic.topic_id, index))
+    if state.controller.heartbeat(offline):
+        log.warning(
+            "reported %d partition%s offline to the controller",
+            len(offline), "" if len(offline) == 1 else "s",
+        )  # fmt: skip
+
+
+async def heartbeat_loop(state: BrokerState) -> None:
+    """Report every BROKER_HEARTBEAT_INTERVAL_S, catching failures met in worker threads
+    (flushes, the cleaner's swaps, checkpoints)."""
+    while True:
+        await trio.sleep(BROKER_HEARTBEAT_INTERVAL_S)
+        report_storage(state)
+
+
+def _cannot_open(logs: LogManager, failed: list[tuple[tuple[str, int], OSError]]) -> None:
+    """Record partitions that could not be opened; one line for those new this time."""
+    new = [(key, exc) for key, exc in failed if logs.cannot_open(key[0], key[1], str(exc))]
+    if not new:
+        return
+    names = ", ".join(f"{t}-{p}" for (t, p), _ in new[:5])
+    more = f" and {len(new) - 5} more" if len(new) > 5 else ""
     log.error(
-        "cannot open the log of %s-%d: %s (raise the open-files limit, ulimit -n, "
-        "or use fewer partitions); it retries on the next metadata change",
-        key[0], key[1], exc,
+        "cannot open the logs of %d partition%s (%s%s): %s (raise the open-files limit, "
+        "ulimit -n, or use fewer partitions); reported offline, retried on the next metadata "
+        "change",
+        len(new), "" if len(new) == 1 else "s", names, more, new[0][1].strerror or new[0][1],
     )  # fmt: skip

@@ -12,10 +12,11 @@ replicated log first and replay them on commit, on every controller alike.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
@@ -62,6 +63,7 @@ class Controller:
         self._new_uuid = new_uuid
         self._image = image
         self._context: Context | None = None
+        self._offline = OfflineReplicas()
 
     @property
     def image(self) -> MetadataImage:
@@ -178,6 +180,18 @@ class Controller:
         self, broker_id: int, broker_epoch: int
     ) -> ControllerResult[tuple[int, int]]:
         """The next block of producer ids for a broker: (first id, length)."""
+        self._check_broker_epoch(broker_id, broker_epoch)
+        start = self._image.next_producer_id
+        if start > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
+            raise ControllerError(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                "Exhausted all producerIds as the next block's end producerId "
+                "has exceeded the int64 type limit",
+            )
+        record = ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)
+        return ControllerResult((start, PRODUCER_ID_BLOCK_SIZE), [record])
+
+    def _check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         registration = self._image.broker(broker_id)
         if registration is None:
             raise ControllerError(
@@ -188,15 +202,23 @@ class Controller:
                 ErrorCode.STALE_BROKER_EPOCH,
                 f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
             )
-        start = self._image.next_producer_id
-        if start > LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
-            raise ControllerError(
-                ErrorCode.UNKNOWN_SERVER_ERROR,
-                "Exhausted all producerIds as the next block's end producerId "
-                "has exceeded the int64 type limit",
-            )
-        record = ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE)
-        return ControllerResult((start, PRODUCER_ID_BLOCK_SIZE), [record])
+
+    # --- liveness (see liveness.py) -----------------------------------------------
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """The replicas brokers last reported unable to serve."""
+        return self._offline
+
+    def heartbeat(
+        self, broker_id: int, broker_epoch: int, offline: Iterable[PartitionKey]
+    ) -> bool:
+        """A broker's report of the replicas it cannot serve (Kafka's BrokerHeartbeat with
+        offlineLogDirs); replaces its previous report. True if anything changed."""
+        self._check_broker_epoch(broker_id, broker_epoch)
+        reported = self._offline.report(broker_id, offline)
+        changed, self._offline = reported is not self._offline, reported
+        return changed
 
     # --- admin requests ---------------------------------------------------------
     # Each imports its module (and the API's generated messages) on first use:

@@ -4,6 +4,9 @@ A command never touches the image it reads: it returns the records to append
 and the response to send once they are durable. `ControllerError` aborts one
 item (a topic, a resource) with a Kafka error code and message; commands
 catch it per item, the way Kafka's controller maps ApiException to ApiError.
+When the records cannot be made durable, `fail_unwritten` turns the planned
+response into the answer Kafka's controller gives for a failed event: every
+item that would have succeeded gets UNKNOWN_SERVER_ERROR with the cause.
 """
 
 from __future__ import annotations
@@ -57,6 +60,26 @@ class ControllerResult(Generic[R]):
 
     response: R
     records: list[Message] = field(default_factory=list)
+
+
+def fail_unwritten(response: R, error: ApiError) -> R:
+    """`response` with each item that planned a change (error 0) failed with `error`.
+
+    Works on every command's response: its top-level lists hold one result per
+    topic or resource, each with an `error_code` (and usually an `error_message`).
+    """
+    if isinstance(response, Message):
+        for name in response.FIELDS:
+            items = getattr(response, name)
+            if not isinstance(items, list):
+                continue
+            for item in items:
+                if getattr(item, "error_code", None) != ErrorCode.NONE:
+                    continue
+                item.error_code = error.code
+                if "error_message" in item.FIELDS:
+                    item.error_message = error.message
+    return response
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,14 @@ directory (see `snapshot`). Kafka's `.index`/`.timeindex`, `quorum-state` and
 `leader-epoch-checkpoint` files are not written: the log is small and read
 from the start of a segment, and the Raft epoch is carried in every batch.
 
-Durability: `append` writes one batch and fsyncs the segment (and the
-directory when a segment is created) before it returns, so an acknowledged
-command survives a crash. A failed write is cut back off the file.
+Durability: `append` writes one batch with unbuffered writes at the segment's
+last good length and fsyncs it (and the directory when a segment is created)
+before it returns, so an acknowledged command survives a crash. A failed write
+or fsync (ENOSPC, EIO) raises OSError after cutting the file back to its last
+good length (`os.ftruncate`; nothing is buffered, so nothing of the failed batch
+can reach the file later). If even that cut fails, the next append repeats it
+before writing, and a crash meanwhile leaves a torn tail that recovery removes:
+the log stays usable once the disk is.
 
 Crash recovery (`open`): every segment is scanned and each batch's length and
 CRC checked. In the last segment, the first batch that is incomplete or fails
@@ -23,12 +28,12 @@ All methods block; the async driver calls them in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from strom.coordinator.metadata.records import (
     MetadataBatch,
@@ -71,7 +76,9 @@ class MetadataLog:
         self._segments = segments
         self._last_epoch = last_epoch
         self._segment_bytes = segment_bytes
-        self._file: BinaryIO | None = None
+        self._fd: int | None = None
+        self._tail_dirty = False
+        """A failed write may have left bytes past the active segment's size."""
 
     @classmethod
     def open(
@@ -131,14 +138,15 @@ class MetadataLog:
         data = encode_batch(
             records, base_offset=active.end_offset, epoch=epoch, timestamp=timestamp
         )
-        handle = self._active_file()
+        fd = self._active_fd()
         try:
-            handle.seek(active.size)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if self._tail_dirty:
+                os.ftruncate(fd, active.size)
+                self._tail_dirty = False
+            _write_at(fd, data, active.size)
+            os.fsync(fd)
         except BaseException:
-            handle.truncate(active.size)
+            self._cut_back(fd, active.size)
             raise
         base = active.end_offset
         active.size += len(data)
@@ -148,18 +156,31 @@ class MetadataLog:
             base, base + len(records) - 1, epoch, timestamp, list(records), False, len(data)
         )
 
-    def _active_file(self) -> BinaryIO:
-        if self._file is None:
-            self._file = open(self._segments[-1].path, "r+b")  # noqa: SIM115 - kept open
-        return self._file
+    def _cut_back(self, fd: int, size: int) -> None:
+        """Restore the last good length after a failed write (no flush: nothing is buffered)."""
+        try:
+            os.ftruncate(fd, size)
+        except OSError as exc:
+            self._tail_dirty = True  # retried before the next write; recovery trims it on open
+            log.error("metadata log: cannot cut back a failed write yet: %s", exc)
+
+    def _active_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._segments[-1].path, os.O_RDWR)
+        return self._fd
 
     def _roll(self, base_offset: int) -> _Segment:
-        """Start a new, empty active segment at `base_offset`."""
+        """Start a new, empty active segment at `base_offset` (nothing left behind on failure)."""
         self._close_file()
         path = self.directory / segment_name(base_offset)
-        with open(path, "xb") as handle:
-            os.fsync(handle.fileno())
-        fsync_dir(self.directory)
+        try:
+            with open(path, "xb") as handle:
+                os.fsync(handle.fileno())
+            fsync_dir(self.directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         segment = _Segment(base_offset, base_offset, 0, path)
         self._segments.append(segment)
         return segment
@@ -198,12 +219,24 @@ class MetadataLog:
         self._roll(offset)
 
     def _close_file(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            if self._tail_dirty:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self._segments[-1].size)
+                self._tail_dirty = False  # or recovery trims it on the next open
+            os.close(fd)
 
     def close(self) -> None:
         self._close_file()
+
+
+def _write_at(fd: int, data: bytes | bytearray, position: int) -> None:
+    """Write all of `data` at `position` with unbuffered pwrite calls."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written
 
 
 def _parse_base(path: Path) -> int:

@@ -51,10 +51,13 @@ def test_refusals_name_what_kafka_names() -> None:
     assert layers.refusal({"num.partitions": "2", "node.id": "3"}, per_broker=True) == (
         "Cannot update these configs dynamically: Set(node.id, num.partitions)"
     )
-    assert layers.refusal({"listeners": "PLAINTEXT://:0"}, per_broker=False) == (
-        "Cannot update these configs at default cluster level, broker id must be specified: "
-        "Set(listeners)"
-    )
+    # listeners are read-only until Strom can rebind at runtime (a change would be stored and
+    # reported, never applied); advertised.listeners is read-only in Kafka 4
+    for key in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
+        for per_broker in (True, False):
+            assert layers.refusal({key: "PLAINTEXT://:0"}, per_broker=per_broker) == (
+                f"Cannot update these configs dynamically: Set({key})"
+            )
     refusal = layers.refusal({"log.retention.ms": "x"}, per_broker=True)
     assert refusal is not None
     assert "log.retention.ms" in refusal

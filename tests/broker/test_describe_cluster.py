@@ -15,6 +15,7 @@ from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.liveness import OfflineReplicas
 from strom.coordinator.metadata.image import MetadataImage
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
@@ -82,6 +83,7 @@ class _State:
     endpoints: list[Listener] = field(
         default_factory=lambda: [Listener("PLAINTEXT", "localhost", 9092)]
     )
+    offline_replicas: OfflineReplicas = field(default_factory=OfflineReplicas)
 
 
 def _registration(

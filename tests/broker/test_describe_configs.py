@@ -135,7 +135,21 @@ async def test_broker_static_and_default_values(tmp_path: Path) -> None:
         assert entries["node.id"].value == "1"
         assert entries["message.max.bytes"].read_only is False
         assert entries["broker.rack"].value is None
+        # read-only as in Kafka 4 (advertised.listeners), or until Strom can rebind at runtime
+        for key in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
+            assert entries[key].read_only is True, key
         await client.aclose()
+
+
+async def test_thread_counts_say_they_are_ignored(client: KafkaClient) -> None:
+    """Kafka's thread-pool sizes are dynamic there; Strom accepts them and says they do nothing."""
+    [result] = await describe(
+        client, Resource(BROKER, "1", ["num.io.threads", "num.network.threads"]), documentation=True
+    )
+    assert [(e.name, e.read_only, e.documentation) for e in result.configs] == [
+        ("num.io.threads", False, "Accepted for compatibility; ignored (trio)."),
+        ("num.network.threads", False, "Accepted for compatibility; ignored (trio)."),
+    ]
 
 
 async def test_broker_dynamic_values(client: KafkaClient) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -318,5 +320,68 @@ def test_records_that_would_not_apply_are_never_written(tmp_path: Path) -> None:
         again = await _open(_config(tmp_path))  # the log still replays
         assert again.image.topic_names() == []
         await again.close()
+
+    _run(main)
+
+
+def test_a_full_metadata_disk_answers_error_codes_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = _config(tmp_path)
+
+    def disk_full(fd: int, data: object, position: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        driver = await _open(config)
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("before")]), 7)
+        image = driver.image
+        monkeypatch.setattr(os, "pwrite", disk_full)
+        for _ in range(3):
+            response = await driver.create_topics(
+                CreateTopicsRequest(topics=[topic("a"), topic("before")]), 7
+            )
+            assert [(t.name, t.error_code) for t in response.topics] == [
+                ("a", ErrorCode.UNKNOWN_SERVER_ERROR),
+                ("before", ErrorCode.TOPIC_ALREADY_EXISTS),
+            ]
+            assert "No space left on device" in (response.topics[0].error_message or "")
+        with pytest.raises(ControllerError) as info:
+            await driver.allocate_producer_ids()
+        assert info.value.error.code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert driver.image is image  # nothing was applied
+        assert caplog.text.count("metadata log could not be written") == 1  # rate-limited
+        monkeypatch.undo()
+        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
+        assert response.topics[0].error_code == ErrorCode.NONE
+        await driver.close()
+        again = await _open(config)
+        assert again.image.topic_names() == ["a", "before"]
+        await again.close()
+
+    _run(main)
+
+
+def test_a_failed_snapshot_leaves_the_command_done_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        driver = await _open(config, snapshot_interval_bytes=1)
+        directory = tmp_path / "data" / LOG_DIR_NAME
+        monkeypatch.setattr("strom.broker.drivers.controller.write_snapshot", disk_full)
+        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
+        assert response.topics[0].error_code == ErrorCode.NONE  # durable, so it stands
+        missed = driver.image.provenance.offset + 1
+        assert missed not in [s.end_offset for s in list_snapshots(directory)]
+        monkeypatch.undo()
+        await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
+        latest = max(s.end_offset for s in list_snapshots(directory))
+        assert latest == driver.image.provenance.offset + 1
+        await driver.close()
 
     _run(main)

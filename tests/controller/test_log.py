@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from typing_extensions import Buffer
 
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog, segment_name
 from strom.coordinator.metadata.records import MetadataError, encode_batch
 from strom.wire.formats.metadata.topic_record import TopicRecord
+from tests.tinyfs import fill, tiny_filesystem
 
 
 def _topic(i: int) -> TopicRecord:
@@ -185,3 +190,107 @@ def test_failed_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     log.append([_topic(6)], epoch=1, timestamp=0)
     assert _replay(log).topic_names() == ["t0", "t1", "t6"]
     log.close()
+
+
+def _partial_then_enospc(real: Callable[[int, Buffer, int], int]) -> Callable[..., int]:
+    """An os.pwrite that writes half of its first call, then fails with ENOSPC (a disk
+    filling up mid-batch)."""
+    calls = {"n": 0}
+
+    def pwrite(fd: int, data: Buffer, position: int) -> int:
+        calls["n"] += 1
+        view = memoryview(data)
+        if calls["n"] == 1 and len(view) > 1:
+            return real(fd, view[: len(view) // 2], position)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    return pwrite
+
+
+def test_failed_write_is_never_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = MetadataLog.open(tmp_path)
+    _fill(log, 2)
+    size = _segment(tmp_path).stat().st_size
+    monkeypatch.setattr(os, "pwrite", _partial_then_enospc(os.pwrite))
+    with pytest.raises(OSError, match="No space left") as info:
+        log.append([_topic(5)], epoch=1, timestamp=0)
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert (log.end_offset, _segment(tmp_path).stat().st_size) == (2, size)
+    log.append([_topic(6)], epoch=1, timestamp=0)
+    log.append([_topic(7)], epoch=1, timestamp=0)
+    log.close()
+    again = MetadataLog.open(tmp_path)
+    assert "torn tail" not in caplog.text
+    assert _replay(again).topic_names() == ["t0", "t1", "t6", "t7"]
+    assert again.end_offset == 4
+    again.close()
+
+
+def test_a_failed_cut_back_is_repeated_before_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = MetadataLog.open(tmp_path)
+    _fill(log, 2)
+    size = _segment(tmp_path).stat().st_size
+
+    def no_truncate(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pwrite", _partial_then_enospc(os.pwrite))
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(OSError, match="No space left"):
+        log.append([_topic(5) for _ in range(20)], epoch=1, timestamp=0)
+    monkeypatch.undo()
+    assert _segment(tmp_path).stat().st_size > size  # half a batch is still there
+    log.append([_topic(6)], epoch=1, timestamp=0)
+    log.close()
+    again = MetadataLog.open(tmp_path)
+    assert _replay(again).topic_names() == ["t0", "t1", "t6"]
+    again.close()
+
+
+def test_a_failed_roll_leaves_no_segment_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = MetadataLog.open(tmp_path, segment_bytes=1)
+    _fill(log, 2)
+
+    def no_dir_sync(path: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("strom.coordinator.metadata.log.fsync_dir", no_dir_sync)
+    with pytest.raises(OSError, match="No space left"):
+        log.append([_topic(5)], epoch=1, timestamp=0)
+    monkeypatch.undo()
+    assert len(log.segment_paths()) == 1
+    log.append([_topic(6)], epoch=1, timestamp=0)
+    log.close()
+    again = MetadataLog.open(tmp_path)
+    assert _replay(again).topic_names() == ["t0", "t1", "t6"]
+    again.close()
+
+
+def test_a_full_filesystem_refuses_the_batch_and_then_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with tiny_filesystem(tmp_path / "tiny") as root:
+        log = MetadataLog.open(root)
+        _fill(log, 2)
+        filler = fill(root)
+        # more than the slack in the segment's last page, less than a write buffer
+        big = [TopicRecord("x" * 200, uuid.UUID(int=1000 + i)) for i in range(25)]
+        with pytest.raises(OSError, match="No space left") as info:
+            log.append(big, epoch=1, timestamp=0)
+        assert info.value.errno == errno.ENOSPC
+        with pytest.raises(OSError, match="No space left"):  # still full: refused again, nothing left over
+            log.append(big, epoch=1, timestamp=0)
+        filler.unlink()
+        log.append([_topic(6)], epoch=1, timestamp=0)
+        log.close()
+        again = MetadataLog.open(root)
+        assert "torn tail" not in caplog.text
+        assert _replay(again).topic_names() == ["t0", "t1", "t6"]
+        again.close()

@@ -7,19 +7,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from strom.storage import AppendOrigin, LogAppendError, LogConfig, PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.records import (
+    Codec,
     ControlType,
     EndTxnMarker,
     Record,
     TimestampType,
     build_batch,
     build_control_batch,
+    encode_record,
     iter_batches,
 )
 from tests.log.helpers import T0, batch, open_log, read_everything
+from tests.records.records_strategies import raw_batch
 
 HOUR = 3_600_000
 
@@ -151,3 +155,47 @@ def test_log_append_time_overwrites_max_timestamp(tmp_path: Path) -> None:
     assert header.max_timestamp == T0 + 42
     # Far-off CreateTime values are not checked: the broker's clock wins.
     log.append(batch(ts=0), 0, T0)
+
+
+# --- poison batches: a correct CRC around records that are garbage (issue 10) --------------
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        b"\x0c\x00\x00\x00\x03\x01\x00",  # key length -2
+        b"\xff\xff\xff\xff\xff\x01",  # a 6-byte varint
+        b"\x40\x00\x00\x00\x01\x01\x00",  # a length past the batch end
+        b"\x0c\x00\x00\x02\x01\x01\x00",  # offset delta 1 for the first record
+        b"\x0c\x00\x00\x00\x01\x01\x00\x00",  # a byte after the last record
+    ],
+)
+def test_poison_records_are_invalid_record(log: PartitionLog, records: bytes) -> None:
+    error = rejects(log, raw_batch(records), ErrorCode.INVALID_RECORD)
+    assert error.record_errors == []  # as Kafka's InvalidRecordException: no per-record list
+
+
+@pytest.mark.parametrize("codec", [c for c in Codec if c is not Codec.NONE])
+def test_a_payload_that_does_not_decompress_is_corrupt_message(
+    log: PartitionLog, codec: Codec
+) -> None:
+    good = build_batch([Record(None, b"v" * 50, (), T0)], codec=codec)
+    payload = bytearray(good[61:])
+    payload[len(payload) // 2 :] = b"\xa5" * (len(payload) - len(payload) // 2)
+    rejects(log, raw_batch(bytes(payload), attributes=codec), ErrorCode.CORRUPT_MESSAGE)
+
+
+def test_a_decompression_bomb_is_message_too_large(tmp_path: Path) -> None:
+    """80 MiB of well-formed records zstd-compressed into a few KiB (a valid CRC too)."""
+    log = open_log(tmp_path / "t-0", LogConfig())
+    log.append(batch([b"seed"]), 0, T0)
+    zstd = zstandard.ZstdCompressor().compressobj()
+    payload = b""
+    for index in range(80):
+        body = bytearray()
+        encode_record(body, index, 0, None, bytes((1 << 20) - 16))
+        payload += zstd.compress(bytes(body))
+    payload += zstd.flush()
+    bomb = raw_batch(payload, count=80, last_offset_delta=79, attributes=Codec.ZSTD)
+    assert len(bomb) < LogConfig().max_message_bytes
+    rejects(log, bomb, ErrorCode.MESSAGE_TOO_LARGE)

@@ -8,7 +8,7 @@ import os
 import struct
 
 import cramjam
-import lz4.frame  # type: ignore[import-untyped]
+import lz4.frame
 import pytest
 import xxhash
 import zstandard

@@ -25,6 +25,10 @@ partitionLeaderEpoch in place without touching it; changing maxTimestamp or the
 timestamp type (LogAppendTime) needs the CRC recomputed (see `patch`). The
 produce path runs this per batch (with `iterate`), so nothing here loops over
 records or copies the batch.
+
+This module is the only place that knows these byte offsets: code elsewhere reads a
+field of bytes it has not parsed yet through the `peek_*` helpers below, and writes a
+CRC with `write_crc`.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ LAST_OFFSET_DELTA_OFFSET = 23
 BASE_TIMESTAMP_OFFSET = 27
 MAX_TIMESTAMP_OFFSET = 35
 PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORD_COUNT_OFFSET = 57
+RECORDS_OFFSET = HEADER_SIZE
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -68,6 +76,8 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
 class TimestampType(IntEnum):
@@ -212,7 +222,41 @@ _FIELD_ORDER = (
 )  # fmt: skip
 
 
+# --- fields of bytes not parsed yet (request-level checks before a whole header is read) -----
+
+PEEK_MAGIC_SIZE = MAGIC_OFFSET + 1
+"""Bytes a buffer needs from the batch start for `peek_magic` (and `peek_length`)."""
+PEEK_CODEC_SIZE = ATTRIBUTES_OFFSET + 2
+"""Bytes a buffer needs from the batch start for `peek_attributes`."""
+
+
+def peek_length(buf: Buffer, pos: int = 0) -> int:
+    """The batchLength field of the batch at `pos` (needs LOG_OVERHEAD bytes)."""
+    return int(_INT32.unpack_from(buf, pos + LENGTH_OFFSET)[0])
+
+
+def peek_magic(buf: Buffer, pos: int = 0) -> int:
+    """The magic byte of the batch (or legacy message) at `pos`."""
+    return int(memoryview(buf)[pos + MAGIC_OFFSET])
+
+
+def peek_attributes(buf: Buffer, pos: int = 0) -> int:
+    """The attributes of the batch at `pos` (needs PEEK_CODEC_SIZE bytes)."""
+    return int(_INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0])
+
+
+def peek_producer(buf: Buffer, pos: int = 0) -> tuple[int, int]:
+    """(producerId, producerEpoch) of the batch at `pos` (needs HEADER_SIZE bytes)."""
+    producer_id = int(_INT64.unpack_from(buf, pos + PRODUCER_ID_OFFSET)[0])
+    return producer_id, int(_INT16.unpack_from(buf, pos + PRODUCER_EPOCH_OFFSET)[0])
+
+
 # --- CRC and validation -------------------------------------------------------------------
+
+
+def write_crc(batch: bytearray | memoryview) -> None:
+    """Compute and store the CRC of `batch` (exactly one batch), after editing covered fields."""
+    _UINT32.pack_into(batch, CRC_OFFSET, compute_crc(batch))
 
 
 def compute_crc(batch: Buffer) -> int:

@@ -2,7 +2,10 @@
 
 Decoding is bounded: every codec decompresses into a buffer of at most
 `max_bytes`, so a small hostile payload (a "zip bomb") costs at most that much
-memory and never more CPU than filling it. Garbage raises `ProtocolError`
+memory and never more CPU than filling it. `decompress_chunks` (the produce
+path's record walk) goes further: it streams the output in chunks of at most
+`CHUNK` bytes and stops once `max_bytes` is passed, so a bomb is refused having
+held one chunk, never the output. Garbage raises `ProtocolError`
 (CORRUPT_MESSAGE); output past the bound raises MESSAGE_TOO_LARGE, which makes
 the Java producer split the batch and retry rather than retry it forever.
 
@@ -19,17 +22,22 @@ Wire quirks handled here:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 
 import cramjam
+import lz4.frame
 import xxhash
+import zstandard
 
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.primitives import Buffer
 
 DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
 """Default bound on one batch's decompressed size (bytes)."""
+CHUNK = 256 * 1024
+"""Largest piece `decompress_chunks` yields."""
 
 
 class Codec(IntEnum):
@@ -223,6 +231,195 @@ def _raw_snappy(view: memoryview, max_bytes: int) -> bytes:
     if declared > max_bytes:
         raise _too_large(max_bytes)
     return bytes(cramjam.snappy.decompress_raw(view))
+
+
+def decompress_chunks(
+    codec: Codec, data: Buffer, max_bytes: int = DEFAULT_MAX_DECOMPRESSED
+) -> Iterator[bytes]:
+    """Yield a compressed payload's output in pieces of at most `CHUNK` bytes (a raw
+    snappy block comes whole, its declared size checked against the bound first).
+
+    The whole payload must decode: garbage, a truncated stream or trailing bytes
+    that are not another stream of the same codec raise CORRUPT_MESSAGE; output
+    past `max_bytes` raises MESSAGE_TOO_LARGE as soon as it is produced.
+    """
+    stream = {
+        Codec.GZIP: _gzip_chunks,
+        Codec.SNAPPY: _snappy_chunks,
+        Codec.LZ4: _lz4_chunks,
+        Codec.ZSTD: _zstd_chunks,
+    }.get(codec)
+    if stream is None:
+        raise ProtocolError(f"codec {codec!r} has no compressed stream")
+    total = 0
+    try:
+        for chunk in stream(bytes(data), max_bytes):
+            total += len(chunk)
+            if total > max_bytes:
+                raise _too_large(max_bytes)
+            yield chunk
+    except ProtocolError:
+        raise
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # the codec libraries raise assorted types
+        raise _corrupt(codec, exc) from exc
+
+
+def _gzip_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    while True:  # one gzip member per turn; Java's GZIPInputStream reads concatenated ones
+        inflater = zlib.decompressobj(31)
+        tail = data
+        while not inflater.eof:
+            out = inflater.decompress(tail, CHUNK)
+            if not out and len(inflater.unconsumed_tail) == len(tail):  # no progress
+                raise _corrupt(Codec.GZIP, EOFError("truncated gzip stream"))
+            tail = inflater.unconsumed_tail
+            yield out
+        data = inflater.unused_data
+        if not data:
+            return
+
+
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+
+
+def _lz4_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    """LZ4 frames block by block: each block inflates into a buffer of the frame's declared
+    maximum block size (at most 4 MiB), so the bound holds per block. Frames of linked blocks
+    (which no Kafka client writes for more than one block) go through python-lz4's decoder."""
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while True:  # one frame per turn
+        if end - pos < 7 or data[pos : pos + 4] != _LZ4_MAGIC:
+            raise ValueError("not an lz4 frame")
+        flg, bd = data[pos + 4], data[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get(bd >> 4)
+        if flg >> 6 != 1 or flg & 0x03 or bd & 0x8F or block_max is None:
+            raise ValueError("unsupported lz4 frame descriptor")  # bad version, dict id, ...
+        descriptor_end = pos + 6 + (8 if flg & 0x08 else 0)
+        if descriptor_end >= end:
+            raise EOFError("truncated lz4 frame header")
+        if data[descriptor_end] != _header_checksum(data[pos + 4 : descriptor_end]):
+            raise ValueError("lz4 frame header checksum mismatch")
+        if not flg & 0x20:  # linked blocks
+            yield from _lz4_linked_chunks(data[pos:])
+            return
+        block_checksums, content = flg & 0x10, xxhash.xxh32() if flg & 0x04 else None
+        pos = descriptor_end + 1
+        out = bytearray(block_max)
+        while True:
+            if end - pos < 4:
+                raise EOFError("truncated lz4 block size")
+            (size,) = _UINT32_LE.unpack_from(data, pos)
+            pos += 4
+            if size == 0:  # end mark
+                break
+            stored, size = size & 0x80000000, size & 0x7FFFFFFF
+            if size > block_max or pos + size + (4 if block_checksums else 0) > end:
+                raise ValueError(f"lz4 block of {size} bytes is too large or truncated")
+            block = view[pos : pos + size]
+            if block_checksums:
+                if _UINT32_LE.unpack_from(data, pos + size)[0] != xxhash.xxh32_intdigest(block):
+                    raise ValueError("lz4 block checksum mismatch")
+                pos += 4
+            pos += size
+            if stored:
+                chunk = bytes(block)
+            else:
+                chunk = bytes(memoryview(out)[: cramjam.lz4.decompress_block_into(block, out)])
+            if content is not None:
+                content.update(chunk)
+            yield chunk
+        if content is not None:
+            if end - pos < 4 or _UINT32_LE.unpack_from(data, pos)[0] != content.intdigest():
+                raise ValueError("lz4 content checksum mismatch")
+            pos += 4
+        if pos == end:
+            return
+
+
+def _lz4_linked_chunks(data: bytes) -> Iterator[bytes]:
+    while True:  # one frame per turn
+        frame = lz4.frame.LZ4FrameDecompressor()
+        out = frame.decompress(data, max_length=CHUNK)
+        while True:
+            yield out
+            if frame.eof:
+                break
+            if frame.needs_input:
+                raise EOFError("truncated lz4 frame")
+            out = frame.decompress(b"", max_length=CHUNK)
+        data = frame.unused_data or b""
+        if not data:
+            return
+
+
+def _zstd_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    _check_zstd_frames(data)  # the reader ends quietly on a truncated frame
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    while True:
+        out = reader.read(CHUNK)
+        if not out:
+            return
+        yield out
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE = 0x184D2A50  # ..0x184D2A5F
+
+
+def _check_zstd_frames(data: bytes) -> None:
+    """Walk the frame and block headers (RFC 8878): every frame complete, nothing after."""
+    pos, end = 0, len(data)
+    if end == 0:
+        raise _corrupt(Codec.ZSTD, EOFError("empty zstd payload"))
+    while pos < end:
+        if end - pos < 8:
+            raise _corrupt(Codec.ZSTD, EOFError("truncated zstd frame header"))
+        (magic,) = _UINT32_LE.unpack_from(data, pos)
+        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            (size,) = _UINT32_LE.unpack_from(data, pos + 4)
+            pos += 8 + size
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise _corrupt(Codec.ZSTD, ValueError("not a zstd frame"))
+        fhd = data[pos + 4]
+        single_segment = (fhd >> 5) & 1
+        fcs_size = (single_segment, 2, 4, 8)[fhd >> 6]
+        pos += 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[fhd & 3] + fcs_size
+        while True:
+            if end - pos < 3:
+                raise _corrupt(Codec.ZSTD, EOFError("truncated zstd block header"))
+            block = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+            kind = (block >> 1) & 3
+            pos += 3 + (1 if kind == 1 else block >> 3)
+            if kind == 3:
+                raise _corrupt(Codec.ZSTD, ValueError("reserved zstd block type"))
+            if block & 1:
+                break
+        pos += 4 if fhd & 0x04 else 0  # content checksum
+    if pos != end:
+        raise _corrupt(Codec.ZSTD, EOFError("truncated zstd frame"))
+
+
+def _snappy_chunks(data: bytes, max_bytes: int) -> Iterator[bytes]:
+    view = memoryview(data)
+    if len(view) < 16 or view[:8] != XERIAL_MAGIC:
+        yield _raw_snappy(view, max_bytes)
+        return
+    pos, end, total = 16, len(view), 0
+    while pos < end:
+        if end - pos < 4:
+            raise ProtocolError("truncated xerial snappy block length")
+        (length,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if length < 0 or length > end - pos:
+            raise ProtocolError(f"bad xerial snappy block length {length}")
+        block = _raw_snappy(view[pos : pos + length], max_bytes - total)
+        total += len(block)
+        yield block
+        pos += length
 
 
 # --- size hints: cheap reads of sizes some formats declare up front ------------------------

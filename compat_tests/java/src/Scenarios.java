@@ -19,9 +19,7 @@ final class Scenarios {
             Map.entry("delete-records", AdminScenarios::deleteRecords),
             Map.entry("produce-consume", DataScenarios::produceConsume),
             Map.entry("consumer-api", DataScenarios::consumerApi),
-            Map.entry("producer-modes", DataScenarios::producerModes),
-            Map.entry("spark-read", SparkScenarios::sparkRead),
-            Map.entry("spark-write", SparkScenarios::sparkWrite)));
+            Map.entry("producer-modes", DataScenarios::producerModes)));
 
     static String names() {
         return String.join(", ", ALL.keySet());

@@ -1,0 +1,1 @@
+"""Runnable examples of Strom with the Kafka ecosystem; each lives in its own package."""
