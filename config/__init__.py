@@ -13,6 +13,8 @@ and the rest of Strom asks it. What is where:
 - `resolve`: a topic's effective config, and DescribeConfigs entries (value,
   source, synonym chain) for topics and brokers.
 - `alter`: IncrementalAlterConfigs' operations and what they do to a value.
+- `quorum`: controller.quorum.voters / bootstrap.servers parsed into addresses, and why a
+  configuration needs other nodes (refused until the Raft driver exists).
 - `values`, `validators`, `keys`, `listeners`, `properties`, `ignored`,
   `errors`: value types and rendering, validators, the field declaration,
   listener URLs, properties-file parsing, accepted-but-unused Kafka keys.

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any
 
 from strom.config.errors import ConfigError
@@ -30,6 +31,15 @@ from strom.config.listeners import (
     split_list,
 )
 from strom.config.properties import apply_overrides, read_properties_file
+from strom.config.quorum import (
+    BOOTSTRAP_KEY,
+    VOTERS_KEY,
+    Address,
+    is_own_controller,
+    multi_node_refusal,
+    parse_bootstrap_servers,
+    parse_voters,
+)
 from strom.config.unsupported import refuse_security_key, refuse_security_protocol
 from strom.config.validators import (
     at_least,
@@ -46,7 +56,9 @@ C = ConfigType
 
 STROM_DEFAULTS: Mapping[str, str] = {
     "node.id": "Kafka has no default (required); Strom's embedded node is 1",
-    "process.roles": "Kafka has no default (required); Strom is always a combined node",
+    "process.roles": "Kafka has no default (required); Strom's embedded node is combined",
+    "controller.quorum.voters": "Kafka needs voters or bootstrap servers; with neither, a Strom "
+    "combined node is a one-node quorum of itself (as formatted with --standalone)",
     "listeners": "Kafka binds PLAINTEXT://:9092 (all interfaces); Strom binds loopback",
     "log.dir": "Kafka uses /tmp/kafka-logs; Strom uses ./data",
     "offsets.topic.replication.factor": "Kafka's built-in 3 needs 3 brokers; 1 as in server.properties",
@@ -98,7 +110,7 @@ class BrokerConfig:
         "process.roles",
         C.LIST,
         ("broker", "controller"),
-        "Roles of this node; Strom always runs both in one process.",
+        "Roles of this node: broker, controller, or both (combined).",
         validator=subset_of("broker", "controller", allow_empty=False),
     )
     cluster_id: str | None = setting(
@@ -110,6 +122,83 @@ class BrokerConfig:
         validator=matches(r"[A-Za-z0-9_\-]{1,64}", "1-64 characters of A-Z a-z 0-9 _ -"),
     )
     broker_rack: str | None = setting("broker.rack", C.STRING, None, "Rack of this broker.")
+    controller_quorum_voters: tuple[str, ...] = setting(
+        "controller.quorum.voters",
+        C.LIST,
+        (),
+        "The static controller quorum: id@host:port of every voter (empty: a dynamic quorum "
+        "found through controller.quorum.bootstrap.servers; with both empty Strom's combined "
+        "node is a quorum of itself).",
+    )
+    controller_quorum_bootstrap_servers: tuple[str, ...] = setting(
+        "controller.quorum.bootstrap.servers",
+        C.LIST,
+        (),
+        "host:port of controllers to discover a dynamic quorum from (KIP-853).",
+    )
+    controller_quorum_election_timeout_ms: int = setting(
+        "controller.quorum.election.timeout.ms",
+        C.INT,
+        1000,
+        "Time without a leader before a voter starts an election.",
+        validator=at_least(1),
+    )
+    controller_quorum_fetch_timeout_ms: int = setting(
+        "controller.quorum.fetch.timeout.ms",
+        C.INT,
+        2000,
+        "Time without a fetch from the leader before a follower becomes a candidate.",
+        validator=at_least(1),
+    )
+    controller_quorum_election_backoff_max_ms: int = setting(
+        "controller.quorum.election.backoff.max.ms",
+        C.INT,
+        1000,
+        "Longest randomized backoff before a new election.",
+        validator=at_least(0),
+    )
+    controller_quorum_request_timeout_ms: int = setting(
+        "controller.quorum.request.timeout.ms",
+        C.INT,
+        2000,
+        "Time to wait for a quorum request's response.",
+        validator=at_least(1),
+    )
+    controller_quorum_retry_backoff_ms: int = setting(
+        "controller.quorum.retry.backoff.ms",
+        C.INT,
+        20,
+        "Backoff before retrying a failed quorum request.",
+        validator=at_least(0),
+    )
+    controller_quorum_append_linger_ms: int = setting(
+        "controller.quorum.append.linger.ms",
+        C.INT,
+        25,
+        "Time the leader lingers to batch metadata appends.",
+        validator=at_least(0),
+    )
+    broker_heartbeat_interval_ms: int = setting(
+        "broker.heartbeat.interval.ms",
+        C.INT,
+        2000,
+        "Time between a broker's heartbeats to the controller.",
+        validator=at_least(1),
+    )
+    broker_session_timeout_ms: int = setting(
+        "broker.session.timeout.ms",
+        C.INT,
+        9000,
+        "A broker that has not heartbeated for this long is fenced (its lease expires).",
+        validator=at_least(1),
+    )
+    initial_broker_registration_timeout_ms: int = setting(
+        "initial.broker.registration.timeout.ms",
+        C.INT,
+        60000,
+        "Time a starting broker waits to register with the controller before giving up.",
+        validator=at_least(1),
+    )
     strom_log_level: str = setting(
         "strom.log.level",
         C.STRING,
@@ -626,13 +715,6 @@ class BrokerConfig:
         validator=at_least(0),
         dynamic=True,
     )
-    log_message_downconversion_enable: bool = setting(
-        "log.message.downconversion.enable",
-        C.BOOLEAN,
-        True,
-        "Deprecated in Kafka; accepted, Strom never down-converts.",
-        dynamic=True,
-    )
 
     # --- coordinators: offsets, groups, transactions, producer ids -------------------------------
     # The internal topics' replication defaults are 1, as in Kafka's shipped single-node
@@ -905,14 +987,26 @@ class BrokerConfig:
         return tuple(parse_listener_names(names, "controller.listener.names"))
 
     @cached_property
+    def advertised_all(self) -> tuple[Listener, ...]:
+        """advertised.listeners, else listeners: every advertised endpoint, controller ones too."""
+        if self.advertised_listeners is not None and self.advertised_listeners.strip():
+            return tuple(parse_listeners(self.advertised_listeners, "advertised.listeners"))
+        return self.listener_endpoints
+
+    @cached_property
     def advertised_endpoints(self) -> tuple[Listener, ...]:
-        """What clients are told: advertised.listeners, else the non-controller listeners.
+        """What clients are told: the advertised endpoints that are not controller listeners.
 
         An empty host or port 0 here is for the server to fill in (its hostname, the bound port).
         """
-        if self.advertised_listeners is not None and self.advertised_listeners.strip():
-            return tuple(parse_listeners(self.advertised_listeners, "advertised.listeners"))
-        return tuple(e for e in self.listener_endpoints if e.name not in self.controller_listeners)
+        names = set(self.controller_listeners)
+        return tuple(e for e in self.advertised_all if e.name not in names)
+
+    @cached_property
+    def advertised_controller_endpoints(self) -> tuple[Listener, ...]:
+        """What other nodes reach this controller on (KIP-853): advertised controller listeners."""
+        names = set(self.controller_listeners)
+        return tuple(e for e in self.advertised_all if e.name in names)
 
     @cached_property
     def protocol_map(self) -> Mapping[str, str]:
@@ -934,6 +1028,38 @@ class BrokerConfig:
         wanted = self.security_inter_broker_protocol
         return wanted if wanted in names or not names else names[0]
 
+    @cached_property
+    def controller_endpoints(self) -> tuple[Listener, ...]:
+        """The listeners named in controller.listener.names (this node's quorum ports)."""
+        names = set(self.controller_listeners)
+        return tuple(e for e in self.listener_endpoints if e.name in names)
+
+    @cached_property
+    def quorum_voters(self) -> Mapping[int, Address]:
+        """controller.quorum.voters as {node id: (host, port)} (empty: none configured)."""
+        return MappingProxyType(parse_voters(self.controller_quorum_voters))
+
+    @cached_property
+    def quorum_bootstrap_servers(self) -> tuple[Address, ...]:
+        """controller.quorum.bootstrap.servers as (host, port) pairs."""
+        return parse_bootstrap_servers(self.controller_quorum_bootstrap_servers)
+
+    @cached_property
+    def standalone(self) -> bool:
+        """No quorum configured: Strom's combined node is a one-node quorum of itself."""
+        return not self.quorum_voters and not self.quorum_bootstrap_servers
+
+    def multi_node_refusal(self) -> str | None:
+        """Why this configuration needs other nodes, which Strom cannot run yet (None: it
+        is one node alone). The broker refuses to start with this message."""
+        return multi_node_refusal(
+            node_id=self.node_id,
+            roles=self.roles,
+            voters=self.quorum_voters,
+            bootstrap_servers=self.quorum_bootstrap_servers,
+            controller_listeners=self.controller_endpoints,
+        )
+
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener (names are case-insensitive)."""
         return self.protocol_map[listener_name.upper()]
@@ -949,6 +1075,7 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
             "broker.id", cfg.broker_id, f"the same value as node.id ({cfg.node_id})"
         )
     _check_listeners(cfg)
+    _check_quorum(cfg)
     explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
     if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
         raise ConfigError.invalid(
@@ -1018,8 +1145,7 @@ def _check_listeners(cfg: BrokerConfig) -> None:
 
 def _check_advertised(cfg: BrokerConfig, names: set[str], controllers: set[str]) -> None:
     """Advertised endpoints must be routable, known listeners; the inter-broker one must exist."""
-    advertised = cfg.advertised_endpoints
-    for endpoint in advertised:
+    for endpoint in cfg.advertised_all:
         if endpoint.name not in names:
             raise ConfigError.invalid(
                 "advertised.listeners",
@@ -1033,7 +1159,7 @@ def _check_advertised(cfg: BrokerConfig, names: set[str], controllers: set[str])
                 "routable addresses, not the meta-address 0.0.0.0 "
                 "(when unset it defaults to listeners)",
             )
-    advertised_names = {e.name for e in advertised}
+    advertised_names = {e.name for e in cfg.advertised_endpoints}
     if cfg.inter_broker_listener_name is None:
         wanted = cfg.security_inter_broker_protocol
         explicit = "security.inter.broker.protocol" in cfg.explicit_keys
@@ -1056,6 +1182,84 @@ def _check_advertised(cfg: BrokerConfig, names: set[str], controllers: set[str])
             "inter.broker.listener.name",
             cfg.inter_broker_listener_name,
             "a non-controller listener name that appears in advertised.listeners",
+        )
+
+
+def _check_quorum(cfg: BrokerConfig) -> None:
+    """Kafka's KRaft rules for roles, voters and controller listeners (KafkaConfig's
+    validateKraft*Config), with Strom's one exception: a combined node with neither voters nor
+    bootstrap servers is a one-node quorum of itself and needs no controller listener."""
+    voters, bootstrap, roles = cfg.quorum_voters, cfg.quorum_bootstrap_servers, cfg.roles
+    controllers = set(cfg.controller_listeners)
+    names = {e.name for e in cfg.listener_endpoints}
+    shown_voters = "{" + ", ".join(map(str, sorted(voters))) + "}"
+    roles_text = ",".join(cfg.process_roles)
+    if not voters and not bootstrap and roles != {"broker", "controller"}:
+        raise ConfigError(
+            VOTERS_KEY,
+            f"If using process.roles={roles_text}, either {BOOTSTRAP_KEY} must contain the set "
+            f"of bootstrap controllers or {VOTERS_KEY} must contain a parseable set of controllers",
+        )
+    if "controller" in roles:
+        if voters and cfg.node_id not in voters:
+            raise ConfigError(
+                VOTERS_KEY,
+                "If process.roles contains the 'controller' role, the node id "
+                f"{cfg.node_id} must be included in the set of voters {VOTERS_KEY}={shown_voters}",
+            )
+        if not cfg.standalone and not controllers & names:
+            raise ConfigError(
+                "controller.listener.names",
+                "controller.listener.names must contain at least one value appearing in the "
+                "'listeners' configuration when running the KRaft controller role",
+            )
+        if controllers & names and not controllers <= names:
+            raise ConfigError(
+                "controller.listener.names",
+                "controller.listener.names must only contain values appearing in the "
+                "'listeners' configuration when running the KRaft controller role",
+            )
+        own = voters.get(cfg.node_id)
+        bound = [e for e in cfg.controller_endpoints if e.port != 0]
+        if own is not None and bound and not is_own_controller(own, bound, same_node=True):
+            raise ConfigError(
+                VOTERS_KEY,
+                f"{VOTERS_KEY} gives this node ({cfg.node_id}) the address {own}, but none of "
+                "its controller listeners (" + ",".join(e.url for e in bound) + ") has that "
+                "port; every voter must be reachable on its controller listener",
+            )
+    if roles == {"controller"}:
+        if any(e.name not in controllers for e in cfg.listener_endpoints):
+            raise ConfigError(
+                "listeners",
+                "The listeners config must only contain KRaft controller listeners from "
+                "controller.listener.names when process.roles=controller",
+            )
+        if cfg.advertised_endpoints:
+            raise ConfigError(
+                "advertised.listeners",
+                "The advertised.listeners config must only contain KRaft controller listeners "
+                "from controller.listener.names when process.roles=controller",
+            )
+    if roles == {"broker"}:
+        if cfg.node_id in voters:
+            raise ConfigError(
+                VOTERS_KEY,
+                "If process.roles contains just the 'broker' role, the node id "
+                f"{cfg.node_id} must not be included in the set of voters "
+                f"{VOTERS_KEY}={shown_voters}",
+            )
+        if not controllers:
+            raise ConfigError(
+                "controller.listener.names",
+                "controller.listener.names must contain at least one value when running KRaft "
+                "with just the broker role",
+            )
+    if "broker" in roles and not cfg.advertised_endpoints:
+        raise ConfigError(
+            "advertised.listeners",
+            "There must be at least one advertised listener. Perhaps all listeners appear "
+            "in controller.listener.names?",
         )
 
 

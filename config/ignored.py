@@ -9,19 +9,8 @@ from __future__ import annotations
 
 IGNORED_KEYS = frozenset(
     {
-        # KRaft quorum and broker lifecycle: Strom's controller is in-process.
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
-        "controller.quorum.election.timeout.ms",
-        "controller.quorum.election.backoff.max.ms",
-        "controller.quorum.fetch.timeout.ms",
-        "controller.quorum.append.linger.ms",
-        "controller.quorum.request.timeout.ms",
-        "controller.quorum.retry.backoff.ms",
+        # KRaft quorum and broker lifecycle settings Strom does not use yet.
         "controller.quorum.auto.join.enable",
-        "initial.broker.registration.timeout.ms",
-        "broker.heartbeat.interval.ms",
-        "broker.session.timeout.ms",
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
         "metadata.max.idle.interval.ms",

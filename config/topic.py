@@ -179,13 +179,6 @@ class TopicConfig:
         validator=at_least(0),
         synonyms=_same_name("message.max.bytes"),
     )
-    message_downconversion_enable: bool = setting(
-        "message.downconversion.enable",
-        C.BOOLEAN,
-        True,
-        "Deprecated; Strom never down-converts.",
-        synonyms=_same_name("log.message.downconversion.enable"),
-    )
     message_timestamp_after_max_ms: int = setting(
         "message.timestamp.after.max.ms",
         C.LONG,

@@ -99,6 +99,8 @@ class PartitionRead:
             preferred_read_replica=-1,
             records=b"",
         )
+        if error in _NOT_READ:
+            data.aborted_transactions = []  # Kafka's answer for a partition it never reads
         if error != ErrorCode.NONE:
             return data
         if isolation_level == READ_COMMITTED:
@@ -112,6 +114,10 @@ class PartitionRead:
         else:
             data.records = self.records or b""
         return data
+
+
+_NOT_READ = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+"""Errors Kafka answers before reading (an empty aborted-transactions list, not null)."""
 
 
 def read_partitions(

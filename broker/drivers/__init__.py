@@ -7,4 +7,7 @@ interfaces (a log to append to, a publish callback), never on the whole broker s
 `__consumer_offsets` (`group_loading` reads it back at start-up, in a worker thread).
 `topics`: the one path by which the broker creates topics on its own behalf (auto-creation,
 `__consumer_offsets`, `__transaction_state`), through the controller like a CreateTopics.
+`lifecycle`: this broker's registration with the controller and its heartbeats (BrokerRegistration,
+BrokerHeartbeat) through a `ControllerChannel`: in-process today, the RPC to the active
+controller with the Raft driver.
 """

@@ -7,9 +7,13 @@ published to subscribers, and the response returned. Commit and publish are
 shielded from cancellation so a cancelled caller never leaves the log ahead
 of the image. Single node: this node is broker and controller, the Raft epoch
 is bumped on every start (as a one-voter election would), and the first start
-formats `meta.properties` and finalizes metadata.version. `open` also
-registers the broker with its configured advertised endpoints; `start` can
-re-register it with the endpoints actually bound.
+formats `meta.properties` and finalizes metadata.version.
+
+Brokers: BrokerRegistration and BrokerHeartbeat are commands like the admin ones;
+`watch_leases` fences brokers whose lease runs out. This node's own broker registers
+through `local_broker` (a `BrokerLifecycle` over `LocalControllerChannel`, the in-process
+path a remote broker's RPCs will take): `open` registers it with the configured advertised
+endpoints unless told not to, `start` (re-)registers it with the endpoints actually bound.
 
 A command whose records the metadata log refuses (ENOSPC, EIO) changes
 nothing: the log is back at its last good length, the image is not touched,
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
@@ -42,10 +47,13 @@ from strom.coordinator.controller.result import (
     fail_unwritten,
 )
 from strom.coordinator.metadata.delta import MetadataDelta
-from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
-from strom.coordinator.metadata.properties import ensure_meta_properties
+from strom.coordinator.metadata.properties import (
+    ensure_meta_properties,
+    read_bootstrap_checkpoint,
+)
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
@@ -57,6 +65,14 @@ from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.broker_heartbeat import (
+        BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
+    )
+    from strom.wire.messages.broker_registration import (
+        BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
+    )
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
@@ -83,16 +99,27 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _monotonic_ms() -> int:
+    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
+    return time.monotonic_ns() // 1_000_000
+
+
 def _load(
     config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
-) -> tuple[str, MetadataLog, MetadataImage]:
-    """Blocking start-up: meta.properties, then the log and image (see `loader`)."""
+) -> tuple[str, MetadataLog, MetadataImage, dict[str, int] | None]:
+    """Blocking start-up: meta.properties in every directory, the bootstrap checkpoint
+    `strom format` may have written, then the log and image (see `loader`)."""
     directory = Path(config.metadata_dir)
     cluster_id = ensure_meta_properties(
-        directory, node_id=config.node_id, cluster_id=config.cluster_id, new_uuid=new_uuid
+        config.data_dirs,
+        directory,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        new_uuid=new_uuid,
     )
+    bootstrap = read_bootstrap_checkpoint(directory)
     metadata_log, image = load_metadata(directory, segment_bytes=config.metadata_log_segment_bytes)
-    return cluster_id, metadata_log, image
+    return cluster_id, metadata_log, image, bootstrap
 
 
 class ControllerDriver:
@@ -118,11 +145,17 @@ class ControllerDriver:
         self._epoch = max(metadata_log.last_epoch, controller.image.provenance.epoch, 0) + 1
         self._lock = trio.Lock()
         self._listeners: list[DeltaListener] = []
-        self._broker_epoch = -1
         self._closed = False
         self._quiet_until = -math.inf
         self._unlogged = 0
         """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
+        self.local_broker = BrokerLifecycle(
+            config,
+            LocalControllerChannel(self),
+            registration=controller.local_registration,
+            metadata_offset=lambda: self.image.provenance.offset,
+        )
+        """This node's broker, registered with and heartbeating to this controller."""
 
     @classmethod
     async def open(
@@ -134,10 +167,19 @@ class ControllerDriver:
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
+        register: bool = True,
     ) -> ControllerDriver:
-        """Recover the metadata, bootstrap a new cluster, register this broker."""
-        cluster_id, metadata_log, image = await trio.to_thread.run_sync(_load, config, new_uuid)
-        controller = Controller(config, new_uuid=new_uuid, image=image)
+        """Recover the metadata, bootstrap a new cluster, become the active controller and
+        (with `register`) register this node's broker with its configured endpoints."""
+        cluster_id, metadata_log, image, bootstrap = await trio.to_thread.run_sync(
+            _load, config, new_uuid
+        )
+        if bootstrap is not None:  # what `strom format` chose wins over the defaults
+            metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
+            features = bootstrap
+        controller = Controller(config, new_uuid=new_uuid, image=image, cluster_id=cluster_id)
+        own_broker = config.node_id if "broker" in config.roles else None
+        controller.activate(_monotonic_ms(), except_broker=own_broker)
         driver = cls(
             config,
             controller,
@@ -151,7 +193,8 @@ class ControllerDriver:
             async with driver._lock:
                 if records:
                     await driver._commit(records)
-            await driver.start()
+            if register:
+                await driver.start()
         except BaseException:
             with trio.CancelScope(shield=True):
                 await driver.close()
@@ -172,7 +215,7 @@ class ControllerDriver:
     @property
     def broker_epoch(self) -> int:
         """This node's broker epoch (the offset of its latest registration)."""
-        return self._broker_epoch
+        return self.local_broker.broker_epoch
 
     @property
     def epoch(self) -> int:
@@ -189,7 +232,7 @@ class ControllerDriver:
         offlineLogDirs). Controller state only: nothing to append, so it never waits for
         the lock nor fails on a full disk. True if the report changed anything."""
         try:
-            return self._controller.heartbeat(self.node_id, self._broker_epoch, offline)
+            return self._controller.heartbeat(self.node_id, self.broker_epoch, offline)
         except ControllerError:  # (re-)registering: the report after it counts
             return False
 
@@ -205,17 +248,11 @@ class ControllerDriver:
     # --- life cycle ------------------------------------------------------------
 
     async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
-        """(Re-)register this broker with `endpoints` (default: the configured advertised
-        endpoints) unless it is already registered with exactly those."""
+        """(Re-)register this node's broker with `endpoints` (default: the configured
+        advertised endpoints) unless it is already registered with exactly those, and wait
+        until it is unfenced."""
         wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
-        current = self.image.broker(self.node_id)
-        if current is not None and self._broker_epoch == current.epoch:
-            known = [(e.name, e.host, e.port) for e in current.endpoints]
-            if known == [(e.name, e.host, e.port) for e in wanted]:
-                return
-        self._broker_epoch = await self._run(
-            lambda: self._controller.register_broker(wanted, broker_epoch=self._log.end_offset)
-        )
+        await self.local_broker.register(wanted)
 
     async def close(self) -> None:
         """Wait for the command in flight, then close the log (idempotent)."""
@@ -253,13 +290,50 @@ class ControllerDriver:
     ) -> AlterConfigsResponse:
         return await self._run(partial(self._controller.alter_configs, request, version))
 
+    async def broker_registration(
+        self, request: BrokerRegistrationRequest
+    ) -> BrokerRegistrationResponse:
+        """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
+        return await self._run(
+            lambda: self._controller.broker_registration(
+                request, broker_epoch=self._log.end_offset, now_ms=_monotonic_ms()
+            )
+        )
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
+        return await self._run(
+            lambda: self._controller.broker_heartbeat(
+                request, next_offset=self._log.end_offset, now_ms=_monotonic_ms()
+            )
+        )
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fence every broker whose lease has run out, one command each; their ids."""
+        fenced: list[int] = []
+        while True:
+            broker_id = await self._run(lambda: self._controller.fence_stale_broker(_monotonic_ms()))
+            if broker_id is None:
+                return fenced
+            log.info("fenced broker %d: its session timed out", broker_id)
+            fenced.append(broker_id)
+
+    async def watch_leases(self) -> None:
+        """Run forever: fence brokers as their leases (broker.session.timeout.ms) run out."""
+        timeout = self._config.broker_session_timeout_ms
+        while True:
+            expiry = self._controller.next_lease_expiry()
+            wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
+            await trio.sleep(max(0, wait) / 1000)
+            await self.fence_stale_brokers()
+
     async def allocate_producer_ids(self) -> tuple[int, int]:
         """A fresh block of producer ids for this broker: (first id, count).
 
         Raises ControllerError (STALE_BROKER_EPOCH) if the broker is not registered.
         """
         return await self._run(
-            lambda: self._controller.allocate_producer_ids(self.node_id, self._broker_epoch)
+            lambda: self._controller.allocate_producer_ids(self.node_id, self.broker_epoch)
         )
 
     async def snapshot(self) -> SnapshotId | None:
@@ -354,3 +428,16 @@ class ControllerDriver:
             return None
         log.info("metadata snapshot %s written", snapshot_id.file_name)
         return snapshot_id
+
+
+class LocalControllerChannel:
+    """A broker's `ControllerChannel` to the controller in its own process."""
+
+    def __init__(self, controller: ControllerDriver) -> None:
+        self._controller = controller
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        return await self._controller.broker_registration(request)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self._controller.broker_heartbeat(request)

@@ -7,6 +7,12 @@ None when no response is sent (Produce with acks=0). `ADVERTISED_MIN_VERSION`
 optionally lowers what ApiVersions lists (Produce advertises v0 while refusing
 v0-v2, as Kafka 4.0 does so librdkafka keeps compressing, KAFKA-18659).
 
+Each entry also names the listeners the API is answered on, as Kafka's JSON definitions do
+(`"listeners"`): `broker` (client listeners) and/or `controller` (the listeners named in
+`controller.listener.names`). A request for an API its listener does not serve is refused
+like an unknown API (the connection closes, as Kafka's SocketServer does), and ApiVersions
+lists only what its listener serves.
+
 The table repeats each module's versions so that ApiVersions can be answered
 without importing every handler: a handler module, and the generated message
 module it imports, loads on its API's first request, which keeps start-up
@@ -26,6 +32,10 @@ if TYPE_CHECKING:
     from strom.broker.state import BrokerState
     from strom.wire.message import Message
 
+BROKER = frozenset({"broker"})
+CONTROLLER = frozenset({"controller"})
+BOTH = BROKER | CONTROLLER
+
 HandleFn = Callable[["BrokerState", "RequestContext", Any], Awaitable["Message | None"]]
 
 
@@ -38,10 +48,16 @@ class Handler:
     max_version: int
     advertised_min_version: int
     """What ApiVersions lists; lower than min_version only for Produce (KAFKA-18659)."""
+    listeners: frozenset[str] = BROKER
+    """Where it is answered: "broker" (client listeners), "controller", or both."""
     _handle: HandleFn | None = field(default=None, repr=False, compare=False)
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
+
+    def serves(self, listener_type: str) -> bool:
+        """Whether the API is answered on a "broker" or "controller" listener."""
+        return listener_type in self.listeners
 
     @property
     def handle(self) -> HandleFn:
@@ -52,13 +68,18 @@ class Handler:
 
 
 def _handler(
-    module: str, api_key: int, min_version: int, max_version: int, advertised_min: int | None = None
+    module: str,
+    api_key: int,
+    min_version: int,
+    max_version: int,
+    advertised_min: int | None = None,
+    listeners: frozenset[str] = BROKER,
 ) -> Handler:
     advertised = min_version if advertised_min is None else advertised_min
-    return Handler(module, api_key, min_version, max_version, advertised)
+    return Handler(module, api_key, min_version, max_version, advertised, listeners)
 
 
-_TABLE = (  # module, API key, min and max version
+_TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("produce", 0, 3, 12, advertised_min=0),
     _handler("fetch", 1, 4, 17),
     _handler("list_offsets", 2, 1, 10),
@@ -72,22 +93,29 @@ _TABLE = (  # module, API key, min and max version
     _handler("sync_group", 14, 0, 5),
     _handler("describe_groups", 15, 0, 6),
     _handler("list_groups", 16, 0, 5),
-    _handler("api_versions", 18, 0, 4),
-    _handler("create_topics", 19, 2, 7),
-    _handler("delete_topics", 20, 1, 6),
+    _handler("api_versions", 18, 0, 4, listeners=BOTH),
+    _handler("create_topics", 19, 2, 7, listeners=BOTH),
+    _handler("delete_topics", 20, 1, 6, listeners=BOTH),
     _handler("delete_records", 21, 0, 2),
     _handler("init_producer_id", 22, 0, 5),
     _handler("offset_for_leader_epoch", 23, 2, 4),
-    _handler("describe_configs", 32, 1, 4),
-    _handler("alter_configs", 33, 0, 2),
+    _handler("describe_configs", 32, 1, 4, listeners=BOTH),
+    _handler("alter_configs", 33, 0, 2, listeners=BOTH),
     _handler("describe_log_dirs", 35, 1, 4),
-    _handler("create_partitions", 37, 0, 3),
+    _handler("create_partitions", 37, 0, 3, listeners=BOTH),
     _handler("delete_groups", 42, 0, 2),
-    _handler("incremental_alter_configs", 44, 0, 1),
+    _handler("incremental_alter_configs", 44, 0, 1, listeners=BOTH),
     _handler("offset_delete", 47, 0, 0),
     _handler("describe_cluster", 60, 0, 2),
     _handler("describe_producers", 61, 0, 0),
+    _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),
+    _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),
     _handler("describe_topic_partitions", 75, 0, 0),
 )
 
 HANDLERS: dict[int, Handler] = {h.api_key: h for h in _TABLE}
+
+
+def listener_type(controller_listener: bool) -> str:
+    """"controller" for a listener named in controller.listener.names, else "broker"."""
+    return "controller" if controller_listener else "broker"

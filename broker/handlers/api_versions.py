@@ -1,7 +1,8 @@
 """ApiVersions (key 18).
 
 Behavior:
-- Advertises exactly the handlers Strom implements, with their version ranges.
+- Advertises exactly the handlers Strom implements for the request's listener (client or
+  controller listener, as Kafka's ApiVersionManager per listener type), with their ranges.
 - A request at a version newer than Strom knows is answered at v0 with
   UNSUPPORTED_VERSION and the full list, so the client can pick (KIP-511);
   the server does that before a handler runs (see broker.server).
@@ -35,13 +36,16 @@ MAX_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def supported_versions(error: ErrorCode = ErrorCode.NONE) -> ApiVersionsResponse:
-    """The response body listing every implemented API key and version range."""
+def supported_versions(
+    error: ErrorCode = ErrorCode.NONE, listener_type: str = "broker"
+) -> ApiVersionsResponse:
+    """The response body listing every API key and version range a listener type serves."""
     from strom.broker.handlers import HANDLERS
 
     keys = [
         ApiVersionsResponse.ApiVersion(h.api_key, h.advertised_min_version, h.max_version)
         for h in sorted(HANDLERS.values(), key=lambda h: h.api_key)
+        if h.serves(listener_type)
     ]
     return ApiVersionsResponse(error_code=error, api_keys=keys)
 
@@ -54,7 +58,11 @@ async def handle(
         and _SOFTWARE.fullmatch(body.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    response = supported_versions()
+    from strom.broker.handlers import listener_type
+
+    response = supported_versions(
+        listener_type=listener_type(request.listener in broker.config.controller_listeners)
+    )
     if request.api_version >= 3:
         image = broker.image
         registration = image.broker(broker.node_id)

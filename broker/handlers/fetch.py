@@ -20,7 +20,8 @@ Behavior:
 - Consumers read up to the high watermark (read_uncommitted) or the last
   stable offset (read_committed); aborted_transactions is null for
   read_uncommitted and [] for read_committed (no transaction markers exist
-  yet). preferred_read_replica is always -1.
+  yet); partitions refused before any read (unknown topic, partition or topic
+  id) carry [], as Kafka's do. preferred_read_replica is always -1.
 - v12+ last_fetched_epoch: a log that diverged answers diverging_epoch.
 - Fetch sessions (v7+, KIP-227): see broker.fetch_sessions. Incremental
   responses list only partitions with records, a new high watermark or log

@@ -10,6 +10,9 @@ Behavior:
   arrived on. If the internal topic cannot be created the key gets
   COORDINATOR_NOT_AVAILABLE, and clients retry.
 
+Success carries error message "NONE" before v4 and "" in v4+ `coordinators`, as
+Kafka 4.1 answers (found by differential testing).
+
 Version notes: v1 key type, throttle time and error message; v3 flexible; v4
 batches keys (`coordinator_keys` in, `coordinators` out); v5-v6 no change to
 what Strom answers.
@@ -47,7 +50,7 @@ async def handle(
     one = found[0]
     return FindCoordinatorResponse(
         error_code=one.error_code,
-        error_message=one.error_message,
+        error_message=one.error_message or "NONE",  # Errors.NONE.message() before v4
         node_id=one.node_id,
         host=one.host,
         port=one.port,
@@ -71,7 +74,7 @@ async def _find(
         host=endpoint.host,
         port=endpoint.port,
         error_code=ErrorCode.NONE,
-        error_message="NONE",
+        error_message="",  # v4+ keys: Kafka answers an empty message, not "NONE"
     )
 
 

@@ -12,7 +12,9 @@ Behavior:
   Kafka's answer when remote storage is off. Any other timestamp: the first
   record at or after it (nothing: offset/timestamp -1); a found offset at or
   past the last fetchable one (high watermark / LSO) is not reported. Kafka
-  applies these by value at every version.
+  applies these by value, but only from the version that introduced them:
+  -3 before v7, -4 before v8 and -5 before v9 are UNSUPPORTED_VERSION for that
+  partition, whether or not the topic exists (found by differential testing).
 - A partition named twice is INVALID_REQUEST (every occurrence); unknown topic
   or partition UNKNOWN_TOPIC_OR_PARTITION; current_leader_epoch
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. Errors carry -1 offset and
@@ -43,6 +45,8 @@ MIN_VERSION = 1
 MAX_VERSION = 10
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+FIRST_VERSION_OF = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+"""A special timestamp in an older version is UNSUPPORTED_VERSION, before any topic lookup."""
 CONSUMER_REPLICA_ID = -1
 FIRST_EPOCH_VERSION = 4
 READ_COMMITTED = 1
@@ -61,6 +65,9 @@ async def handle(
         for p in topic.partitions:
             if counts[(topic.name, p.partition_index)] > 1:
                 partitions.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
+            if request.api_version < FIRST_VERSION_OF.get(p.timestamp, 0):
+                partitions.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
             partitions.append(_one(broker, topic.name, p, isolation))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(topic.name, partitions))

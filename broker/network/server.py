@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-from strom.broker.handlers import HANDLERS
+from strom.broker.handlers import HANDLERS, listener_type
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
@@ -165,11 +165,19 @@ class Server:
         """Run the request's handler; return the response chunks, or None for no response."""
         header = event.header
         key, version = header.request_api_key, header.request_api_version
+        kind = listener_type(listener in self.state.config.controller_listeners)
         handler = HANDLERS.get(key)
+        if handler is not None and not handler.serves(kind):
+            # Kafka's SocketServer: an API its listener does not enable closes the connection.
+            raise ProtocolError(
+                f"API key {key} is not enabled on {kind} listener {listener} "
+                f"(client {header.client_id!r})",
+                ErrorCode.INVALID_REQUEST,
+            )
         if isinstance(event, UnsupportedRequest) or handler is None or not handler.supports(version):
             if key == API_VERSIONS_KEY:
                 # KIP-511: answer a too-new ApiVersions at v0 with what we support.
-                body = supported_versions(ErrorCode.UNSUPPORTED_VERSION)
+                body = supported_versions(ErrorCode.UNSUPPORTED_VERSION, kind)
                 return encode_response(key, version, header.correlation_id, body, body_version=0)
             raise ProtocolError(
                 f"unsupported API key {key} version {version} from client {header.client_id!r}",

@@ -18,6 +18,7 @@ import trio
 
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.groups import GroupDriver
+from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.network.server import Server
 from strom.broker.replication.partitions import (
     follow_image,
@@ -27,6 +28,7 @@ from strom.broker.replication.partitions import (
 )
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.records import MetadataError
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.errors import KafkaStorageError
@@ -46,6 +48,10 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.endpoints: list[Listener] = []
+        """Advertised client endpoints, with the bound ports."""
+        self.controller_endpoints: list[Listener] = []
+        """The bound controller listeners (controller.listener.names), where controller APIs
+        such as BrokerRegistration and BrokerHeartbeat are answered."""
         self.data_dirs = [str(Path(d).resolve()) for d in config.data_dirs]
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
@@ -59,6 +65,9 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
+        refusal = config.multi_node_refusal()
+        if refusal is not None:
+            raise StartupError(refusal)
         directories = [Path(d) for d in (*config.data_dirs, config.metadata_dir)]
         try:
             lock = DirectoryLock(directories)
@@ -73,7 +82,10 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
-        controller = await ControllerDriver.open(config)
+        try:
+            controller = await ControllerDriver.open(config, register=False)
+        except MetadataError as exc:
+            raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
         try:
             logs = LogManager(
                 [Path(d) for d in config.data_dirs],
@@ -105,11 +117,8 @@ class Broker:
         controller: ControllerDriver,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
-        client_listeners = [
-            lst for lst in config.listener_endpoints if lst.name not in config.controller_listeners
-        ]
         bound: list[tuple[Listener, list[trio.SocketListener]]] = []
-        for lst in client_listeners:
+        for lst in config.listener_endpoints:
             try:
                 sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
             except OSError as exc:
@@ -120,7 +129,11 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         self.endpoints = _advertised(config, [b for b, _ in bound])
-        await controller.start(self.endpoints)
+        self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
+        try:
+            await controller.start(self.endpoints)
+        except RegistrationError as exc:
+            raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         self.state = state
         await follow_image(state, controller.image)
@@ -143,6 +156,8 @@ class Broker:
                             server.serve_listener, socket_listener, lst.name, connections
                         )
                 accepting.start_soon(_flush_loop, state)
+                accepting.start_soon(controller.local_broker.run)
+                accepting.start_soon(controller.watch_leases)
                 accepting.start_soon(state.groups.run)
                 accepting.start_soon(_maintenance_loop, config, logs)
                 accepting.start_soon(heartbeat_loop, state)

@@ -1,4 +1,11 @@
-"""The `strom` command line: `strom serve [--config FILE] [--override key=value ...]`."""
+"""The `strom` command line.
+
+- `strom serve [--config FILE] [--override key=value ...]`: run the broker.
+- `strom format --cluster-id ID [--config FILE] [--ignore-formatted] [--standalone |
+  --initial-controllers ... | --no-initial-controllers]`: format the storage directories as
+  `kafka-storage format` does (see `strom.broker.process.storage_tool`).
+- `strom random-uuid`: print a new cluster id, as `kafka-storage random-uuid`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import trio
 from strom.broker.process import limits, malloc
 from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
+from strom.broker.process.storage_tool import add_storage_commands, run_storage_command
 from strom.config import ConfigError, load_config
 
 log = logging.getLogger("strom.broker")
@@ -33,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="override a config key (repeatable), as kafka-server-start does",
     )
+    add_storage_commands(sub)
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        return run_storage_command(args)
     setup_logging(logging.INFO)
     try:
         config = load_config(args.config, args.override)

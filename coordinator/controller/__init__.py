@@ -3,7 +3,8 @@
 `Controller` turns admin requests into metadata records and responses with
 Kafka's semantics and error codes; `ControllerDriver` serializes commands,
 makes their records durable in the metadata log, applies them and publishes
-the new `MetadataImage`. See docs/metadata.md.
+the new `MetadataImage`. `brokers` holds the broker life cycle (registration,
+heartbeats, leases, fencing, controlled shutdown; docs/cluster.md). See docs/metadata.md.
 """
 
 from strom.coordinator.controller.controller import (

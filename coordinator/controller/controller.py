@@ -16,6 +16,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.controller.brokers import (
+    BrokerLeases,
+    broker_heartbeat,
+    fence_stale_broker,
+    next_lease_expiry,
+    register_broker,
+)
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
@@ -23,12 +30,18 @@ from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Pr
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
-from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from strom.wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.broker_heartbeat import (
+        BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
+    )
+    from strom.wire.messages.broker_registration import (
+        BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
+    )
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
@@ -58,11 +71,16 @@ class Controller:
         *,
         new_uuid: Callable[[], uuid.UUID],
         image: MetadataImage = MetadataImage.EMPTY,
+        cluster_id: str = "",
     ) -> None:
         self._config = config
         self._new_uuid = new_uuid
         self._image = image
         self._context: Context | None = None
+        self.cluster_id = cluster_id
+        """The cluster id brokers must register with."""
+        self.leases = BrokerLeases(config.broker_session_timeout_ms)
+        """Broker liveness, the active controller's soft state (never in the log)."""
         self._offline = OfflineReplicas()
 
     @property
@@ -137,27 +155,20 @@ class Controller:
                 records.append(FeatureLevelRecord(name, (features or {})[name]))
         return records
 
-    def register_broker(
-        self, endpoints: Sequence[Listener], *, broker_epoch: int
-    ) -> ControllerResult[int]:
-        """Register this node (a new incarnation) and unfence it; response: its broker epoch.
+    def local_registration(
+        self, endpoints: Sequence[Listener], incarnation_id: uuid.UUID
+    ) -> BrokerRegistrationRequest:
+        """The BrokerRegistration request this node's broker sends: its endpoints (with their
+        security protocols), rack, and the metadata.version range it supports."""
+        from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 
-        Kafka's broker epoch is the offset of the registration record, so the
-        caller passes the offset the records will be appended at.
-        """
-        level = self._image.metadata_version
-        if not MIN_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
-            raise ControllerError(
-                ErrorCode.UNSUPPORTED_VERSION,
-                f"metadata.version {level} is not supported by this node",
-            )
         protocols = self._config.protocol_map
-        record = RegisterBrokerRecord(
+        return BrokerRegistrationRequest(
             broker_id=self.node_id,
-            incarnation_id=self._new_uuid(),
-            broker_epoch=broker_epoch,
-            end_points=[
-                RegisterBrokerRecord.BrokerEndpoint(
+            cluster_id=self.cluster_id,
+            incarnation_id=incarnation_id,
+            listeners=[
+                BrokerRegistrationRequest.Listener(
                     e.name,
                     e.host,
                     e.port,
@@ -166,15 +177,53 @@ class Controller:
                 for e in endpoints
             ],
             features=[
-                RegisterBrokerRecord.BrokerFeature(
+                BrokerRegistrationRequest.Feature(
                     METADATA_VERSION, MIN_METADATA_VERSION, LATEST_METADATA_VERSION
                 )
             ],
             rack=self._config.broker_rack,
-            fenced=True,
         )
-        unfence = UnfenceBrokerRecord(self.node_id, broker_epoch)
-        return ControllerResult(broker_epoch, [record, unfence])
+
+    # --- brokers: registration, heartbeats, leases (see `brokers`) -------------------------------
+
+    def activate(self, now_ms: int, *, except_broker: int | None = None) -> None:
+        """Become the active controller: every registered broker gets a fresh lease."""
+        self.leases.activate(self._image, now_ms, except_broker=except_broker)
+
+    def broker_registration(
+        self, request: BrokerRegistrationRequest, *, broker_epoch: int, now_ms: int
+    ) -> ControllerResult[BrokerRegistrationResponse]:
+        """BrokerRegistration; `broker_epoch` is the offset its record will be appended at."""
+        level = self._image.metadata_version
+        if not MIN_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
+            raise ControllerError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"metadata.version {level} is not supported by this node",
+            )
+        return register_broker(
+            self._image,
+            self.leases,
+            request,
+            cluster_id=self.cluster_id,
+            broker_epoch=broker_epoch,
+            now_ms=now_ms,
+        )
+
+    def broker_heartbeat(
+        self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
+    ) -> ControllerResult[BrokerHeartbeatResponse]:
+        """BrokerHeartbeat; `next_offset` is where this command's records would be appended."""
+        return broker_heartbeat(
+            self._image, self.leases, request, next_offset=next_offset, now_ms=now_ms
+        )
+
+    def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
+        """Fence one broker whose lease has expired (response: its id, or None)."""
+        return fence_stale_broker(self._image, self.leases, now_ms)
+
+    def next_lease_expiry(self) -> int | None:
+        """When the earliest lease of an unfenced broker runs out (None: none to watch)."""
+        return next_lease_expiry(self._image, self.leases)
 
     def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int

@@ -66,8 +66,14 @@ def fail_unwritten(response: R, error: ApiError) -> R:
     """`response` with each item that planned a change (error 0) failed with `error`.
 
     Works on every command's response: its top-level lists hold one result per
-    topic or resource, each with an `error_code` (and usually an `error_message`).
+    topic or resource, each with an `error_code` (and usually an `error_message`);
+    a response that is one result (BrokerRegistration, BrokerHeartbeat) carries the
+    error in its own `error_code`.
     """
+    if isinstance(response, Message) and "error_code" in response.FIELDS:
+        if getattr(response, "error_code", None) == ErrorCode.NONE:
+            response.error_code = error.code  # type: ignore[attr-defined]
+        return response
     if isinstance(response, Message):
         for name in response.FIELDS:
             items = getattr(response, name)

@@ -220,5 +220,6 @@ def _described_configs(
             config_source=entry_source(entry, ctx.layers),
             is_sensitive=entry.is_sensitive,
         )
-        for entry in resolve_topic_config(ctx.config, overrides)
+        # with the layers, so dynamic broker defaults carry their sources, as DescribeConfigs'
+        for entry in resolve_topic_config(ctx.config, overrides, layers=ctx.layers)
     ]

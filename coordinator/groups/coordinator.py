@@ -973,7 +973,7 @@ class GroupCoordinator:
                 m.client_id,
                 m.client_host,
                 m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
+                m.assignment,  # kept outside Stable, as Kafka 4.1 describes members
             )
             for m in group.members.values()
         ]

@@ -1,30 +1,68 @@
-"""`meta.properties` in the metadata directory: which cluster and node it belongs to.
+"""Formatted storage: `meta.properties` in every directory, `bootstrap.checkpoint` beside them.
 
-Kafka writes this file when storage is formatted and refuses to start on a
-directory formatted for another cluster or node; Strom formats on first start
-instead (cluster id from `cluster.id`, else a fresh one). Format, as Kafka's
-v1 file: Java properties lines `version=1`, `cluster.id=`, `node.id=`,
-`directory.id=`. Replaced atomically and durably (strom.storage.durable): a crash
-leaves the old file or the new one, and at most a `meta.properties.tmp` beside it,
-which is never read and is overwritten by the next write.
+Kafka's `kafka-storage format` writes `meta.properties` into every log directory and the
+metadata directory, and refuses to start on directories that belong to another cluster or
+node. `strom format` does the same (`format_directories`); `strom serve` also formats on
+first start (`ensure_meta_properties`: cluster id from `cluster.id`, else the one already in
+another of its directories, else a fresh one), so a single node needs no separate step.
+
+`meta.properties`, as Kafka's v1 file: Java properties lines `version=1`, `cluster.id=`,
+`node.id=`, `directory.id=` (each directory its own id, Kafka's Uuid string). Every
+directory of a node carries the same cluster and node id; a node's directories disagreeing,
+or disagreeing with `cluster.id`, stops start-up.
+
+`bootstrap.checkpoint` (metadata directory only, written by `strom format` as Kafka does):
+the feature levels the cluster starts with, as `FeatureLevelRecord`s in the checkpoint
+format of `snapshot` (header control batch, records, footer control batch; snapshot epoch 0).
+The controller reads it on the first start, before the metadata log has any record.
+
+Crash safety: both files are replaced atomically and durably (strom.storage.durable): a crash
+leaves the old file or the new one, and at most a `.tmp`/`.part` beside it, which is never
+read and is overwritten by the next write. A directory whose `meta.properties` is missing is
+unformatted: formatting writes its other files first and `meta.properties` last.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from strom.coordinator.metadata.image import METADATA_VERSION
 from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.snapshot import read_records, write_records
 from strom.storage.durable import atomic_replace
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 
 FILE_NAME = "meta.properties"
+BOOTSTRAP_FILE = "bootstrap.checkpoint"
+METADATA_VERSION_NAMES = {25: "4.0-IV3"}
+"""Kafka's names of the metadata.version levels Strom writes."""
 
 
 def kafka_uuid_string(value: uuid.UUID) -> str:
     """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, unpadded (22 chars)."""
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """Kafka's Uuid.fromString; ValueError with Kafka's reason when `text` is not one."""
+    if len(text) > 24:
+        raise ValueError(
+            f"Input string with prefix `{text[:24]}` is too long to be decoded as a base64 UUID"
+        )
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"Input string `{text}` is not valid base64") from exc
+    if len(raw) != 16:
+        raise ValueError(
+            f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal to the "
+            "expected 16 bytes of a base64-encoded UUID"
+        )
+    return uuid.UUID(bytes=raw)
 
 
 def read_meta_properties(directory: Path) -> dict[str, str] | None:
@@ -41,33 +79,158 @@ def read_meta_properties(directory: Path) -> dict[str, str] | None:
     return values
 
 
-def ensure_meta_properties(
-    directory: Path, *, node_id: int, cluster_id: str | None, new_uuid: Callable[[], uuid.UUID]
-) -> str:
-    """Check or create `meta.properties`; returns the directory's cluster id.
-
-    Raises MetadataError when the directory belongs to another node or cluster.
-    """
-    found = read_meta_properties(directory)
-    if found is not None:
-        stored_cluster = found.get("cluster.id", "")
-        if not stored_cluster:
-            raise MetadataError(f"{directory / FILE_NAME} has no cluster.id")
-        if cluster_id is not None and cluster_id != stored_cluster:
-            raise MetadataError(
-                f"cluster.id {cluster_id} does not match {stored_cluster} stored in {directory}"
-            )
-        if found.get("node.id", str(node_id)) != str(node_id):
-            raise MetadataError(
-                f"node.id {node_id} does not match {found['node.id']} stored in {directory}"
-            )
-        return stored_cluster
-    chosen = cluster_id or kafka_uuid_string(new_uuid())
+def write_meta_properties(
+    directory: Path, *, cluster_id: str, node_id: int, directory_id: uuid.UUID, by: str
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     body = (
-        "#Written by Strom on first start\n"
-        f"version=1\ncluster.id={chosen}\nnode.id={node_id}\n"
-        f"directory.id={kafka_uuid_string(new_uuid())}\n"
+        f"#Written by {by}\n"
+        f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+        f"directory.id={kafka_uuid_string(directory_id)}\n"
     )
     atomic_replace(directory / FILE_NAME, body.encode("utf-8"))
+
+
+def _node_directories(data_dirs: Iterable[str | Path], metadata_dir: str | Path) -> list[Path]:
+    """Every directory of the node, each once, sorted (Kafka's format order)."""
+    return sorted({Path(d) for d in data_dirs} | {Path(metadata_dir)})
+
+
+def _check_formatted(
+    found: Mapping[Path, Mapping[str, str]], *, node_id: int, cluster_id: str | None
+) -> str | None:
+    """The cluster id the formatted directories agree on (None: none is formatted)."""
+    agreed: tuple[Path, str] | None = None
+    seen_ids: dict[str, Path] = {}
+    for directory, props in found.items():
+        stored = props.get("cluster.id", "")
+        if not stored:
+            raise MetadataError(f"{directory / FILE_NAME} has no cluster.id; format it again")
+        if cluster_id is not None and stored != cluster_id:
+            raise MetadataError(
+                f"cluster.id {cluster_id} does not match {stored} stored in {directory}: the "
+                f"directory belongs to another cluster; use cluster.id={stored} or other "
+                "directories"
+            )
+        if agreed is not None and stored != agreed[1]:
+            raise MetadataError(
+                f"{directory} belongs to cluster {stored} but {agreed[0]} to {agreed[1]}: "
+                "a node's log.dirs and metadata.log.dir must belong to one cluster"
+            )
+        agreed = agreed or (directory, stored)
+        if props.get("node.id", str(node_id)) != str(node_id):
+            raise MetadataError(
+                f"node.id {node_id} does not match {props['node.id']} stored in {directory}: "
+                f"use node.id={props['node.id']} or other directories"
+            )
+        directory_id = props.get("directory.id")
+        if directory_id is not None:
+            if directory_id in seen_ids:
+                raise MetadataError(
+                    f"{directory} and {seen_ids[directory_id]} have the same directory.id "
+                    f"{directory_id}: one is a copy of the other; format one of them again"
+                )
+            seen_ids[directory_id] = directory
+    return None if agreed is None else agreed[1]
+
+
+def ensure_meta_properties(
+    data_dirs: Iterable[str | Path],
+    metadata_dir: str | Path,
+    *,
+    node_id: int,
+    cluster_id: str | None,
+    new_uuid: Callable[[], uuid.UUID],
+) -> str:
+    """Start-up: check every directory's `meta.properties`, format the unformatted ones with
+    the node's cluster id; returns it. MetadataError (one line) when they disagree."""
+    directories = _node_directories(data_dirs, metadata_dir)
+    found = {d: p for d in directories if (p := read_meta_properties(d)) is not None}
+    chosen = _check_formatted(found, node_id=node_id, cluster_id=cluster_id)
+    chosen = chosen or cluster_id or kafka_uuid_string(new_uuid())
+    for directory in directories:
+        if directory not in found:
+            write_meta_properties(
+                directory,
+                cluster_id=chosen,
+                node_id=node_id,
+                directory_id=new_uuid(),
+                by="Strom on first start",
+            )
     return chosen
+
+
+def format_directories(
+    data_dirs: Iterable[str | Path],
+    metadata_dir: str | Path,
+    *,
+    cluster_id: str,
+    node_id: int,
+    new_uuid: Callable[[], uuid.UUID],
+    ignore_formatted: bool,
+    metadata_version: int,
+    timestamp: int,
+    metadata_directory_id: uuid.UUID | None = None,
+) -> list[tuple[Path, str]]:
+    """`kafka-storage format`: write `meta.properties` into every unformatted directory and
+    `bootstrap.checkpoint` into the metadata directory; returns (directory, description)
+    for each one formatted, in order. MetadataError when a directory is already formatted
+    (unless `ignore_formatted`) or belongs to another cluster or node. `metadata_directory_id`:
+    the metadata directory's id when `--initial-controllers` names it (KIP-853)."""
+    try:
+        parse_kafka_uuid(cluster_id)
+    except ValueError as exc:
+        raise MetadataError(
+            f"Cluster ID string {cluster_id} does not appear to be a valid UUID: {exc}"
+        ) from exc
+    if node_id < 0:
+        raise MetadataError("You must specify a valid non-negative node ID.")
+    metadata = Path(metadata_dir)
+    directories = _node_directories(data_dirs, metadata)
+    found = {d: p for d in directories if (p := read_meta_properties(d)) is not None}
+    _check_formatted(found, node_id=node_id, cluster_id=cluster_id)
+    if found and not ignore_formatted:
+        raise MetadataError(
+            f"Log directory {next(iter(found))} is already formatted. Use --ignore-formatted "
+            "to ignore this directory and format the others."
+        )
+    formatted = []
+    for directory in directories:
+        if directory in found:
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        directory_id = new_uuid()
+        if directory == metadata:
+            write_bootstrap_checkpoint(directory, {METADATA_VERSION: metadata_version}, timestamp)
+            directory_id = metadata_directory_id or directory_id
+        write_meta_properties(
+            directory,
+            cluster_id=cluster_id,
+            node_id=node_id,
+            directory_id=directory_id,
+            by="strom format",
+        )
+        kind = "metadata directory" if directory == metadata else "data directory"
+        formatted.append((directory, kind))
+    return formatted
+
+
+def write_bootstrap_checkpoint(directory: Path, features: Mapping[str, int], ts: int) -> None:
+    """`bootstrap.checkpoint`: the initial feature levels, metadata.version first."""
+    names = sorted(features, key=lambda name: (name != METADATA_VERSION, name))
+    records = [FeatureLevelRecord(name, features[name]) for name in names]
+    write_records(directory / BOOTSTRAP_FILE, records, 0, ts)
+
+
+def read_bootstrap_checkpoint(directory: Path) -> dict[str, int] | None:
+    """The feature levels in `bootstrap.checkpoint` (None when there is none)."""
+    path = directory / BOOTSTRAP_FILE
+    if not path.exists():
+        return None
+    records, _ = read_records(path)
+    levels: dict[str, int] = {}
+    for record in records:
+        if not isinstance(record, FeatureLevelRecord):
+            raise MetadataError(f"{path} holds a {record.NAME}; only feature levels belong there")
+        levels[record.name] = record.feature_level
+    return levels

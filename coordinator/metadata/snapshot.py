@@ -26,7 +26,7 @@ that still fails to read (header, footer or CRC) is reported, never guessed at.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -140,15 +140,19 @@ def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts
 
 def write_snapshot(directory: Path, image: MetadataImage, snapshot_id: SnapshotId) -> Path:
     """Write `image` as snapshot `snapshot_id` (atomically, fsynced); returns its path."""
-    ts = image.provenance.timestamp
-    epoch = snapshot_id.epoch
     final = directory / snapshot_id.file_name
+    write_records(final, image_records(image), snapshot_id.epoch, image.provenance.timestamp)
+    return final
+
+
+def write_records(final: Path, records: Iterable[Message], epoch: int, ts: int) -> None:
+    """Write `records` in the checkpoint format above to `final` (atomically, fsynced)."""
     parts: list[Buffer] = [
         _control_batch(ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, ts), 0, epoch, ts)
     ]
     offset = 1
     chunk: list[Message] = []
-    for record in (*image_records(image), None):
+    for record in (*records, None):
         if record is not None:
             chunk.append(record)
         if chunk and (record is None or len(chunk) == RECORDS_PER_BATCH):
@@ -159,12 +163,17 @@ def write_snapshot(directory: Path, image: MetadataImage, snapshot_id: SnapshotI
         _control_batch(ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, ts)
     )
     atomic_replace(final, b"".join(parts), temp_suffix=PART)
-    return final
 
 
 def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> MetadataImage:
     """Load a snapshot into an image whose provenance is the snapshot's last offset."""
-    path = directory / snapshot_id.file_name
+    records, timestamp = read_records(directory / snapshot_id.file_name)
+    provenance = Provenance(snapshot_id.end_offset - 1, snapshot_id.epoch, timestamp)
+    return MetadataImage.EMPTY.apply_all(records, provenance)
+
+
+def read_records(path: Path) -> tuple[list[Message], int]:
+    """The records of a checkpoint-format file and its header's lastContainedLogTimestamp."""
     data = path.read_bytes()
     records: list[Message] = []
     header: SnapshotHeaderRecord | None = None
@@ -192,10 +201,7 @@ def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> MetadataImage:
         raise MetadataError(f"snapshot {path.name} is corrupt: {exc}") from exc
     if header is None or not footer:
         raise MetadataError(f"snapshot {path.name} lacks its header or footer")
-    provenance = Provenance(
-        snapshot_id.end_offset - 1, snapshot_id.epoch, header.last_contained_log_timestamp
-    )
-    return MetadataImage.EMPTY.apply_all(records, provenance)
+    return records, header.last_contained_log_timestamp
 
 
 def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[Path]:

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -138,3 +140,179 @@ def test_a_tls_listener_stops_start_up(tmp_path: Path) -> None:
     line = _one_error_line(result)
     assert "listener SSL uses security protocol SSL, which is refused" in line
     assert not (tmp_path / "data").exists()
+
+
+# --- strom format, strom random-uuid, and what start-up makes of formatted storage -----------
+
+
+def _meta(directory: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in directory.joinpath("meta.properties").read_text()
+             .splitlines() if "=" in line and not line.startswith("#"))  # fmt: skip
+    return dict(pairs)
+
+
+def test_random_uuid_prints_a_kafka_uuid() -> None:
+    from strom.coordinator.metadata.properties import parse_kafka_uuid
+
+    first, second = run_cli("random-uuid"), run_cli("random-uuid")
+    assert first.returncode == 0
+    cluster_id = first.stdout.strip()
+    assert len(cluster_id) == 22
+    parse_kafka_uuid(cluster_id)  # Kafka's Uuid.fromString accepts it
+    assert cluster_id != second.stdout.strip()
+
+
+def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> None:
+    cluster_id = run_cli("random-uuid").stdout.strip()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        f"log.dirs={tmp_path / 'a'},{tmp_path / 'b'}\nmetadata.log.dir={tmp_path / 'meta'}\n"
+    )
+    result = run_cli("format", "-c", str(config), "-t", cluster_id)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"Formatting data directory {tmp_path / 'a'} with metadata.version 4.0-IV3.",
+        f"Formatting data directory {tmp_path / 'b'} with metadata.version 4.0-IV3.",
+        f"Formatting metadata directory {tmp_path / 'meta'} with metadata.version 4.0-IV3.",
+    ]
+    metas = [_meta(tmp_path / d) for d in ("a", "b", "meta")]
+    assert {(m["version"], m["cluster.id"], m["node.id"]) for m in metas} == {
+        ("1", cluster_id, "1")
+    }
+    assert len({m["directory.id"] for m in metas}) == 3  # each directory its own id
+    assert (tmp_path / "meta" / "bootstrap.checkpoint").exists()
+    assert not (tmp_path / "a" / "bootstrap.checkpoint").exists()
+
+    again = run_cli("format", "-c", str(config), "-t", cluster_id)
+    assert again.returncode == 1
+    assert again.stderr.strip() == (
+        f"Log directory {tmp_path / 'a'} is already formatted. Use --ignore-formatted to "
+        "ignore this directory and format the others."
+    )
+    ignored = run_cli("format", "-c", str(config), "-t", cluster_id, "--ignore-formatted")
+    assert ignored.returncode == 0
+    assert ignored.stdout.strip() == "All of the log directories are already formatted."
+    other = run_cli("format", "-c", str(config), "-t", run_cli("random-uuid").stdout.strip(), "-g")
+    assert other.returncode == 1
+    assert "belongs to another cluster" in other.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-t", "not-a-uuid"], "Cluster ID string not-a-uuid does not appear to be a valid UUID"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--add-scram", "SCRAM-SHA-256=[name=a,password=b]"],
+         "--add-scram is refused"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--initial-controllers",
+          "1@127.0.0.1:9093:AAAAAAAAAAAAAAAAAAAAAA,2@127.0.0.1:9095:AQAAAAAAAAAAAAAAAAAAAA"],
+         "multi-node clusters are not implemented yet (issue 11)"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--override", "controller.quorum.voters=1@127.0.0.1:9093",
+          "--override", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+          "--override", "controller.listener.names=CONTROLLER", "--standalone"],
+         "You cannot specify --standalone or --initial-controllers when "
+         "controller.quorum.voters is set"),
+    ],
+)  # fmt: skip
+def test_format_refusals_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_cli("format", "--override", f"log.dirs={tmp_path / 'data'}", *args)
+    assert result.returncode == 1
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "data" / "meta.properties").exists()
+
+
+def test_a_formatted_node_serves_its_cluster_id(tmp_path: Path) -> None:
+    cluster_id = run_cli("random-uuid").stdout.strip()
+    data = tmp_path / "data"
+    assert run_cli("format", "--override", f"log.dirs={data}", "-t", cluster_id).returncode == 0
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={data}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:
+            if "started" in line:
+                break
+        assert "Strom" in line
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert _meta(data)["cluster.id"] == cluster_id  # kept, not replaced
+
+    other = run_cli("serve", "--override", f"log.dirs={data}",
+                    "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                    "--override", "cluster.id=another-cluster")  # fmt: skip
+    assert other.returncode == 1
+    line = _one_error_line(other)
+    assert f"cluster.id another-cluster does not match {cluster_id} stored in" in line
+
+
+def test_directories_of_two_clusters_refuse_to_start(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        cluster_id = run_cli("random-uuid").stdout.strip()
+        assert run_cli("format", "--override", f"log.dirs={tmp_path / name}",
+                       "-t", cluster_id).returncode == 0  # fmt: skip
+    result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'a'},{tmp_path / 'b'}",
+                     "--override", "listeners=PLAINTEXT://127.0.0.1:0")  # fmt: skip
+    assert result.returncode == 1
+    assert "must belong to one cluster" in _one_error_line(result)
+
+
+def test_first_start_formats_every_directory(tmp_path: Path) -> None:
+    dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={dirs}",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "cluster.id=my-cluster"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    try:
+        for line in process.stderr:
+            if "started" in line:
+                break
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    a, b = _meta(tmp_path / "a"), _meta(tmp_path / "b")
+    assert a["cluster.id"] == b["cluster.id"] == "my-cluster"
+    assert a["directory.id"] != b["directory.id"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097"],
+        ["process.roles=broker", "controller.quorum.voters=2@127.0.0.1:19093"],
+    ],
+)
+def test_multi_node_configurations_stop_start_up(tmp_path: Path, overrides: list[str]) -> None:
+    """Fail closed: not a separate one-node cluster that would split from its peers."""
+    base = ["listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+            "controller.listener.names=CONTROLLER", f"log.dirs={tmp_path / 'data'}"]  # fmt: skip
+    if "process.roles=broker" in overrides:
+        base[0] = "listeners=PLAINTEXT://127.0.0.1:0"
+    args = [arg for item in (*base, *overrides) for arg in ("--override", item)]
+    result = run_cli("serve", *args)
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "multi-node clusters are not implemented yet (issue 11)" in line
+    assert not (tmp_path / "data").exists()
+
+
+def test_initial_controllers_names_the_metadata_directory(tmp_path: Path) -> None:
+    """KIP-853: the metadata directory gets the directory id --initial-controllers gives it."""
+    cluster_id, directory_id = (run_cli("random-uuid").stdout.strip() for _ in range(2))
+    result = run_cli(
+        "format", "-t", cluster_id,
+        "--override", f"log.dirs={tmp_path / 'data'}",
+        "--override", f"metadata.log.dir={tmp_path / 'meta'}",
+        "--override", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "--override", "controller.listener.names=CONTROLLER",
+        "--initial-controllers", f"1@127.0.0.1:9093:{directory_id}",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert _meta(tmp_path / "meta")["directory.id"] == directory_id
+    assert _meta(tmp_path / "data")["directory.id"] != directory_id

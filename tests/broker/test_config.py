@@ -120,6 +120,17 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "metadata.max.retention.bytes": 104857600,
     "broker.rack": None,
     "strom.log.level": "INFO",
+    "controller.quorum.voters": (),
+    "controller.quorum.bootstrap.servers": (),
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "controller.quorum.election.backoff.max.ms": 1000,
+    "controller.quorum.request.timeout.ms": 2000,
+    "controller.quorum.retry.backoff.ms": 20,
+    "controller.quorum.append.linger.ms": 25,
+    "broker.heartbeat.interval.ms": 2000,
+    "broker.session.timeout.ms": 9000,
+    "initial.broker.registration.timeout.ms": 60000,
 }
 
 
@@ -348,7 +359,9 @@ def test_kafka_style_server_properties(tmp_path: Path) -> None:
     assert config.controller_listeners == ("CONTROLLER",)
     assert config.inter_broker_listener == "PLAINTEXT"
     assert config.security_protocol("CONTROLLER") == "PLAINTEXT"
-    assert dict(config.ignored_settings)["controller.quorum.bootstrap.servers"] == "localhost:9093"
+    assert config.quorum_bootstrap_servers == (("localhost", 9093),)
+    assert config.advertised_endpoints == (("PLAINTEXT", "localhost", 9092),)
+    assert config.advertised_controller_endpoints == (("CONTROLLER", "localhost", 9093),)
     assert config.data_dirs == ("/tmp/kraft-combined-logs",)
 
 
@@ -429,8 +442,8 @@ def test_unknown_key() -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
+        "controller.quorum.auto.join.enable",
+        "metadata.max.idle.interval.ms",
         "auto.leader.rebalance.enable",
         "remote.log.storage.system.enable",
         "group.consumer.session.timeout.ms",
@@ -741,7 +754,6 @@ TOPIC_KEY_TYPES = {
     "segment.jitter.ms": ConfigType.LONG,
     "segment.ms": ConfigType.LONG,
     "unclean.leader.election.enable": ConfigType.BOOLEAN,
-    "message.downconversion.enable": ConfigType.BOOLEAN,
     "local.retention.ms": ConfigType.LONG,
     "local.retention.bytes": ConfigType.LONG,
     "remote.storage.enable": ConfigType.BOOLEAN,
@@ -751,6 +763,12 @@ TOPIC_KEY_TYPES = {
 def test_topic_keys_and_types() -> None:
     for key, type_ in TOPIC_KEY_TYPES.items():
         assert TOPIC_KEYS[key].type is type_, key
+
+
+def test_keys_kafka_4_removed_are_gone() -> None:
+    """KIP-724: Kafka 4.0 dropped down-conversion and its configs (differential testing)."""
+    assert "message.downconversion.enable" not in TOPIC_KEYS
+    assert "log.message.downconversion.enable" not in BROKER_KEYS
 
 
 def test_topic_synonyms_are_broker_keys_of_compatible_type() -> None:
@@ -975,3 +993,163 @@ def test_value_helpers() -> None:
     assert to_string(1.0e7) == "1.0E7"
     assert to_string(0.25) == "0.25"
     assert to_string(LONG_MAX) == "9223372036854775807"
+
+
+# --- roles and the controller quorum ------------------------------------------------------------
+
+COMBINED = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+}
+
+
+def test_voters_parse_into_one_typed_map() -> None:
+    config = props_cfg(
+        {**COMBINED, "controller.quorum.voters": "1@127.0.0.1:9093, 2@[::1]:9095,3@kafka-3:9097"}
+    )
+    assert dict(config.quorum_voters) == {
+        1: ("127.0.0.1", 9093),
+        2: ("::1", 9095),
+        3: ("kafka-3", 9097),
+    }
+    assert str(config.quorum_voters[2]) == "[::1]:9095"
+    assert not config.standalone
+    assert config.controller_endpoints == (("CONTROLLER", "127.0.0.1", 9093),)
+
+
+@pytest.mark.parametrize(
+    ("voters", "expected"),
+    [
+        ("1:localhost:9093", "id@host:port"),
+        ("1@localhost", "id@host:port"),
+        ("-1@localhost:9093", "id@host:port"),
+        ("1@127.0.0.1:9093,1@127.0.0.1:9094", "each voter id once (1 repeats)"),
+    ],
+)
+def test_malformed_voters_are_refused_by_name(voters: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.voters") as info:
+        props_cfg({**COMBINED, "controller.quorum.voters": voters})
+    assert expected in str(info.value)
+
+
+def test_bootstrap_servers_parse() -> None:
+    config = props_cfg({**COMBINED, "controller.quorum.bootstrap.servers": "a:9093,[::1]:9094"})
+    assert config.quorum_bootstrap_servers == (("a", 9093), ("::1", 9094))
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.bootstrap\.servers"):
+        props_cfg({**COMBINED, "controller.quorum.bootstrap.servers": "a"})
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"controller.quorum.voters": "2@127.0.0.1:9093"},
+            "If process.roles contains the 'controller' role, the node id 1 must be included "
+            "in the set of voters controller.quorum.voters={2}",
+        ),
+        (
+            {"process.roles": "broker", "controller.quorum.voters": "1@127.0.0.1:9093",
+             "listeners": "PLAINTEXT://127.0.0.1:9092"},
+            "If process.roles contains just the 'broker' role, the node id 1 must not be "
+            "included in the set of voters",
+        ),
+        (
+            {"process.roles": "broker", "controller.quorum.voters": "2@127.0.0.1:9093",
+             "listeners": "PLAINTEXT://127.0.0.1:9092", "controller.listener.names": ""},
+            "controller.listener.names must contain at least one value when running KRaft "
+            "with just the broker role",
+        ),
+        (
+            {"process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:9092"},
+            "either controller.quorum.bootstrap.servers must contain the set of bootstrap "
+            "controllers or controller.quorum.voters must contain a parseable set",
+        ),
+        (
+            {"process.roles": "controller", "controller.quorum.voters": "1@127.0.0.1:9093"},
+            "The listeners config must only contain KRaft controller listeners from "
+            "controller.listener.names when process.roles=controller",
+        ),
+        (
+            {"controller.quorum.voters": "1@127.0.0.1:9093", "controller.listener.names": "",
+             "listeners": "PLAINTEXT://127.0.0.1:9092"},
+            "controller.listener.names must contain at least one value appearing in the "
+            "'listeners' configuration when running the KRaft controller role",
+        ),
+        (
+            {"controller.quorum.voters": "1@127.0.0.1:9999"},
+            "gives this node (1) the address 127.0.0.1:9999, but none of its controller "
+            "listeners (CONTROLLER://127.0.0.1:9093) has that port",
+        ),
+        (
+            {"controller.quorum.voters": "1@127.0.0.1:9093",
+             "listeners": "CONTROLLER://127.0.0.1:9093"},
+            "There must be at least one advertised listener. Perhaps all listeners appear in "
+            "controller.listener.names?",
+        ),
+    ],
+)  # fmt: skip
+def test_kafka_quorum_rules(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        props_cfg({**COMBINED, **props})
+    assert message in str(info.value)
+
+
+def test_a_controller_only_node_may_advertise_its_controller_listener() -> None:
+    config = props_cfg(
+        {
+            "process.roles": "controller",
+            "node.id": "3",
+            "controller.quorum.voters": "3@localhost:9093",
+            "listeners": "CONTROLLER://:9093",
+            "advertised.listeners": "CONTROLLER://localhost:9093",
+            "controller.listener.names": "CONTROLLER",
+        }
+    )
+    assert config.advertised_endpoints == ()
+    assert config.advertised_controller_endpoints == (("CONTROLLER", "localhost", 9093),)
+
+
+def test_the_embedded_default_is_a_one_node_quorum() -> None:
+    config = BrokerConfig()
+    assert config.standalone
+    assert config.quorum_voters == {}
+    assert config.multi_node_refusal() is None
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"controller.quorum.voters": "1@127.0.0.1:9093"},
+        {"controller.quorum.voters": "1@localhost:9093"},  # the own id: only the port must agree
+        {"controller.quorum.bootstrap.servers": "localhost:9093"},
+    ],
+)
+def test_one_node_alone_may_start(props: dict[str, str]) -> None:
+    assert props_cfg({**COMBINED, **props}).multi_node_refusal() is None
+
+
+@pytest.mark.parametrize(
+    ("props", "names"),
+    [
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"},
+         "controller.quorum.voters names 3 voters (1,2,3)"),
+        ({"controller.quorum.bootstrap.servers": "10.0.0.2:9093"},
+         "controller.quorum.bootstrap.servers names 10.0.0.2:9093"),
+        ({"process.roles": "broker", "controller.quorum.voters": "2@10.0.0.2:9093",
+          "listeners": "PLAINTEXT://127.0.0.1:9092"},
+         "process.roles=broker needs other nodes"),
+        ({"process.roles": "controller", "controller.quorum.voters": "1@127.0.0.1:9093",
+          "listeners": "CONTROLLER://127.0.0.1:9093"},
+         "process.roles=controller needs other nodes"),
+    ],
+)  # fmt: skip
+def test_multi_node_configurations_are_refused_until_raft(
+    props: dict[str, str], names: str
+) -> None:
+    refusal = props_cfg({**COMBINED, **props}).multi_node_refusal()
+    assert refusal is not None
+    assert names in refusal
+    assert "multi-node clusters are not implemented yet (issue 11)" in refusal

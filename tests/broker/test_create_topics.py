@@ -302,3 +302,32 @@ async def test_new_logs_are_created_off_the_event_loop(
     state = broker.broker.state
     assert state is not None
     assert all(state.logs.get("off-loop", p) is not None for p in range(3))
+
+
+async def test_reported_configs_include_dynamic_broker_defaults(client: KafkaClient) -> None:
+    """CreateTopics v5+ resolves configs over dynamic broker configs, as DescribeConfigs does.
+
+    Found by differential testing: a fresh Kafka 4.1 cluster has a cluster-wide
+    min.insync.replicas, which Kafka reports with source DYNAMIC_DEFAULT_BROKER_CONFIG.
+    """
+    from strom.wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest as Alter,
+    )
+    from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
+
+    changes = [
+        Alter.AlterableConfig(name="min.insync.replicas", config_operation=0, value="1"),
+        Alter.AlterableConfig(name="log.retention.ms", config_operation=0, value="123456"),
+    ]
+    altered = await client.request(
+        Alter(resources=[Alter.AlterConfigsResource(resource_type=4, resource_name="",
+                                                    configs=changes)]),
+        1,
+        IncrementalAlterConfigsResponse,
+    )  # fmt: skip
+    assert altered.responses[0].error_code == ErrorCode.NONE
+    [result] = await create(client, topic("dyn"), version=5)
+    configs = {c.name: (c.value, c.config_source) for c in result.configs or []}
+    assert configs["min.insync.replicas"] == ("1", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert configs["retention.ms"] == ("123456", 3)
+    assert configs["segment.bytes"][1] == 5  # DEFAULT_CONFIG

@@ -271,3 +271,20 @@ async def test_large_response_arrives_whole(
         await produce(client, "big", batch([value]))
     p = await fetch_one(client, "big", 0, partition_max_bytes=10 * 1024 * 1024)
     assert [v for _, v in records_of(p.records)] == values
+
+
+async def test_aborted_transactions_of_error_partitions(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """Kafka: [] for partitions it refuses before reading, null for read errors (differential)."""
+    await create_topic(broker, "t")
+    await produce(client, "t", batch())
+    unknown_partition = await fetch_one(client, "t", 0, partition=3)
+    assert unknown_partition.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown_partition.aborted_transactions == []
+    unknown_topic = await fetch_one(client, "nope", 0)
+    assert unknown_topic.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert unknown_topic.aborted_transactions == []
+    out_of_range = await fetch_one(client, "t", 5)
+    assert out_of_range.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert out_of_range.aborted_transactions is None

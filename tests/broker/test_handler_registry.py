@@ -42,3 +42,31 @@ def test_versions_are_within_what_the_wire_layer_decodes() -> None:
     for handler in HANDLERS.values():
         info = APIS[handler.api_key]
         assert info.min_version <= handler.min_version <= handler.max_version <= info.max_version
+
+
+def _kafka_listeners() -> dict[int, set[str]]:
+    """API key -> the listeners Kafka's JSON definition names for its request."""
+    import json
+    from pathlib import Path
+
+    import strom.wire
+    from strom.wire.codegen.schema import strip_comments
+
+    folder = Path(strom.wire.__file__).resolve().parent / "kafka-protocol" / "messages"
+    found: dict[int, set[str]] = {}
+    for path in folder.glob("*Request.json"):
+        raw = json.loads(strip_comments(path.read_text()))
+        found[raw["apiKey"]] = set(raw.get("listeners", []))
+    return found
+
+
+def test_listeners_are_kafkas() -> None:
+    """An API is answered only on listeners Kafka answers it on; controller-only APIs
+    (BrokerRegistration, BrokerHeartbeat) never on a client listener."""
+    kafka = _kafka_listeners()
+    for handler in HANDLERS.values():
+        assert handler.listeners, handler.module
+        assert handler.listeners <= kafka[handler.api_key], handler.module
+    assert HANDLERS[62].listeners == {"controller"}
+    assert HANDLERS[63].listeners == {"controller"}
+    assert HANDLERS[0].listeners == {"broker"}

@@ -111,3 +111,19 @@ async def test_duplicate_partitions_are_invalid(
         ErrorCode.INVALID_REQUEST,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ]
+
+
+@pytest.mark.parametrize(("ts", "first_version"), [(-3, 7), (-4, 8), (-5, 9)])
+async def test_special_timestamps_before_their_version_are_unsupported(
+    broker: EmbeddedBroker, client: KafkaClient, ts: int, first_version: int
+) -> None:
+    """As Kafka 4.1 answers (differential): per partition, before the topic is even looked up."""
+    await _setup(broker, client)
+    for version in range(1, first_version):
+        for topic in ("t", "nope"):
+            p = await _one(client, ts, version, topic=topic)
+            assert (p.error_code, p.offset, p.timestamp) == (ErrorCode.UNSUPPORTED_VERSION, -1, -1)
+    assert (await _one(client, ts, first_version)).error_code == ErrorCode.NONE
+    assert (await _one(client, ts, first_version, topic="nope")).error_code == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )

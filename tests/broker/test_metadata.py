@@ -121,3 +121,18 @@ async def test_lookup_by_id_ignores_the_empty_name_java_sends(client: KafkaClien
     )
     assert response.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
     assert response.topics[0].topic_id == unknown
+
+
+@pytest.mark.parametrize("name", ["..", ".", "bad name!", "with/slash", "a" * 250])
+async def test_invalid_names_without_auto_creation(client: KafkaClient, name: str) -> None:
+    """Kafka validates a missing topic's name even when it will not create it (differential)."""
+    response = await client.request(
+        MetadataRequest(topics=[Topic(name=name), Topic(name="a" * 249)],
+                        allow_auto_topic_creation=False),
+        12,
+        MetadataResponse,
+    )  # fmt: skip
+    assert [t.error_code for t in response.topics] == [
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]

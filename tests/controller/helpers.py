@@ -9,6 +9,7 @@ from typing import TypeVar
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller import Controller, ControllerResult
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
 R = TypeVar("R")
@@ -26,12 +27,24 @@ def make_controller(props: dict[str, str] | None = None, *, brokers: int = 1) ->
     config = BrokerConfig.from_properties(props or {})
     controller = Controller(config, new_uuid=uuid_source())
     controller.replay(controller.bootstrap())
-    commit(
-        controller, controller.register_broker([Listener("PLAINTEXT", "h1", 9092)], broker_epoch=1)
-    )
+    register_local(controller, [Listener("PLAINTEXT", "h1", 9092)], broker_epoch=1)
     for broker_id in range(2, brokers + 1):
         add_broker(controller, broker_id)
     return controller
+
+
+def register_local(
+    controller: Controller, endpoints: list[Listener], *, broker_epoch: int, now_ms: int = 0
+) -> None:
+    """Register this node's broker and unfence it with a heartbeat, as the driver does."""
+    request = controller.local_registration(endpoints, uuid.UUID(int=999))
+    result = controller.broker_registration(request, broker_epoch=broker_epoch, now_ms=now_ms)
+    assert commit(controller, result).error_code == 0
+    heartbeat = BrokerHeartbeatRequest(
+        broker_id=controller.node_id, broker_epoch=broker_epoch, current_metadata_offset=broker_epoch
+    )
+    result2 = controller.broker_heartbeat(heartbeat, next_offset=broker_epoch + 1, now_ms=now_ms)
+    assert not commit(controller, result2).is_fenced
 
 
 def add_broker(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from strom.config import BrokerConfig, Listener
@@ -16,7 +18,6 @@ from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
-from strom.wire.formats.metadata.unfence_broker_record import UnfenceBrokerRecord
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from tests.controller.helpers import commit, make_controller, uuid_source
 
@@ -52,8 +53,9 @@ def test_registration_records() -> None:
     )
     controller.replay(controller.bootstrap())
     endpoints = [Listener("PLAINTEXT", "h", 9092), Listener("SECURE", "h", 9093)]
-    result = controller.register_broker(endpoints, broker_epoch=17)
-    register, unfence = result.records
+    request = controller.local_registration(endpoints, uuid.UUID(int=7))
+    result = controller.broker_registration(request, broker_epoch=17, now_ms=0)
+    (register,) = result.records
     assert isinstance(register, RegisterBrokerRecord)
     assert (register.broker_id, register.broker_epoch, register.fenced, register.rack) == (
         1,
@@ -61,6 +63,7 @@ def test_registration_records() -> None:
         True,
         "rack-a",
     )
+    assert register.incarnation_id == uuid.UUID(int=7)
     assert [(e.name, e.port, e.security_protocol) for e in register.end_points] == [
         ("PLAINTEXT", 9092, 0),
         ("SECURE", 9093, 0),  # the listener's protocol id (PLAINTEXT); SSL listeners fail closed
@@ -68,17 +71,19 @@ def test_registration_records() -> None:
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in register.features
     ] == [("metadata.version", 7, 25)]
-    assert unfence == UnfenceBrokerRecord(1, 17)
-    assert commit(controller, result) == 17
+    assert commit(controller, result).broker_epoch == 17
     node = controller.image.broker(1)
     assert node is not None
-    assert node.active
+    assert node.fenced  # until its first heartbeat
     assert node.rack == "rack-a"
 
 
 def test_registration_needs_a_bootstrapped_cluster() -> None:
+    controller = _fresh()
     with pytest.raises(ControllerError) as info:
-        _fresh().register_broker([], broker_epoch=0)
+        controller.broker_registration(
+            controller.local_registration([], uuid.UUID(int=1)), broker_epoch=0, now_ms=0
+        )
     assert info.value.error.code == ErrorCode.UNSUPPORTED_VERSION
 
 

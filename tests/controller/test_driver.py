@@ -284,7 +284,7 @@ def test_closed_driver_refuses_commands(tmp_path: Path) -> None:
 def test_producer_ids_need_registration(tmp_path: Path) -> None:
     async def main() -> None:
         driver = await _open(_config(tmp_path))
-        driver._broker_epoch = 12345  # a stale epoch, as after a lost registration
+        driver.local_broker.broker_epoch = 12345  # a stale epoch, as after a lost registration
         with pytest.raises(ControllerError) as info:
             await driver.allocate_producer_ids()
         assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
@@ -382,6 +382,60 @@ def test_a_failed_snapshot_leaves_the_command_done_and_is_retried(
         await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
         latest = max(s.end_offset for s in list_snapshots(directory))
         assert latest == driver.image.provenance.offset + 1
+        await driver.close()
+
+    _run(main)
+
+
+def test_first_start_takes_the_metadata_version_strom_format_chose(tmp_path: Path) -> None:
+    from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
+
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_bootstrap_checkpoint(directory, {"metadata.version": 21}, 0)
+
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        assert driver.image.metadata_version == 21
+        await driver.close()
+
+    _run(main)
+
+
+def test_local_broker_registers_then_is_unfenced(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        node = driver.image.broker(1)
+        assert node is not None
+        assert (node.fenced, node.epoch) == (False, driver.broker_epoch)
+        assert node.incarnation_id == driver.local_broker.incarnation_id
+        await driver.close()
+
+    _run(main)
+
+
+def test_a_registration_the_log_refuses_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strom.wire.messages.broker_registration import BrokerRegistrationRequest
+
+    def disk_full(fd: int, data: object, position: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        request = BrokerRegistrationRequest(
+            broker_id=2,
+            cluster_id=driver.cluster_id,
+            incarnation_id=uuid.UUID(int=2),
+            features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
+        )
+        monkeypatch.setattr(os, "pwrite", disk_full)
+        response = await driver.broker_registration(request)
+        assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert driver.image.broker(2) is None
+        monkeypatch.undo()
+        assert (await driver.broker_registration(request)).error_code == ErrorCode.NONE
         await driver.close()
 
     _run(main)

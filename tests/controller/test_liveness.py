@@ -12,6 +12,7 @@ from strom.coordinator.controller import Controller, ControllerError
 from strom.coordinator.controller.liveness import OfflineReplicas, partition_leadership
 from strom.coordinator.metadata.image import PartitionImage
 from strom.wire.errors import ErrorCode
+from tests.controller.helpers import register_local
 
 A, B = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -45,11 +46,10 @@ def test_the_controller_takes_reports_from_registered_brokers_only() -> None:
     controller.replay(controller.bootstrap())
     with pytest.raises(ControllerError):
         controller.heartbeat(1, 0, [(A, 0)])  # not registered yet
-    result = controller.register_broker([Listener("PLAINTEXT", "h", 1)], broker_epoch=1)
-    controller.replay(result.records)
-    assert controller.heartbeat(1, result.response, [(A, 0)])
-    assert not controller.heartbeat(1, result.response, [(A, 0)])
+    register_local(controller, [Listener("PLAINTEXT", "h", 1)], broker_epoch=1)
+    assert controller.heartbeat(1, 1, [(A, 0)])
+    assert not controller.heartbeat(1, 1, [(A, 0)])
     assert controller.offline_replicas.of(A, 0) == {1}
     with pytest.raises(ControllerError) as info:
-        controller.heartbeat(1, result.response + 1, [])
+        controller.heartbeat(1, 2, [])
     assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH

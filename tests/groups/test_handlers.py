@@ -32,10 +32,11 @@ async def test_find_coordinator_every_version(
         request = FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"])
         response = await client.request(request, version, FindCoordinatorResponse)
         assert [
-            (c.key, c.node_id, c.host, c.port, c.error_code) for c in response.coordinators
+            (c.key, c.node_id, c.host, c.port, c.error_code, c.error_message)
+            for c in response.coordinators
         ] == [
-            ("a", 1, host, int(port), 0),
-            ("b", 1, host, int(port), 0),
+            ("a", 1, host, int(port), 0, ""),  # Kafka 4.1: "" here, "NONE" before v4
+            ("b", 1, host, int(port), 0, ""),
         ]
     else:
         response = await client.request(
@@ -44,6 +45,7 @@ async def test_find_coordinator_every_version(
         assert (response.error_code, response.node_id, response.host, response.port) == (
             0, 1, host, int(port),
         )  # fmt: skip
+        assert response.error_message == ("NONE" if version >= 1 else "")
     state = broker.broker.state
     assert state is not None
     topic = state.image.topic(CONSUMER_OFFSETS)

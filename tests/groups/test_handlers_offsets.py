@@ -178,3 +178,22 @@ async def test_commit_to_an_offline_partition_is_not_coordinator(
         OffsetFetchRequest(group_id="g", topics=None), 7, OffsetFetchResponse
     )
     assert [p.committed_offset for t in fetched.topics for p in t.partitions] == [1, 2]
+
+
+async def test_describe_keeps_the_assignment_while_rebalancing(client: KafkaClient) -> None:
+    """Outside Stable, Kafka 4.1 describes members without metadata but with their last
+    assignment (found by differential testing)."""
+    from strom.wire.messages.join_group import JoinGroupResponse
+    from tests.groups.wire_helpers import join_request
+
+    joined = await form(client, "g", b"the-assignment")
+    rejoined = await client.request(
+        join_request("g", joined.member_id), 9, JoinGroupResponse
+    )  # the leader rejoins: a new generation waits for its SyncGroup
+    assert (rejoined.error_code, rejoined.generation_id) == (0, joined.generation_id + 1)
+    response = await client.request(DescribeGroupsRequest(groups=["g"]), 5, DescribeGroupsResponse)
+    [group] = response.groups
+    assert (group.group_state, group.protocol_data) == ("CompletingRebalance", "")
+    [member] = group.members
+    assert bytes(member.member_metadata) == b""
+    assert bytes(member.member_assignment) == b"the-assignment"

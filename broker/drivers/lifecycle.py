@@ -1,0 +1,163 @@
+"""`BrokerLifecycle`: this broker's registration with the controller, and its heartbeats.
+
+Kafka's BrokerLifecycleManager, broker side: register a new incarnation (BrokerRegistration,
+API 62), heartbeat (BrokerHeartbeat, API 63) until the controller unfences the broker, then
+every `broker.heartbeat.interval.ms` to keep its lease; a heartbeat answered
+STALE_BROKER_EPOCH (the controller lost or replaced the registration) registers again.
+`controlled_shutdown` heartbeats `want_shut_down` until the controller answers
+`should_shut_down`.
+
+It talks to the controller through `ControllerChannel`: on a combined node today that is
+`LocalControllerChannel`, the in-process controller driver; with the Raft driver it becomes a
+channel that sends the RPCs to the active controller (the messages are the same).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+from strom.config import BrokerConfig, Listener
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from strom.wire.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+
+log = logging.getLogger("strom.lifecycle")
+
+
+class RegistrationError(Exception):
+    """The controller refused this broker's registration; the message says why."""
+
+
+class ControllerChannel(Protocol):
+    """How this broker reaches the active controller."""
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse: ...
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse: ...
+
+
+class BrokerLifecycle:
+    """Registration and heartbeats of one broker (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        channel: ControllerChannel,
+        *,
+        registration: Callable[[Sequence[Listener], uuid.UUID], BrokerRegistrationRequest],
+        metadata_offset: Callable[[], int],
+        incarnation_id: uuid.UUID | None = None,
+    ) -> None:
+        self._config = config
+        self._channel = channel
+        self._registration = registration
+        self._metadata_offset = metadata_offset
+        self.incarnation_id = incarnation_id or uuid.uuid4()
+        """This process's incarnation: a restart is a new one (Kafka's incarnation id)."""
+        self.broker_epoch = -1
+        """The epoch of the current registration (-1: not registered)."""
+        self.endpoints: list[Listener] = []
+        self.fenced = True
+        self._registered_with: list[tuple[str, str, int]] | None = None
+
+    @property
+    def node_id(self) -> int:
+        return self._config.node_id
+
+    async def register(self, endpoints: Sequence[Listener]) -> int:
+        """Register (unless already registered with exactly these endpoints), then heartbeat
+        until the controller unfences this broker; returns the broker epoch.
+
+        Raises RegistrationError when the controller refuses, or when it does not unfence the
+        broker within initial.broker.registration.timeout.ms.
+        """
+        wanted = [(e.name, e.host, e.port) for e in endpoints]
+        if self.broker_epoch >= 0 and self._registered_with == wanted and not self.fenced:
+            return self.broker_epoch
+        timeout = self._config.initial_broker_registration_timeout_ms / 1000
+        backoff = self._config.controller_quorum_retry_backoff_ms / 1000
+        with trio.move_on_after(timeout) as scope:
+            await self._register(list(endpoints))
+            while self.fenced:
+                response = await self.heartbeat()
+                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                    await self._register(list(endpoints))
+                elif self.fenced:
+                    await trio.sleep(backoff)
+        if scope.cancelled_caught:
+            raise RegistrationError(
+                f"broker {self.node_id} was not registered and unfenced within "
+                "initial.broker.registration.timeout.ms="
+                f"{self._config.initial_broker_registration_timeout_ms}; check that the "
+                "controller quorum is reachable"
+            )
+        return self.broker_epoch
+
+    async def _register(self, endpoints: list[Listener]) -> None:
+        request = self._registration(endpoints, self.incarnation_id)
+        while True:
+            response = await self._channel.register(request)
+            if response.error_code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                break
+            log.info("broker %d: an older incarnation still holds a lease; retrying", self.node_id)
+            await trio.sleep(self._config.broker_heartbeat_interval_ms / 1000)
+        if response.error_code != ErrorCode.NONE:
+            raise RegistrationError(
+                f"the controller refused to register broker {self.node_id}: "
+                f"{ErrorCode(response.error_code).name}"
+            )
+        self.broker_epoch = response.broker_epoch
+        self.endpoints = endpoints
+        self._registered_with = [(e.name, e.host, e.port) for e in endpoints]
+        self.fenced = True
+        log.debug("broker %d registered with epoch %d", self.node_id, self.broker_epoch)
+
+    async def heartbeat(
+        self, *, want_shut_down: bool = False, want_fence: bool = False
+    ) -> BrokerHeartbeatResponse:
+        """One heartbeat with this broker's metadata offset; records whether it is fenced."""
+        request = BrokerHeartbeatRequest(
+            broker_id=self.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._metadata_offset(),
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+        )
+        response = await self._channel.heartbeat(request)
+        if response.error_code == ErrorCode.NONE:
+            self.fenced = response.is_fenced
+        return response
+
+    async def run(self) -> None:
+        """Heartbeat every broker.heartbeat.interval.ms; register again if the controller
+        no longer knows this registration."""
+        interval = self._config.broker_heartbeat_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            response = await self.heartbeat()
+            code = ErrorCode(response.error_code)
+            if code == ErrorCode.STALE_BROKER_EPOCH:
+                log.warning("broker %d: registration %d is stale; registering again",
+                            self.node_id, self.broker_epoch)  # fmt: skip
+                await self.register(self.endpoints)
+            elif code != ErrorCode.NONE:
+                log.warning("broker %d heartbeat failed: %s", self.node_id, code.name)
+            elif self.fenced:
+                log.warning("broker %d is fenced; asking to be unfenced", self.node_id)
+
+    async def controlled_shutdown(self) -> None:
+        """Ask to shut down and wait until the controller says it is safe (leadership moved)."""
+        backoff = self._config.controller_quorum_retry_backoff_ms / 1000
+        while True:
+            response = await self.heartbeat(want_shut_down=True)
+            if response.error_code != ErrorCode.NONE or response.should_shut_down:
+                return
+            await trio.sleep(backoff)

@@ -1,0 +1,158 @@
+"""`strom format` and `strom random-uuid`: Kafka's `kafka-storage` for Strom.
+
+`format` writes `meta.properties` (cluster id, node id, a directory id of its own) into every
+`log.dirs` entry and `metadata.log.dir`, and `bootstrap.checkpoint` (metadata.version) into
+the metadata directory (`strom.coordinator.metadata.properties.format_directories`). Options
+as kafka-storage's: `--cluster-id/-t` (required, a Kafka Uuid string: `strom random-uuid`),
+`--config/-c` (optional here: without it Strom's defaults apply, as for `strom serve`),
+`--override` (Strom's), `--ignore-formatted/-g` (skip formatted directories instead of
+failing), and KIP-853's `--standalone/-s`, `--initial-controllers/-I`,
+`--no-initial-controllers/-N`. `--add-scram/-S` is refused: Strom has no SASL yet.
+
+Failures print one line to stderr and exit 1, as kafka-storage does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from typing import Any
+
+from strom.config import BrokerConfig, ConfigError, load_config
+from strom.config.quorum import NOT_YET, VOTERS_KEY, Address, is_own_controller
+from strom.coordinator.controller.controller import LATEST_METADATA_VERSION
+from strom.coordinator.metadata.properties import (
+    METADATA_VERSION_NAMES,
+    format_directories,
+    kafka_uuid_string,
+    parse_kafka_uuid,
+)
+from strom.coordinator.metadata.records import MetadataError
+
+
+class StorageToolError(Exception):
+    """A refusal of `strom format`, in one line."""
+
+
+def add_storage_commands(sub: Any) -> None:
+    """Add `format` and `random-uuid` to the `strom` argument parser's subcommands."""
+    fmt = sub.add_parser("format", help="format the storage directories (as kafka-storage)")
+    fmt.add_argument("--config", "-c", metavar="FILE", help="a server.properties file")
+    fmt.add_argument("--override", metavar="KEY=VALUE", action="append", default=[])
+    fmt.add_argument("--cluster-id", "-t", required=True, help="the cluster id to use")
+    fmt.add_argument("--ignore-formatted", "-g", action="store_true")
+    fmt.add_argument("--add-scram", "-S", action="append", help=argparse.SUPPRESS)
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", "-s", action="store_true",
+                        help="initialize a single-node controller quorum (this node)")  # fmt: skip
+    quorum.add_argument("--initial-controllers", "-I", metavar="VOTERS",
+                        help="id@host:port:directory-id,... of the initial controllers")  # fmt: skip
+    quorum.add_argument("--no-initial-controllers", "-N", action="store_true")
+    sub.add_parser("random-uuid", help="print a random UUID (a cluster id)")
+
+
+def run_storage_command(args: argparse.Namespace) -> int:
+    """Run `format` or `random-uuid`; the exit code."""
+    if args.command == "random-uuid":
+        print(kafka_uuid_string(uuid.uuid4()))
+        return 0
+    try:
+        config = load_config(args.config, args.override)
+        for directory, kind in _format(config, args):
+            level = LATEST_METADATA_VERSION
+            name = METADATA_VERSION_NAMES.get(level, str(level))
+            print(f"Formatting {kind} {directory} with metadata.version {name}.")
+    except (ConfigError, MetadataError, StorageToolError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"cannot format{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
+    if args.add_scram:
+        raise StorageToolError(
+            "--add-scram is refused: Strom does not implement SASL/SCRAM yet; remove it"
+        )
+    if config.cluster_id is not None and config.cluster_id != args.cluster_id:
+        raise StorageToolError(
+            f"--cluster-id {args.cluster_id} differs from cluster.id={config.cluster_id} in "
+            "the configuration; use the same cluster id"
+        )
+    own_directory = _check_quorum_flags(config, args)
+    formatted = format_directories(
+        config.data_dirs,
+        config.metadata_dir,
+        cluster_id=args.cluster_id,
+        node_id=config.node_id,
+        new_uuid=uuid.uuid4,
+        ignore_formatted=args.ignore_formatted,
+        metadata_version=LATEST_METADATA_VERSION,
+        timestamp=time.time_ns() // 1_000_000,
+        metadata_directory_id=own_directory,
+    )
+    if not formatted:
+        print("All of the log directories are already formatted.")
+    return formatted
+
+
+def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> uuid.UUID | None:
+    """KIP-853's flags, as kafka-storage checks them, and what Strom cannot run yet; the
+    metadata directory id `--initial-controllers` gives this node, if any."""
+    dynamic = args.standalone or args.initial_controllers is not None
+    if dynamic and config.quorum_voters:
+        raise StorageToolError(
+            f"You cannot specify --standalone or --initial-controllers when {VOTERS_KEY} is "
+            "set; remove one of them"
+        )
+    if args.standalone:
+        if "controller" not in config.roles:
+            raise StorageToolError("You cannot use --standalone on a broker node.")
+        return None
+    if args.initial_controllers is not None:
+        voters = _parse_initial_controllers(args.initial_controllers)
+        others = [v for v in voters if v[0] != config.node_id]
+        own = [v for v in voters if v[0] == config.node_id]
+        if others or not own or not is_own_controller(own[0][1], config.controller_endpoints,
+                                                       same_node=True):  # fmt: skip
+            raise StorageToolError(
+                f"--initial-controllers names controllers other than this node: {NOT_YET}; "
+                "use --standalone"
+            )
+        return own[0][2]
+    if (
+        "controller" in config.roles
+        and not args.no_initial_controllers
+        and not config.standalone
+        and not config.quorum_voters
+    ):
+        raise StorageToolError(
+            f"Because {VOTERS_KEY} is not set on this controller, you must specify one of the "
+            "following: --standalone, --initial-controllers, or --no-initial-controllers."
+        )
+    return None
+
+
+def _parse_initial_controllers(text: str) -> list[tuple[int, Address, uuid.UUID]]:
+    """`id@host:port:directory-id,...` (KIP-853's DynamicVoters)."""
+    out = []
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        node, at, rest = entry.partition("@")
+        address, _, directory = rest.rpartition(":")
+        host, _, port = address.rpartition(":")
+        try:
+            out.append(
+                (int(node), Address(host.strip("[]"), int(port)), parse_kafka_uuid(directory))
+            )
+        except ValueError as exc:
+            raise StorageToolError(
+                f"--initial-controllers entry {entry!r} is not id@host:port:directory-id ({exc})"
+            ) from exc
+        if not at:
+            raise StorageToolError(f"--initial-controllers entry {entry!r} lacks the id@")
+    return out

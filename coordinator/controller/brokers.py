@@ -1,0 +1,416 @@
+"""Brokers in the cluster: registration, heartbeats, leases, fencing and controlled shutdown.
+
+Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
+`ReplicationControlManager`, over Strom's image:
+
+- BrokerRegistration (API 62) writes a RegisterBrokerRecord, fenced, whose offset is the
+  broker's epoch. A different incarnation of a broker id whose session is still valid is
+  refused (DUPLICATE_BROKER_REGISTRATION); a broker that cannot run the finalized
+  metadata.version is refused (UNSUPPORTED_VERSION); another cluster id, INCONSISTENT_CLUSTER_ID.
+- BrokerHeartbeat (API 63) renews the broker's lease and moves it between Kafka's states:
+  FENCED -> UNFENCED once its metadata offset reaches its registration record's offset;
+  UNFENCED -> CONTROLLED_SHUTDOWN (`want_shut_down` while it leads partitions: they move
+  away) -> SHUTDOWN_NOW (`should_shut_down`) once it leads none and every active broker has
+  seen the change; `want_fence` fences it. A heartbeat with another epoch is STALE_BROKER_EPOCH.
+- Leases: a broker that has not heartbeated for `broker.session.timeout.ms` is fenced
+  (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`).
+- Fencing (or controlled shutdown) takes the broker out of every ISR it is in, keeping the last
+  member as Kafka does without ELR, and re-elects the leaders it held among the remaining
+  active in-sync replicas; with none, the partition is offline (leader -1), never led by a
+  fenced broker. Unfencing elects it for the offline partitions whose ISR it is in.
+
+Leases are the active controller's soft state (`BrokerLeases`), never in the log: a controller
+that becomes active gives every registered broker a fresh lease (`BrokerLeases.activate`).
+Time comes in as `now_ms`; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from strom.coordinator.controller.result import ControllerError, ControllerResult
+from strom.coordinator.metadata.image import (
+    METADATA_VERSION,
+    NO_LEADER,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
+from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+from strom.wire.message import Message
+
+if TYPE_CHECKING:
+    from strom.wire.messages.broker_heartbeat import (
+        BrokerHeartbeatRequest,
+        BrokerHeartbeatResponse,
+    )
+    from strom.wire.messages.broker_registration import (
+        BrokerRegistrationRequest,
+        BrokerRegistrationResponse,
+    )
+
+NO_LEADER_CHANGE = -2
+FENCE, UNFENCE = 1, -1
+"""BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
+MINIMUM_KRAFT_METADATA_VERSION = 1
+"""What a broker that names no metadata.version range is assumed to support (Kafka's rule)."""
+LONG_MAX = 2**63 - 1
+
+
+class BrokerState(Enum):
+    """Kafka's BrokerControlState: (fenced, in controlled shutdown, should shut down)."""
+
+    FENCED = (True, False, False)
+    UNFENCED = (False, False, False)
+    CONTROLLED_SHUTDOWN = (False, True, False)
+    SHUTDOWN_NOW = (True, True, True)
+
+    @property
+    def fenced(self) -> bool:
+        return self.value[0]
+
+    @property
+    def should_shut_down(self) -> bool:
+        return self.value[2]
+
+
+@dataclass
+class Session:
+    """One broker incarnation's lease: who (epoch), when last heard from, how far it has read."""
+
+    epoch: int
+    last_contact_ms: int
+    metadata_offset: int = -1
+    controlled_shutdown_offset: int = -1
+
+
+@dataclass
+class BrokerLeases:
+    """The active controller's view of broker liveness (Kafka's BrokerHeartbeatManager)."""
+
+    session_timeout_ms: int
+    sessions: dict[int, Session] = field(default_factory=dict)
+
+    def activate(self, image: MetadataImage, now_ms: int, *, except_broker: int | None) -> None:
+        """Becoming active: every registered broker gets a fresh lease from `now_ms`.
+
+        `except_broker` (a combined node's own broker, which cannot still be running
+        elsewhere: its directories are locked by this process) gets none, so it re-registers
+        at once instead of waiting out the session of its previous incarnation.
+        """
+        self.sessions = {
+            b.broker_id: Session(b.epoch, now_ms)
+            for b in image.brokers()
+            if b.broker_id != except_broker
+        }
+
+    def has_valid_session(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        session = self.sessions.get(broker_id)
+        return (
+            session is not None
+            and session.epoch == epoch
+            and session.last_contact_ms + self.session_timeout_ms >= now_ms
+        )
+
+    def expired(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        """The broker's lease has run out (a broker never heard from has no lease to lose)."""
+        session = self.sessions.get(broker_id)
+        if session is None or session.epoch != epoch:
+            return False
+        return session.last_contact_ms + self.session_timeout_ms < now_ms
+
+    def lowest_active_offset(self, image: MetadataImage) -> int:
+        """The lowest metadata offset any active (unfenced, not shutting down) broker reported."""
+        offsets = [
+            s.metadata_offset
+            for broker_id, s in self.sessions.items()
+            if (b := image.broker(broker_id)) is not None and b.epoch == s.epoch and b.active
+        ]
+        return min(offsets, default=LONG_MAX)
+
+
+# --- BrokerRegistration -------------------------------------------------------------------------
+
+
+def register_broker(
+    image: MetadataImage,
+    leases: BrokerLeases,
+    request: BrokerRegistrationRequest,
+    *,
+    cluster_id: str,
+    broker_epoch: int,
+    now_ms: int,
+) -> ControllerResult[BrokerRegistrationResponse]:
+    """Register a broker incarnation (fenced); `broker_epoch` is the offset its record gets."""
+    from strom.wire.messages.broker_registration import BrokerRegistrationResponse
+
+    try:
+        record = _registration_record(image, leases, request, cluster_id, broker_epoch, now_ms)
+    except ControllerError as exc:
+        return ControllerResult(BrokerRegistrationResponse(error_code=exc.error.code))
+    leases.sessions[record.broker_id] = Session(broker_epoch, now_ms)
+    return ControllerResult(BrokerRegistrationResponse(broker_epoch=broker_epoch), [record])
+
+
+def _registration_record(
+    image: MetadataImage,
+    leases: BrokerLeases,
+    request: BrokerRegistrationRequest,
+    cluster_id: str,
+    broker_epoch: int,
+    now_ms: int,
+) -> RegisterBrokerRecord:
+    if request.cluster_id != cluster_id:
+        raise ControllerError(
+            ErrorCode.INCONSISTENT_CLUSTER_ID,
+            f"Expected cluster ID {cluster_id}, but got cluster ID {request.cluster_id}",
+        )
+    existing = image.broker(request.broker_id)
+    if (
+        existing is not None
+        and existing.incarnation_id != request.incarnation_id
+        and leases.has_valid_session(existing.broker_id, existing.epoch, now_ms)
+    ):
+        raise ControllerError(
+            ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+            "Another broker is registered with that broker id.",
+        )
+    if request.is_migrating_zk_broker:
+        raise ControllerError(
+            ErrorCode.BROKER_ID_NOT_REGISTERED,
+            "Controller does not support registering ZK brokers.",
+        )
+    features = [
+        (f.name, f.min_supported_version, f.max_supported_version) for f in request.features
+    ]
+    if not any(name == METADATA_VERSION for name, _, _ in features):
+        features.append(
+            (METADATA_VERSION, MINIMUM_KRAFT_METADATA_VERSION, MINIMUM_KRAFT_METADATA_VERSION)
+        )
+    for name, low, high in features:
+        finalized = image.features.get(name)
+        if finalized is not None and not low <= finalized <= high:
+            raise ControllerError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"Unable to register because the broker does not support version {finalized} "
+                f"of {name}. It wants a version between {low} and {high}, inclusive.",
+            )
+    return RegisterBrokerRecord(
+        broker_id=request.broker_id,
+        incarnation_id=request.incarnation_id,
+        broker_epoch=broker_epoch,
+        end_points=[
+            RegisterBrokerRecord.BrokerEndpoint(e.name, e.host, e.port, e.security_protocol)
+            for e in request.listeners
+        ],
+        features=[RegisterBrokerRecord.BrokerFeature(n, lo, hi) for n, lo, hi in features],
+        rack=request.rack,
+        fenced=True,
+        log_dirs=list(request.log_dirs),
+    )
+
+
+# --- BrokerHeartbeat ----------------------------------------------------------------------------
+
+
+def broker_heartbeat(
+    image: MetadataImage,
+    leases: BrokerLeases,
+    request: BrokerHeartbeatRequest,
+    *,
+    next_offset: int,
+    now_ms: int,
+) -> ControllerResult[BrokerHeartbeatResponse]:
+    """Renew a lease and move the broker to its next state (see the module docstring).
+
+    `next_offset` is the offset the first record of this command would get (the controlled
+    shutdown offset Kafka waits for every active broker to pass).
+    """
+    from strom.wire.messages.broker_heartbeat import BrokerHeartbeatResponse
+
+    broker_id = request.broker_id
+    registration = image.broker(broker_id)
+    if registration is None or registration.epoch != request.broker_epoch:
+        message = (
+            f"No broker registration found for broker id {broker_id}"
+            if registration is None
+            else f"Expected broker epoch {registration.epoch}, but got broker epoch "
+            f"{request.broker_epoch}"
+        )
+        error = ControllerError(ErrorCode.STALE_BROKER_EPOCH, message)
+        return ControllerResult(BrokerHeartbeatResponse(error_code=error.error.code))
+    session = leases.sessions.get(broker_id)
+    if session is None or session.epoch != registration.epoch:
+        session = leases.sessions[broker_id] = Session(registration.epoch, now_ms)
+    session.last_contact_ms = now_ms
+    session.metadata_offset = request.current_metadata_offset
+
+    current = _current_state(image, broker_id)
+    following = _next_state(image, leases, request, current, registration.epoch)
+    records: list[Message] = []
+    if following is not current:
+        if following is BrokerState.UNFENCED:
+            records = _unfence(image, broker_id, registration.epoch)
+        elif following is BrokerState.CONTROLLED_SHUTDOWN:
+            records = _enter_controlled_shutdown(image, broker_id, registration.epoch)
+            session.controlled_shutdown_offset = next_offset + len(records) - 1
+        elif current is not BrokerState.FENCED:  # FENCED or SHUTDOWN_NOW from a live state
+            records = _fence(image, broker_id, registration.epoch)
+    if following.fenced:
+        session.controlled_shutdown_offset = -1
+    response = BrokerHeartbeatResponse(
+        is_caught_up=request.current_metadata_offset >= registration.epoch,
+        is_fenced=following.fenced,
+        should_shut_down=following.should_shut_down,
+    )
+    return ControllerResult(response, records)
+
+
+def _current_state(image: MetadataImage, broker_id: int) -> BrokerState:
+    registration = image.broker(broker_id)
+    assert registration is not None
+    if registration.in_controlled_shutdown and not registration.fenced:
+        return BrokerState.CONTROLLED_SHUTDOWN
+    return BrokerState.FENCED if registration.fenced else BrokerState.UNFENCED
+
+
+def _next_state(
+    image: MetadataImage,
+    leases: BrokerLeases,
+    request: BrokerHeartbeatRequest,
+    current: BrokerState,
+    registration_offset: int,
+) -> BrokerState:
+    """Kafka's BrokerHeartbeatManager.calculateNextBrokerState."""
+    if current is BrokerState.FENCED:
+        if request.want_shut_down:
+            return BrokerState.SHUTDOWN_NOW
+        if not request.want_fence and request.current_metadata_offset >= registration_offset:
+            return BrokerState.UNFENCED
+        return BrokerState.FENCED
+    if current is BrokerState.UNFENCED:
+        if request.want_fence:
+            return BrokerState.SHUTDOWN_NOW if request.want_shut_down else BrokerState.FENCED
+        if request.want_shut_down:
+            if leads_partitions(image, request.broker_id):
+                return BrokerState.CONTROLLED_SHUTDOWN
+            return BrokerState.SHUTDOWN_NOW
+        return BrokerState.UNFENCED
+    # CONTROLLED_SHUTDOWN: done once it leads nothing and every active broker has caught up
+    # with the record that began it.
+    if leads_partitions(image, request.broker_id):
+        return BrokerState.CONTROLLED_SHUTDOWN
+    session = leases.sessions[request.broker_id]
+    if session.controlled_shutdown_offset <= leases.lowest_active_offset(image):
+        return BrokerState.SHUTDOWN_NOW
+    return BrokerState.CONTROLLED_SHUTDOWN
+
+
+# --- leases -------------------------------------------------------------------------------------
+
+
+def fence_stale_broker(
+    image: MetadataImage, leases: BrokerLeases, now_ms: int
+) -> ControllerResult[int | None]:
+    """Fence one unfenced broker whose lease has expired; response: its id (None: none is)."""
+    for registration in image.brokers():
+        if not registration.fenced and leases.expired(
+            registration.broker_id, registration.epoch, now_ms
+        ):
+            records = _fence(image, registration.broker_id, registration.epoch)
+            return ControllerResult(registration.broker_id, records)
+    return ControllerResult(None)
+
+
+def next_lease_expiry(image: MetadataImage, leases: BrokerLeases) -> int | None:
+    """When the earliest unfenced broker's lease runs out (None: no lease to watch)."""
+    times = [
+        s.last_contact_ms + leases.session_timeout_ms
+        for b in image.brokers()
+        if not b.fenced
+        and (s := leases.sessions.get(b.broker_id)) is not None
+        and s.epoch == b.epoch
+    ]
+    return min(times, default=None)
+
+
+# --- leadership: what fencing, shutting down and unfencing do to partitions ---------------------
+
+
+def leads_partitions(image: MetadataImage, broker_id: int) -> bool:
+    return any(p.leader == broker_id for _, p in _partitions(image))
+
+
+def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, PartitionImage]]:
+    for topic in image.topics_by_id.values():
+        for partition in topic.partitions.values():
+            yield topic, partition
+
+
+def _fence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
+    """Leaders and ISRs without the broker, then the fence itself (Kafka's order)."""
+    records = _remove_from_isrs(image, broker_id)
+    records.append(BrokerRegistrationChangeRecord(broker_id, epoch, fenced=FENCE))
+    return records
+
+
+def _enter_controlled_shutdown(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
+    records = _remove_from_isrs(image, broker_id)
+    records.append(BrokerRegistrationChangeRecord(broker_id, epoch, in_controlled_shutdown=FENCE))
+    return records
+
+
+def _unfence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
+    """The unfence, then the broker leads the offline partitions whose ISR it is in."""
+    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+
+    records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
+
+    def usable(b: int) -> bool:
+        return b == broker_id or _is_active(image, b)
+
+    for topic, p in _partitions(image):
+        if p.leader == NO_LEADER and broker_id in p.isr:
+            leader = next((r for r in p.replicas if r in p.isr and usable(r)), broker_id)
+            records.append(
+                PartitionChangeRecord(partition_id=p.partition_id, topic_id=topic.topic_id,
+                                      leader=leader)
+            )  # fmt: skip
+    return records
+
+
+def _remove_from_isrs(image: MetadataImage, broker_id: int) -> list[Message]:
+    """Take the broker out of every ISR (never emptying one) and off every leadership."""
+    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+
+    def usable(b: int) -> bool:
+        return b != broker_id and _is_active(image, b)
+
+    records: list[Message] = []
+    for topic, p in _partitions(image):
+        if broker_id not in p.isr and p.leader != broker_id:
+            continue
+        isr = [r for r in p.isr if r != broker_id] or list(p.isr)
+        leader = p.leader
+        if leader in (broker_id, NO_LEADER):
+            leader = next((r for r in p.replicas if r in isr and usable(r)), NO_LEADER)
+        change = PartitionChangeRecord(partition_id=p.partition_id, topic_id=topic.topic_id)
+        if tuple(isr) != p.isr:
+            change.isr = isr
+        if leader != p.leader:
+            change.leader = leader
+        if change.isr is not None or change.leader != NO_LEADER_CHANGE:
+            records.append(change)
+    return records
+
+
+def _is_active(image: MetadataImage, broker_id: int) -> bool:
+    registration = image.broker(broker_id)
+    return registration is not None and registration.active

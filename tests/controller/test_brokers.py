@@ -1,0 +1,318 @@
+"""Brokers in the pure controller: registration, heartbeats, leases, fencing, controlled shutdown.
+
+Time is an input (`now_ms`), so every lease test runs on a fake clock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TypeVar
+
+import pytest
+
+from strom.config import BrokerConfig
+from strom.coordinator.controller import Controller, ControllerResult
+from strom.coordinator.metadata.image import PartitionImage
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from strom.wire.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from strom.wire.messages.create_topics import CreateTopicsRequest
+from tests.controller.helpers import commit, create, make_controller
+
+R = TypeVar("R")
+SESSION_MS = 9000
+"""broker.session.timeout.ms's default."""
+
+
+class Cluster:
+    """A controller (node 1, registered) and a log offset that grows with every commit."""
+
+    def __init__(self, props: dict[str, str] | None = None) -> None:
+        self.controller: Controller = make_controller(props)
+        self.offset = 10  # the next log offset: a broker's epoch is its record's offset
+        self.now = 0
+        self.controller.leases.sessions[1].last_contact_ms = 10**12  # node 1 stays live
+
+    def register(
+        self, broker_id: int, incarnation: int | None = None, **fields: object
+    ) -> BrokerRegistrationResponse:
+        request = BrokerRegistrationRequest(
+            broker_id=broker_id,
+            cluster_id=self.controller.cluster_id,
+            incarnation_id=uuid.UUID(int=incarnation or broker_id),
+            listeners=[BrokerRegistrationRequest.Listener("PLAINTEXT", f"h{broker_id}", 9092, 0)],
+            features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
+        )
+        for name, value in fields.items():
+            setattr(request, name, value)
+        result = self.controller.broker_registration(
+            request, broker_epoch=self.offset, now_ms=self.now
+        )
+        return self._commit(result)
+
+    def heartbeat(
+        self,
+        broker_id: int,
+        epoch: int,
+        offset: int | None = None,
+        *,
+        want_fence: bool = False,
+        want_shut_down: bool = False,
+    ) -> BrokerHeartbeatResponse:
+        request = BrokerHeartbeatRequest(
+            broker_id=broker_id,
+            broker_epoch=epoch,
+            current_metadata_offset=self.offset - 1 if offset is None else offset,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+        )
+        result = self.controller.broker_heartbeat(request, next_offset=self.offset, now_ms=self.now)
+        return self._commit(result)
+
+    def join(self, broker_id: int) -> int:
+        """Register and unfence a broker; its epoch."""
+        epoch = self.register(broker_id).broker_epoch
+        assert not self.heartbeat(broker_id, epoch).is_fenced
+        return epoch
+
+    def fence_stale(self) -> int | None:
+        return self._commit(self.controller.fence_stale_broker(self.now))
+
+    def _commit(self, result: ControllerResult[R]) -> R:
+        response = commit(self.controller, result)
+        self.offset += len(result.records)
+        return response
+
+    def partition(self, topic: str, index: int = 0) -> PartitionImage:
+        found = self.controller.image.partition(topic, index)
+        assert found is not None
+        return found
+
+    def topic_on(self, name: str, *replicas: int) -> None:
+        """A one-partition topic with exactly these replicas (the first leads)."""
+        assignment = CreateTopicsRequest.CreatableReplicaAssignment
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=-1, replication_factor=-1,
+            assignments=[assignment(partition_index=0, broker_ids=list(replicas))],
+        )  # fmt: skip
+        result = create(self.controller, topic)
+        assert result.topics[0].error_code == ErrorCode.NONE, result.topics[0].error_message
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+def test_registration_is_fenced_until_a_caught_up_heartbeat() -> None:
+    cluster = Cluster()
+    response = cluster.register(2)
+    assert (response.error_code, response.broker_epoch) == (ErrorCode.NONE, 10)
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert (broker.epoch, broker.fenced, broker.incarnation_id) == (10, True, uuid.UUID(int=2))
+    behind = cluster.heartbeat(2, 10, offset=9)
+    assert (behind.is_caught_up, behind.is_fenced, behind.should_shut_down) == (False, True, False)
+    caught_up = cluster.heartbeat(2, 10, offset=10)
+    assert (caught_up.is_caught_up, caught_up.is_fenced) == (True, False)
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert not broker.fenced
+
+
+def test_want_fence_keeps_a_caught_up_broker_fenced() -> None:
+    cluster = Cluster()
+    epoch = cluster.register(2).broker_epoch
+    assert cluster.heartbeat(2, epoch, want_fence=True).is_fenced
+    assert not cluster.heartbeat(2, epoch).is_fenced
+    assert cluster.heartbeat(2, epoch, want_fence=True).is_fenced  # UNFENCED -> FENCED
+
+
+def test_wrong_cluster_id_is_inconsistent() -> None:
+    response = Cluster().register(2, cluster_id="another-cluster")
+    assert response.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert response.broker_epoch == -1
+
+
+def test_a_broker_that_cannot_run_the_metadata_version_is_refused() -> None:
+    too_old = [BrokerRegistrationRequest.Feature("metadata.version", 1, 7)]
+    assert Cluster().register(2, features=too_old).error_code == ErrorCode.UNSUPPORTED_VERSION
+    # no metadata.version range at all: assumed to support only level 1, as Kafka assumes
+    assert Cluster().register(2, features=[]).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_zk_migrating_broker_is_refused() -> None:
+    response = Cluster().register(2, is_migrating_zk_broker=True)
+    assert response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_another_incarnation_waits_for_the_session_to_expire() -> None:
+    cluster = Cluster()
+    cluster.join(2)
+    cluster.now = SESSION_MS  # the lease runs until last contact + session timeout, inclusive
+    duplicate = cluster.register(2, incarnation=99)
+    assert duplicate.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    again = cluster.register(2)  # the same incarnation may register again (a retry)
+    assert again.error_code == ErrorCode.NONE
+    cluster.now = 2 * SESSION_MS + 1
+    replaced = cluster.register(2, incarnation=99)
+    assert replaced.error_code == ErrorCode.NONE
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert (broker.incarnation_id, broker.epoch) == (uuid.UUID(int=99), replaced.broker_epoch)
+
+
+# --- heartbeats and epochs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("broker_id", "epoch"), [(2, 9), (2, 11), (5, 10)])
+def test_stale_or_unknown_epochs_are_refused(broker_id: int, epoch: int) -> None:
+    cluster = Cluster()
+    cluster.join(2)  # epoch 10
+    response = cluster.heartbeat(broker_id, epoch)
+    assert response.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_a_new_registration_makes_the_old_epoch_stale() -> None:
+    cluster = Cluster()
+    old = cluster.join(2)
+    new = cluster.register(2).broker_epoch
+    assert cluster.heartbeat(2, old).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert cluster.heartbeat(2, new).error_code == ErrorCode.NONE
+
+
+# --- leases and fencing -----------------------------------------------------------------------
+
+
+def test_an_expired_lease_fences_the_broker_and_its_partitions_go_offline() -> None:
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    cluster.topic_on("solo", 2)
+    assert cluster.partition("solo").leader == 2
+    cluster.now = SESSION_MS
+    assert cluster.fence_stale() is None  # heartbeat at 0: valid through 9000
+    cluster.now = SESSION_MS - 1
+    cluster.heartbeat(2, epoch)  # renews until 17999
+    cluster.now = 2 * SESSION_MS - 1
+    assert cluster.fence_stale() is None
+    assert cluster.controller.next_lease_expiry() == 2 * SESSION_MS - 1
+    cluster.now = 2 * SESSION_MS
+    assert cluster.fence_stale() == 2
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert broker.fenced
+    solo = cluster.partition("solo")
+    assert (solo.leader, solo.isr, solo.leader_epoch) == (-1, (2,), 1)  # offline, never "led"
+    assert cluster.fence_stale() is None  # one broker, fenced once
+
+
+def test_fencing_a_leader_moves_leadership_to_the_in_sync_replica() -> None:
+    cluster = Cluster()
+    cluster.join(2)
+    cluster.topic_on("pair", 2, 1)
+    cluster.now = SESSION_MS + 1
+    assert cluster.fence_stale() == 2
+    pair = cluster.partition("pair")
+    assert (pair.leader, pair.isr, pair.replicas) == (1, (1,), (2, 1))
+
+
+def test_unfencing_elects_the_broker_for_its_offline_partitions() -> None:
+    cluster = Cluster()
+    cluster.join(2)
+    cluster.topic_on("solo", 2)
+    cluster.now = SESSION_MS + 1
+    assert cluster.fence_stale() == 2
+    assert cluster.partition("solo").leader == -1
+    epoch = cluster.register(2).broker_epoch  # a restart: new registration, fenced
+    assert cluster.partition("solo").leader == -1
+    assert not cluster.heartbeat(2, epoch).is_fenced
+    solo = cluster.partition("solo")
+    assert (solo.leader, solo.isr) == (2, (2,))
+
+
+def test_activation_gives_a_fresh_lease_except_to_the_own_broker() -> None:
+    cluster = Cluster()
+    cluster.join(2)
+    cluster.controller.activate(50_000, except_broker=1)
+    assert set(cluster.controller.leases.sessions) == {2}
+    cluster.now = 50_000 + SESSION_MS
+    assert cluster.fence_stale() is None
+    cluster.now += 1
+    assert cluster.fence_stale() == 2
+    # the own broker has no lease to wait out: a new incarnation registers at once
+    assert cluster.register(1, incarnation=77).error_code == ErrorCode.NONE
+
+
+# --- controlled shutdown ----------------------------------------------------------------------
+
+
+def test_controlled_shutdown_moves_leadership_then_allows_shutdown() -> None:
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    cluster.topic_on("solo", 2)
+    first = cluster.heartbeat(2, epoch, want_shut_down=True)
+    assert (first.is_fenced, first.should_shut_down) == (False, False)
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert broker.in_controlled_shutdown
+    assert cluster.partition("solo").leader == -1  # no other replica: offline
+    node = cluster.controller.image.broker(1)
+    assert node is not None
+    cluster.heartbeat(1, node.epoch)  # the only active broker has seen the change
+    second = cluster.heartbeat(2, epoch, want_shut_down=True)
+    assert (second.is_fenced, second.should_shut_down) == (True, True)
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert broker.fenced
+
+
+def test_controlled_shutdown_waits_for_active_brokers_to_catch_up() -> None:
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    cluster.topic_on("solo", 2)
+    node = cluster.controller.image.broker(1)
+    assert node is not None
+    cluster.heartbeat(1, node.epoch, offset=0)  # node 1 is behind
+    assert not cluster.heartbeat(2, epoch, want_shut_down=True).should_shut_down
+    assert not cluster.heartbeat(2, epoch, want_shut_down=True).should_shut_down
+    cluster.heartbeat(1, node.epoch)  # caught up
+    assert cluster.heartbeat(2, epoch, want_shut_down=True).should_shut_down
+
+
+def test_a_broker_leading_nothing_shuts_down_at_once() -> None:
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    offset = cluster.offset
+    response = cluster.heartbeat(2, epoch, want_shut_down=True)
+    assert (response.is_fenced, response.should_shut_down) == (True, True)
+    assert cluster.offset == offset + 1  # just the fence record
+    fenced = cluster.controller.broker_heartbeat(
+        BrokerHeartbeatRequest(broker_id=2, broker_epoch=epoch, want_shut_down=True),
+        next_offset=cluster.offset,
+        now_ms=0,
+    )
+    assert fenced.response.should_shut_down
+    assert fenced.records == []  # a fenced broker shutting down writes nothing
+
+
+def test_fence_record_is_a_registration_change() -> None:
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    result = cluster.controller.broker_heartbeat(
+        BrokerHeartbeatRequest(broker_id=2, broker_epoch=epoch, want_fence=True),
+        next_offset=cluster.offset,
+        now_ms=0,
+    )
+    assert result.records == [BrokerRegistrationChangeRecord(2, epoch, fenced=1)]
+
+
+def test_session_timeout_comes_from_the_config() -> None:
+    controller = Controller(
+        BrokerConfig.from_properties({"broker.session.timeout.ms": "500"}),
+        new_uuid=lambda: uuid.UUID(int=1),
+    )
+    assert controller.leases.session_timeout_ms == 500

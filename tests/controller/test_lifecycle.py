@@ -1,0 +1,104 @@
+"""`BrokerLifecycle` against a scripted controller: retries, re-registration, refusals."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import pytest
+import trio
+
+from strom.broker.drivers.lifecycle import BrokerLifecycle, RegistrationError
+from strom.config import BrokerConfig, Listener
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from strom.wire.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+
+CONFIG = BrokerConfig.from_properties(
+    {"broker.heartbeat.interval.ms": "1", "controller.quorum.retry.backoff.ms": "1",
+     "initial.broker.registration.timeout.ms": "2000"}
+)  # fmt: skip
+
+
+class ScriptedController:
+    """Answers registrations and heartbeats from scripts; records what it was sent."""
+
+    def __init__(
+        self, registrations: list[BrokerRegistrationResponse], beats: list[BrokerHeartbeatResponse]
+    ) -> None:
+        self.registrations = registrations
+        self.beats = beats
+        self.sent: list[object] = []
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        self.sent.append(request)
+        return self.registrations.pop(0)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        self.sent.append(request)
+        return self.beats.pop(0)
+
+
+def _lifecycle(channel: ScriptedController) -> BrokerLifecycle:
+    def registration(
+        endpoints: Sequence[Listener], incarnation: uuid.UUID
+    ) -> BrokerRegistrationRequest:
+        return BrokerRegistrationRequest(broker_id=1, incarnation_id=incarnation)
+
+    return BrokerLifecycle(
+        CONFIG, channel, registration=registration, metadata_offset=lambda: 42,
+        incarnation_id=uuid.UUID(int=5),
+    )  # fmt: skip
+
+
+def _beat(fenced: bool, error: ErrorCode = ErrorCode.NONE) -> BrokerHeartbeatResponse:
+    return BrokerHeartbeatResponse(error_code=error, is_fenced=fenced, is_caught_up=not fenced)
+
+
+def test_registers_then_heartbeats_until_unfenced() -> None:
+    channel = ScriptedController(
+        [BrokerRegistrationResponse(broker_epoch=7)], [_beat(True), _beat(True), _beat(False)]
+    )
+    lifecycle = _lifecycle(channel)
+    assert trio.run(lifecycle.register, [Listener("PLAINTEXT", "h", 1)]) == 7
+    assert not lifecycle.fenced
+    beats = [m for m in channel.sent if isinstance(m, BrokerHeartbeatRequest)]
+    assert [(b.broker_epoch, b.current_metadata_offset) for b in beats] == [(7, 42)] * 3
+    assert trio.run(lifecycle.register, [Listener("PLAINTEXT", "h", 1)]) == 7  # no-op
+    assert len(channel.sent) == 4
+
+
+def test_duplicate_registration_is_retried_and_stale_epoch_registers_again() -> None:
+    channel = ScriptedController(
+        [
+            BrokerRegistrationResponse(error_code=ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+            BrokerRegistrationResponse(broker_epoch=3),
+            BrokerRegistrationResponse(broker_epoch=9),
+        ],
+        [_beat(True, ErrorCode.STALE_BROKER_EPOCH), _beat(False)],
+    )
+    lifecycle = _lifecycle(channel)
+    assert trio.run(lifecycle.register, []) == 9
+    registrations = [m for m in channel.sent if isinstance(m, BrokerRegistrationRequest)]
+    assert {r.incarnation_id for r in registrations} == {uuid.UUID(int=5)}  # one incarnation
+
+
+def test_a_refusal_is_a_registration_error() -> None:
+    channel = ScriptedController(
+        [BrokerRegistrationResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)], []
+    )
+    with pytest.raises(RegistrationError, match="INCONSISTENT_CLUSTER_ID"):
+        trio.run(_lifecycle(channel).register, [])
+
+
+def test_controlled_shutdown_waits_for_should_shut_down() -> None:
+    waiting = BrokerHeartbeatResponse(is_fenced=False, should_shut_down=False)
+    done = BrokerHeartbeatResponse(is_fenced=True, should_shut_down=True)
+    channel = ScriptedController([], [waiting, waiting, done])
+    lifecycle = _lifecycle(channel)
+    trio.run(lifecycle.controlled_shutdown)
+    assert all(m.want_shut_down for m in channel.sent)  # type: ignore[attr-defined]
+    assert len(channel.sent) == 3
