@@ -1,0 +1,996 @@
+"""The KRaft consensus core: a pure state machine, no clock, no I/O.
+
+Inputs: `receive(src, message, now)`, `tick(now)`, `writes_durable(seq, now)`, and from the local
+state machine `propose`, `snapshot`, `resign`. Randomness comes from the injected
+`random.Random`. Outputs: `take_effects()` (see `strom.coordinator.raft.effects`) and
+`next_deadline()`, the time the driver must call `tick` by.
+
+Roles, as in Kafka's KafkaRaftClient: UNATTACHED (epoch known, no leader, no vote), VOTED (voted in
+this epoch), PROSPECTIVE (pre-vote, KIP-996: asks whether it could win without bumping the epoch),
+CANDIDATE (bumped the epoch, voted for itself), LEADER, FOLLOWER (fetching from the known leader),
+RESIGNED (a former leader of this epoch waiting for the next one). Observers (`node_id` not in
+`voters`) are only UNATTACHED or FOLLOWER and never vote.
+
+Replication is pull-based: followers and observers send Fetch(fetch offset, last fetched epoch);
+the leader checks the pair against its own log and answers with entries, with the diverging epoch
+and end offset (the follower truncates to where the logs agree), or with the snapshot id to fetch
+when the offset is below its log start. The leader's high watermark is the offset a majority of
+voters have durably reached, and only moves once that offset lies in the leader's own epoch (past
+the control entry it writes when elected). A leader that has not heard a fetch from a majority for
+`fetch_timeout_ms` resigns (check-quorum); a follower that has not fetched successfully for as long
+starts a pre-vote.
+
+Durability: a `Send` is only released after every write issued before it is acknowledged by
+`writes_durable`, so votes, epochs and fetch positions are never acted on before they are on disk.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass
+
+from strom.coordinator.raft.effects import (
+    AppendEntries,
+    Effect,
+    HighWatermark,
+    InstallSnapshot,
+    LeaderChange,
+    PersistQuorumState,
+    Send,
+    SnapshotLoaded,
+    TruncateTo,
+    Write,
+)
+from strom.coordinator.raft.log import ReplicaLog
+from strom.coordinator.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    RaftMessage,
+    VoteRequest,
+    VoteResponse,
+)
+from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.wire.errors import ErrorCode
+
+NONE = int(ErrorCode.NONE)
+FENCED_LEADER_EPOCH = int(ErrorCode.FENCED_LEADER_EPOCH)
+UNKNOWN_LEADER_EPOCH = int(ErrorCode.UNKNOWN_LEADER_EPOCH)
+NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+SNAPSHOT_NOT_FOUND = int(ErrorCode.SNAPSHOT_NOT_FOUND)
+POSITION_OUT_OF_RANGE = int(ErrorCode.POSITION_OUT_OF_RANGE)
+INCONSISTENT_VOTER_SET = int(ErrorCode.INCONSISTENT_VOTER_SET)
+
+
+class RaftSafetyError(Exception):
+    """An input that could only arrive if Raft's safety were already broken (two leaders in one
+    epoch, truncating committed entries). The node must stop rather than continue."""
+
+
+class Role(enum.Enum):
+    UNATTACHED = "Unattached"
+    VOTED = "Voted"
+    PROSPECTIVE = "Prospective"
+    CANDIDATE = "Candidate"
+    LEADER = "Leader"
+    FOLLOWER = "Follower"
+    RESIGNED = "Resigned"
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Kafka's `controller.quorum.*` settings, with its defaults."""
+
+    election_timeout_ms: int = 1000
+    """controller.quorum.election.timeout.ms; the timeout is drawn from [t, 2t)."""
+    fetch_timeout_ms: int = 2000
+    """controller.quorum.fetch.timeout.ms"""
+    election_backoff_max_ms: int = 1000
+    """controller.quorum.election.backoff.max.ms"""
+    request_timeout_ms: int = 2000
+    """controller.quorum.request.timeout.ms"""
+    retry_backoff_ms: int = 20
+    """controller.quorum.retry.backoff.ms"""
+    fetch_max_wait_ms: int = 500
+    """How long the leader holds a fetch that has nothing new (Kafka's fetchMaxWaitMs)."""
+    fetch_max_bytes: int = 1 << 20
+    snapshot_chunk_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    replica_id: int
+    log_end_offset: int
+    last_fetch_ms: int
+    last_caught_up_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    """What DescribeQuorum reports (filled in on the leader only)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaInfo, ...]
+    observers: tuple[ReplicaInfo, ...]
+
+
+@dataclass(slots=True)
+class _Replica:
+    """The leader's view of one fetching replica in its epoch."""
+
+    offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass(slots=True)
+class _Parked:
+    src: int
+    request: FetchRequest
+    deadline: int
+
+
+NEVER = 1 << 62
+
+
+class RaftCore:
+    """One replica of the metadata partition. See the module docstring."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: frozenset[int],
+        recovered: RecoveredState,
+        rng: random.Random,
+        now: int,
+        config: RaftConfig | None = None,
+    ) -> None:
+        if not voters:
+            raise ValueError("the quorum needs at least one voter")
+        stored = recovered.quorum.voters
+        if stored and stored != voters:
+            raise ValueError(
+                f"the quorum-state file lists voters {sorted(stored)} but the configuration "
+                f"says {sorted(voters)}: fix controller.quorum.voters or reformat this node"
+            )
+        self.node_id = node_id
+        self.voters = voters
+        self.is_voter = node_id in voters
+        self.config = config or RaftConfig()
+        self._rng = rng
+        self.log = ReplicaLog(recovered)
+        self.epoch = recovered.quorum.leader_epoch
+        self.leader_id = recovered.quorum.leader_id
+        self.voted_id = recovered.quorum.voted_id
+        self.high_watermark = self.log.start_offset
+        self._persisted = recovered.quorum
+        self._effects: list[Effect] = []
+        self._seq = 0
+        self._durable_seq = 0
+        self._held: list[tuple[int, Send]] = []
+        self._log_writes: list[tuple[int, int]] = []
+        self._durable_end = self.log.end_offset
+        self._next_request_id = rng.getrandbits(24)
+        self._announced: tuple[int, int] | None = None
+
+        # timers and per-role state
+        self._election_deadline = NEVER
+        self._fetch_deadline = NEVER
+        self._last_leader_contact = -NEVER
+        self._fetch_inflight: int | None = None
+        self._fetch_sent_at = 0
+        self._fetch_retry_at = NEVER
+        self._snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
+        self._votes: set[int] = set()
+        self._rejections: set[int] = set()
+        self._epoch_start_offset = 0
+        self._replicas: dict[int, _Replica] = {}
+        self._observers: dict[int, _Replica] = {}
+        self._parked: dict[int, _Parked] = {}
+        self._begin_unacked: set[int] = set()
+        self._begin_retry_at = NEVER
+
+        if self.leader_id == node_id:
+            # a leader that restarts cannot know what it had appended: it resigns the epoch
+            self.role = Role.RESIGNED
+            self._reset_election_timer(now)
+        elif self.leader_id != NO_LEADER:
+            self.role = Role.FOLLOWER
+            self._fetch_deadline = now + self.config.fetch_timeout_ms
+            self._fetch_retry_at = now
+        elif self.voted_id != NO_LEADER and self.is_voter:
+            self.role = Role.VOTED
+            self._reset_election_timer(now)
+        else:
+            self.role = Role.UNATTACHED
+            self._start_unattached_timers(now)
+        self._announce()
+        if self.voters == {node_id}:
+            # the only voter needs nobody's vote: lead at once, as Kafka does
+            self._become_prospective(now)
+        self.tick(now)
+
+    # --- inputs -----------------------------------------------------------------------------
+
+    def tick(self, now: int) -> None:
+        """Fire every timer due at `now`."""
+        role = self.role
+        if role is Role.LEADER:
+            self._tick_leader(now)
+            return
+        if now >= self._election_deadline and role in (
+            Role.UNATTACHED,
+            Role.VOTED,
+            Role.PROSPECTIVE,
+            Role.CANDIDATE,
+            Role.RESIGNED,
+        ):
+            if self.is_voter:
+                self._become_prospective(now)
+            else:
+                self._election_deadline = NEVER
+        if self.role is Role.FOLLOWER and now >= self._fetch_deadline:
+            if self.is_voter:
+                self._become_prospective(now)
+            else:
+                self._become_unattached(self.epoch, now)
+        if self.role is Role.FOLLOWER or (self.role is Role.UNATTACHED and not self.is_voter):
+            if self._fetch_inflight is not None:
+                if now >= self._fetch_sent_at + self.config.request_timeout_ms:
+                    self._fetch_inflight = None
+                    self._send_fetch(now)
+            elif now >= self._fetch_retry_at:
+                self._send_fetch(now)
+
+    def next_deadline(self) -> int:
+        """The earliest time `tick` has something to do."""
+        if self.role is Role.LEADER:
+            deadline = min(self._begin_retry_at, self._check_quorum_deadline())
+            for parked in self._parked.values():
+                deadline = min(deadline, parked.deadline)
+            return deadline
+        deadline = self._election_deadline
+        if self.role is Role.FOLLOWER:
+            deadline = min(deadline, self._fetch_deadline)
+        if self.role is Role.FOLLOWER or (self.role is Role.UNATTACHED and not self.is_voter):
+            if self._fetch_inflight is not None:
+                deadline = min(deadline, self._fetch_sent_at + self.config.request_timeout_ms)
+            else:
+                deadline = min(deadline, self._fetch_retry_at)
+        return deadline
+
+    def writes_durable(self, seq: int, now: int) -> None:
+        """Every write with `seq` or lower is durable: release what waited on it."""
+        if seq <= self._durable_seq:
+            return
+        self._durable_seq = seq
+        while self._log_writes and self._log_writes[0][0] <= seq:
+            self._durable_end = self._log_writes.pop(0)[1]
+        if self._held:
+            still: list[tuple[int, Send]] = []
+            for needed, send in self._held:
+                if needed <= seq:
+                    self._effects.append(send)
+                else:
+                    still.append((needed, send))
+            self._held = still
+        if self.role is Role.LEADER:
+            self._advance_high_watermark(now)
+
+    def receive(self, src: int, message: RaftMessage, now: int) -> None:
+        """Handle one message from node `src`."""
+        match message:
+            case FetchRequest():
+                self._on_fetch_request(src, message, now)
+            case FetchResponse():
+                self._on_fetch_response(src, message, now)
+            case VoteRequest():
+                self._on_vote_request(src, message, now)
+            case VoteResponse():
+                self._on_vote_response(src, message, now)
+            case BeginQuorumEpochRequest():
+                self._on_begin_epoch_request(src, message, now)
+            case BeginQuorumEpochResponse():
+                self._on_begin_epoch_response(src, message, now)
+            case EndQuorumEpochRequest():
+                self._on_end_epoch_request(src, message, now)
+            case EndQuorumEpochResponse():
+                self._observe(message.epoch, message.leader_id, now)
+            case FetchSnapshotRequest():
+                self._on_fetch_snapshot_request(src, message, now)
+            case FetchSnapshotResponse():
+                self._on_fetch_snapshot_response(src, message, now)
+
+    def propose(self, payloads: list[bytes], now: int) -> int | None:
+        """Append entries as leader; returns the offset of the first, None if not the leader."""
+        if self.role is not Role.LEADER or not payloads:
+            return None
+        first = self.log.end_offset
+        entries = tuple(Entry(first + i, self.epoch, payload) for i, payload in enumerate(payloads))
+        self._append(entries)
+        self._answer_parked(now, only_new_data=True)
+        return first
+
+    def snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
+        """Record a snapshot of the state machine up to (not including) `end_offset`.
+
+        Only committed offsets can be snapshotted; the log below it is dropped.
+        """
+        if not self.log.start_offset < end_offset <= self.high_watermark:
+            raise ValueError(
+                f"a snapshot must end within ({self.log.start_offset}, {self.high_watermark}]"
+            )
+        epoch = self.log.epoch_at(end_offset - 1)
+        assert epoch is not None
+        snapshot_id = SnapshotId(end_offset, epoch)
+        reset = self.log.install_snapshot(snapshot_id, data)
+        self._write(InstallSnapshot(self._next_seq(), snapshot_id, data, reset))
+        return snapshot_id
+
+    def resign(self, now: int) -> None:
+        """Step down gracefully (shutdown): tell the voters, best-placed successor first."""
+        if self.role is not Role.LEADER:
+            return
+        successors = sorted(
+            (v for v in self.voters if v != self.node_id),
+            key=lambda v: -self._replicas[v].offset,
+        )
+        self._become_resigned(now, tuple(successors))
+
+    def take_effects(self) -> list[Effect]:
+        effects, self._effects = self._effects, []
+        return effects
+
+    def describe(self, now: int) -> QuorumInfo:
+        def info(replica_id: int, replica: _Replica) -> ReplicaInfo:
+            return ReplicaInfo(
+                replica_id, replica.offset, replica.last_fetch_ms, replica.last_caught_up_ms
+            )
+
+        voters: list[ReplicaInfo] = []
+        observers: list[ReplicaInfo] = []
+        if self.role is Role.LEADER:
+            for voter in sorted(self.voters):
+                if voter == self.node_id:
+                    voters.append(ReplicaInfo(voter, self._durable_end, now, now))
+                else:
+                    voters.append(info(voter, self._replicas[voter]))
+            observers = [info(i, r) for i, r in sorted(self._observers.items())]
+        return QuorumInfo(
+            self.leader_id, self.epoch, self.high_watermark, tuple(voters), tuple(observers)
+        )
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _write(self, write: Write) -> None:
+        self._effects.append(write)
+        if isinstance(write, AppendEntries | TruncateTo | InstallSnapshot):
+            self._log_writes.append((write.seq, self.log.end_offset))
+
+    def _send(self, dest: int, message: RaftMessage) -> None:
+        send = Send(dest, message)
+        if self._seq > self._durable_seq:
+            self._held.append((self._seq, send))
+        else:
+            self._effects.append(send)
+
+    def _request_id(self) -> int:
+        self._next_request_id = (self._next_request_id + 1) & 0x7FFFFFFF
+        return self._next_request_id
+
+    def _persist(self) -> None:
+        state = QuorumState(self.epoch, self.leader_id, self.voted_id, self.voters)
+        if state != self._persisted:
+            self._persisted = state
+            self._write(PersistQuorumState(self._next_seq(), state))
+
+    def _announce(self) -> None:
+        now_known = (self.epoch, self.leader_id)
+        if now_known != self._announced:
+            self._announced = now_known
+            self._effects.append(LeaderChange(self.epoch, self.leader_id))
+
+    def _append(self, entries: tuple[Entry, ...]) -> None:
+        self.log.append(entries)
+        self._write(AppendEntries(self._next_seq(), entries))
+
+    def _set_high_watermark(self, offset: int) -> None:
+        if offset > self.high_watermark:
+            self.high_watermark = offset
+            self._effects.append(HighWatermark(offset))
+
+    def _randomized_election_timeout(self) -> int:
+        base = self.config.election_timeout_ms
+        return base + self._rng.randrange(base)
+
+    def _reset_election_timer(self, now: int) -> None:
+        self._election_deadline = now + self._randomized_election_timeout()
+
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
+
+    # --- transitions --------------------------------------------------------------------------
+
+    def _leave_role(self, now: int) -> None:
+        if self.role is Role.LEADER:
+            self._answer_parked(now, error=NOT_LEADER_OR_FOLLOWER)
+            self._replicas.clear()
+            self._observers.clear()
+            self._begin_unacked.clear()
+            self._begin_retry_at = NEVER
+        self._election_deadline = NEVER
+        self._fetch_deadline = NEVER
+        self._fetch_inflight = None
+        self._fetch_retry_at = NEVER
+        self._snapshot_fetch = None
+        self._votes.clear()
+        self._rejections.clear()
+
+    def _start_unattached_timers(self, now: int) -> None:
+        if self.is_voter:
+            self._reset_election_timer(now)
+        else:
+            self._fetch_retry_at = now
+
+    def _become_unattached(self, epoch: int, now: int) -> None:
+        self._leave_role(now)
+        if epoch != self.epoch:
+            self.voted_id = NO_LEADER
+        self.epoch, self.leader_id = epoch, NO_LEADER
+        self.role = Role.VOTED if self.voted_id != NO_LEADER else Role.UNATTACHED
+        self._persist()
+        self._announce()
+        self._start_unattached_timers(now)
+
+    def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
+        if leader_id == self.node_id:
+            raise RaftSafetyError(f"told that this node leads epoch {epoch}, which it does not")
+        if self.role is Role.LEADER and epoch == self.epoch:
+            raise RaftSafetyError(f"node {leader_id} claims epoch {epoch}, led by this node")
+        self._leave_role(now)
+        if epoch != self.epoch:
+            self.voted_id = NO_LEADER
+        self.role = Role.FOLLOWER
+        self.epoch, self.leader_id = epoch, leader_id
+        self._persist()
+        self._announce()
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._last_leader_contact = -NEVER
+        self._send_fetch(now)
+
+    def _become_prospective(self, now: int) -> None:
+        self._leave_role(now)
+        self.role = Role.PROSPECTIVE
+        self._votes = {self.node_id}
+        self._reset_election_timer(now)
+        if len(self._votes) >= self._majority():
+            self._become_candidate(now)
+            return
+        for voter in self.voters:
+            if voter != self.node_id:
+                self._send(
+                    voter,
+                    VoteRequest(
+                        self._request_id(),
+                        self.epoch,
+                        self.node_id,
+                        self.log.last_epoch,
+                        self.log.end_offset,
+                        pre_vote=True,
+                    ),
+                )
+
+    def _become_candidate(self, now: int) -> None:
+        self._leave_role(now)
+        self.role = Role.CANDIDATE
+        self.epoch += 1
+        self.leader_id, self.voted_id = NO_LEADER, self.node_id
+        self._persist()
+        self._announce()
+        self._votes = {self.node_id}
+        self._reset_election_timer(now)
+        if len(self._votes) >= self._majority():
+            self._become_leader(now)
+            return
+        for voter in self.voters:
+            if voter != self.node_id:
+                self._send(
+                    voter,
+                    VoteRequest(
+                        self._request_id(),
+                        self.epoch,
+                        self.node_id,
+                        self.log.last_epoch,
+                        self.log.end_offset,
+                        pre_vote=False,
+                    ),
+                )
+
+    def _become_leader(self, now: int) -> None:
+        self._leave_role(now)
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        self._persist()
+        self._announce()
+        self._replicas = {v: _Replica(last_fetch_ms=now) for v in self.voters if v != self.node_id}
+        self._epoch_start_offset = self.log.end_offset
+        self._append((Entry(self.log.end_offset, self.epoch, b"", control=True),))
+        self._begin_unacked = set(self._replicas)
+        self._send_begin_epoch(now)
+
+    def _become_resigned(self, now: int, successors: tuple[int, ...]) -> None:
+        self._leave_role(now)
+        self.role = Role.RESIGNED
+        self._reset_election_timer(now)
+        for voter in self.voters:
+            if voter != self.node_id:
+                self._send(
+                    voter,
+                    EndQuorumEpochRequest(self._request_id(), self.epoch, self.node_id, successors),
+                )
+
+    def _observe(self, epoch: int, leader_id: int, now: int) -> bool:
+        """Learn of `epoch` and its leader from any message; True if it moved this node on."""
+        if epoch > self.epoch:
+            if leader_id not in (NO_LEADER, self.node_id):
+                self._become_follower(epoch, leader_id, now)
+            else:
+                self._become_unattached(epoch, now)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and self.leader_id == NO_LEADER
+        ):
+            if self.role is Role.LEADER:
+                raise RaftSafetyError(f"node {leader_id} claims epoch {epoch}, led by this node")
+            self._become_follower(epoch, leader_id, now)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id not in (NO_LEADER, self.node_id)
+            and (leader_id != self.leader_id)
+        ):
+            raise RaftSafetyError(f"two leaders in epoch {epoch}: {self.leader_id} and {leader_id}")
+        return False
+
+    # --- votes --------------------------------------------------------------------------------
+
+    def _on_vote_request(self, src: int, request: VoteRequest, now: int) -> None:
+        def reply(error: int, granted: bool) -> None:
+            self._send(
+                src,
+                VoteResponse(
+                    request.request_id,
+                    error,
+                    self.epoch,
+                    self.leader_id,
+                    granted,
+                    request.pre_vote,
+                ),
+            )
+
+        if not self.is_voter or request.candidate_id not in self.voters:
+            reply(INCONSISTENT_VOTER_SET, False)
+            return
+        if request.epoch < self.epoch:
+            reply(FENCED_LEADER_EPOCH, False)
+            return
+        log_ok = self._log_up_to_date(request.last_epoch, request.end_offset)
+        if request.pre_vote:
+            # KIP-996: refuse while this epoch's leader is alive (leading, or recently fetched)
+            leader_alive = request.epoch == self.epoch and (
+                self.role is Role.LEADER
+                or (
+                    self.role is Role.FOLLOWER
+                    and now - self._last_leader_contact < self.config.fetch_timeout_ms
+                )
+            )
+            granted = log_ok and not leader_alive
+            reply(NONE, granted)
+            return
+        if request.epoch > self.epoch:
+            self._become_unattached(request.epoch, now)
+        granted = (
+            self.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE)
+            and self.leader_id == NO_LEADER
+            and self.voted_id in (NO_LEADER, request.candidate_id)
+            and log_ok
+        )
+        if granted and self.voted_id == NO_LEADER:
+            self._leave_role(now)
+            self.voted_id = request.candidate_id
+            self.role = Role.VOTED
+            self._persist()
+            self._reset_election_timer(now)
+        reply(NONE, granted)
+
+    def _on_vote_response(self, src: int, response: VoteResponse, now: int) -> None:
+        if response.error == INCONSISTENT_VOTER_SET:
+            return
+        if self._observe(response.epoch, response.leader_id, now):
+            return
+        if response.epoch != self.epoch or src not in self.voters:
+            return
+        wanted = Role.PROSPECTIVE if response.pre_vote else Role.CANDIDATE
+        if self.role is not wanted:
+            return
+        if response.granted:
+            self._votes.add(src)
+            if len(self._votes) >= self._majority():
+                if response.pre_vote:
+                    self._become_candidate(now)
+                else:
+                    self._become_leader(now)
+        else:
+            self._rejections.add(src)
+            if response.pre_vote and len(self._rejections) >= self._majority():
+                if self.leader_id not in (NO_LEADER, self.node_id):
+                    # the leader this node lost touch with is still there: rejoin it
+                    self._become_follower(self.epoch, self.leader_id, now)
+                    return
+                # lost the pre-vote: back off, then try again
+                self._election_deadline = min(
+                    self._election_deadline,
+                    now + self._rng.randrange(self.config.election_backoff_max_ms + 1),
+                )
+
+    # --- leader announcements -----------------------------------------------------------------
+
+    def _on_begin_epoch_request(self, src: int, request: BeginQuorumEpochRequest, now: int) -> None:
+        if request.epoch < self.epoch:
+            error = FENCED_LEADER_EPOCH
+        else:
+            error = NONE
+            self._observe(request.epoch, request.leader_id, now)
+        self._send(
+            src, BeginQuorumEpochResponse(request.request_id, error, self.epoch, self.leader_id)
+        )
+
+    def _on_begin_epoch_response(
+        self, src: int, response: BeginQuorumEpochResponse, now: int
+    ) -> None:
+        if self._observe(response.epoch, response.leader_id, now):
+            return
+        if self.role is Role.LEADER and response.error == NONE and response.epoch == self.epoch:
+            self._begin_unacked.discard(src)
+
+    def _send_begin_epoch(self, now: int) -> None:
+        for voter in sorted(self._begin_unacked):
+            self._send(voter, BeginQuorumEpochRequest(self._request_id(), self.epoch, self.node_id))
+        self._begin_retry_at = (
+            now + self.config.request_timeout_ms if self._begin_unacked else NEVER
+        )
+
+    def _on_end_epoch_request(self, src: int, request: EndQuorumEpochRequest, now: int) -> None:
+        if request.epoch < self.epoch:
+            error = FENCED_LEADER_EPOCH
+        else:
+            error = NONE
+            self._observe(request.epoch, request.leader_id, now)
+            if (
+                self.role is Role.FOLLOWER
+                and self.epoch == request.epoch
+                and self.leader_id == request.leader_id
+            ):
+                # the leader is going: stand earlier the better placed this node is
+                self._last_leader_contact = -NEVER
+                if self.node_id in request.preferred_successors:
+                    position = request.preferred_successors.index(self.node_id)
+                    backoff = (
+                        0
+                        if position == 0
+                        else min(
+                            self.config.election_backoff_max_ms,
+                            self.config.retry_backoff_ms << min(position - 1, 16),
+                        )
+                    )
+                else:
+                    backoff = self._rng.randrange(self.config.election_backoff_max_ms + 1)
+                self._fetch_deadline = min(self._fetch_deadline, now + backoff)
+        self._send(
+            src, EndQuorumEpochResponse(request.request_id, error, self.epoch, self.leader_id)
+        )
+
+    # --- fetching (leader side) ---------------------------------------------------------------
+
+    def _fetch_error(self, request_epoch: int) -> int:
+        if request_epoch < self.epoch:
+            return FENCED_LEADER_EPOCH
+        if request_epoch > self.epoch:
+            return UNKNOWN_LEADER_EPOCH
+        if self.role is not Role.LEADER:
+            return NOT_LEADER_OR_FOLLOWER
+        return NONE
+
+    def _on_fetch_request(self, src: int, request: FetchRequest, now: int) -> None:
+        error = self._fetch_error(request.epoch)
+        if error != NONE:
+            self._send(src, self._fetch_response(request, error))
+            return
+        replica = self._replicas.get(request.replica_id)
+        if replica is None:
+            replica = self._observers.setdefault(request.replica_id, _Replica())
+        replica.last_fetch_ms = now
+        self._begin_unacked.discard(request.replica_id)
+        self._parked.pop(request.replica_id, None)  # superseded: the replica gave up on it
+        high_watermark = self.high_watermark
+        response = self._serve_fetch(request, now)
+        if self.high_watermark > high_watermark:
+            self._answer_parked(now)
+        if (
+            response.diverging is None
+            and response.snapshot_id is None
+            and not response.entries
+            and request.max_wait_ms > 0
+        ):
+            deadline = now + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
+            self._parked[request.replica_id] = _Parked(src, request, deadline)
+        else:
+            self._send(src, response)
+
+    def _serve_fetch(self, request: FetchRequest, now: int) -> FetchResponse:
+        """Validate a fetch position, update the replica's progress, build the answer."""
+        log = self.log
+        offset = request.fetch_offset
+        if offset < log.start_offset and log.snapshot is not None:
+            return self._fetch_response(request, NONE, snapshot_id=log.snapshot)
+        if offset > 0 or log.start_offset > 0:
+            found = log.end_offset_for_epoch(request.last_fetched_epoch)
+            if found is None:
+                if log.snapshot is not None:
+                    return self._fetch_response(request, NONE, snapshot_id=log.snapshot)
+                return self._fetch_response(request, NONE, diverging=SnapshotId(0, 0))
+            if found.epoch != request.last_fetched_epoch or found.end_offset < offset:
+                return self._fetch_response(request, NONE, diverging=found)
+        replica = self._replicas.get(request.replica_id)
+        if replica is None:
+            replica = self._observers.setdefault(request.replica_id, _Replica())
+        replica.offset = offset
+        if offset >= log.end_offset:
+            replica.last_caught_up_ms = now
+        if request.replica_id in self._replicas:
+            self._advance_high_watermark(now, answer_parked=False)
+        entries = (
+            log.entries_from(offset, self.config.fetch_max_bytes) if offset < log.end_offset else ()
+        )
+        return self._fetch_response(request, NONE, entries=entries)
+
+    def _fetch_response(
+        self,
+        request: FetchRequest,
+        error: int,
+        *,
+        entries: tuple[Entry, ...] = (),
+        diverging: SnapshotId | None = None,
+        snapshot_id: SnapshotId | None = None,
+    ) -> FetchResponse:
+        return FetchResponse(
+            request.request_id,
+            error,
+            self.epoch,
+            self.leader_id,
+            self.high_watermark,
+            self.log.start_offset,
+            entries,
+            diverging,
+            snapshot_id,
+        )
+
+    def _answer_parked(
+        self, now: int, *, only_new_data: bool = False, error: int = NONE, due: bool = False
+    ) -> None:
+        for replica_id, parked in list(self._parked.items()):
+            if due and parked.deadline > now:
+                continue
+            if only_new_data and parked.request.fetch_offset >= self.log.end_offset:
+                continue
+            del self._parked[replica_id]
+            if error != NONE:
+                self._send(parked.src, self._fetch_response(parked.request, error))
+            else:
+                self._send(parked.src, self._serve_fetch(parked.request, now))
+
+    def _advance_high_watermark(self, now: int, *, answer_parked: bool = True) -> None:
+        offsets = sorted(
+            (
+                self._durable_end if v == self.node_id else self._replicas[v].offset
+                for v in self.voters
+            ),
+            reverse=True,
+        )
+        majority_offset = offsets[self._majority() - 1]
+        if majority_offset > self.high_watermark and majority_offset > self._epoch_start_offset:
+            self._set_high_watermark(majority_offset)
+            if answer_parked:
+                self._answer_parked(now)
+
+    def _check_quorum_deadline(self) -> int:
+        if len(self.voters) == 1:
+            return NEVER
+        times = sorted((r.last_fetch_ms for r in self._replicas.values()), reverse=True)
+        # the leader counts itself; it needs majority - 1 others
+        return times[self._majority() - 2] + self.config.fetch_timeout_ms
+
+    def _tick_leader(self, now: int) -> None:
+        if now >= self._check_quorum_deadline():
+            self._become_resigned(now, ())
+            return
+        if now >= self._begin_retry_at:
+            self._send_begin_epoch(now)
+        if self._parked:
+            self._answer_parked(now, due=True)
+
+    def _on_fetch_snapshot_request(self, src: int, request: FetchSnapshotRequest, now: int) -> None:
+        error = self._fetch_error(request.epoch)
+        snapshot = self.log.snapshot
+        size = len(self.log.snapshot_data)
+        data = b""
+        if error == NONE:
+            replica = self._replicas.get(request.replica_id)
+            if replica is not None:
+                replica.last_fetch_ms = now
+            if snapshot != request.snapshot_id:
+                error = SNAPSHOT_NOT_FOUND
+            elif not 0 <= request.position <= size:
+                error = POSITION_OUT_OF_RANGE
+            else:
+                chunk = max(1, min(request.max_bytes, self.config.snapshot_chunk_bytes))
+                data = self.log.snapshot_data[request.position : request.position + chunk]
+        self._send(
+            src,
+            FetchSnapshotResponse(
+                request.request_id,
+                error,
+                self.epoch,
+                self.leader_id,
+                request.snapshot_id,
+                size,
+                request.position,
+                data,
+            ),
+        )
+
+    # --- fetching (follower and observer side) ------------------------------------------------
+
+    def _fetch_target(self) -> int | None:
+        if self.role is Role.FOLLOWER:
+            return self.leader_id
+        if self.role is Role.UNATTACHED and not self.is_voter:
+            # an observer looking for the leader asks any voter
+            return self._rng.choice(sorted(self.voters))
+        return None
+
+    def _send_fetch(self, now: int) -> None:
+        target = self._fetch_target()
+        if target is None:
+            return
+        request_id = self._request_id()
+        self._fetch_inflight, self._fetch_sent_at = request_id, now
+        self._fetch_retry_at = NEVER
+        if self._snapshot_fetch is not None:
+            snapshot_id, buffer = self._snapshot_fetch
+            self._send(
+                target,
+                FetchSnapshotRequest(
+                    request_id,
+                    self.epoch,
+                    self.node_id,
+                    snapshot_id,
+                    len(buffer),
+                    self.config.snapshot_chunk_bytes,
+                ),
+            )
+            return
+        end = self.log.end_offset
+        self._send(
+            target,
+            FetchRequest(
+                request_id,
+                self.epoch,
+                self.node_id,
+                end,
+                self.log.last_epoch if end > 0 else 0,
+                self.config.fetch_max_wait_ms,
+            ),
+        )
+
+    def _fetch_failed(self, now: int) -> None:
+        self._fetch_inflight = None
+        self._fetch_retry_at = now + self.config.retry_backoff_ms
+
+    def _on_fetch_response(self, src: int, response: FetchResponse, now: int) -> None:
+        if response.request_id != self._fetch_inflight:
+            return
+        if self._observe(response.epoch, response.leader_id, now):
+            return
+        if (
+            response.error != NONE
+            or self.role is not Role.FOLLOWER
+            or src != self.leader_id
+            or response.epoch != self.epoch
+        ):
+            self._fetch_failed(now)
+            return
+        self._fetch_inflight = None
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._last_leader_contact = now
+        if response.diverging is not None:
+            self._truncate_diverging(response.diverging)
+        elif response.snapshot_id is not None:
+            self._snapshot_fetch = (response.snapshot_id, bytearray())
+        else:
+            entries = response.entries
+            if entries:
+                if entries[0].offset != self.log.end_offset:
+                    self._fetch_failed(now)
+                    return
+                self._append(entries)
+            # the position was accepted: this log matches the leader's up to its end
+            self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
+        self._send_fetch(now)
+
+    def _truncate_diverging(self, diverging: SnapshotId) -> None:
+        own = self.log.end_offset_for_epoch(diverging.epoch)
+        # no epoch this old here: every entry held is newer than the leader's, so all go
+        own_end = self.log.start_offset if own is None else own.end_offset
+        offset = min(own_end, diverging.end_offset, self.log.end_offset)
+        if offset < self.high_watermark or offset < self.log.start_offset:
+            raise RaftSafetyError(
+                f"the leader's log diverges at {offset}, below this node's high watermark "
+                f"{self.high_watermark} or log start {self.log.start_offset}"
+            )
+        if offset < self.log.end_offset:
+            self.log.truncate_to(offset)
+            self._write(TruncateTo(self._next_seq(), offset))
+
+    def _on_fetch_snapshot_response(
+        self, src: int, response: FetchSnapshotResponse, now: int
+    ) -> None:
+        if response.request_id != self._fetch_inflight or self._snapshot_fetch is None:
+            return
+        if self._observe(response.epoch, response.leader_id, now):
+            return
+        snapshot_id, buffer = self._snapshot_fetch
+        if response.error != NONE or src != self.leader_id or response.epoch != self.epoch:
+            if response.error in (SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE):
+                self._snapshot_fetch = None  # fetch the log again; it names the new snapshot
+            self._fetch_failed(now)
+            return
+        self._fetch_inflight = None
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._last_leader_contact = now
+        if response.snapshot_id != snapshot_id or response.position != len(buffer):
+            self._fetch_failed(now)
+            return
+        buffer += response.data
+        if len(buffer) >= response.size:
+            data = bytes(buffer[: response.size])
+            self._snapshot_fetch = None
+            if snapshot_id.end_offset > self.log.start_offset:
+                reset = self.log.install_snapshot(snapshot_id, data)
+                if reset and self.high_watermark > snapshot_id.end_offset:
+                    raise RaftSafetyError(
+                        f"snapshot {snapshot_id} replaces a log committed up to "
+                        f"{self.high_watermark}"
+                    )
+                self._write(InstallSnapshot(self._next_seq(), snapshot_id, data, reset))
+                self._effects.append(SnapshotLoaded(snapshot_id))
+                self._set_high_watermark(snapshot_id.end_offset)
+        self._send_fetch(now)

@@ -1,0 +1,455 @@
+"""Translation between the core's typed RPC values and Kafka's generated wire classes.
+
+The driver encodes `request_to_wire(..., version)` at the version it negotiated and sends it with
+`request.request_id` as the correlation id; it decodes the response and calls
+`response_from_wire(wire_response, request)` with the request it sent (the wire does not echo
+the request's fields, e.g. whether a vote was a pre-vote). Incoming requests go through
+`request_from_wire(wire_request, correlation_id)`, their answers through `response_to_wire`.
+
+Everything concerns the one partition `__cluster_metadata-0`. Log entries travel in Fetch
+responses as the same v2 record batches the log holds on disk (`strom.storage.raft_log`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TypeVar
+
+from strom.coordinator.raft.core import QuorumInfo, ReplicaInfo
+from strom.coordinator.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Request,
+    Response,
+    VoteRequest,
+    VoteResponse,
+)
+from strom.storage.raft_log import decode_entries, encode_entries
+from strom.storage.raft_store import SnapshotId
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.message import Message
+from strom.wire.messages import begin_quorum_epoch as bqe
+from strom.wire.messages import describe_quorum as dq
+from strom.wire.messages import end_quorum_epoch as eqe
+from strom.wire.messages import fetch as fetch_wire
+from strom.wire.messages import fetch_snapshot as fs
+from strom.wire.messages import vote as vote_wire
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_PARTITION = 0
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+"""Kafka's fixed topic id of `__cluster_metadata` (Uuid.METADATA_TOPIC_ID)."""
+FETCH_PARTITION_MAX_BYTES = 1 << 20
+
+_T = TypeVar("_T")
+
+
+# --- requests -----------------------------------------------------------------------------
+
+
+def request_to_wire(request: Request, dest: int, cluster_id: str | None, version: int) -> Message:
+    """The wire form of a request the core sends to node `dest`, to encode at `version`.
+
+    A pre-vote needs Vote v2; encoding one at an older version fails (the peer could not
+    tell it from a real vote).
+    """
+    match request:
+        case VoteRequest():
+            W = vote_wire.VoteRequest
+            return W(
+                cluster_id=cluster_id,
+                voter_id=dest,
+                topics=[
+                    W.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            W.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                replica_epoch=request.epoch,
+                                replica_id=request.candidate_id,
+                                last_offset_epoch=request.last_epoch,
+                                last_offset=request.end_offset,
+                                pre_vote=request.pre_vote,
+                            )
+                        ],
+                    )
+                ],
+            )
+        case BeginQuorumEpochRequest():
+            B = bqe.BeginQuorumEpochRequest
+            return B(
+                cluster_id=cluster_id,
+                voter_id=dest,
+                topics=[
+                    B.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            B.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                leader_id=request.leader_id,
+                                leader_epoch=request.epoch,
+                            )
+                        ],
+                    )
+                ],
+            )
+        case EndQuorumEpochRequest():
+            E = eqe.EndQuorumEpochRequest
+            return E(
+                cluster_id=cluster_id,
+                topics=[
+                    E.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            E.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                leader_id=request.leader_id,
+                                leader_epoch=request.epoch,
+                                preferred_successors=list(request.preferred_successors),
+                                preferred_candidates=[
+                                    E.ReplicaInfo(candidate_id=c)
+                                    for c in request.preferred_successors
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
+        case FetchRequest():
+            F = fetch_wire.FetchRequest
+            return F(
+                cluster_id=cluster_id,
+                replica_id=request.replica_id if version < 15 else -1,
+                replica_state=F.ReplicaState(
+                    replica_id=request.replica_id if version >= 15 else -1, replica_epoch=-1
+                ),
+                max_wait_ms=request.max_wait_ms,
+                min_bytes=1,
+                topics=[
+                    F.FetchTopic(
+                        topic=METADATA_TOPIC,
+                        topic_id=METADATA_TOPIC_ID,
+                        partitions=[
+                            F.FetchPartition(
+                                partition=METADATA_PARTITION,
+                                current_leader_epoch=request.epoch,
+                                fetch_offset=request.fetch_offset,
+                                last_fetched_epoch=request.last_fetched_epoch,
+                                log_start_offset=-1,
+                                partition_max_bytes=FETCH_PARTITION_MAX_BYTES,
+                            )
+                        ],
+                    )
+                ],
+            )
+        case FetchSnapshotRequest():
+            S = fs.FetchSnapshotRequest
+            return S(
+                cluster_id=cluster_id,
+                replica_id=request.replica_id,
+                max_bytes=request.max_bytes,
+                topics=[
+                    S.TopicSnapshot(
+                        METADATA_TOPIC,
+                        [
+                            S.PartitionSnapshot(
+                                partition=METADATA_PARTITION,
+                                current_leader_epoch=request.epoch,
+                                snapshot_id=S.SnapshotId(*request.snapshot_id),
+                                position=request.position,
+                            )
+                        ],
+                    )
+                ],
+            )
+    raise TypeError(f"not a Raft request: {request!r}")
+
+
+def _only(items: list[_T], what: str) -> _T:
+    if len(items) != 1:
+        raise ProtocolError(f"{what} must name exactly one partition of {METADATA_TOPIC}")
+    return items[0]
+
+
+def request_from_wire(message: Message, correlation_id: int) -> Request:
+    """The core's view of a request received from the wire; ProtocolError if malformed."""
+    if isinstance(message, vote_wire.VoteRequest):
+        vp = _only(_only(message.topics, "Vote").partitions, "Vote")
+        return VoteRequest(
+            correlation_id,
+            vp.replica_epoch,
+            vp.replica_id,
+            vp.last_offset_epoch,
+            vp.last_offset,
+            vp.pre_vote,
+        )
+    if isinstance(message, bqe.BeginQuorumEpochRequest):
+        bp = _only(_only(message.topics, "BeginQuorumEpoch").partitions, "BeginQuorumEpoch")
+        return BeginQuorumEpochRequest(correlation_id, bp.leader_epoch, bp.leader_id)
+    if isinstance(message, eqe.EndQuorumEpochRequest):
+        ep = _only(_only(message.topics, "EndQuorumEpoch").partitions, "EndQuorumEpoch")
+        successors = tuple(ep.preferred_successors) or tuple(
+            c.candidate_id for c in ep.preferred_candidates
+        )
+        return EndQuorumEpochRequest(correlation_id, ep.leader_epoch, ep.leader_id, successors)
+    if isinstance(message, fetch_wire.FetchRequest):
+        fp = _only(_only(message.topics, "Fetch").partitions, "Fetch")
+        replica_id = message.replica_state.replica_id
+        if replica_id < 0:
+            replica_id = message.replica_id
+        return FetchRequest(
+            correlation_id,
+            fp.current_leader_epoch,
+            replica_id,
+            fp.fetch_offset,
+            fp.last_fetched_epoch,
+            message.max_wait_ms,
+        )
+    if isinstance(message, fs.FetchSnapshotRequest):
+        sp = _only(_only(message.topics, "FetchSnapshot").partitions, "FetchSnapshot")
+        return FetchSnapshotRequest(
+            correlation_id,
+            sp.current_leader_epoch,
+            message.replica_id,
+            SnapshotId(sp.snapshot_id.end_offset, sp.snapshot_id.epoch),
+            sp.position,
+            message.max_bytes,
+        )
+    raise TypeError(f"not a Raft request: {type(message).__name__}")
+
+
+def sender(request: Request) -> int:
+    """The node a received request comes from, as its body names it."""
+    match request:
+        case VoteRequest():
+            return request.candidate_id
+        case BeginQuorumEpochRequest() | EndQuorumEpochRequest():
+            return request.leader_id
+        case FetchRequest() | FetchSnapshotRequest():
+            return request.replica_id
+
+
+# --- responses ----------------------------------------------------------------------------
+
+
+def response_to_wire(response: Response) -> Message:
+    """The wire form of a response the core sends."""
+    match response:
+        case VoteResponse():
+            V = vote_wire.VoteResponse
+            return V(
+                topics=[
+                    V.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            V.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=response.error,
+                                leader_id=response.leader_id,
+                                leader_epoch=response.epoch,
+                                vote_granted=response.granted,
+                            )
+                        ],
+                    )
+                ]
+            )
+        case BeginQuorumEpochResponse():
+            B = bqe.BeginQuorumEpochResponse
+            return B(
+                topics=[
+                    B.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            B.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=response.error,
+                                leader_id=response.leader_id,
+                                leader_epoch=response.epoch,
+                            )
+                        ],
+                    )
+                ]
+            )
+        case EndQuorumEpochResponse():
+            E = eqe.EndQuorumEpochResponse
+            return E(
+                topics=[
+                    E.TopicData(
+                        METADATA_TOPIC,
+                        [
+                            E.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=response.error,
+                                leader_id=response.leader_id,
+                                leader_epoch=response.epoch,
+                            )
+                        ],
+                    )
+                ]
+            )
+        case FetchResponse():
+            F = fetch_wire.FetchResponse
+            diverging = response.diverging or SnapshotId(-1, -1)
+            snapshot_id = response.snapshot_id or SnapshotId(-1, -1)
+            return F(
+                responses=[
+                    F.FetchableTopicResponse(
+                        topic=METADATA_TOPIC,
+                        topic_id=METADATA_TOPIC_ID,
+                        partitions=[
+                            F.PartitionData(
+                                partition_index=METADATA_PARTITION,
+                                error_code=response.error,
+                                high_watermark=response.high_watermark,
+                                log_start_offset=response.log_start_offset,
+                                diverging_epoch=F.EpochEndOffset(
+                                    epoch=diverging.epoch, end_offset=diverging.end_offset
+                                ),
+                                current_leader=F.LeaderIdAndEpoch(
+                                    leader_id=response.leader_id, leader_epoch=response.epoch
+                                ),
+                                snapshot_id=F.SnapshotId(
+                                    end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch
+                                ),
+                                records=encode_entries(response.entries),
+                            )
+                        ],
+                    )
+                ]
+            )
+        case FetchSnapshotResponse():
+            S = fs.FetchSnapshotResponse
+            return S(
+                topics=[
+                    S.TopicSnapshot(
+                        METADATA_TOPIC,
+                        [
+                            S.PartitionSnapshot(
+                                index=METADATA_PARTITION,
+                                error_code=response.error,
+                                snapshot_id=S.SnapshotId(*response.snapshot_id),
+                                current_leader=S.LeaderIdAndEpoch(
+                                    leader_id=response.leader_id, leader_epoch=response.epoch
+                                ),
+                                size=response.size,
+                                position=response.position,
+                                unaligned_records=response.data,
+                            )
+                        ],
+                    )
+                ]
+            )
+    raise TypeError(f"not a Raft response: {response!r}")
+
+
+def _present(end_offset: int, epoch: int) -> SnapshotId | None:
+    return SnapshotId(end_offset, epoch) if end_offset >= 0 and epoch >= 0 else None
+
+
+def response_from_wire(message: Message, request: Request) -> Response:
+    """The core's view of the response to `request`; ProtocolError if malformed."""
+    top_error = int(getattr(message, "error_code", ErrorCode.NONE))
+    match request:
+        case VoteRequest():
+            assert isinstance(message, vote_wire.VoteResponse)
+            if top_error and not message.topics:
+                return VoteResponse(request.request_id, top_error, -1, -1, False, request.pre_vote)
+            vp = _only(_only(message.topics, "Vote").partitions, "Vote")
+            return VoteResponse(
+                request.request_id,
+                top_error or vp.error_code,
+                vp.leader_epoch,
+                vp.leader_id,
+                vp.vote_granted,
+                request.pre_vote,
+            )
+        case BeginQuorumEpochRequest():
+            assert isinstance(message, bqe.BeginQuorumEpochResponse)
+            if top_error and not message.topics:
+                return BeginQuorumEpochResponse(request.request_id, top_error, -1, -1)
+            bp = _only(_only(message.topics, "BeginQuorumEpoch").partitions, "BeginQuorumEpoch")
+            return BeginQuorumEpochResponse(
+                request.request_id, top_error or bp.error_code, bp.leader_epoch, bp.leader_id
+            )
+        case EndQuorumEpochRequest():
+            assert isinstance(message, eqe.EndQuorumEpochResponse)
+            if top_error and not message.topics:
+                return EndQuorumEpochResponse(request.request_id, top_error, -1, -1)
+            ep = _only(_only(message.topics, "EndQuorumEpoch").partitions, "EndQuorumEpoch")
+            return EndQuorumEpochResponse(
+                request.request_id, top_error or ep.error_code, ep.leader_epoch, ep.leader_id
+            )
+        case FetchRequest():
+            assert isinstance(message, fetch_wire.FetchResponse)
+            if top_error and not message.responses:
+                return FetchResponse(request.request_id, top_error, -1, -1, 0, 0)
+            fp = _only(_only(message.responses, "Fetch").partitions, "Fetch")
+            return FetchResponse(
+                request.request_id,
+                top_error or fp.error_code,
+                fp.current_leader.leader_epoch,
+                fp.current_leader.leader_id,
+                fp.high_watermark,
+                fp.log_start_offset,
+                tuple(decode_entries(fp.records)),
+                _present(fp.diverging_epoch.end_offset, fp.diverging_epoch.epoch),
+                _present(fp.snapshot_id.end_offset, fp.snapshot_id.epoch),
+            )
+        case FetchSnapshotRequest():
+            assert isinstance(message, fs.FetchSnapshotResponse)
+            if top_error and not message.topics:
+                return FetchSnapshotResponse(
+                    request.request_id, top_error, -1, -1, request.snapshot_id, 0, 0, b""
+                )
+            sp = _only(_only(message.topics, "FetchSnapshot").partitions, "FetchSnapshot")
+            return FetchSnapshotResponse(
+                request.request_id,
+                top_error or sp.error_code,
+                sp.current_leader.leader_epoch,
+                sp.current_leader.leader_id,
+                SnapshotId(sp.snapshot_id.end_offset, sp.snapshot_id.epoch),
+                sp.size,
+                sp.position,
+                bytes(sp.unaligned_records or b""),
+            )
+    raise TypeError(f"not a Raft request: {request!r}")
+
+
+def describe_quorum_response(info: QuorumInfo) -> dq.DescribeQuorumResponse:
+    """DescribeQuorum's answer from `RaftCore.describe` (the leader's view)."""
+    D = dq.DescribeQuorumResponse
+
+    def state(replica: ReplicaInfo) -> dq.DescribeQuorumResponse.ReplicaState:
+        return D.ReplicaState(
+            replica_id=replica.replica_id,
+            log_end_offset=replica.log_end_offset,
+            last_fetch_timestamp=replica.last_fetch_ms,
+            last_caught_up_timestamp=replica.last_caught_up_ms,
+        )
+
+    error = ErrorCode.NONE if info.voters else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return D(
+        topics=[
+            D.TopicData(
+                METADATA_TOPIC,
+                [
+                    D.PartitionData(
+                        partition_index=METADATA_PARTITION,
+                        error_code=error,
+                        error_message=None,
+                        leader_id=info.leader_id,
+                        leader_epoch=info.leader_epoch,
+                        high_watermark=info.high_watermark,
+                        current_voters=[state(v) for v in info.voters],
+                        observers=[state(o) for o in info.observers],
+                    )
+                ],
+            )
+        ]
+    )
