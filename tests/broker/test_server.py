@@ -62,6 +62,27 @@ async def test_api_versions_lists_exactly_the_handlers(client: KafkaClient, vers
     assert advertised[0] == (0, 12)  # Produce: v0 advertised, as Kafka 4.0 does (KAFKA-18659)
 
 
+@pytest.mark.parametrize("version", [3, 4])
+async def test_api_versions_reports_supported_and_finalized_features(
+    broker: EmbeddedBroker, client: KafkaClient, version: int
+) -> None:
+    """As a KRaft broker does: the node's registered ranges, the image's finalized levels and
+    its offset as the epoch (Admin#describeFeatures and kafka-features.sh read them)."""
+    response = await client.request(
+        ApiVersionsRequest("strom-test", "1.0"), version, ApiVersionsResponse
+    )
+    state = broker.broker.state
+    assert state is not None
+    image = state.image
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("metadata.version", 7, 25)
+    ]
+    assert [
+        (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
+    ] == [("metadata.version", 25, 25)]
+    assert response.finalized_features_epoch == image.provenance.offset >= 0
+
+
 async def test_api_versions_rejects_bad_software_name(client: KafkaClient) -> None:
     response = await client.request(ApiVersionsRequest("bad name!", "1"), 3, ApiVersionsResponse)
     assert response.error_code == ErrorCode.INVALID_REQUEST
