@@ -26,7 +26,7 @@ from strom.coordinator.controller.controller import LATEST_METADATA_VERSION
 from strom.coordinator.metadata.properties import (
     METADATA_VERSION_NAMES,
     format_directories,
-    kafka_uuid_string,
+    new_cluster_id,
     parse_kafka_uuid,
 )
 from strom.coordinator.metadata.records import MetadataError
@@ -56,7 +56,7 @@ def add_storage_commands(sub: Any) -> None:
 def run_storage_command(args: argparse.Namespace) -> int:
     """Run `format` or `random-uuid`; the exit code."""
     if args.command == "random-uuid":
-        print(kafka_uuid_string(uuid.uuid4()))
+        print(new_cluster_id())
         return 0
     try:
         config = load_config(args.config, args.override)

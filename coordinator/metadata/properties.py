@@ -47,6 +47,15 @@ def kafka_uuid_string(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
 
 
+def new_cluster_id(new_uuid: Callable[[], uuid.UUID] = uuid.uuid4) -> str:
+    """A random Kafka Uuid string that does not start with '-', as Kafka's Uuid.randomUuid()
+    draws again: command-line tools would take `-t -Px...` for an option."""
+    while True:
+        text = kafka_uuid_string(new_uuid())
+        if not text.startswith("-") and text != kafka_uuid_string(uuid.UUID(int=0)):
+            return text
+
+
 def parse_kafka_uuid(text: str) -> uuid.UUID:
     """Kafka's Uuid.fromString; ValueError with Kafka's reason when `text` is not one."""
     if len(text) > 24:
@@ -147,7 +156,7 @@ def ensure_meta_properties(
     directories = _node_directories(data_dirs, metadata_dir)
     found = {d: p for d in directories if (p := read_meta_properties(d)) is not None}
     chosen = _check_formatted(found, node_id=node_id, cluster_id=cluster_id)
-    chosen = chosen or cluster_id or kafka_uuid_string(new_uuid())
+    chosen = chosen or cluster_id or new_cluster_id(new_uuid)
     for directory in directories:
         if directory not in found:
             write_meta_properties(

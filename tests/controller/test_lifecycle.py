@@ -10,6 +10,7 @@ import trio
 
 from strom.broker.drivers.lifecycle import BrokerLifecycle, RegistrationError
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.properties import kafka_uuid_string, new_cluster_id
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
@@ -102,3 +103,11 @@ def test_controlled_shutdown_waits_for_should_shut_down() -> None:
     trio.run(lifecycle.controlled_shutdown)
     assert all(m.want_shut_down for m in channel.sent)  # type: ignore[attr-defined]
     assert len(channel.sent) == 3
+
+
+def test_random_cluster_ids_never_start_with_a_dash() -> None:
+    """Kafka's Uuid.randomUuid() draws again: `-t -Px...` would read as an option."""
+    dash_first = uuid.UUID(bytes=bytes([0xF8]) + bytes(15))  # base64 '-' is 62: 0b111110...
+    assert kafka_uuid_string(dash_first).startswith("-")
+    draws = iter([dash_first, uuid.UUID(int=0), uuid.UUID(int=7)])
+    assert new_cluster_id(lambda: next(draws)) == kafka_uuid_string(uuid.UUID(int=7))
