@@ -36,7 +36,7 @@ from typing import Protocol
 
 import trio
 
-from strom.broker.network.peer import PeerConnection, PeerUnavailable
+from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
@@ -128,6 +128,7 @@ class RaftDriver:
         self._writes_ready = trio.Event()
         self._awaiting: dict[tuple[int, int], _Awaiting] = {}
         self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
+        self._peers_done: list[trio.Event] = []
         self._scope: trio.CancelScope | None = None
 
     @classmethod
@@ -217,7 +218,9 @@ class RaftDriver:
                     continue
                 send, receive = trio.open_memory_channel[Request](PEER_QUEUE)
                 self._queues[peer] = send
-                nursery.start_soon(self._peer_loop, peer, address, receive)
+                done = trio.Event()
+                self._peers_done.append(done)
+                nursery.start_soon(self._peer_loop, peer, address, receive, done)
             nursery.start_soon(self._write_loop)
             self.core = RaftCore(
                 self.node_id,
@@ -236,9 +239,11 @@ class RaftDriver:
         if self.core is not None:
             self.core.resign(self.now())
             self._drain()
+            for queue in self._queues.values():
+                queue.close()  # the peer loops send what is queued, then end
             with trio.move_on_after(self.config.request_timeout_ms / 1000):
-                while any(q.statistics().current_buffer_used for q in self._queues.values()):
-                    await trio.sleep(self.config.retry_backoff_ms / 1000)
+                for sent in self._peers_done:
+                    await sent.wait()
         if self._scope is not None:
             self._scope.cancel()
 
@@ -312,6 +317,8 @@ class RaftDriver:
                 queue.send_nowait(message)
             except trio.WouldBlock:
                 log.debug("node %d: queue to %d full, dropping %s", self.node_id, dest, message)
+            except trio.ClosedResourceError:
+                pass  # shutting down
             return
         waiting = self._awaiting.pop((dest, message.request_id), None)
         if waiting is not None:
@@ -343,7 +350,11 @@ class RaftDriver:
                     store.install_snapshot(snapshot, data, reset_log=reset_log)
 
     async def _peer_loop(
-        self, peer: int, address: Address, requests: trio.MemoryReceiveChannel[Request]
+        self,
+        peer: int,
+        address: Address,
+        requests: trio.MemoryReceiveChannel[Request],
+        done: trio.Event,
     ) -> None:
         connection = PeerConnection(address, f"raft-{self.node_id}")
         timeout_s = self.config.request_timeout_ms / 1000
@@ -363,6 +374,6 @@ class RaftDriver:
                 self._running().receive(peer, response, self.now())
                 self._drain()
         finally:
+            done.set()
             with trio.CancelScope(shield=True):
                 await connection.aclose()
-

@@ -26,7 +26,9 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(broker: BrokerState, request: RequestContext, body: BeginQuorumEpochRequest) -> BeginQuorumEpochResponse:
+async def handle(
+    broker: BrokerState, request: RequestContext, body: BeginQuorumEpochRequest
+) -> BeginQuorumEpochResponse:
     response = await answer(broker, request, body)
     assert isinstance(response, BeginQuorumEpochResponse)
     return response

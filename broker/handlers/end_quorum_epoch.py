@@ -26,7 +26,9 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(broker: BrokerState, request: RequestContext, body: EndQuorumEpochRequest) -> EndQuorumEpochResponse:
+async def handle(
+    broker: BrokerState, request: RequestContext, body: EndQuorumEpochRequest
+) -> EndQuorumEpochResponse:
     response = await answer(broker, request, body)
     assert isinstance(response, EndQuorumEpochResponse)
     return response

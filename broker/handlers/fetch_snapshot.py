@@ -27,7 +27,9 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-async def handle(broker: BrokerState, request: RequestContext, body: FetchSnapshotRequest) -> FetchSnapshotResponse:
+async def handle(
+    broker: BrokerState, request: RequestContext, body: FetchSnapshotRequest
+) -> FetchSnapshotResponse:
     response = await answer(broker, request, body)
     assert isinstance(response, FetchSnapshotResponse)
     return response

@@ -4,6 +4,9 @@ The production client a node uses to talk to its peers (the Raft driver to the o
 It connects on first use and after any failure; every failure (refused, reset, timed out,
 malformed) closes the connection and is raised as `PeerUnavailable`, so the caller decides
 whether and when to retry. Requests carry the caller's correlation id.
+
+It lives beside the drivers that use it, not in `strom.broker.network`: the server there
+imports the handlers, which import the drivers.
 """
 
 from __future__ import annotations
