@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -40,7 +41,7 @@ from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
-from strom.coordinator.raft.core import QuorumInfo, RaftConfig, RaftCore
+from strom.coordinator.raft.core import QuorumInfo, RaftConfig, RaftCore, ReplicaInfo
 from strom.coordinator.raft.effects import (
     AppendEntries,
     HighWatermark,
@@ -168,8 +169,27 @@ class RaftDriver:
         return snapshot_id
 
     def describe(self) -> QuorumInfo:
-        """What DescribeQuorum reports (voters are listed only by the leader)."""
-        return self._running().describe(self.now())
+        """What DescribeQuorum reports (voters are listed only by the leader), with the fetch
+        times on the wall clock in ms since the epoch, as Kafka reports them (the core's
+        clock is trio's, which only measures intervals)."""
+        now = self.now()
+        info = self._running().describe(now)
+        shift = time.time_ns() // 1_000_000 - now
+
+        def wall(replica: ReplicaInfo) -> ReplicaInfo:
+            return replace(
+                replica,
+                last_fetch_ms=replica.last_fetch_ms + shift if replica.last_fetch_ms >= 0 else -1,
+                last_caught_up_ms=(
+                    replica.last_caught_up_ms + shift if replica.last_caught_up_ms >= 0 else -1
+                ),
+            )
+
+        return replace(
+            info,
+            voters=tuple(wall(v) for v in info.voters),
+            observers=tuple(wall(o) for o in info.observers),
+        )
 
     @property
     def high_watermark(self) -> int:

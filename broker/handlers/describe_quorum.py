@@ -3,14 +3,16 @@
 Behavior:
 - Answered only on a controller listener, from this node's Raft driver (`RaftCore.describe`):
   leader id and epoch, high watermark, and each voter's and observer's log end offset, last
-  fetch and last caught-up times (the lag is the high watermark minus the log end offset).
+  fetch and last caught-up times in ms since the epoch (the lag is the high watermark minus
+  the log end offset).
 - Only the leader knows the replicas' progress: any other voter answers the partition with
   NOT_LEADER_OR_FOLLOWER (the tool asks again elsewhere). A topic or partition other than
   `__cluster_metadata-0` is UNKNOWN_TOPIC_OR_PARTITION; a node running no Raft driver closes the
   connection.
 
 Version notes: v0 flexible (KIP-595); v1 last fetch and caught-up timestamps (KIP-836); v2
-directory ids and the voters' endpoints (KIP-853; no endpoints sent yet).
+directory ids (zero) and the voters' endpoints (their `controller.quorum.voters` addresses, on
+the first of `controller.listener.names`).
 """
 
 from __future__ import annotations
@@ -51,4 +53,14 @@ async def handle(
                 for topic, p in wanted
             ]
         )
-    return wire.describe_quorum_response(raft.describe())
+    response = wire.describe_quorum_response(raft.describe())
+    if request.api_version >= 2 and broker.config.controller_listeners:
+        # v2: the voters' endpoints, on the controller listener their addresses are for
+        name = broker.config.controller_listeners[0]
+        response.nodes = [
+            DescribeQuorumResponse.Node(
+                node_id, [DescribeQuorumResponse.Listener(name, address.host, address.port)]
+            )
+            for node_id, address in sorted(raft.voters.items())
+        ]
+    return response

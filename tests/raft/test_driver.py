@@ -9,6 +9,7 @@ rebinds the same port.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -192,7 +193,9 @@ async def quorum(tmp_path: Path, size: int = 3) -> AsyncIterator[Quorum]:
         nursery.cancel_scope.cancel()
 
 
-async def _describe(address: Address) -> DescribeQuorumResponse.PartitionData:
+async def _describe(
+    address: Address,
+) -> tuple[DescribeQuorumResponse.PartitionData, list[DescribeQuorumResponse.Node]]:
     client = await KafkaClient.connect(str(address), "kafka-metadata-quorum")
     try:
         request = DescribeQuorumRequest(
@@ -207,7 +210,7 @@ async def _describe(address: Address) -> DescribeQuorumResponse.PartitionData:
         await client.aclose()
     [topic] = response.topics
     [partition] = topic.partitions
-    return partition
+    return partition, response.nodes
 
 
 def _address(quorum: Quorum, node_id: int) -> Address:
@@ -222,7 +225,7 @@ async def test_three_voters_elect_replicate_commit_and_describe(tmp_path: Path) 
         for node in q.nodes.values():
             assert node.machine.payloads() == [b"one", b"two", b"three"]
 
-        info = await _describe(_address(q, leader.node_id))
+        info, nodes = await _describe(_address(q, leader.node_id))
         assert info.error_code == ErrorCode.NONE
         assert info.leader_id == leader.node_id
         assert info.leader_epoch == leader.epoch
@@ -234,9 +237,15 @@ async def test_three_voters_elect_replicate_commit_and_describe(tmp_path: Path) 
             lag = info.high_watermark - voter.log_end_offset
             assert 0 <= lag <= info.high_watermark
         assert info.observers == []
+        wall_ms = time.time_ns() // 1_000_000
+        for voter in info.current_voters:
+            assert wall_ms - 60_000 < voter.last_fetch_timestamp <= wall_ms
+        assert [(n.node_id, [(x.name, x.port) for x in n.listeners]) for n in nodes] == [
+            (i, [("CONTROLLER", _address(q, i).port)]) for i in (1, 2, 3)
+        ]
 
         follower = next(i for i in q.nodes if i != leader.node_id)
-        refused = await _describe(_address(q, follower))
+        refused, _ = await _describe(_address(q, follower))
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
@@ -262,6 +271,27 @@ async def test_leader_crash_elects_a_new_leader_and_the_restarted_node_catches_u
         committed = [(e.offset, e.epoch, e.data) for e in q.nodes[old_id].machine.entries]
         for node in q.nodes.values():
             assert [(e.offset, e.epoch, e.data) for e in node.machine.entries] == committed
+
+
+async def test_a_voter_behind_the_leaders_snapshot_catches_up_with_fetch_snapshot(
+    tmp_path: Path,
+) -> None:
+    async with quorum(tmp_path) as q:
+        leader = await q.leader()
+        behind = next(i for i in q.nodes if i != leader.node_id)
+        await q.propose_committed([b"a"])
+        q.nodes[behind].crash()
+        await q.propose_committed([b"b", b"c"])
+        machine = q.nodes[leader.node_id].machine
+        snapshot = leader.snapshot(leader.applied, b"\n".join(machine.image))
+        assert snapshot.end_offset == leader.applied
+        await q.propose_committed([b"d"])
+
+        await q.restart(behind)
+        await q.propose_committed([b"e"])
+        restarted = q.nodes[behind].machine
+        assert restarted.snapshots == [snapshot]
+        assert restarted.payloads() == [b"a", b"b", b"c", b"d", b"e"]
 
 
 async def test_a_clean_shutdown_of_the_leader_hands_over_to_another_voter(tmp_path: Path) -> None:
