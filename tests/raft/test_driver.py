@@ -24,9 +24,13 @@ from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
+from strom.coordinator.raft import wire
+from strom.coordinator.raft.messages import FetchRequest, VoteRequest
 from strom.storage.raft_store import Entry, SnapshotId
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.fetch import FetchResponse
+from strom.wire.messages.vote import VoteResponse
 
 CLUSTER_ID = "raft-driver-test-cluster"
 TIMEOUT_S = 30
@@ -304,6 +308,21 @@ async def test_a_clean_shutdown_of_the_leader_hands_over_to_another_voter(tmp_pa
         assert second.node_id != old_id
         assert second.epoch > old_epoch
         await q.propose_committed([b"x"])
+
+
+async def test_a_peer_of_another_cluster_or_an_old_fetch_is_refused(tmp_path: Path) -> None:
+    async with quorum(tmp_path) as q:
+        await q.leader()
+        client = await KafkaClient.connect(str(_address(q, 1)), "stranger")
+        try:
+            vote = wire.request_to_wire(VoteRequest(5, 1, 9, 0, 0, False), 1, "other-cluster", 2)
+            refused = await client.request(vote, 2, VoteResponse)
+            assert refused.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+            old = wire.request_to_wire(FetchRequest(6, 1, 9, 0, -1, 0), 1, CLUSTER_ID, 12)
+            with pytest.raises(ProtocolError, match="closed"):
+                await client.request(old, 12, FetchResponse)
+        finally:
+            await client.aclose()
 
 
 async def test_config_maps_to_the_core() -> None:
