@@ -7,6 +7,11 @@ Behavior:
   UNSUPPORTED_VERSION and the full list, so the client can pick (KIP-511);
   the server does that before a handler runs (see broker.server).
 - v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST.
+- v3+: the features, as a KRaft broker reports them: SupportedFeatures are the ranges this
+  node registered with the controller, FinalizedFeatures the levels in the metadata image
+  (min level = max level = the finalized level), and FinalizedFeaturesEpoch the image's last
+  metadata offset (-1 before any). Admin#describeFeatures and `kafka-features.sh describe`
+  read exactly these.
 
 Version notes: v1 adds ThrottleTimeMs; v3 is flexible and adds client software
 fields and (tagged) features; the response header is always v0.
@@ -55,6 +60,19 @@ async def handle(
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     from strom.broker.handlers import listener_type
 
-    return supported_versions(
+    response = supported_versions(
         listener_type=listener_type(request.listener in broker.config.controller_listeners)
     )
+    if request.api_version >= 3:
+        image = broker.image
+        registration = image.broker(broker.node_id)
+        response.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(name, low, high)
+            for name, low, high in sorted(registration.features if registration else ())
+        ]
+        response.finalized_features = [
+            ApiVersionsResponse.FinalizedFeatureKey(name, level, level)
+            for name, level in sorted(image.features.items())
+        ]
+        response.finalized_features_epoch = image.provenance.offset
+    return response

@@ -4,7 +4,9 @@ Each connection runs a loop over a sans-IO `wire.Connection`: read bytes,
 pull complete requests, run the handler, write the response. Requests on one
 connection are handled one at a time, in order (as Kafka does), while clients
 pipeline as many as they like; a long-polling fetch holds up only its own
-connection. A malformed request closes that connection alone.
+connection. A malformed request closes that connection alone; a handler that
+fails answers UNKNOWN_SERVER_ERROR where the response has a top-level error
+code (`error_response`), else closes the connection, and logs one line.
 
 Shutdown: connections waiting for a request stop at once; one in the middle
 of a request finishes it and sends the response, then stops.
@@ -23,6 +25,7 @@ from strom.broker.handlers import HANDLERS, listener_type
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
+from strom.broker.network.error_response import error_response
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks
 from strom.broker.state import BrokerState
@@ -191,11 +194,29 @@ class Server:
         except ProtocolError:
             raise
         except Exception as exc:
-            log.exception("handler for API key %d v%d failed", key, version)
-            raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+            response = error_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.error(
+                "handler for API key %d v%d failed (%s; %s): %s: %s",
+                key, version, _raised_at(exc),
+                "answered UNKNOWN_SERVER_ERROR" if response is not None else "closing the connection",
+                type(exc).__name__, exc,
+            )  # fmt: skip
+            log.debug("handler failure", exc_info=exc)
+            if response is None:
+                raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`file:line` where `exc` was raised: enough to find a bug from one log line."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _peer_host(stream: trio.SocketStream) -> str:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,15 +76,25 @@ def child_environment() -> dict[str, str]:
 
 
 class BrokerProcess:
-    """`strom serve` as a child process, with its data directory kept across restarts."""
+    """`strom serve` as a child process, with its data directory kept across restarts.
 
-    def __init__(self, data_dir: Path, overrides: Mapping[str, str] | None = None) -> None:
+    `output` keeps the last 2,000 log lines; `on_line`, if given, sees every line
+    (from a reader thread), for a test that must check a log longer than that.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        overrides: Mapping[str, str] | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.overrides = {**_test_defaults(data_dir), **(overrides or {})}
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
         self.port = 0
         self.output: deque[str] = deque(maxlen=2000)
+        self.on_line = on_line
 
     def start(self, timeout: float = 20.0, same_port: bool = False) -> str:
         """Start and wait for the startup line; return the bootstrap address."""
@@ -110,6 +120,8 @@ class BrokerProcess:
         assert process.stderr is not None
         for line in process.stderr:
             self.output.append(line.rstrip("\n"))
+            if self.on_line is not None:
+                self.on_line(line.rstrip("\n"))
             if not ready.is_set():
                 match = _STARTED.search(line)
                 if match:

@@ -110,6 +110,7 @@ class ChildMember:
         )  # fmt: skip
         self.owned: set[int] = set()
         self.consumed: list[tuple[int, int]] = []
+        self.errors: list[str] = []
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -123,12 +124,17 @@ class ChildMember:
                     self.owned = set(event["assigned"])
                 elif "revoked" in event:
                     self.owned -= set(event["revoked"])
+                elif "error" in event:
+                    self.errors.append(event["error"])
                 else:
                     partition, offset = event["consumed"]
                     self.consumed.append((partition, offset))
 
     def snapshot(self) -> tuple[set[int], list[tuple[int, int]]]:
+        """What the member owns and consumed; fails the test once the member reported an error."""
         with self._lock:
+            if self.errors:
+                raise AssertionError(f"child member failed: {self.errors}")
             return set(self.owned), list(self.consumed)
 
     def kill(self) -> None:

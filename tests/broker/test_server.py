@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import struct
 from pathlib import Path
 
@@ -9,12 +10,16 @@ import pytest
 import trio
 
 from strom.broker.handlers import HANDLERS
+from strom.broker.network.error_response import error_response
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.formats.protocol.request_header import RequestHeader
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from strom.wire.messages.fetch import FetchRequest
+from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 
 pytestmark = pytest.mark.trio
 
@@ -57,6 +62,27 @@ async def test_api_versions_lists_exactly_the_handlers(client: KafkaClient, vers
     assert advertised[0] == (0, 12)  # Produce: v0 advertised, as Kafka 4.0 does (KAFKA-18659)
 
 
+@pytest.mark.parametrize("version", [3, 4])
+async def test_api_versions_reports_supported_and_finalized_features(
+    broker: EmbeddedBroker, client: KafkaClient, version: int
+) -> None:
+    """As a KRaft broker does: the node's registered ranges, the image's finalized levels and
+    its offset as the epoch (Admin#describeFeatures and kafka-features.sh read them)."""
+    response = await client.request(
+        ApiVersionsRequest("strom-test", "1.0"), version, ApiVersionsResponse
+    )
+    state = broker.broker.state
+    assert state is not None
+    image = state.image
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        ("metadata.version", 7, 25)
+    ]
+    assert [
+        (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
+    ] == [("metadata.version", 25, 25)]
+    assert response.finalized_features_epoch == image.provenance.offset >= 0
+
+
 async def test_api_versions_rejects_bad_software_name(client: KafkaClient) -> None:
     response = await client.request(ApiVersionsRequest("bad name!", "1"), 3, ApiVersionsResponse)
     assert response.error_code == ErrorCode.INVALID_REQUEST
@@ -96,6 +122,66 @@ async def test_unsupported_version_closes_only_that_connection(
     await bad.aclose()
     response = await client.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
     assert response.error_code == 0
+
+
+async def _crash(*args: object) -> None:
+    raise RuntimeError("boom")
+
+
+async def test_handler_crash_answers_unknown_server_error(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka answers a failed request with its error response; the connection stays usable."""
+    monkeypatch.setattr(HANDLERS[HeartbeatRequest.API_KEY], "_handle", _crash)
+    response = await client.request(HeartbeatRequest("g", 1, "m"), 4, HeartbeatResponse)
+    assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    again = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+    assert again.cluster_id
+    [line] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "RuntimeError: boom" in line.getMessage()
+    assert "answered UNKNOWN_SERVER_ERROR" in line.getMessage()
+    assert line.exc_info is None  # one line, not a traceback
+
+
+async def test_handler_crash_without_error_response_closes_connection(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Produce has no top-level error code: the connection closes, as Kafka's would."""
+    monkeypatch.setattr(HANDLERS[ProduceRequest.API_KEY], "_handle", _crash)
+    with pytest.raises(ProtocolError) as info:
+        await client.request(ProduceRequest(acks=-1, timeout_ms=1000), 9, ProduceResponse)
+    assert info.value.error == ErrorCode.NETWORK_EXCEPTION
+    [line] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "closing the connection" in line.getMessage()
+    other = await KafkaClient.connect(broker.bootstrap)
+    try:
+        response = await other.request(MetadataRequest(topics=None), 12, MetadataResponse)
+        assert response.cluster_id
+    finally:
+        await other.aclose()
+
+
+async def test_error_responses_encode_at_every_advertised_version() -> None:
+    """Where an error response exists it carries UNKNOWN_SERVER_ERROR on the wire; the APIs
+    with per-topic errors only (Produce, CreateTopics, ...) have none and close instead."""
+    answered = set()
+    for handler in HANDLERS.values():
+        for version in range(handler.min_version, handler.max_version + 1):
+            body = error_response(handler.api_key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if body is None:
+                continue
+            answered.add(handler.module)
+            again = type(body).decode(body.encode(version), version)
+            assert again.error_code == ErrorCode.UNKNOWN_SERVER_ERROR  # type: ignore[attr-defined]
+    assert {"fetch", "heartbeat", "join_group", "init_producer_id", "api_versions"} <= answered
+    assert not {"produce", "create_topics", "list_offsets"} & answered
+    assert error_response(FetchRequest.API_KEY, 6, ErrorCode.UNKNOWN_SERVER_ERROR) is None
 
 
 async def test_oversized_frame_is_refused(tmp_path: Path) -> None:

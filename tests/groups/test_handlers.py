@@ -126,6 +126,20 @@ async def test_sync_heartbeat_leave_every_version(client: KafkaClient, version: 
         assert again.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+async def heartbeat_until_rebalance(client: KafkaClient, member: JoinGroupResponse) -> None:
+    """Heartbeat as `member` until the coordinator answers REBALANCE_IN_PROGRESS; fail otherwise."""
+    heartbeat = HeartbeatRequest(
+        group_id="g", generation_id=member.generation_id, member_id=member.member_id
+    )
+    with trio.fail_after(10):
+        while True:
+            error = (await client.request(heartbeat, 4, HeartbeatResponse)).error_code
+            if error != ErrorCode.NONE:
+                assert error == ErrorCode.REBALANCE_IN_PROGRESS
+                return
+            await trio.sleep(0.01)
+
+
 async def test_second_member_is_parked_until_the_first_rejoins(broker: EmbeddedBroker) -> None:
     a = await KafkaClient.connect(broker.bootstrap)
     b = await KafkaClient.connect(broker.bootstrap)
@@ -137,13 +151,7 @@ async def test_second_member_is_parked_until_the_first_rejoins(broker: EmbeddedB
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(join_b)
-        heartbeat = HeartbeatRequest(
-            group_id="g", generation_id=first.generation_id, member_id=first.member_id
-        )
-        for _ in range(500):  # until b's join has started a rebalance
-            if (await a.request(heartbeat, 4, HeartbeatResponse)).error_code:
-                break
-            await trio.sleep(0.01)
+        await heartbeat_until_rebalance(a, first)  # b's join has started a rebalance
         rejoined = await a.request(join_request("g", first.member_id), 9, JoinGroupResponse)
     assert rejoined.generation_id == results[0].generation_id == first.generation_id + 1
     assert len(rejoined.members) == 2
@@ -219,13 +227,7 @@ async def test_parked_join_is_released_at_shutdown(tmp_path: Path) -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(join_b)
-            heartbeat = HeartbeatRequest(
-                group_id="g", generation_id=first.generation_id, member_id=first.member_id
-            )
-            for _ in range(500):  # until b waits in the join phase
-                if (await a.request(heartbeat, 4, HeartbeatResponse)).error_code:
-                    break
-                await trio.sleep(0.01)
+            await heartbeat_until_rebalance(a, first)  # b waits in the join phase
             broker.broker.shutdown()
         assert [r.error_code for r in answers] == [ErrorCode.NOT_COORDINATOR]
         await a.aclose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -75,13 +74,29 @@ def test_one_record_minimal_is_valid() -> None:
 
 @pytest.mark.parametrize("codec", [c for c in Codec if c is not Codec.NONE])
 def test_corrupt_compressed_payload_with_valid_crc(codec: Codec) -> None:
+    """A flipped payload byte is CORRUPT_MESSAGE, or (no codec checksum caught it) one whole record.
+
+    Never fewer records than the header declares and never silence: most flips must
+    be refused, so a decoder that swallowed payload errors fails here.
+    """
     batch = bytearray(build_batch([Record(b"k", b"v" * 500)] * 1, codec=codec))
+    refused: list[ErrorCode] = []
+    decoded = 0
     for index in range(61, len(batch), 3):
         broken = bytearray(batch)
         broken[index] ^= 0x55
         fix_crc(broken)
-        with contextlib.suppress(ProtocolError):
-            decode_batch(broken)
+        try:
+            header, records = decode_batch(broken)
+        except ProtocolError as exc:
+            refused.append(exc.error)
+            continue
+        decoded += 1
+        assert len(records) == header.record_count == 1, (index, records)
+        assert records[0].value is not None
+        assert len(records[0].value) == 500, index
+    assert set(refused) <= {ErrorCode.CORRUPT_MESSAGE}
+    assert len(refused) >= (len(refused) + decoded) // 2, (codec, refused, decoded)
 
 
 def test_batch_level_defects() -> None:

@@ -105,7 +105,7 @@ final class Clients {
 
     static void close(KafkaConsumer<?, ?> consumer) {
         if (consumer != null) {
-            consumer.close(CLOSE_TIMEOUT);
+            Compat.close(consumer, CLOSE_TIMEOUT);
         }
     }
 
