@@ -485,19 +485,7 @@ class RaftCore:
         if len(self._votes) >= self._majority():
             self._become_candidate(now)
             return
-        for voter in self.voters:
-            if voter != self.node_id:
-                self._send(
-                    voter,
-                    VoteRequest(
-                        self._request_id(),
-                        self.epoch,
-                        self.node_id,
-                        self.log.last_epoch,
-                        self.log.end_offset,
-                        pre_vote=True,
-                    ),
-                )
+        self._request_votes(pre_vote=True)
 
     def _become_candidate(self, now: int) -> None:
         self._leave_role(now)
@@ -511,6 +499,10 @@ class RaftCore:
         if len(self._votes) >= self._majority():
             self._become_leader(now)
             return
+        self._request_votes(pre_vote=False)
+
+    def _request_votes(self, *, pre_vote: bool) -> None:
+        """Ask every other voter for its (pre-)vote in this epoch, on this log."""
         for voter in self.voters:
             if voter != self.node_id:
                 self._send(
@@ -521,7 +513,7 @@ class RaftCore:
                         self.node_id,
                         self.log.last_epoch,
                         self.log.end_offset,
-                        pre_vote=False,
+                        pre_vote=pre_vote,
                     ),
                 )
 

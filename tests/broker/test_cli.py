@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,6 +84,30 @@ def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+@contextmanager
+def serving(*overrides: str) -> Iterator[str]:
+    """`strom serve` on port 0 with `overrides` (key=value), until its startup line; yields the
+    line, then stops it with SIGTERM and checks it exited cleanly."""
+    args = [sys.executable, "-m", "strom", "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
+    for override in overrides:
+        args += ["--override", override]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    started = ""
+    try:
+        for line in process.stderr:
+            if "started" in line:
+                started = line
+                break
+        assert started, "strom serve exited before its startup line"
+        yield started
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+
+
+
 def test_port_in_use_is_one_line_naming_the_port(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -108,26 +134,13 @@ def test_a_file_where_the_data_directory_should_be_is_one_line(tmp_path: Path) -
 def test_a_second_broker_on_the_same_data_directory_is_refused(tmp_path: Path) -> None:
     """Kafka holds `.lock` in each log dir; two processes appending would corrupt the logs."""
     data = tmp_path / "data"
-    first = subprocess.Popen(
-        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={data}",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert first.stderr is not None
-    try:
-        for line in first.stderr:
-            if "started" in line:
-                break
+    with serving(f"log.dirs={data}"):
         result = run_cli("serve", "--override", f"log.dirs={data}",
                          "--override", "listeners=PLAINTEXT://127.0.0.1:0")  # fmt: skip
         assert result.returncode == 1
         line = _one_error_line(result)
         assert f"{data.resolve()} is in use by another process" in line
         assert ".lock" in line
-    finally:
-        first.terminate()
-        first.communicate(timeout=30)
-    assert first.returncode == 0
 
 
 def test_a_tls_listener_stops_start_up(tmp_path: Path) -> None:
@@ -225,21 +238,8 @@ def test_a_formatted_node_serves_its_cluster_id(tmp_path: Path) -> None:
     cluster_id = run_cli("random-uuid").stdout.strip()
     data = tmp_path / "data"
     assert run_cli("format", "--override", f"log.dirs={data}", "-t", cluster_id).returncode == 0
-    process = subprocess.Popen(
-        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={data}",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
-    try:
-        for line in process.stderr:
-            if "started" in line:
-                break
+    with serving(f"log.dirs={data}") as line:
         assert "Strom" in line
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
-    assert process.returncode == 0
     assert _meta(data)["cluster.id"] == cluster_id  # kept, not replaced
 
     other = run_cli("serve", "--override", f"log.dirs={data}",
@@ -263,19 +263,8 @@ def test_directories_of_two_clusters_refuse_to_start(tmp_path: Path) -> None:
 
 def test_first_start_formats_every_directory(tmp_path: Path) -> None:
     dirs = f"{tmp_path / 'a'},{tmp_path / 'b'}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "strom", "serve", "--override", f"log.dirs={dirs}",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", "cluster.id=my-cluster"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
-    try:
-        for line in process.stderr:
-            if "started" in line:
-                break
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)
+    with serving(f"log.dirs={dirs}", "cluster.id=my-cluster"):
+        pass
     a, b = _meta(tmp_path / "a"), _meta(tmp_path / "b")
     assert a["cluster.id"] == b["cluster.id"] == "my-cluster"
     assert a["directory.id"] != b["directory.id"]
