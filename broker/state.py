@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from strom.broker.drivers.controller import ControllerDriver
     from strom.broker.drivers.groups import GroupDriver
+    from strom.broker.drivers.raft import RaftDriver
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
@@ -42,6 +43,8 @@ class BrokerState:
     clock: Callable[[], int] = field(default=wall_clock_ms)
     groups: GroupDriver | None = None
     """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    raft: RaftDriver | None = None
+    """The Raft replica of the metadata log, on a member of a multi-node quorum (else None)."""
     _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
 
     def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:

@@ -259,12 +259,23 @@ class ClientConnection:
         self._next_correlation = 0
         self._pending: list[tuple[int, int, int]] = []  # (correlation id, api key, version)
 
-    def send_request(self, body: Message, version: int, expect_response: bool = True) -> bytes:
+    def send_request(
+        self,
+        body: Message,
+        version: int,
+        expect_response: bool = True,
+        correlation_id: int | None = None,
+    ) -> bytes:
+        """The request's frame; `correlation_id` is the caller's (the Raft driver pairs
+        responses by its own request ids), else the next of this connection's counter."""
         api_key = body.API_KEY
         if api_key is None:
             raise ValueError(f"{body.NAME} is not a request")
-        correlation = self._next_correlation
-        self._next_correlation = (correlation + 1) & 0x7FFFFFFF
+        if correlation_id is None:
+            correlation = self._next_correlation
+            self._next_correlation = (correlation + 1) & 0x7FFFFFFF
+        else:
+            correlation = correlation_id & 0x7FFFFFFF
         chunks: list[Any] = [b""]
         header = RequestHeader(api_key, version, correlation, self.client_id)
         header.encode_into(request_header_version(api_key, version), chunks)

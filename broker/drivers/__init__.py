@@ -9,5 +9,7 @@ interfaces (a log to append to, a publish callback), never on the whole broker s
 `__consumer_offsets`, `__transaction_state`), through the controller like a CreateTopics.
 `lifecycle`: this broker's registration with the controller and its heartbeats (BrokerRegistration,
 BrokerHeartbeat) through a `ControllerChannel`: in-process today, the RPC to the active
-controller with the Raft driver.
+controller with the Raft driver. `raft`: the Raft replica of `__cluster_metadata` (a
+`RaftCore` with its disk store, its peers and the handlers' requests); `peer` its outbound
+connection to another node.
 """

@@ -81,7 +81,7 @@ def _handler(
 
 _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("produce", 0, 3, 12, advertised_min=0),
-    _handler("fetch", 1, 4, 17),
+    _handler("fetch", 1, 4, 17, listeners=BOTH),  # on a controller listener: Raft's Fetch
     _handler("list_offsets", 2, 1, 10),
     _handler("metadata", 3, 0, 13),
     _handler("offset_commit", 8, 2, 9),
@@ -107,6 +107,11 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("incremental_alter_configs", 44, 0, 1, listeners=BOTH),
     _handler("offset_delete", 47, 0, 0),
     _handler("describe_cluster", 60, 0, 2),
+    _handler("vote", 52, 0, 2, listeners=CONTROLLER),
+    _handler("begin_quorum_epoch", 53, 0, 1, listeners=CONTROLLER),
+    _handler("end_quorum_epoch", 54, 0, 1, listeners=CONTROLLER),
+    _handler("describe_quorum", 55, 0, 2, listeners=CONTROLLER),
+    _handler("fetch_snapshot", 59, 0, 1, listeners=CONTROLLER),
     _handler("describe_producers", 61, 0, 0),
     _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),
     _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),

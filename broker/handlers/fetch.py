@@ -23,6 +23,9 @@ Behavior:
   yet); partitions refused before any read (unknown topic, partition or topic
   id) carry [], as Kafka's do. preferred_read_replica is always -1.
 - v12+ last_fetched_epoch: a log that diverged answers diverging_epoch.
+- On a controller listener, Fetch is Raft's: a replica of `__cluster_metadata` reads the
+  quorum leader's log through this node's Raft driver (`raft_rpc`), v13+ only (it needs the
+  last fetched epoch and the diverging epoch and snapshot id).
 - Fetch sessions (v7+, KIP-227): see broker.fetch_sessions. Incremental
   responses list only partitions with records, a new high watermark or log
   start offset, or an error.
@@ -56,7 +59,7 @@ from strom.broker.data.fetch_sessions import (
     partition_key,
 )
 from strom.broker.data.waiters import DataWaiters
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.primitives import ZERO_UUID
 
@@ -72,6 +75,8 @@ FIRST_TOPIC_ID_VERSION = 13
 
 
 async def handle(broker: BrokerState, request: RequestContext, body: FetchRequest) -> FetchResponse:
+    if request.listener in broker.config.controller_listeners:
+        return await _raft_fetch(broker, request, body)
     version = request.api_version
     uses_ids = version >= FIRST_TOPIC_ID_VERSION
     cache = FetchSessionCache.of(broker)
@@ -210,3 +215,22 @@ def _session_id(context: FetchContext) -> int:
 def _replica_id(body: FetchRequest) -> int:
     """The fetching replica (v15+ in replica_state; either way -1 for consumers)."""
     return max(body.replica_id, body.replica_state.replica_id)
+
+
+RAFT_MIN_VERSION = 13
+
+
+async def _raft_fetch(
+    broker: BrokerState, request: RequestContext, body: FetchRequest
+) -> FetchResponse:
+    from strom.broker.handlers.raft_rpc import answer
+
+    if request.api_version < RAFT_MIN_VERSION:
+        raise ProtocolError(
+            f"Fetch v{request.api_version} on a controller listener: the metadata quorum needs "
+            f"v{RAFT_MIN_VERSION}+ (client {request.client_id!r})",
+            ErrorCode.UNSUPPORTED_VERSION,
+        )
+    response = await answer(broker, request, body)
+    assert isinstance(response, FetchResponse)
+    return response

@@ -130,6 +130,9 @@ class _Replica:
     offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    told_high_watermark: int = -1
+    """The high watermark in the last fetch response it was sent: a fetch from a replica that
+    knows an older one is answered at once, not held (it learns of commits without waiting)."""
 
 
 @dataclass(slots=True)
@@ -731,11 +734,18 @@ class RaftCore:
             and response.snapshot_id is None
             and not response.entries
             and request.max_wait_ms > 0
+            and replica.told_high_watermark >= self.high_watermark
         ):
             deadline = now + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
             self._parked[request.replica_id] = _Parked(src, request, deadline)
         else:
-            self._send(src, response)
+            self._send_fetch_response(src, request.replica_id, response)
+
+    def _send_fetch_response(self, src: int, replica_id: int, response: FetchResponse) -> None:
+        replica = self._replicas.get(replica_id) or self._observers.get(replica_id)
+        if replica is not None and response.error == NONE:
+            replica.told_high_watermark = response.high_watermark
+        self._send(src, response)
 
     def _serve_fetch(self, request: FetchRequest, now: int) -> FetchResponse:
         """Validate a fetch position, update the replica's progress, build the answer."""
@@ -797,7 +807,8 @@ class RaftCore:
             if error != NONE:
                 self._send(parked.src, self._fetch_response(parked.request, error))
             else:
-                self._send(parked.src, self._serve_fetch(parked.request, now))
+                response = self._serve_fetch(parked.request, now)
+                self._send_fetch_response(parked.src, replica_id, response)
 
     def _advance_high_watermark(self, now: int, *, answer_parked: bool = True) -> None:
         offsets = sorted(

@@ -248,6 +248,24 @@ def test_the_high_watermark_moves_only_into_the_leaders_own_epoch() -> None:
     assert HighWatermark(6) in effects
 
 
+def test_a_fetch_from_a_replica_that_knows_an_older_high_watermark_is_answered_at_once() -> None:
+    core = make(epoch=1)
+    elect(core)
+
+    def waiting_fetch(replica: int, now: int) -> list[int]:
+        """The high watermarks of the responses sent at once."""
+        core.receive(replica, FetchRequest(replica * 1000 + now, 2, replica, 1, 2, 500), now)
+        answers = [s.message for s in sent(drain(core, now), FetchResponse)]
+        return [a.high_watermark for a in answers if isinstance(a, FetchResponse)]
+
+    # voter 2's fetch commits the leader's entry: it hears of it now, not after the long poll
+    assert waiting_fetch(2, 5001) == [1]
+    # voter 3 was never told that high watermark: answered at once too
+    assert waiting_fetch(3, 5002) == [1]
+    # nothing new for voter 3 now: its next fetch waits
+    assert waiting_fetch(3, 5003) == []
+
+
 def test_the_leader_counts_its_own_entries_only_once_durable() -> None:
     core = make(epoch=1)
     elect(core)

@@ -1,0 +1,71 @@
+"""An outbound connection to another node: one request at a time, answered in order.
+
+The production client a node uses to talk to its peers (the Raft driver to the other voters).
+It connects on first use and after any failure; every failure (refused, reset, timed out,
+malformed) closes the connection and is raised as `PeerUnavailable`, so the caller decides
+whether and when to retry. Requests carry the caller's correlation id.
+
+It lives beside the drivers that use it, not in `strom.broker.network`: the server there
+imports the handlers, which import the drivers.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from strom.config.quorum import Address
+from strom.wire.connection import ClientConnection, Closed, NeedData
+from strom.wire.errors import ProtocolError
+from strom.wire.message import Message
+
+RECEIVE_SIZE = 256 * 1024
+
+
+class PeerUnavailable(Exception):
+    """The request got no response (the connection is closed; connect again to retry)."""
+
+
+class PeerConnection:
+    """A lazily opened connection to `address`."""
+
+    def __init__(self, address: Address, client_id: str) -> None:
+        self.address = address
+        self._client_id = client_id
+        self._stream: trio.SocketStream | None = None
+        self._conn = ClientConnection(client_id)
+
+    async def request(
+        self, body: Message, version: int, correlation_id: int, timeout_s: float
+    ) -> Message:
+        """Send `body` at `version` and return the response; PeerUnavailable on any failure."""
+        try:
+            with trio.fail_after(timeout_s):
+                if self._stream is None:
+                    self._stream = await trio.open_tcp_stream(*self.address)
+                    self._conn = ClientConnection(self._client_id)
+                stream = self._stream
+                await stream.send_all(
+                    self._conn.send_request(body, version, correlation_id=correlation_id)
+                )
+                while True:
+                    event = self._conn.next_response()
+                    if isinstance(event, Closed):
+                        raise PeerUnavailable(f"{self.address} closed the connection")
+                    if isinstance(event, NeedData):
+                        data = await stream.receive_some(RECEIVE_SIZE)
+                        if not data:
+                            raise PeerUnavailable(f"{self.address} closed the connection")
+                        self._conn.receive_data(data)
+                        continue
+                    return event[1]
+        except PeerUnavailable:
+            await self.aclose()
+            raise
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
+            await self.aclose()
+            raise PeerUnavailable(f"{self.address}: {exc or type(exc).__name__}") from exc
+
+    async def aclose(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await trio.aclose_forcefully(stream)

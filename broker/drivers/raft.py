@@ -1,0 +1,399 @@
+"""The trio driver hosting one `RaftCore`: clock, disk, network and state machine around it.
+
+The core (`strom.coordinator.raft.core`) is pure; this driver feeds it and carries out what it
+asks (see `strom.coordinator.raft.effects`):
+
+- **Clock.** Times are milliseconds of trio's clock. The run loop sleeps until the core's
+  `next_deadline()` (or until an input may have moved it) and calls `tick`.
+- **Disk.** Writes (quorum state, appends, truncations, snapshots) go to a `DiskRaftStore` in a
+  worker thread, in the order the core emitted them, a batch at a time; then
+  `writes_durable(highest seq)`. Each store call fsyncs before it returns.
+- **Network out.** One `PeerConnection` per other voter, fed by a small queue: one request at a
+  time, each within `controller.quorum.request.timeout.ms`; a failure closes the connection and
+  waits `controller.quorum.retry.backoff.ms` before the next. Lost requests need nothing: the
+  core retries on its own timers. When the queue is full, the request is dropped (same reason).
+  Requests carry the core's request id as their correlation id; versions are the newest
+  Strom speaks (Vote v2 for pre-vote, Fetch v17, the others v1): every voter runs Strom.
+- **Network in.** The Raft handlers (`strom.broker.handlers.vote`, ...) call `answer(request)`:
+  the request goes to the core and the handler waits for the core's response with the same
+  request id (a Fetch may be held there for its long poll).
+- **State machine.** Committed entries (below the high watermark) go to the `RaftStateMachine`
+  in offset order, control entries included (the machine skips them); a fetched snapshot
+  reloads it. `propose` appends entries on the leader.
+
+A crash is a cancelled `run` (nothing more is written); `shutdown` resigns first, as a clean
+stop does in Kafka, so that another voter stands at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.config import BrokerConfig
+from strom.config.quorum import Address
+from strom.coordinator.raft import wire
+from strom.coordinator.raft.core import QuorumInfo, RaftConfig, RaftCore, ReplicaInfo
+from strom.coordinator.raft.effects import (
+    AppendEntries,
+    HighWatermark,
+    InstallSnapshot,
+    LeaderChange,
+    PersistQuorumState,
+    Send,
+    SnapshotLoaded,
+    TruncateTo,
+    Write,
+)
+from strom.coordinator.raft.messages import NO_LEADER, Request, Response
+from strom.storage.raft_disk import DiskRaftStore
+from strom.storage.raft_store import Entry, SnapshotId
+from strom.wire.message import Message
+
+log = logging.getLogger("strom.raft")
+
+REQUEST_VERSIONS: Mapping[str, int] = {
+    "VoteRequest": 2,
+    "BeginQuorumEpochRequest": 1,
+    "EndQuorumEpochRequest": 1,
+    "FetchRequest": 17,
+    "FetchSnapshotRequest": 1,
+}
+"""The version each outgoing Raft request (by its class in `messages`) is encoded at."""
+PEER_QUEUE = 16
+
+
+class RaftStateMachine(Protocol):
+    """What sits on the replicated log (the controller's metadata, later)."""
+
+    def apply(self, entries: list[Entry]) -> None:
+        """Entries newly committed, in offset order (control entries included)."""
+
+    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Replace the whole state with the snapshot's (entries below its end)."""
+
+
+def raft_config(config: BrokerConfig) -> RaftConfig:
+    """The core's timeouts from the `controller.quorum.*` settings."""
+    return RaftConfig(
+        election_timeout_ms=config.controller_quorum_election_timeout_ms,
+        fetch_timeout_ms=config.controller_quorum_fetch_timeout_ms,
+        election_backoff_max_ms=config.controller_quorum_election_backoff_max_ms,
+        request_timeout_ms=config.controller_quorum_request_timeout_ms,
+        retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
+    )
+
+
+@dataclass(slots=True)
+class _Awaiting:
+    """An incoming request waiting for the core's response."""
+
+    done: trio.Event
+    response: Response | None = None
+
+
+class RaftDriver:
+    """Hosts the Raft replica of node `node_id` until `run` is cancelled or `shutdown`."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: Mapping[int, Address],
+        metadata_dir: Path,
+        cluster_id: str | None,
+        state_machine: RaftStateMachine,
+        config: RaftConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.cluster_id = cluster_id
+        self.config = config or RaftConfig()
+        self.state_machine = state_machine
+        self.store = DiskRaftStore(Path(metadata_dir), frozenset(self.voters))
+        self.core: RaftCore | None = None
+        self.applied = 0
+        """Entries below this offset have gone to the state machine."""
+        self.epoch = 0
+        self.leader_id = NO_LEADER
+        self._changed = trio.Event()
+        self._wake = trio.Event()
+        self._writes: list[Write] = []
+        self._writes_ready = trio.Event()
+        self._awaiting: dict[tuple[int, int], _Awaiting] = {}
+        self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
+        self._peers_done: list[trio.Event] = []
+        self._scope: trio.CancelScope | None = None
+
+    @classmethod
+    def from_config(
+        cls, config: BrokerConfig, cluster_id: str, state_machine: RaftStateMachine
+    ) -> RaftDriver:
+        """The driver for this node as configured (`controller.quorum.voters`, its timeouts)."""
+        if config.node_id is None or config.node_id < 0:
+            raise ValueError("a Raft quorum member needs node.id")
+        return cls(
+            config.node_id,
+            config.quorum_voters,
+            Path(config.metadata_dir),
+            cluster_id,
+            state_machine,
+            raft_config(config),
+        )
+
+    # --- what the node above uses ---------------------------------------------------------
+
+    @staticmethod
+    def now() -> int:
+        return int(trio.current_time() * 1000)
+
+    def propose(self, payloads: list[bytes]) -> int | None:
+        """Append entries as the leader: the offset of the first, None when not the leader."""
+        core = self._running()
+        first = core.propose(payloads, self.now())
+        self._drain()
+        return first
+
+    def snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
+        """Record the state machine's image of the entries below `end_offset` (committed)."""
+        core = self._running()
+        snapshot_id = core.snapshot(end_offset, data)
+        self._drain()
+        return snapshot_id
+
+    def describe(self) -> QuorumInfo:
+        """What DescribeQuorum reports (voters are listed only by the leader), with the fetch
+        times on the wall clock in ms since the epoch, as Kafka reports them (the core's
+        clock is trio's, which only measures intervals)."""
+        now = self.now()
+        info = self._running().describe(now)
+        shift = time.time_ns() // 1_000_000 - now
+
+        def wall(replica: ReplicaInfo) -> ReplicaInfo:
+            return replace(
+                replica,
+                last_fetch_ms=replica.last_fetch_ms + shift if replica.last_fetch_ms >= 0 else -1,
+                last_caught_up_ms=(
+                    replica.last_caught_up_ms + shift if replica.last_caught_up_ms >= 0 else -1
+                ),
+            )
+
+        return replace(
+            info,
+            voters=tuple(wall(v) for v in info.voters),
+            observers=tuple(wall(o) for o in info.observers),
+        )
+
+    @property
+    def high_watermark(self) -> int:
+        return self._running().high_watermark
+
+    async def wait_changed(self) -> None:
+        """Return at the next change of leader, epoch or high watermark (for waiters and tests)."""
+        await self._changed.wait()
+
+    async def answer(self, request: Request) -> Response:
+        """The core's response to a request that arrived on a CONTROLLER listener.
+
+        Raises trio.TooSlowError if the core gives none within the fetch wait plus the request
+        timeout (the server then closes the connection; the peer retries).
+        """
+        core = self._running()
+        src = wire.sender(request)
+        key = (src, request.request_id)
+        waiting = self._awaiting[key] = _Awaiting(trio.Event())
+        try:
+            core.receive(src, request, self.now())
+            self._drain()
+            timeout_ms = self.config.fetch_max_wait_ms + self.config.request_timeout_ms
+            with trio.fail_after(timeout_ms / 1000):
+                await waiting.done.wait()
+        finally:
+            if self._awaiting.get(key) is waiting:
+                del self._awaiting[key]
+        assert waiting.response is not None
+        return waiting.response
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Load the durable state, then serve until cancelled (a crash: nothing more is written)."""
+        recovered = await trio.to_thread.run_sync(self.store.load)
+        if recovered.snapshot is not None:
+            self.state_machine.load_snapshot(recovered.snapshot, recovered.snapshot_data)
+            self.applied = recovered.snapshot.end_offset
+        else:
+            self.applied = recovered.log_start
+        async with trio.open_nursery() as nursery:
+            self._scope = nursery.cancel_scope
+            for peer, address in self.voters.items():
+                if peer == self.node_id:
+                    continue
+                send, receive = trio.open_memory_channel[Request](PEER_QUEUE)
+                self._queues[peer] = send
+                done = trio.Event()
+                self._peers_done.append(done)
+                nursery.start_soon(self._peer_loop, peer, address, receive, done)
+            nursery.start_soon(self._write_loop)
+            self.core = RaftCore(
+                self.node_id,
+                frozenset(self.voters),
+                recovered,
+                random.Random(),
+                self.now(),
+                self.config,
+            )
+            self._drain()
+            task_status.started()
+            await self._tick_loop()
+
+    async def shutdown(self) -> None:
+        """A clean stop: resign leadership (EndQuorumEpoch to the voters), then stop."""
+        if self.core is not None:
+            self.core.resign(self.now())
+            self._drain()
+            for queue in self._queues.values():
+                queue.close()  # the peer loops send what is queued, then end
+            with trio.move_on_after(self.config.request_timeout_ms / 1000):
+                for sent in self._peers_done:
+                    await sent.wait()
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def crash(self) -> None:
+        """Stop at once, as a killed process would (tests)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def _running(self) -> RaftCore:
+        if self.core is None:
+            raise RuntimeError("the Raft driver is not running")
+        return self.core
+
+    async def _tick_loop(self) -> None:
+        core = self._running()
+        while True:
+            deadline = core.next_deadline()
+            with trio.move_on_at(deadline / 1000):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            core.tick(self.now())
+            self._drain()
+
+    def _drain(self) -> None:
+        """Carry out what the core asked for after an input."""
+        core = self._running()
+        for effect in core.take_effects():
+            match effect:
+                case Send(dest, message):
+                    self._send(dest, message)
+                case PersistQuorumState() | AppendEntries() | TruncateTo() | InstallSnapshot():
+                    self._writes.append(effect)
+                    self._writes_ready.set()
+                case HighWatermark(offset):
+                    self._apply_committed(core, offset)
+                    self._notify()
+                case LeaderChange(epoch, leader_id):
+                    if leader_id != self.leader_id or epoch != self.epoch:
+                        log.info("node %d: epoch %d leader %d", self.node_id, epoch, leader_id)
+                    self.epoch, self.leader_id = epoch, leader_id
+                    self._notify()
+                case SnapshotLoaded(snapshot):
+                    self.state_machine.load_snapshot(snapshot, core.log.snapshot_data)
+                    self.applied = snapshot.end_offset
+        self._wake.set()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _apply_committed(self, core: RaftCore, high_watermark: int) -> None:
+        while self.applied < high_watermark:
+            if self.applied < core.log.start_offset:
+                # already folded into the snapshot the state machine loaded
+                self.applied = core.log.start_offset
+                continue
+            batch = [
+                e for e in core.log.entries_from(self.applied, 1 << 20) if e.offset < high_watermark
+            ]
+            if not batch:
+                break
+            self.state_machine.apply(batch)
+            self.applied = batch[-1].offset + 1
+
+    def _send(self, dest: int, message: Request | Response) -> None:
+        if isinstance(message, Request):
+            queue = self._queues.get(dest)
+            if queue is None:
+                return  # an observer we cannot reach; it fetches from us
+            try:
+                queue.send_nowait(message)
+            except trio.WouldBlock:
+                log.debug("node %d: queue to %d full, dropping %s", self.node_id, dest, message)
+            except trio.ClosedResourceError:
+                pass  # shutting down
+            return
+        waiting = self._awaiting.pop((dest, message.request_id), None)
+        if waiting is not None:
+            waiting.response = message
+            waiting.done.set()
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._writes_ready.wait()
+            self._writes_ready = trio.Event()
+            batch, self._writes = self._writes, []
+            if not batch:
+                continue
+            await trio.to_thread.run_sync(self._perform, batch)
+            self._running().writes_durable(max(w.seq for w in batch), self.now())
+            self._drain()
+
+    def _perform(self, batch: list[Write]) -> None:
+        store = self.store
+        for write in batch:
+            match write:
+                case PersistQuorumState(_, state):
+                    store.write_quorum_state(state)
+                case AppendEntries(_, entries):
+                    store.append(list(entries))
+                case TruncateTo(_, offset):
+                    store.truncate_to(offset)
+                case InstallSnapshot(_, snapshot, data, reset_log):
+                    store.install_snapshot(snapshot, data, reset_log=reset_log)
+
+    async def _peer_loop(
+        self,
+        peer: int,
+        address: Address,
+        requests: trio.MemoryReceiveChannel[Request],
+        done: trio.Event,
+    ) -> None:
+        connection = PeerConnection(address, f"raft-{self.node_id}")
+        timeout_s = self.config.request_timeout_ms / 1000
+        try:
+            async for request in requests:
+                version = REQUEST_VERSIONS[type(request).__name__]
+                body = wire.request_to_wire(request, peer, self.cluster_id, version)
+                try:
+                    raw: Message = await connection.request(
+                        body, version, request.request_id, timeout_s
+                    )
+                    response = wire.response_from_wire(raw, request)
+                except PeerUnavailable as exc:
+                    log.debug("node %d: no answer from %d: %s", self.node_id, peer, exc)
+                    await trio.sleep(self.config.retry_backoff_ms / 1000)
+                    continue
+                self._running().receive(peer, response, self.now())
+                self._drain()
+        finally:
+            done.set()
+            with trio.CancelScope(shield=True):
+                await connection.aclose()

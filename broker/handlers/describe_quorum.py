@@ -1,0 +1,66 @@
+"""DescribeQuorum (key 55): the state of the controller quorum, as `kafka-metadata-quorum` shows.
+
+Behavior:
+- Answered only on a controller listener, from this node's Raft driver (`RaftCore.describe`):
+  leader id and epoch, high watermark, and each voter's and observer's log end offset, last
+  fetch and last caught-up times in ms since the epoch (the lag is the high watermark minus
+  the log end offset).
+- Only the leader knows the replicas' progress: any other voter answers the partition with
+  NOT_LEADER_OR_FOLLOWER (the tool asks again elsewhere). A topic or partition other than
+  `__cluster_metadata-0` is UNKNOWN_TOPIC_OR_PARTITION; a node running no Raft driver closes the
+  connection.
+
+Version notes: v0 flexible (KIP-595); v1 last fetch and caught-up timestamps (KIP-836); v2
+directory ids (zero) and the voters' endpoints (their `controller.quorum.voters` addresses, on
+the first of `controller.listener.names`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strom.broker.handlers.raft_rpc import driver
+from strom.coordinator.raft import wire
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+
+if TYPE_CHECKING:
+    from strom.broker.handlers.request import RequestContext
+    from strom.broker.state import BrokerState
+
+API_KEY = 55
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(
+    broker: BrokerState, request: RequestContext, body: DescribeQuorumRequest
+) -> DescribeQuorumResponse:
+    raft = driver(broker, request)
+    wanted = [(t.topic_name, p.partition_index) for t in body.topics for p in t.partitions]
+    if wanted != [(wire.METADATA_TOPIC, wire.METADATA_PARTITION)]:
+        D = DescribeQuorumResponse
+        return D(
+            topics=[
+                D.TopicData(
+                    topic,
+                    [
+                        D.PartitionData(
+                            partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        )
+                    ],
+                )
+                for topic, p in wanted
+            ]
+        )
+    response = wire.describe_quorum_response(raft.describe())
+    if request.api_version >= 2 and broker.config.controller_listeners:
+        # v2: the voters' endpoints, on the controller listener their addresses are for
+        name = broker.config.controller_listeners[0]
+        response.nodes = [
+            DescribeQuorumResponse.Node(
+                node_id, [DescribeQuorumResponse.Listener(name, address.host, address.port)]
+            )
+            for node_id, address in sorted(raft.voters.items())
+        ]
+    return response
