@@ -6,6 +6,7 @@ the connector fails the tests with what to install; nothing here is ever skipped
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -27,3 +28,17 @@ def spark() -> Iterator[SparkSession]:
         pytest.fail(str(exc), pytrace=False)
     yield session
     session.stop()
+    # The JVM outlives stop(): its cached Kafka producers would log reconnect warnings against the
+    # stopped broker until Python exits, after pytest's summary. End the JVM with the session.
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        jvm: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        if jvm is not None:
+            if jvm.stdin is not None:
+                jvm.stdin.close()  # the JVM exits when its stdin closes, as PySpark arranges
+            jvm.wait(timeout=60)
