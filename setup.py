@@ -23,8 +23,11 @@ def _ext_modules() -> list[object]:
     try:
         from mypyc.build import mypycify
 
-        return list(mypycify(COMPILED, opt_level="3"))
-    except Exception as exc:  # no mypyc, no compiler: the pure-Python module is used
+        # The build environment holds mypy but not Strom's runtime dependencies: modules the
+        # walk imports are read for their types only, and their own errors are not ours here.
+        flags = ["--follow-imports=silent", "--ignore-missing-imports"]
+        return list(mypycify([*flags, *COMPILED], opt_level="3"))
+    except (Exception, SystemExit) as exc:  # no mypyc, no compiler: the pure-Python module is used
         print(f"strom: not compiling {COMPILED} ({exc}); it runs as Python", file=sys.stderr)
         return []
 

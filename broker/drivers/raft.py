@@ -125,6 +125,8 @@ class RaftDriver:
         self.leader_id = NO_LEADER
         self._changed = trio.Event()
         self._wake = trio.Event()
+        self.ticks = 0
+        """How often the tick loop has woken (an idle replica wakes at its timers only)."""
         self._writes: list[Write] = []
         self._writes_ready = trio.Event()
         self._awaiting: dict[tuple[int, int], _Awaiting] = {}
@@ -195,9 +197,13 @@ class RaftDriver:
     def high_watermark(self) -> int:
         return self._running().high_watermark
 
-    async def wait_changed(self) -> None:
-        """Return at the next change of leader, epoch or high watermark (for waiters and tests)."""
-        await self._changed.wait()
+    def next_change(self) -> trio.Event:
+        """The event set at the next change of leader, epoch or high watermark.
+
+        Take it before reading the state it guards: a change between the read and the wait is
+        then not missed (waiting on "the next change" after the read would sleep through it).
+        """
+        return self._changed
 
     async def answer(self, request: Request) -> Response:
         """The core's response to a request that arrived on a CONTROLLER listener.
@@ -283,9 +289,12 @@ class RaftDriver:
             deadline = core.next_deadline()
             with trio.move_on_at(deadline / 1000):
                 await self._wake.wait()
-            self._wake = trio.Event()
+            self.ticks += 1
             core.tick(self.now())
             self._drain()
+            # _drain sets _wake for inputs that arrive between ticks (they may move the
+            # deadline); the tick's own drain must not, or this loop never sleeps.
+            self._wake = trio.Event()
 
     def _drain(self) -> None:
         """Carry out what the core asked for after an input."""

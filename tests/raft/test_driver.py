@@ -132,12 +132,15 @@ class Quorum:
     async def until(self, done: Callable[[], bool]) -> None:
         """Wait for `done()` to hold, re-checking at every change any driver reports."""
         with trio.fail_after(TIMEOUT_S):
-            while not done():
+            while True:
+                changes = [driver.next_change() for driver in self.running()]
+                if done():
+                    return
                 async with trio.open_nursery() as waiters:
-                    for driver in self.running():
+                    for change in changes:
 
-                        async def wake(d: RaftDriver = driver) -> None:
-                            await d.wait_changed()
+                        async def wake(event: trio.Event = change) -> None:
+                            await event.wait()
                             waiters.cancel_scope.cancel()
 
                         waiters.start_soon(wake)
@@ -251,6 +254,19 @@ async def test_three_voters_elect_replicate_commit_and_describe(tmp_path: Path) 
         follower = next(i for i in q.nodes if i != leader.node_id)
         refused, _ = await _describe(_address(q, follower))
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_an_idle_quorum_wakes_at_its_timers_only(tmp_path: Path) -> None:
+    """The tick loop sleeps until the core's next deadline or an input (it once woke itself
+    after every tick: a busy loop that starved the disk-write thread and stalled elections)."""
+    async with quorum(tmp_path) as q:
+        await q.propose_committed([b"settled"])
+        before = {d.node_id: d.ticks for d in q.running()}
+        await trio.sleep(1.0)  # the window observed, not a synchronisation
+        woke = {d.node_id: d.ticks - before[d.node_id] for d in q.running()}
+    # Followers fetch (long-polled up to fetch_max_wait), the leader checks its quorum: a few
+    # dozen wake-ups a second at most; the busy loop made tens of thousands.
+    assert all(count < 200 for count in woke.values()), woke
 
 
 async def test_leader_crash_elects_a_new_leader_and_the_restarted_node_catches_up(
