@@ -11,6 +11,7 @@ clean-shutdown marker that lets the next start skip recovery).
 from __future__ import annotations
 
 import logging
+import socket
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.network.server import Server
+from strom.broker.process import activation
 from strom.broker.replication.partitions import (
     follow_image,
     heartbeat_loop,
@@ -45,8 +47,13 @@ class StartupError(Exception):
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, inherited: dict[str, list[socket.socket]] | None = None
+    ) -> None:
         self.config = config
+        self._inherited = dict(inherited or {})
+        """Listening sockets passed by socket activation, by upper-cased listener name
+        (`strom.broker.process.activation`): served instead of binding those listeners."""
         self.endpoints: list[Listener] = []
         """Advertised client endpoints, with the bound ports."""
         self.controller_endpoints: list[Listener] = []
@@ -64,6 +71,12 @@ class Broker:
         self._shutdown.set()
 
     async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await self._locked_run(task_status)
+        finally:
+            activation.close_all(self._inherited)
+
+    async def _locked_run(self, task_status: trio.TaskStatus[list[Listener]]) -> None:
         config = self.config
         refusal = config.multi_node_refusal()
         if refusal is not None:
@@ -117,17 +130,7 @@ class Broker:
         controller: ControllerDriver,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
-        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
-        for lst in config.listener_endpoints:
-            try:
-                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
-            except OSError as exc:
-                raise StartupError(
-                    f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
-                    "or change 'listeners'"
-                ) from exc
-            port = sockets[0].socket.getsockname()[1]
-            bound.append((lst._replace(port=port), sockets))
+        bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         try:
@@ -167,6 +170,35 @@ class Broker:
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+
+    async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
+        """Bind every listener, or adopt the socket activation passed for it."""
+        unused = set(self._inherited) - {lst.name.upper() for lst in config.listener_endpoints}
+        if unused:
+            raise StartupError(
+                f"socket activation passed sockets named {','.join(sorted(unused))}, which name "
+                "no entry of 'listeners': name each socket after a listener"
+            )
+        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
+        for lst in config.listener_endpoints:
+            inherited = self._inherited.pop(lst.name.upper(), None)
+            if inherited is not None:
+                try:
+                    bound.append(activation.adopt(lst, inherited))
+                except activation.ActivationError as exc:
+                    activation.close_all({lst.name: inherited})
+                    raise StartupError(str(exc)) from exc
+                continue
+            try:
+                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
+                    "or change 'listeners'"
+                ) from exc
+            port = sockets[0].socket.getsockname()[1]
+            bound.append((lst._replace(port=port), sockets))
+        return bound
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
