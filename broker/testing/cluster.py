@@ -138,11 +138,15 @@ class ClusterNode:
     def wait_started(self, timeout: float = 30.0) -> None:
         """Wait for the node's "started" log line; `ClusterError` with its log if it exits or
         the timeout passes first."""
-        if not self._started.wait(timeout) or not self.alive:
-            raise ClusterError(
-                f"node {self.node_id} did not start within {timeout}s "
-                f"(exit code {self._require().poll()}); its output:\n{self.tail(40)}"
-            )
+        started = self._started.wait(timeout)
+        code = self._require().poll()
+        if code is not None:
+            why = f"exited with code {code} before starting"
+        elif not started:
+            why = f"did not start within {timeout:.1f}s"
+        else:
+            return
+        raise ClusterError(f"node {self.node_id} {why}; its output:\n{self.tail(40)}")
 
     def _drain(self, process: subprocess.Popen[str], started: threading.Event, generation: int) -> None:
         assert process.stderr is not None

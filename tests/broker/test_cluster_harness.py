@@ -137,7 +137,7 @@ def test_a_node_that_cannot_start_fails_with_its_log(strom_cluster: StartCluster
     meta = node.data_dir / "data" / "meta.properties"
     other = "AAAAAAAAAAAAAAAAAAAAAA"
     meta.write_text(meta.read_text().replace(cluster.cluster_id, other))
-    with pytest.raises(ClusterError, match=f"(?s)node 1 did not start.*exit code 1.*{other}"):
+    with pytest.raises(ClusterError, match=f"(?s)node 1 exited with code 1 before starting.*{other}"):
         node.restart()
     assert f"===== node 1 (broker,controller) pid {node.pid} =====" in cluster.report()
 

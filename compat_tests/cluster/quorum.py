@@ -1,0 +1,89 @@
+"""What the cluster tests ask single nodes, over the repo's raw client (`KafkaClient`): the
+controller quorum (DescribeQuorum, as `kafka-metadata-quorum describe --status` asks it) and one
+node's own Metadata (a stock client would ask whichever broker it likes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.cluster import ClusterNode, ClusterProcess
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+
+REQUEST_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class QuorumState:
+    """The quorum as its leader describes it."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: dict[int, int]
+    """Voter id -> log end offset."""
+    observers: dict[int, int]
+
+
+async def _describe(address: str) -> DescribeQuorumResponse.PartitionData:
+    with trio.fail_after(REQUEST_TIMEOUT):
+        client = await KafkaClient.connect(address, "kafka-metadata-quorum")
+        try:
+            request = DescribeQuorumRequest(
+                topics=[
+                    DescribeQuorumRequest.TopicData(
+                        "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
+                    )
+                ]
+            )
+            response = await client.request(request, 2, DescribeQuorumResponse)
+        finally:
+            await client.aclose()
+    [topic] = response.topics
+    [partition] = topic.partitions
+    return partition
+
+
+def describe_quorum(node: ClusterNode) -> DescribeQuorumResponse.PartitionData | None:
+    """DescribeQuorum on the node's controller listener (None: no answer)."""
+    try:
+        return trio.run(_describe, node.controller_address)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError):
+        # a dead, paused or closing node
+        return None
+
+
+def quorum_state(cluster: ClusterProcess) -> QuorumState | None:
+    """The quorum as the live leader reports it (None while no live controller leads)."""
+    for node in cluster.controllers:
+        if not node.alive:
+            continue
+        answer = describe_quorum(node)
+        if answer is not None and answer.error_code == ErrorCode.NONE:
+            return QuorumState(
+                answer.leader_id,
+                answer.leader_epoch,
+                answer.high_watermark,
+                {v.replica_id: v.log_end_offset for v in answer.current_voters},
+                {o.replica_id: o.log_end_offset for o in answer.observers},
+            )
+    return None
+
+
+async def _topics(address: str) -> set[str]:
+    with trio.fail_after(REQUEST_TIMEOUT):
+        client = await KafkaClient.connect(address)
+        try:
+            response = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+        finally:
+            await client.aclose()
+    return {t.name for t in response.topics if t.name is not None and t.error_code == 0}
+
+
+def topics_on(node: ClusterNode) -> set[str]:
+    """The topics in this one broker's Metadata answer."""
+    return trio.run(_topics, node.bootstrap)

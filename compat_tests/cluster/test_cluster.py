@@ -1,0 +1,119 @@
+"""A 3-node combined cluster (every node `process.roles=broker,controller`, a static quorum of
+3 voters) of `strom serve` children, with stock clients: it starts, elects a leader, serves
+topics from every node, survives `kill -9` of the active controller, and the killed node catches
+up after a restart. Prints the measurements docs/cluster.md ("Measured") quotes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import TopicPartition
+
+from compat_tests.cluster.quorum import QuorumState, describe_quorum, quorum_state, topics_on
+from compat_tests.confluent_kafka import ck
+from compat_tests.helpers import now_ms, sample_records, topic_name, wait_until
+from strom.broker.testing.cluster import ClusterNode, ClusterProcess
+from strom.broker.testing.pytest_plugin import StartCluster
+from strom.wire.errors import ErrorCode
+
+ELECTION_TIMEOUT_S = 1.0
+"""controller.quorum.election.timeout.ms's default; fetch.timeout.ms is twice it."""
+
+
+def settled(cluster: ClusterProcess, *, voters: int = 3) -> QuorumState | None:
+    """The quorum once a leader reports every voter."""
+    state = quorum_state(cluster)
+    if state is None or len(state.voters) != voters:
+        return None
+    return state
+
+
+def wait_for_topics(node: ClusterNode, *topics: str, timeout: float = 15) -> None:
+    """Until this one node's Metadata lists every topic."""
+    wait_until(lambda: set(topics) <= topics_on(node), timeout=timeout,
+               what=f"{', '.join(topics)} in node {node.node_id}'s Metadata")  # fmt: skip
+
+
+def test_three_combined_nodes_elect_a_leader(strom_cluster: StartCluster) -> None:
+    begun = time.monotonic()
+    cluster = strom_cluster(combined=3)
+    state = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    elected = time.monotonic() - begun
+    print(f"\n3-node combined cluster: every node started in {cluster.startup_seconds:.2f}s "
+          f"(formatting included), a leader with 3 voters after {elected:.2f}s")  # fmt: skip
+    assert sorted(state.voters) == [1, 2, 3]
+    assert state.leader_id in (1, 2, 3)
+    assert state.leader_epoch >= 1
+    for node in cluster.nodes:  # a follower answers NOT_LEADER_OR_FOLLOWER (the tool asks again)
+        answer = describe_quorum(node)
+        assert answer is not None
+        if node.node_id != state.leader_id:
+            assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_topic_created_through_any_node_is_in_every_nodes_metadata(
+    strom_cluster: StartCluster,
+) -> None:
+    cluster = strom_cluster(combined=3)
+    wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    for via in cluster.nodes:
+        topic = topic_name(f"via{via.node_id}")
+        ck.create_topic(ck.admin(via.bootstrap), topic, 3)
+        for node in cluster.nodes:
+            wait_for_topics(node, topic)
+
+    topic = topic_name("data")
+    ck.create_topic(ck.admin(cluster.bootstrap), topic, 3)
+    records = sample_records(3, 20, base_ts=now_ms())
+    ck.produce_all(ck.producer(cluster.bootstrap), topic, records)
+    consumer = ck.consumer(cluster.bootstrap)
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        assert sorted(ck.consume(consumer, len(records))) == sorted(records)
+    finally:
+        consumer.close()
+
+
+def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
+    cluster = strom_cluster(combined=3)
+    before = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    first = topic_name("before")
+    ck.create_topic(ck.admin(cluster.bootstrap), first, 2)
+
+    victim = cluster.node(before.leader_id)
+    killed_at = time.monotonic()
+    victim.kill9()
+
+    def new_leader() -> QuorumState | None:
+        state = quorum_state(cluster)
+        if state is None or state.leader_id == before.leader_id:
+            return None
+        return state
+
+    after = wait_until(new_leader, timeout=10 * ELECTION_TIMEOUT_S + 5, what="a new leader",
+                       interval=0.02)  # fmt: skip
+    election = time.monotonic() - killed_at
+    print(f"\nkill -9 of leader {before.leader_id} (epoch {before.leader_epoch}): node "
+          f"{after.leader_id} leads epoch {after.leader_epoch} after {election:.2f}s")  # fmt: skip
+    assert after.leader_epoch > before.leader_epoch
+    assert election < 10 * ELECTION_TIMEOUT_S
+
+    survivors = [n for n in cluster.nodes if n is not victim]
+    second = topic_name("after")
+    ck.create_topic(ck.admin(survivors[0].bootstrap), second, 2)
+    for node in survivors:
+        wait_for_topics(node, second)
+
+    restarted_at = time.monotonic()
+    victim.restart(clean=False)
+    wait_for_topics(victim, first, second, timeout=30)
+
+    def caught_up() -> QuorumState | None:
+        state = quorum_state(cluster)
+        if state is None or state.voters.get(victim.node_id, -1) < state.high_watermark:
+            return None
+        return state
+
+    wait_until(caught_up, timeout=30, what=f"node {victim.node_id} caught up with the leader")
+    print(f"restarted node {victim.node_id} caught up in {time.monotonic() - restarted_at:.2f}s")
