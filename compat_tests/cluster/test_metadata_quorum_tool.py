@@ -1,0 +1,30 @@
+"""Kafka's own `kafka-metadata-quorum.sh --bootstrap-controller ... describe --status` against a
+3-node combined Strom cluster (the tool's jars from Maven, as compat_tests/kafka_tools runs them).
+"""
+
+from __future__ import annotations
+
+import json
+
+from compat_tests.cluster.test_cluster import settled
+from compat_tests.helpers import wait_until
+from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.pytest_plugin import StartCluster
+
+
+def test_describe_status_shows_the_leader_and_three_voters(strom_cluster: StartCluster) -> None:
+    tools = KafkaTools.for_tests()
+    cluster = strom_cluster(combined=3)
+    state = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    out = tools.run("kafka-metadata-quorum", "--bootstrap-controller", cluster.bootstrap_controllers,
+                    "describe", "--status")  # fmt: skip
+    fields = dict(line.split(":", 1) for line in out.lines)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    assert fields["ClusterId"] == cluster.cluster_id, out.describe()
+    assert int(fields["LeaderId"]) == state.leader_id, out.describe()
+    assert int(fields["LeaderEpoch"]) >= state.leader_epoch, out.describe()
+    voters = json.loads(fields["CurrentVoters"])
+    assert sorted(v["id"] for v in voters) == [1, 2, 3], out.describe()
+    endpoints = {v["id"]: v["endpoints"] for v in voters}
+    for node in cluster.controllers:
+        assert endpoints[node.node_id] == [f"CONTROLLER://{node.controller_address}"], out.describe()
