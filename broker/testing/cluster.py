@@ -291,8 +291,10 @@ class ClusterProcess:
         """controller.quorum.voters, the same on every node."""
         for node in self.nodes:
             node.overrides = {**self._node_config(node), **(overrides or {})}
+        self.format_seconds = 0.0
+        """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0
-        """How long `start` took: formatting, then every node's "started" line."""
+        """From starting the first node to the last node's "started" line."""
 
     def _node_config(self, node: ClusterNode) -> dict[str, str]:
         listeners = ",".join(f"{name}://{HOST}:{node.port(name)}" for name in node.sockets)
@@ -349,12 +351,14 @@ class ClusterProcess:
         """Format every node's storage with the cluster id, start every node, wait for all."""
         begun = time.monotonic()
         self.format()
+        formatted = time.monotonic()
+        self.format_seconds = formatted - begun
         for node in self.nodes:
             node.start()
         deadline = begun + self.start_timeout
         for node in self.nodes:
             node.wait_started(max(0.0, deadline - time.monotonic()))
-        self.startup_seconds = time.monotonic() - begun
+        self.startup_seconds = time.monotonic() - formatted
 
     def format(self) -> None:
         """`strom format --cluster-id ...` on every node, in parallel."""

@@ -29,6 +29,12 @@ def settled(cluster: ClusterProcess, *, voters: int = 3) -> QuorumState | None:
     return state
 
 
+def wait_for_leader(cluster: ClusterProcess, timeout: float = 30) -> QuorumState:
+    """Until a live leader reports 3 voters."""
+    return wait_until(lambda: settled(cluster), timeout=timeout, what="a leader with 3 voters",
+                      interval=0.1)  # fmt: skip
+
+
 def wait_for_topics(node: ClusterNode, *topics: str, timeout: float = 15) -> None:
     """Until this one node's Metadata lists every topic."""
     wait_until(lambda: set(topics) <= topics_on(node), timeout=timeout,
@@ -38,10 +44,11 @@ def wait_for_topics(node: ClusterNode, *topics: str, timeout: float = 15) -> Non
 def test_three_combined_nodes_elect_a_leader(strom_cluster: StartCluster) -> None:
     begun = time.monotonic()
     cluster = strom_cluster(combined=3)
-    state = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    state = wait_for_leader(cluster)
     elected = time.monotonic() - begun
-    print(f"\n3-node combined cluster: every node started in {cluster.startup_seconds:.2f}s "
-          f"(formatting included), a leader with 3 voters after {elected:.2f}s")  # fmt: skip
+    print(f"\n3-node combined cluster: formatted in {cluster.format_seconds:.2f}s, every node "
+          f"started in {cluster.startup_seconds:.2f}s, a leader with 3 voters {elected:.2f}s "
+          "after the harness began")  # fmt: skip
     assert sorted(state.voters) == [1, 2, 3]
     assert state.leader_id in (1, 2, 3)
     assert state.leader_epoch >= 1
@@ -56,7 +63,7 @@ def test_a_topic_created_through_any_node_is_in_every_nodes_metadata(
     strom_cluster: StartCluster,
 ) -> None:
     cluster = strom_cluster(combined=3)
-    wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    wait_for_leader(cluster)
     for via in cluster.nodes:
         topic = topic_name(f"via{via.node_id}")
         ck.create_topic(ck.admin(via.bootstrap), topic, 3)
@@ -77,7 +84,7 @@ def test_a_topic_created_through_any_node_is_in_every_nodes_metadata(
 
 def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     cluster = strom_cluster(combined=3)
-    before = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    before = wait_for_leader(cluster)
     first = topic_name("before")
     ck.create_topic(ck.admin(cluster.bootstrap), first, 2)
 
@@ -115,5 +122,6 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
             return None
         return state
 
-    wait_until(caught_up, timeout=30, what=f"node {victim.node_id} caught up with the leader")
+    wait_until(caught_up, timeout=30, what=f"node {victim.node_id} caught up with the leader",
+               interval=0.1)  # fmt: skip
     print(f"restarted node {victim.node_id} caught up in {time.monotonic() - restarted_at:.2f}s")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 
-from compat_tests.cluster.test_cluster import settled
-from compat_tests.helpers import wait_until
+from compat_tests.cluster.test_cluster import wait_for_leader
 from compat_tests.kafka_tools.tools import KafkaTools
 from strom.broker.testing.pytest_plugin import StartCluster
 
@@ -15,7 +14,7 @@ from strom.broker.testing.pytest_plugin import StartCluster
 def test_describe_status_shows_the_leader_and_three_voters(strom_cluster: StartCluster) -> None:
     tools = KafkaTools.for_tests()
     cluster = strom_cluster(combined=3)
-    state = wait_until(lambda: settled(cluster), timeout=30, what="a leader with 3 voters")
+    state = wait_for_leader(cluster)
     out = tools.run("kafka-metadata-quorum", "--bootstrap-controller", cluster.bootstrap_controllers,
                     "describe", "--status")  # fmt: skip
     fields = dict(line.split(":", 1) for line in out.lines)
