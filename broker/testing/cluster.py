@@ -248,7 +248,9 @@ class ClusterProcess:
 
     `combined=N`: N nodes, each `process.roles=broker,controller` (all voters). Or
     `controllers=C, brokers=M`: C controller-only voters (ids 1..C) and M broker-only nodes
-    (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts).
+    (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
+    `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
+    between restarts (`node.overrides`).
     """
 
     def __init__(
@@ -259,6 +261,7 @@ class ClusterProcess:
         controllers: int = 0,
         brokers: int = 0,
         overrides: Mapping[str, str] | None = None,
+        node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         start_timeout: float = 60.0,
     ) -> None:
         if combined and (controllers or brokers):
@@ -290,7 +293,11 @@ class ClusterProcess:
         )
         """controller.quorum.voters, the same on every node."""
         for node in self.nodes:
-            node.overrides = {**self._node_config(node), **(overrides or {})}
+            node.overrides = {
+                **self._node_config(node),
+                **(overrides or {}),
+                **(node_overrides or {}).get(node.node_id, {}),
+            }
         self.format_seconds = 0.0
         """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0

@@ -49,6 +49,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         controllers: int = 0,
         brokers: int = 0,
         overrides: Mapping[str, str] | None = None,
+        node_overrides: Mapping[int, Mapping[str, str]] | None = None,
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -56,6 +57,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             controllers=controllers,
             brokers=brokers,
             overrides=overrides,
+            node_overrides=node_overrides,
         )
         clusters.append(cluster)
         cluster.start()

@@ -147,12 +147,19 @@ def test_roles_are_combined_or_split(tmp_path: Path) -> None:
         ClusterProcess(tmp_path, combined=3, brokers=1)
     with pytest.raises(ValueError, match="needs"):
         ClusterProcess(tmp_path, controllers=3)
-    split = ClusterProcess(tmp_path, controllers=3, brokers=2)
+    split = ClusterProcess(
+        tmp_path, controllers=3, brokers=2, overrides={"num.partitions": "3"},
+        node_overrides={4: {"broker.rack": "a"}, 5: {"broker.rack": "b", "num.partitions": "5"}},
+    )  # fmt: skip
     try:
         assert [n.roles for n in split.nodes] == [("controller",)] * 3 + [("broker",)] * 2
         assert split.voters.count("@") == 3
         assert len(split.bootstrap.split(",")) == 2
         assert "PLAINTEXT" not in split.node(1).overrides["listeners"]
         assert "CONTROLLER" not in split.node(4).overrides["listeners"]
+        assert split.node(4).overrides["broker.rack"] == "a"
+        assert split.node(4).overrides["num.partitions"] == "3"
+        assert split.node(5).overrides["num.partitions"] == "5"
+        assert "broker.rack" not in split.node(1).overrides
     finally:
         split.close()
