@@ -86,7 +86,7 @@ from strom.coordinator.raft.messages import NO_LEADER
 from strom.storage.raft_disk import holds_single_node_log
 from strom.storage.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode
-from strom.wire.message import Message
+from strom.wire.message import Message, Struct
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
     BrokerRegistrationRequest,
@@ -190,7 +190,7 @@ def not_controller(response: M) -> M:
         if not isinstance(items, list):
             continue
         for item in items:
-            if isinstance(item, Message) and "error_code" in item.FIELDS:
+            if isinstance(item, Struct) and "error_code" in item.FIELDS:
                 item.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
                 if "error_message" in item.FIELDS:
                     item.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
@@ -272,14 +272,14 @@ class QuorumController:
         self._active_epoch: int | None = None
         self._scope: trio.CancelScope | None = None
         self._stopped = trio.Event()
-        channel_lookup = self._active_address
+        self._channel = QuorumChannel(
+            self,
+            remote(self._active_address) if remote is not None else None,
+            config.controller_quorum_retry_backoff_ms,
+        )
         self.local_broker = BrokerLifecycle(
             config,
-            QuorumChannel(
-                self,
-                remote(channel_lookup) if remote is not None else None,
-                config.controller_quorum_retry_backoff_ms,
-            ),
+            self._channel,
             registration=controller.local_registration,
             metadata_offset=lambda: self.image.provenance.offset,
         )
@@ -430,6 +430,8 @@ class QuorumController:
         finally:
             self._active_epoch = None
             self._stopped.set()
+            with trio.CancelScope(shield=True):
+                await self._channel.aclose()
 
     async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
         """(Re-)register this node's broker (broker role only) and wait until it is unfenced."""
@@ -715,6 +717,12 @@ class QuorumChannel:
 
     async def _backoff(self) -> None:
         await trio.sleep(self._backoff_s)
+
+    async def aclose(self) -> None:
+        """Close the remote channel's connection, if it keeps one."""
+        close = getattr(self._remote, "aclose", None)
+        if close is not None:
+            await close()
 
 
 class PeerControllerChannel:
