@@ -39,6 +39,7 @@ from strom.config.quorum import (
     multi_node_refusal,
     parse_bootstrap_servers,
     parse_voters,
+    runs_quorum,
 )
 from strom.config.unsupported import refuse_security_key, refuse_security_protocol
 from strom.config.validators import (
@@ -1049,9 +1050,14 @@ class BrokerConfig:
         """No quorum configured: Strom's combined node is a one-node quorum of itself."""
         return not self.quorum_voters and not self.quorum_bootstrap_servers
 
+    @cached_property
+    def runs_quorum(self) -> bool:
+        """A member of a multi-node Raft quorum (see `strom.config.quorum.runs_quorum`)."""
+        return runs_quorum(roles=self.roles, voters=self.quorum_voters)
+
     def multi_node_refusal(self) -> str | None:
-        """Why this configuration needs other nodes, which Strom cannot run yet (None: it
-        is one node alone). The broker refuses to start with this message."""
+        """Why this configuration needs what Strom cannot run yet, a dynamic quorum (None: it
+        can start). The broker refuses to start with this message."""
         return multi_node_refusal(
             node_id=self.node_id,
             roles=self.roles,

@@ -7,9 +7,10 @@ Raft driver uses (`BrokerConfig.quorum_voters`, `.quorum_bootstrap_servers`).
 
 With neither set, Strom's embedded default applies: a combined node is a one-node quorum of
 itself (as `kafka-storage format --standalone` would make it), so `strom serve` needs no
-quorum settings. `multi_node_refusal` says why a configuration needs more than this node; the
-broker refuses to start on it until the Raft driver exists (fail closed: starting a separate
-one-node cluster instead would split the cluster silently).
+quorum settings. `runs_quorum` says when a node is a member of a multi-node Raft quorum (static
+voters). `multi_node_refusal` says why a configuration needs what Strom cannot run yet (a
+dynamic quorum from bootstrap servers); the broker refuses to start on it (fail closed:
+starting a separate one-node cluster instead would split the cluster silently).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from strom.config.listeners import Listener
 
 VOTERS_KEY = "controller.quorum.voters"
 BOOTSTRAP_KEY = "controller.quorum.bootstrap.servers"
-NOT_YET = "multi-node clusters are not implemented yet (issue 11)"
+NOT_YET = "dynamic controller quorums (KIP-853) are not implemented yet"
 
 _HOST_PORT = re.compile(r"(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^\s:@\[\]]+)):(?P<port>[0-9]{1,5})")
 _VOTER = re.compile(r"(?P<id>-?[0-9]+)@(?P<address>.+)")
@@ -93,6 +94,13 @@ def is_own_controller(
     return False
 
 
+def runs_quorum(*, roles: frozenset[str], voters: Mapping[int, Address]) -> bool:
+    """Whether the node is a member of a multi-node Raft quorum (`QuorumController`): static
+    voters other than just this combined node, or a broker-only or controller-only role.
+    Otherwise it runs the single-node controller (`ControllerDriver`), as `strom serve` does."""
+    return bool(voters) and (len(voters) > 1 or roles != {"broker", "controller"})
+
+
 def multi_node_refusal(
     *,
     node_id: int,
@@ -101,27 +109,23 @@ def multi_node_refusal(
     bootstrap_servers: tuple[Address, ...],
     controller_listeners: tuple[Listener, ...],
 ) -> str | None:
-    """Why this configuration needs a node other than this one (None: it is one node alone)."""
-    if roles != {"broker", "controller"}:
-        return (
-            f"process.roles={','.join(sorted(roles))} needs other nodes for the missing role: "
-            f"{NOT_YET}; run a combined node (process.roles=broker,controller)"
-        )
-    if len(voters) > 1:
-        return (
-            f"{VOTERS_KEY} names {len(voters)} voters ({','.join(map(str, sorted(voters)))}): "
-            f"{NOT_YET}; list only this node ({node_id}@host:port) or remove the key"
-        )
-    for voter, address in voters.items():
-        if voter != node_id or not is_own_controller(address, controller_listeners, same_node=True):
-            return (
-                f"{VOTERS_KEY} voter {voter}@{address} is not this node's controller listener: "
-                f"{NOT_YET}; list only this node or remove the key"
-            )
+    """Why this configuration needs what Strom cannot run yet (None: it can start).
+
+    Static voters run (one node alone, or a Raft quorum); discovering a dynamic quorum from
+    `controller.quorum.bootstrap.servers` (KIP-853) does not, unless they name only this node.
+    """
+    if voters:
+        return None
     for address in bootstrap_servers:
         if not is_own_controller(address, controller_listeners):
             return (
                 f"{BOOTSTRAP_KEY} names {address}, which is not this node's controller "
-                f"listener: {NOT_YET}; remove the key"
+                f"listener: {NOT_YET}; list the quorum in {VOTERS_KEY} "
+                "(id@host:port,...) instead"
             )
+    if roles != {"broker", "controller"}:
+        return (
+            f"process.roles={','.join(sorted(roles))} without {VOTERS_KEY}: {NOT_YET}; list "
+            f"the quorum in {VOTERS_KEY} (id@host:port,...)"
+        )
     return None

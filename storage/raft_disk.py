@@ -15,11 +15,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from strom.storage.quorum_state import FILE_NAME as QUORUM_STATE
 from strom.storage.quorum_state import read_quorum_state, write_quorum_state
 from strom.storage.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir
 from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 
 LOG_DIR_NAME = "__cluster_metadata-0"
+
+
+def holds_quorum_log(metadata_dir: Path) -> bool:
+    """Whether `metadata_dir` holds a Raft replica's state (a `quorum-state` file).
+
+    A replica writes it before its first entry (a vote, or the leader it follows), so a Raft
+    log never exists without it; the single-node metadata log
+    (`strom.coordinator.metadata.log`) never writes one. The two logs share the directory name
+    and segment naming, so this file is what tells them apart.
+    """
+    return (Path(metadata_dir) / LOG_DIR_NAME / QUORUM_STATE).exists()
+
+
+def holds_single_node_log(metadata_dir: Path) -> bool:
+    """Whether `metadata_dir` holds log segments or snapshots but no Raft replica state: the
+    single-node metadata log."""
+    directory = Path(metadata_dir) / LOG_DIR_NAME
+    if not directory.is_dir() or holds_quorum_log(metadata_dir):
+        return False
+    return any(p.suffix in (".log", ".checkpoint") for p in directory.iterdir())
 
 
 class DiskRaftStore:

@@ -29,15 +29,17 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.controller_api import DeltaListener, ImageListener
 from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.config import BrokerConfig, Listener
+from strom.config.quorum import Address
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import (
@@ -46,7 +48,6 @@ from strom.coordinator.controller.result import (
     ControllerResult,
     fail_unwritten,
 )
-from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
@@ -54,12 +55,14 @@ from strom.coordinator.metadata.properties import (
     ensure_meta_properties,
     read_bootstrap_checkpoint,
 )
+from strom.coordinator.metadata.records import MetadataError
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
     list_snapshots,
     write_snapshot,
 )
+from strom.storage.raft_disk import holds_quorum_log
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 
@@ -87,8 +90,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
-ImageListener = Callable[[MetadataImage], Awaitable[None] | None]
-DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None] | None]
 SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
 """Kafka's metadata.log.max.record.bytes.between.snapshots default."""
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
@@ -110,6 +111,12 @@ def _load(
     """Blocking start-up: meta.properties in every directory, the bootstrap checkpoint
     `strom format` may have written, then the log and image (see `loader`)."""
     directory = Path(config.metadata_dir)
+    if holds_quorum_log(directory):
+        raise MetadataError(
+            f"{directory} holds the metadata log of a Raft quorum member (quorum-state): a "
+            "single node cannot reuse it; configure controller.quorum.voters as this node had "
+            "it, or use an empty metadata.log.dir"
+        )
     cluster_id = ensure_meta_properties(
         config.data_dirs,
         directory,
@@ -226,6 +233,21 @@ class ControllerDriver:
     def offline_replicas(self) -> OfflineReplicas:
         """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
         return self._controller.offline_replicas
+
+    @property
+    def is_active(self) -> bool:
+        """A single node is always its own active controller (while open)."""
+        return not self._closed
+
+    @property
+    def active_controller_id(self) -> int | None:
+        """This node: the only controller."""
+        return self.node_id
+
+    def controller_address(self, node_id: int) -> Address | None:
+        """Its voter entry, if controller.quorum.voters names this node (else None: a standalone
+        node has no controller address of its own)."""
+        return self._config.quorum_voters.get(node_id)
 
     def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
         """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat

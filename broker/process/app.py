@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import logging
 import socket
+from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
 
 import trio
 
 from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
+from strom.broker.drivers.quorum_controller import PeerControllerChannel, QuorumController
 from strom.broker.network.server import Server
 from strom.broker.process import activation
 from strom.broker.replication.partitions import (
@@ -95,8 +98,17 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
+        controller: MetadataController
         try:
-            controller = await ControllerDriver.open(config, register=False)
+            if config.runs_quorum:
+                remote = partial(
+                    PeerControllerChannel,
+                    client_id=f"strom-broker-{config.node_id}",
+                    timeout_s=config.controller_quorum_request_timeout_ms / 1000,
+                )
+                controller = await QuorumController.open(config, remote=remote)
+            else:
+                controller = await ControllerDriver.open(config, register=False)
         except MetadataError as exc:
             raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
         try:
@@ -127,17 +139,24 @@ class Broker:
         self,
         config: BrokerConfig,
         logs: LogManager,
-        controller: ControllerDriver,
+        controller: MetadataController,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
+        """Serve until shutdown. A single node registers its broker before it accepts; a quorum
+        member first serves its listeners and runs its Raft replica (the other voters must reach
+        it to elect), then registers with the active controller."""
+        quorum = controller if isinstance(controller, QuorumController) else None
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
-        try:
-            await controller.start(self.endpoints)
-        except RegistrationError as exc:
-            raise StartupError(str(exc)) from exc
+        if quorum is None:
+            try:
+                await controller.start(self.endpoints)
+            except RegistrationError as exc:
+                raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        if quorum is not None:
+            state.raft = quorum.raft
         self.state = state
         await follow_image(state, controller.image)
         controller.subscribe(lambda image: follow_image(state, image))
@@ -151,6 +170,7 @@ class Broker:
             ",".join(b.url for b, _ in bound),
             ",".join(self.data_dirs),
         )
+        failure: RegistrationError | None = None
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
                 for lst, sockets in bound:
@@ -158,18 +178,30 @@ class Broker:
                         accepting.start_soon(
                             server.serve_listener, socket_listener, lst.name, connections
                         )
-                accepting.start_soon(_flush_loop, state)
-                accepting.start_soon(controller.local_broker.run)
-                accepting.start_soon(controller.watch_leases)
-                accepting.start_soon(state.groups.run)
-                accepting.start_soon(_maintenance_loop, config, logs)
-                accepting.start_soon(heartbeat_loop, state)
-                task_status.started(self.endpoints)
-                await self._shutdown.wait()
-                log.info("shutting down: no new connections; finishing in-flight requests")
+                if quorum is not None:
+                    await accepting.start(quorum.run)
+                    try:
+                        await quorum.start(self.endpoints)
+                    except RegistrationError as exc:
+                        failure = exc
+                if failure is None:
+                    accepting.start_soon(_flush_loop, state)
+                    if "broker" in config.roles:
+                        accepting.start_soon(controller.local_broker.run)
+                    accepting.start_soon(controller.watch_leases)
+                    accepting.start_soon(state.groups.run)
+                    accepting.start_soon(_maintenance_loop, config, logs)
+                    accepting.start_soon(heartbeat_loop, state)
+                    task_status.started(self.endpoints)
+                    await self._shutdown.wait()
+                    log.info("shutting down: no new connections; finishing in-flight requests")
+                    if quorum is not None:
+                        await quorum.shutdown()  # resign: another voter takes over at once
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+        if failure is not None:
+            raise StartupError(str(failure)) from failure
 
     async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
         """Bind every listener, or adopt the socket activation passed for it."""

@@ -218,7 +218,7 @@ def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> Non
          "--add-scram is refused"),
         (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--initial-controllers",
           "1@127.0.0.1:9093:AAAAAAAAAAAAAAAAAAAAAA,2@127.0.0.1:9095:AQAAAAAAAAAAAAAAAAAAAA"],
-         "multi-node clusters are not implemented yet (issue 11)"),
+         "dynamic controller quorums (KIP-853) are not implemented yet"),
         (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--override", "controller.quorum.voters=1@127.0.0.1:9093",
           "--override", "listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
           "--override", "controller.listener.names=CONTROLLER", "--standalone"],
@@ -271,14 +271,21 @@ def test_first_start_formats_every_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    ("overrides", "message"),
     [
-        ["controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097"],
-        ["process.roles=broker", "controller.quorum.voters=2@127.0.0.1:19093"],
+        (["controller.quorum.bootstrap.servers=127.0.0.1:19095"],
+         "dynamic controller quorums (KIP-853) are not implemented yet"),
+        (["process.roles=broker", "controller.quorum.bootstrap.servers=127.0.0.1:19093"],
+         "dynamic controller quorums (KIP-853) are not implemented yet"),
+        (["controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097"],
+         "run `strom format --cluster-id ID` on each node (or set cluster.id)"),
     ],
-)
-def test_multi_node_configurations_stop_start_up(tmp_path: Path, overrides: list[str]) -> None:
-    """Fail closed: not a separate one-node cluster that would split from its peers."""
+)  # fmt: skip
+def test_what_a_quorum_member_cannot_run_stops_start_up(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    """Fail closed: a dynamic quorum (not implemented), or a quorum member that would make up a
+    cluster id of its own (it would split from its peers)."""
     base = ["listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
             "controller.listener.names=CONTROLLER", f"log.dirs={tmp_path / 'data'}"]  # fmt: skip
     if "process.roles=broker" in overrides:
@@ -287,8 +294,8 @@ def test_multi_node_configurations_stop_start_up(tmp_path: Path, overrides: list
     result = run_cli("serve", *args)
     assert result.returncode == 1
     line = _one_error_line(result)
-    assert "multi-node clusters are not implemented yet (issue 11)" in line
-    assert not (tmp_path / "data").exists()
+    assert message in line
+    assert not (tmp_path / "data" / "meta.properties").exists()
 
 
 def test_initial_controllers_names_the_metadata_directory(tmp_path: Path) -> None:

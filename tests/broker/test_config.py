@@ -1134,22 +1134,38 @@ def test_one_node_alone_may_start(props: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("props", "names"),
     [
-        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"},
-         "controller.quorum.voters names 3 voters (1,2,3)"),
         ({"controller.quorum.bootstrap.servers": "10.0.0.2:9093"},
          "controller.quorum.bootstrap.servers names 10.0.0.2:9093"),
-        ({"process.roles": "broker", "controller.quorum.voters": "2@10.0.0.2:9093",
+        ({"process.roles": "broker", "controller.quorum.voters": "",
+          "controller.quorum.bootstrap.servers": "10.0.0.2:9093",
           "listeners": "PLAINTEXT://127.0.0.1:9092"},
-         "process.roles=broker needs other nodes"),
-        ({"process.roles": "controller", "controller.quorum.voters": "1@127.0.0.1:9093",
-          "listeners": "CONTROLLER://127.0.0.1:9093"},
-         "process.roles=controller needs other nodes"),
+         "controller.quorum.bootstrap.servers names 10.0.0.2:9093"),
     ],
 )  # fmt: skip
-def test_multi_node_configurations_are_refused_until_raft(
-    props: dict[str, str], names: str
-) -> None:
+def test_dynamic_quorums_are_refused(props: dict[str, str], names: str) -> None:
     refusal = props_cfg({**COMBINED, **props}).multi_node_refusal()
     assert refusal is not None
     assert names in refusal
-    assert "multi-node clusters are not implemented yet (issue 11)" in refusal
+    assert "dynamic controller quorums (KIP-853) are not implemented yet" in refusal
+    assert "controller.quorum.voters" in refusal
+
+
+@pytest.mark.parametrize(
+    ("props", "quorum"),
+    [
+        ({}, False),
+        ({"controller.quorum.voters": "1@127.0.0.1:9093"}, False),
+        ({"controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"},
+         True),
+        ({"process.roles": "broker", "controller.quorum.voters": "2@10.0.0.2:9093",
+          "listeners": "PLAINTEXT://127.0.0.1:9092"}, True),
+        ({"process.roles": "controller", "controller.quorum.voters": "1@127.0.0.1:9093",
+          "listeners": "CONTROLLER://127.0.0.1:9093"}, True),
+    ],
+)  # fmt: skip
+def test_static_voters_run_the_quorum(props: dict[str, str], quorum: bool) -> None:
+    """More than one voter, or a single role, runs the Raft quorum; one combined node alone
+    runs the single-node controller. Neither is refused."""
+    config = props_cfg({**COMBINED, **props})
+    assert config.multi_node_refusal() is None
+    assert config.runs_quorum is quorum

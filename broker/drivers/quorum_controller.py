@@ -1,0 +1,779 @@
+"""`QuorumController`: the controller of a multi-node cluster, on the Raft quorum.
+
+Every node (a voter with the controller role, an observer with only the broker role) hosts a
+`RaftDriver` and a replica of the pure `Controller`. The metadata log *is* the Raft log:
+
+- **Records are entries.** A command's records become consecutive entries, one record each, so
+  a record's offset is its entry's offset and a broker's epoch is the offset of its
+  RegisterBrokerRecord, as in Kafka. Entry layout::
+
+      remaining   uvarint   entries of the same command after this one (0: the last)
+      timestamp   int64     the leader's wall clock when it proposed the command (ms, big-endian)
+      record      bytes     the metadata record, framed as in the metadata log
+                            (`strom.coordinator.metadata.records.encode_record`)
+
+  The control entry a new leader writes (Kafka's LeaderChangeMessage) carries no record.
+- **Apply.** Committed entries reach `apply` in offset order. A command's records are staged and
+  adopted together once its last entry is committed (`Provenance(last offset, its epoch,
+  timestamp)`), so a replica never shows half a command; each adopted delta is published to the
+  subscribers in order by one task.
+- **Snapshots.** Every `SNAPSHOT_INTERVAL_BYTES` of applied entries the image is handed to the
+  Raft driver as its snapshot (the Raft log below it is dropped; a follower that falls behind it
+  fetches it). Snapshot data::
+
+      magic       4 bytes   b"SQC1"
+      offset      int64     the image's provenance: last record offset
+      epoch       int32     ... its epoch
+      timestamp   int64     ... its timestamp
+      records     repeated: uvarint length, then a framed metadata record
+                            (`strom.coordinator.metadata.snapshot.image_records`)
+
+- **Leading.** Only the Raft leader runs commands. A new leader becomes active once its high
+  watermark has reached its own epoch (everything committed before is applied): it resets the
+  broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
+  yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
+  commands one at a time: plan against its image, propose, wait until the entries are
+  committed, applied and published, answer. A command that loses leadership while waiting
+  answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
+- **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
+  admin response; BrokerRegistration and BrokerHeartbeat in their error code);
+  `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER).
+
+Broker leases and offline-replica reports are the active controller's soft state. This node's
+own reports (`heartbeat`) go to its local replica only: on a node that is not the active
+controller they do not reach the active one yet.
+
+This node's broker registers through `QuorumChannel`: straight to the local controller when it
+is active, otherwise through `remote` (a `ControllerChannel` to the active controller; today
+`PeerControllerChannel`, a stopgap until `RemoteControllerChannel` lands), retrying with
+`controller.quorum.retry.backoff.ms` while no controller answers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import struct
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import trio
+
+from strom.broker.drivers.controller_api import DeltaListener, ImageListener
+from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
+from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.drivers.raft import RaftDriver
+from strom.config import BrokerConfig, Listener
+from strom.config.quorum import Address
+from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
+from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
+from strom.coordinator.controller.result import ControllerError, ControllerResult
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.coordinator.metadata.properties import (
+    ensure_meta_properties,
+    read_bootstrap_checkpoint,
+    read_meta_properties,
+)
+from strom.coordinator.metadata.records import MetadataError, decode_record, encode_record
+from strom.coordinator.metadata.snapshot import image_records
+from strom.coordinator.raft.messages import NO_LEADER
+from strom.storage.raft_disk import holds_single_node_log
+from strom.storage.raft_store import Entry, SnapshotId
+from strom.wire.errors import ErrorCode
+from strom.wire.message import Message, Struct
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from strom.wire.messages.broker_registration import (
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from strom.wire.primitives import read_uvarint, uvarint
+
+if TYPE_CHECKING:
+    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.create_partitions import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+    )
+    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+
+log = logging.getLogger("strom.controller")
+
+R = TypeVar("R")
+M = TypeVar("M", bound=Message)
+SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
+"""Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+NOT_CONTROLLER_MESSAGE = "this node is not the active controller"
+_TIMESTAMP = struct.Struct(">q")
+_SNAPSHOT_HEADER = struct.Struct(">4sqiq")
+_SNAPSHOT_MAGIC = b"SQC1"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+# --- the entry and snapshot encodings (see the module docstring) ---------------------------------
+
+
+def encode_entries(records: Sequence[Message], timestamp: int) -> list[bytes]:
+    """One entry per record; the first says how many follow."""
+    count = len(records)
+    return [
+        uvarint(count - 1 - i) + _TIMESTAMP.pack(timestamp) + encode_record(record)
+        for i, record in enumerate(records)
+    ]
+
+
+def decode_entry(data: bytes) -> tuple[int, int, Message]:
+    """(entries of the command after this one, timestamp, record); MetadataError if malformed."""
+    try:
+        remaining, pos = read_uvarint(data, 0)
+        (timestamp,) = _TIMESTAMP.unpack_from(data, pos)
+    except (ValueError, struct.error) as exc:
+        raise MetadataError(f"malformed metadata entry: {exc}") from exc
+    record, _version = decode_record(memoryview(data)[pos + _TIMESTAMP.size :])
+    return remaining, timestamp, record
+
+
+def encode_snapshot(image: MetadataImage) -> bytes:
+    """The image as Raft snapshot data."""
+    p = image.provenance
+    parts = [_SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, p.offset, p.epoch, p.timestamp)]
+    for record in image_records(image):
+        framed = encode_record(record)
+        parts.append(uvarint(len(framed)) + framed)
+    return b"".join(parts)
+
+
+def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
+    """The image in snapshot data, and the delta that builds it from empty."""
+    try:
+        magic, offset, epoch, timestamp = _SNAPSHOT_HEADER.unpack_from(data, 0)
+    except struct.error as exc:
+        raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
+    if magic != _SNAPSHOT_MAGIC:
+        raise MetadataError(f"not a metadata snapshot (magic {magic!r})")
+    delta = MetadataImage.EMPTY.delta()
+    pos, view = _SNAPSHOT_HEADER.size, memoryview(data)
+    while pos < len(view):
+        length, pos = read_uvarint(view, pos)
+        record, _version = decode_record(view[pos : pos + length])
+        delta.replay(record)
+        pos += length
+    return delta.apply(Provenance(offset, epoch, timestamp)), delta
+
+
+def not_controller(response: M) -> M:
+    """`response` with every item (or the response itself) failed with NOT_CONTROLLER."""
+    if "error_code" in response.FIELDS:
+        response.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
+        if "error_message" in response.FIELDS:
+            response.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
+        return response
+    for name in response.FIELDS:
+        items = getattr(response, name)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Struct) and "error_code" in item.FIELDS:
+                item.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
+                if "error_message" in item.FIELDS:
+                    item.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
+    return response
+
+
+class _NotActive(Exception):
+    """Leadership was lost (or never held) before the records were committed."""
+
+
+def _load(
+    config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
+) -> tuple[str, dict[str, int] | None]:
+    """Blocking start-up checks: the directory is not a single-node log, the cluster id is
+    known (every member must share it), meta.properties; then the bootstrap checkpoint."""
+    directory = Path(config.metadata_dir)
+    if holds_single_node_log(directory):
+        raise MetadataError(
+            f"{directory} holds a single-node metadata log, which a member of a Raft quorum "
+            "cannot reuse; move it away (use an empty metadata.log.dir) or run this node "
+            "alone again without controller.quorum.voters"
+        )
+    if config.cluster_id is None and read_meta_properties(directory) is None:
+        raise MetadataError(
+            "a member of a multi-node quorum needs the cluster id every member shares: run "
+            "`strom format --cluster-id ID` on each node (or set cluster.id)"
+        )
+    cluster_id = ensure_meta_properties(
+        config.data_dirs,
+        directory,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        new_uuid=new_uuid,
+    )
+    return cluster_id, read_bootstrap_checkpoint(directory)
+
+
+class QuorumController:
+    """One node's controller on the Raft quorum. Create with `await QuorumController.open(config)`,
+    then keep `run` going (a task) until `close`; see the module docstring."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        controller: Controller,
+        *,
+        cluster_id: str,
+        metadata_version: int,
+        features: Mapping[str, int] | None,
+        clock: Callable[[], int],
+        snapshot_interval_bytes: int,
+        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None,
+    ) -> None:
+        self._config = config
+        self._controller = controller
+        self.cluster_id = cluster_id
+        self._metadata_version = metadata_version
+        self._features = dict(features or {})
+        self._clock = clock
+        self._snapshot_interval = snapshot_interval_bytes
+        self._since_snapshot = 0
+        self._voters = dict(config.quorum_voters)
+        self.raft = RaftDriver.from_config(config, cluster_id, self)
+        """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
+        self._lock = trio.Lock()
+        self._listeners: list[DeltaListener] = []
+        self._closed = False
+        self._pending: list[Message] = []
+        """Records of a command whose last entry is not committed yet."""
+        self._boundary = 0
+        """The image holds exactly the entries below this offset (a snapshot may end here)."""
+        self._last_record = -1
+        self._published = -1
+        """Records up to this offset are adopted and published."""
+        self._to_publish, self._publish_queue = trio.open_memory_channel[
+            tuple[MetadataImage, MetadataDelta, int]
+        ](math.inf)
+        self._changed = trio.Event()
+        self._active_epoch: int | None = None
+        self._scope: trio.CancelScope | None = None
+        self._stopped = trio.Event()
+        self._channel = QuorumChannel(
+            self,
+            remote(self._active_address) if remote is not None else None,
+            config.controller_quorum_retry_backoff_ms,
+        )
+        self.local_broker = BrokerLifecycle(
+            config,
+            self._channel,
+            registration=controller.local_registration,
+            metadata_offset=lambda: self.image.provenance.offset,
+        )
+        """This node's broker (a broker-role node), registered with the active controller."""
+
+    @classmethod
+    async def open(
+        cls,
+        config: BrokerConfig,
+        *,
+        clock: Callable[[], int] = _wall_clock_ms,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
+        metadata_version: int = LATEST_METADATA_VERSION,
+        features: Mapping[str, int] | None = None,
+        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None = None,
+    ) -> QuorumController:
+        """Check the directories and build the node; nothing runs until `run`.
+
+        `remote(lookup)` makes the channel this node's broker registers through when this node
+        is not the active controller (`lookup()`: the active controller's address or None).
+        """
+        cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
+        if bootstrap is not None:  # what `strom format` chose wins over the defaults
+            metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
+            features = bootstrap
+        controller = Controller(config, new_uuid=new_uuid, cluster_id=cluster_id)
+        return cls(
+            config,
+            controller,
+            cluster_id=cluster_id,
+            metadata_version=metadata_version,
+            features=features,
+            clock=clock,
+            snapshot_interval_bytes=snapshot_interval_bytes,
+            remote=remote,
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        """This replica's image (committed commands only)."""
+        return self._controller.image
+
+    @property
+    def node_id(self) -> int:
+        return self._controller.node_id
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.local_broker.broker_epoch
+
+    @property
+    def epoch(self) -> int:
+        """The Raft epoch this node knows."""
+        return self.raft.epoch
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        return self._controller.offline_replicas
+
+    @property
+    def is_active(self) -> bool:
+        """This node leads the quorum and has caught up: it runs commands."""
+        return (
+            not self._closed
+            and self.raft.leader_id == self.node_id
+            and self._active_epoch == self.raft.epoch
+        )
+
+    @property
+    def active_controller_id(self) -> int | None:
+        """The Raft leader (None while unknown)."""
+        leader = self.raft.leader_id
+        return None if leader == NO_LEADER else leader
+
+    def controller_address(self, node_id: int) -> Address | None:
+        """Voter `node_id`'s controller address (controller.quorum.voters)."""
+        return self._voters.get(node_id)
+
+    def _active_address(self) -> Address | None:
+        leader = self.active_controller_id
+        return None if leader is None else self.controller_address(leader)
+
+    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
+        """This broker's unservable replicas, into the local replica's soft state (see the
+        module docstring)."""
+        try:
+            return self._controller.heartbeat(self.node_id, self.broker_epoch, offline)
+        except ControllerError:
+            return False
+
+    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
+        return self.subscribe_deltas(lambda image, _delta: listener(image))
+
+    def subscribe_deltas(self, listener: DeltaListener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def next_change(self) -> trio.Event:
+        """Set at the next publish or Raft change (take it before reading the state)."""
+        return self._changed
+
+    # --- the Raft state machine ----------------------------------------------------------------
+
+    def apply(self, entries: list[Entry]) -> None:
+        """Committed entries (RaftStateMachine): replay whole commands, queue them to publish."""
+        for entry in entries:
+            if not entry.control:
+                remaining, timestamp, record = decode_entry(entry.data)
+                self._pending.append(record)
+                self._since_snapshot += len(entry.data)
+                if remaining:
+                    continue
+                provenance = Provenance(entry.offset, entry.epoch, timestamp)
+                delta = self._controller.stage(self._pending, provenance)
+                self._controller.adopt(delta)
+                self._pending = []
+                self._last_record = entry.offset
+                self._to_publish.send_nowait((self._controller.image, delta, entry.offset))
+            if not self._pending:
+                self._boundary = entry.offset + 1
+
+    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Replace the replica's image with a snapshot's (RaftStateMachine)."""
+        image, delta = decode_snapshot(data)
+        self._controller.reset(image)
+        self._pending = []
+        self._boundary = snapshot.end_offset
+        self._last_record = image.provenance.offset
+        self._since_snapshot = 0
+        self._to_publish.send_nowait((image, delta, image.provenance.offset))
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the Raft replica, the publisher and the leadership watch until `close` (or
+        cancelled: a crash)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
+                nursery.start_soon(self._publish_loop)
+                await nursery.start(self.raft.run)
+                nursery.start_soon(self._relay_loop)
+                nursery.start_soon(self._lead_loop)
+                task_status.started()
+        finally:
+            self._active_epoch = None
+            self._stopped.set()
+            with trio.CancelScope(shield=True):
+                await self._channel.aclose()
+
+    async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
+        """(Re-)register this node's broker (broker role only) and wait until it is unfenced."""
+        if "broker" not in self._config.roles:
+            return
+        wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
+        await self.local_broker.register(wanted)
+
+    async def shutdown(self) -> None:
+        """A clean stop: resign leadership so that another voter takes over at once."""
+        if self.raft.core is not None and not self._stopped.is_set():
+            await self.raft.shutdown()
+
+    async def close(self) -> None:
+        """Stop (resigning first if still running); idempotent."""
+        if self._closed:
+            return
+        await self.shutdown()
+        self._closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+        self._notify()
+
+    # --- commands -----------------------------------------------------------------------------
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse:
+        return await self._run_admin(partial(self._controller.create_topics, request, version))
+
+    async def delete_topics(
+        self, request: DeleteTopicsRequest, version: int
+    ) -> DeleteTopicsResponse:
+        return await self._run_admin(partial(self._controller.delete_topics, request, version))
+
+    async def create_partitions(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> CreatePartitionsResponse:
+        return await self._run_admin(partial(self._controller.create_partitions, request, version))
+
+    async def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest, version: int
+    ) -> IncrementalAlterConfigsResponse:
+        return await self._run_admin(
+            partial(self._controller.incremental_alter_configs, request, version)
+        )
+
+    async def alter_configs(
+        self, request: AlterConfigsRequest, version: int
+    ) -> AlterConfigsResponse:
+        return await self._run_admin(partial(self._controller.alter_configs, request, version))
+
+    async def broker_registration(
+        self, request: BrokerRegistrationRequest
+    ) -> BrokerRegistrationResponse:
+        """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
+        refused = BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+        try:
+            return await self._run(
+                lambda offset: self._controller.broker_registration(
+                    request, broker_epoch=offset, now_ms=_monotonic_ms()
+                )
+            )
+        except _NotActive:
+            return refused
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
+        refused = BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+        try:
+            return await self._run(
+                lambda offset: self._controller.broker_heartbeat(
+                    request, next_offset=offset, now_ms=_monotonic_ms()
+                )
+            )
+        except _NotActive:
+            return refused
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fence every broker whose lease has run out (the active controller only)."""
+        fenced: list[int] = []
+        while True:
+            try:
+                broker_id = await self._run(
+                    lambda _offset: self._controller.fence_stale_broker(_monotonic_ms()), wait=False
+                )
+            except _NotActive:
+                return fenced
+            if broker_id is None:
+                return fenced
+            log.info("fenced broker %d: its session timed out", broker_id)
+            fenced.append(broker_id)
+
+    async def watch_leases(self) -> None:
+        """Run forever: while active, fence brokers as their leases run out."""
+        timeout = self._config.broker_session_timeout_ms
+        while True:
+            expiry = self._controller.next_lease_expiry() if self.is_active else None
+            wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
+            await trio.sleep(max(0, wait) / 1000)
+            await self.fence_stale_brokers()
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A block of producer ids for this broker; ControllerError(NOT_CONTROLLER) unless this
+        node is the active controller (AllocateProducerIds is not forwarded yet)."""
+        try:
+            return await self._run(
+                lambda _offset: self._controller.allocate_producer_ids(
+                    self.node_id, self.broker_epoch
+                )
+            )
+        except _NotActive as exc:
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) from exc
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def _run_admin(self, command: Callable[[], ControllerResult[M]]) -> M:
+        try:
+            return await self._run(lambda _offset: command())
+        except _NotActive:
+            # planned against this replica only to shape the answer; nothing is written
+            return not_controller(command().response)
+
+    async def _run(self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True) -> R:
+        """Plan `command(next offset)` as the active controller, commit its records, answer;
+        _NotActive when this node is not (or stops being) the active controller."""
+        if self._closed:
+            raise trio.ClosedResourceError("the controller is closed")
+        if wait:
+            await self._until_active()
+        async with self._lock:
+            epoch = self._active_epoch
+            if not self.is_active or epoch is None:
+                raise _NotActive
+            core = self.raft.core
+            assert core is not None
+            result = command(core.log.end_offset)
+            if result.records:
+                await self._commit(result.records, epoch)
+            return result.response
+
+    async def _until_active(self) -> None:
+        """Wait while this node leads but is still catching up (request timeout at most)."""
+        with trio.move_on_after(self._config.controller_quorum_request_timeout_ms / 1000):
+            while True:
+                change = self._changed
+                if self.is_active or self.raft.leader_id != self.node_id or self._closed:
+                    return
+                await change.wait()
+
+    async def _commit(self, records: Sequence[Message], epoch: int) -> None:
+        """Propose `records` in `epoch` and wait until they are applied and published."""
+        # Replay first: records that would not apply must never be proposed.
+        self._controller.stage(records)
+        if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
+            raise _NotActive
+        first = self.raft.propose(encode_entries(records, self._clock()))
+        if first is None:
+            raise _NotActive
+        last = first + len(records) - 1
+        while True:
+            change = self._changed
+            if self._published >= last:
+                return
+            if self.raft.epoch != epoch or self._closed:
+                raise _NotActive
+            await change.wait()
+
+    def _caught_up(self) -> bool:
+        """The high watermark is in this leader's epoch and everything below it is applied."""
+        core = self.raft.core
+        if core is None:
+            return False
+        hw = core.high_watermark
+        return (
+            hw > 0
+            and core.log.epoch_at(hw - 1) == self.raft.epoch
+            and self.raft.applied >= hw
+            and not self._pending
+            and self._published >= self._last_record
+        )
+
+    async def _relay_loop(self) -> None:
+        """Every Raft change wakes the commands and the leadership watch; snapshots are taken
+        here (not inside `apply`, which runs within the Raft driver's effect handling)."""
+        while True:
+            change = self.raft.next_change()
+            self._maybe_snapshot()
+            self._notify()
+            await change.wait()
+
+    def _maybe_snapshot(self) -> None:
+        core = self.raft.core
+        if core is None or self._since_snapshot < self._snapshot_interval or self._pending:
+            return
+        end = self._boundary
+        if not core.log.start_offset < end <= core.high_watermark:
+            return
+        self._since_snapshot = 0
+        snapshot_id = self.raft.snapshot(end, encode_snapshot(self.image))
+        log.info("node %d: metadata snapshot at %s", self.node_id, snapshot_id)
+
+    async def _lead_loop(self) -> None:
+        """Become the active controller when elected and caught up; stop being it when not."""
+        while True:
+            change = self._changed
+            if self.raft.leader_id != self.node_id:
+                if self._active_epoch is not None:
+                    log.info("node %d is no longer the active controller", self.node_id)
+                    self._active_epoch = None
+            elif self._active_epoch != self.raft.epoch and self._caught_up():
+                await self._activate(self.raft.epoch)
+                continue
+            await change.wait()
+
+    async def _activate(self, epoch: int) -> None:
+        own = self.node_id if "broker" in self._config.roles else None
+        # A broker of this process not registered yet cannot still be running elsewhere (its
+        # directories are locked here): no lease, so its new registration is not refused.
+        except_broker = own if self.local_broker.broker_epoch < 0 else None
+        self._controller.activate(_monotonic_ms(), except_broker=except_broker)
+        records = self._controller.bootstrap(self._metadata_version, self._features)
+        if records:
+            try:
+                async with self._lock:
+                    await self._commit(records, epoch)
+            except _NotActive:
+                return
+            log.info("node %d bootstrapped the cluster metadata", self.node_id)
+        if self.raft.epoch == epoch and self.raft.leader_id == self.node_id:
+            self._active_epoch = epoch
+            log.info("node %d is the active controller (epoch %d)", self.node_id, epoch)
+            self._notify()
+
+    async def _publish_loop(self) -> None:
+        async for image, delta, offset in self._publish_queue:
+            for listener in list(self._listeners):
+                try:
+                    outcome = listener(image, delta)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    log.exception("metadata listener %r failed", listener)
+            self._published = offset
+            self._notify()
+
+
+class QuorumChannel:
+    """This node's broker's `ControllerChannel` on a quorum: the local controller when it is
+    active, else `remote`; NOT_CONTROLLER answers (no active controller reachable yet) are
+    retried every controller.quorum.retry.backoff.ms until the caller's own timeout."""
+
+    def __init__(
+        self, controller: QuorumController, remote: ControllerChannel | None, backoff_ms: int
+    ) -> None:
+        self._controller = controller
+        self._remote = remote
+        self._backoff_s = backoff_ms / 1000
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        while True:
+            if self._controller.is_active or self._remote is None:
+                response = await self._controller.broker_registration(request)
+            else:
+                response = await self._remote.register(request)
+            if response.error_code != ErrorCode.NOT_CONTROLLER:
+                return response
+            await self._backoff()
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        while True:
+            if self._controller.is_active or self._remote is None:
+                response = await self._controller.broker_heartbeat(request)
+            else:
+                response = await self._remote.heartbeat(request)
+            if response.error_code != ErrorCode.NOT_CONTROLLER:
+                return response
+            await self._backoff()
+
+    async def _backoff(self) -> None:
+        await trio.sleep(self._backoff_s)
+
+    async def aclose(self) -> None:
+        """Close the remote channel's connection, if it keeps one."""
+        close = getattr(self._remote, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class PeerControllerChannel:
+    """A `ControllerChannel` that sends BrokerRegistration/BrokerHeartbeat to the active
+    controller's controller listener (`lookup()`), one request at a time.
+
+    A stopgap until `strom.broker.drivers.controller_channel.RemoteControllerChannel` lands (same
+    constructor); an unknown or unreachable controller answers NOT_CONTROLLER, which
+    `QuorumChannel` retries.
+    """
+
+    def __init__(
+        self, lookup: Callable[[], Address | None], *, client_id: str, timeout_s: float
+    ) -> None:
+        self._lookup = lookup
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self._connection: PeerConnection | None = None
+        self._lock = trio.Lock()
+        self._correlation = 0
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        response = await self._request(request, BrokerRegistrationRequest.MAX_VERSION)
+        if isinstance(response, BrokerRegistrationResponse):
+            return response
+        return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        response = await self._request(request, BrokerHeartbeatRequest.MAX_VERSION)
+        if isinstance(response, BrokerHeartbeatResponse):
+            return response
+        return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+
+    async def _request(self, body: Message, version: int) -> Message | None:
+        async with self._lock:
+            address = self._lookup()
+            if address is None:
+                return None
+            if self._connection is None or self._connection.address != address:
+                if self._connection is not None:
+                    await self._connection.aclose()
+                self._connection = PeerConnection(address, self._client_id)
+            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+            try:
+                return await self._connection.request(
+                    body, version, self._correlation, self._timeout_s
+                )
+            except PeerUnavailable as exc:
+                log.debug("controller %s unreachable: %s", address, exc)
+                return None
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            await self._connection.aclose()

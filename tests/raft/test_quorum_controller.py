@@ -1,0 +1,290 @@
+"""Three combined nodes' `QuorumController`s in one trio run, over real sockets.
+
+As in test_driver: each node binds its CONTROLLER listener on port 0 first (the static voters
+must be known up front) and serves it with the broker's `Server`, whose handler table routes the
+Raft RPCs to `state.raft` and BrokerRegistration/BrokerHeartbeat to `state.controller`. Brokers
+of nodes that are not the active controller register through `PeerControllerChannel`. A crash
+cancels a node's tasks; a restart opens the same directories and rebinds the same port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trio
+
+from strom.broker.drivers.quorum_controller import (
+    PeerControllerChannel,
+    QuorumController,
+    decode_snapshot,
+    encode_snapshot,
+)
+from strom.broker.network.server import Server
+from strom.broker.state import BrokerState
+from strom.config import BrokerConfig, Listener
+from strom.config.quorum import Address
+from strom.coordinator.metadata.records import MetadataError
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.broker_registration import BrokerRegistrationRequest
+from strom.wire.messages.create_topics import CreateTopicsRequest
+
+CLUSTER_ID = "quorum-controller-test"
+TIMEOUT_S = 30
+
+pytestmark = pytest.mark.trio
+
+
+def _config(node_id: int, voters: dict[int, Address], directory: Path) -> BrokerConfig:
+    return BrokerConfig.from_properties(
+        {
+            "node.id": str(node_id),
+            "process.roles": "broker,controller",
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{voters[node_id].port}",
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.voters": ",".join(f"{i}@{a}" for i, a in voters.items()),
+            "cluster.id": CLUSTER_ID,
+            "log.dirs": str(directory / "data"),
+            "metadata.log.dir": str(directory / "meta"),
+            "controller.quorum.election.timeout.ms": "300",
+            "controller.quorum.fetch.timeout.ms": "600",
+            "controller.quorum.election.backoff.max.ms": "300",
+            "controller.quorum.request.timeout.ms": "1000",
+            "controller.quorum.retry.backoff.ms": "20",
+            "broker.heartbeat.interval.ms": "50",
+        }
+    )
+
+
+class Node:
+    def __init__(self, node_id: int, config: BrokerConfig) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.controller: QuorumController | None = None
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def running(self) -> QuorumController:
+        assert self.controller is not None
+        return self.controller
+
+    async def start(self, nursery: trio.Nursery, listener: trio.SocketListener) -> None:
+        remote = partial(
+            PeerControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0
+        )
+        self.controller = await QuorumController.open(self.config, remote=remote)
+        state = BrokerState(
+            self.config, self.node_id, CLUSTER_ID, [], self.controller, cast(Any, None)
+        )
+        state.raft = self.controller.raft
+        await nursery.start(self._serve, listener, state, self.controller)
+
+    async def _serve(
+        self,
+        listener: trio.SocketListener,
+        state: BrokerState,
+        controller: QuorumController,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            async with trio.open_nursery() as nursery:
+                await nursery.start(controller.run)
+                server = Server(state)
+                nursery.start_soon(server.serve_listener, listener, "CONTROLLER", nursery)
+                task_status.started()
+
+    def crash(self) -> None:
+        assert self._scope is not None
+        self._scope.cancel()
+        self.controller = None
+
+    async def register(self) -> int:
+        """Register this node's broker (a made-up client endpoint) and wait until unfenced."""
+        endpoint = Listener("PLAINTEXT", "127.0.0.1", 19000 + self.node_id)
+        await self.running.start([endpoint])
+        return self.running.broker_epoch
+
+
+class Cluster:
+    def __init__(self, nursery: trio.Nursery, nodes: dict[int, Node]) -> None:
+        self.nursery = nursery
+        self.nodes = nodes
+
+    def running(self) -> list[QuorumController]:
+        return [n.controller for n in self.nodes.values() if n.controller is not None]
+
+    async def until(self, done: Callable[[], bool]) -> None:
+        """Wait for `done()`, re-checking at every publish or Raft change of any node."""
+        with trio.fail_after(TIMEOUT_S):
+            while True:
+                changes = [c.next_change() for c in self.running()]
+                if done():
+                    return
+                async with trio.open_nursery() as waiters:
+                    for change in changes:
+
+                        async def wake(event: trio.Event = change) -> None:
+                            await event.wait()
+                            waiters.cancel_scope.cancel()
+
+                        waiters.start_soon(wake)
+
+    def agreed_active(self) -> QuorumController | None:
+        running = self.running()
+        active = [c for c in running if c.is_active]
+        if len(active) != 1 or {c.active_controller_id for c in running} != {active[0].node_id}:
+            return None
+        return active[0]
+
+    async def active(self) -> QuorumController:
+        await self.until(lambda: self.agreed_active() is not None)
+        active = self.agreed_active()
+        assert active is not None
+        return active
+
+    async def restart(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        port = node.config.controller_endpoints[0].port
+        [listener] = await trio.open_tcp_listeners(port, host="127.0.0.1")
+        await node.start(self.nursery, listener)
+
+    async def register_all(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for node in self.nodes.values():
+                if node.controller is not None:
+                    nursery.start_soon(node.register)
+
+
+@asynccontextmanager
+async def cluster(tmp_path: Path, size: int = 3) -> AsyncIterator[Cluster]:
+    listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in range(size)]
+    ports = [listener.socket.getsockname()[1] for listener in listeners]
+    voters = {i + 1: Address("127.0.0.1", port) for i, port in enumerate(ports)}
+    nodes = {i: Node(i, _config(i, voters, tmp_path / f"node{i}")) for i in voters}
+    async with trio.open_nursery() as nursery:
+        for node, listener in zip(nodes.values(), listeners, strict=True):
+            await node.start(nursery, listener)
+        yield Cluster(nursery, nodes)
+        nursery.cancel_scope.cancel()
+
+
+def _create(name: str, partitions: int = 3) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=3
+            )
+        ]
+    )
+
+
+async def test_three_voters_elect_register_and_replicate_a_topic(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        await c.until(lambda: all(n.image.metadata_version > 0 for n in c.running()))
+        await c.register_all()
+        epochs = {n.node_id: n.broker_epoch for n in c.running()}
+        await c.until(lambda: all(len(n.image.brokers()) == 3 for n in c.running()))
+        for node in c.running():
+            for broker_id, epoch in epochs.items():
+                registration = node.image.broker(broker_id)
+                assert registration is not None
+                assert registration.epoch == epoch  # the offset of its RegisterBrokerRecord
+
+        response = await active.create_topics(_create("replicated"), 7)
+        assert [t.error_code for t in response.topics] == [ErrorCode.NONE]
+        # answered once applied and published on the active controller; the others follow
+        assert active.image.topic("replicated") is not None
+        await c.until(lambda: all(n.image.topic("replicated") is not None for n in c.running()))
+        topic_ids = {n.image.topics_by_name["replicated"].topic_id for n in c.running()}
+        assert len(topic_ids) == 1
+        for node in c.running():
+            partitions = node.image.topics_by_name["replicated"].partitions
+            assert sorted(partitions) == [0, 1, 2]
+            assert all(sorted(p.replicas) == [1, 2, 3] for p in partitions.values())
+
+
+async def test_a_node_that_is_not_the_active_controller_answers_not_controller(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        follower = next(n for n in c.running() if n is not active)
+        assert not follower.is_active
+        assert follower.active_controller_id == active.node_id
+        assert follower.controller_address(active.node_id) == Address(
+            "127.0.0.1", c.nodes[active.node_id].config.controller_endpoints[0].port
+        )
+
+        response = await follower.create_topics(_create("refused"), 7)
+        assert [(t.error_code, t.error_message) for t in response.topics] == [
+            (ErrorCode.NOT_CONTROLLER, "this node is not the active controller")
+        ]
+        registration = await follower.broker_registration(
+            BrokerRegistrationRequest(broker_id=9, cluster_id=CLUSTER_ID)
+        )
+        assert registration.error_code == ErrorCode.NOT_CONTROLLER
+        assert await follower.fence_stale_brokers() == []
+        assert all(n.image.topic("refused") is None for n in c.running())
+
+
+async def test_leader_crash_moves_the_active_controller_and_the_restarted_node_catches_up(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path) as c:
+        first = await c.active()
+        await c.register_all()
+        created = await first.create_topics(_create("before"), 7)
+        assert created.topics[0].error_code == ErrorCode.NONE
+        old_id, old_epoch = first.node_id, first.epoch
+        c.nodes[old_id].crash()
+
+        second = await c.active()
+        assert second.node_id != old_id
+        assert second.epoch > old_epoch
+        created = await second.create_topics(_create("after"), 7)
+        assert created.topics[0].error_code == ErrorCode.NONE
+
+        await c.restart(old_id)
+        await c.until(
+            lambda: all(
+                n.image.topic("before") is not None and n.image.topic("after") is not None
+                for n in c.running()
+            )
+        )
+        restarted = c.nodes[old_id].running
+        assert not restarted.is_active
+        assert len(restarted.image.brokers()) == 3
+        # the bootstrap records were written once, by the first leader
+        assert restarted.image.metadata_version == first.image.metadata_version
+
+
+async def test_a_snapshot_round_trips_the_image(tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        await c.register_all()
+        await active.create_topics(_create("snap"), 7)
+        image = active.image
+        loaded, delta = decode_snapshot(encode_snapshot(image))
+        assert loaded.provenance == image.provenance
+        assert loaded.topics_by_name["snap"] == image.topics_by_name["snap"]
+        assert [b.broker_id for b in loaded.brokers()] == [1, 2, 3]
+        assert loaded.metadata_version == image.metadata_version
+        assert delta is not None
+
+
+async def test_a_single_node_metadata_log_is_not_reused_by_a_quorum_member(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "meta" / "__cluster_metadata-0"
+    directory.mkdir(parents=True)
+    (directory / f"{0:020d}.log").write_bytes(b"")
+    voters = {1: Address("127.0.0.1", 9093), 2: Address("127.0.0.1", 9095)}
+    config = _config(1, voters, tmp_path)
+    with pytest.raises(MetadataError, match="holds a single-node metadata log"):
+        await QuorumController.open(config)
