@@ -39,9 +39,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+import trio
+
 from strom.broker.testing.activation import BACKLOG, listening_socket, popen_activated
+from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.coordinator.metadata.properties import new_cluster_id
+from strom.wire.errors import ProtocolError
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 CLIENT_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -302,6 +307,8 @@ class ClusterProcess:
         """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0
         """From starting the first node to the last node's "started" line."""
+        self.ready_seconds = 0.0
+        """From starting the first node until every broker's Metadata lists every broker."""
 
     def _node_config(self, node: ClusterNode) -> dict[str, str]:
         listeners = ",".join(f"{name}://{HOST}:{node.port(name)}" for name in node.sockets)
@@ -355,7 +362,8 @@ class ClusterProcess:
     # --- life cycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Format every node's storage with the cluster id, start every node, wait for all."""
+        """Format every node's storage with the cluster id, start every node, wait for each
+        one's "started" line and then for every broker to see every broker (`wait_for_brokers`)."""
         begun = time.monotonic()
         self.format()
         formatted = time.monotonic()
@@ -366,6 +374,27 @@ class ClusterProcess:
         for node in self.nodes:
             node.wait_started(max(0.0, deadline - time.monotonic()))
         self.startup_seconds = time.monotonic() - formatted
+        self.wait_for_brokers(max(0.0, deadline - time.monotonic()))
+        self.ready_seconds = time.monotonic() - formatted
+
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Until every live broker's Metadata lists every live broker: each has registered with
+        the active controller and sees the others, so a client can use any of them."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, set[int] | str] = {}
+        while True:
+            live = [n for n in self.brokers if n.alive]
+            wanted = {n.node_id for n in live}
+            for node in live:
+                seen[node.node_id] = _listed_brokers(node.bootstrap)
+            if all(seen[n.node_id] == wanted for n in live):
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"brokers {sorted(wanted)} did not all see each other within {timeout}s "
+                    f"(each node's Metadata: {seen}); their output:\n{self.report(40)}"
+                )
+            time.sleep(0.05)  # polling what we wait for, against the deadline above
 
     def format(self) -> None:
         """`strom format --cluster-id ...` on every node, in parallel."""
@@ -424,3 +453,21 @@ class ClusterProcess:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _listed_brokers(address: str) -> set[int] | str:
+    """The broker ids in this broker's Metadata answer (or why there is none)."""
+
+    async def ask() -> set[int]:
+        with trio.fail_after(5):
+            client = await KafkaClient.connect(address, "strom-cluster-harness")
+            try:
+                response = await client.request(MetadataRequest(topics=[]), 12, MetadataResponse)
+            finally:
+                await client.aclose()
+        return {b.node_id for b in response.brokers}
+
+    try:
+        return trio.run(ask)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
+        return f"{type(exc).__name__}: {exc}"
