@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compat_tests.cluster.test_cluster import wait_for_leader
-from compat_tests.kafka_tools.tools import KafkaTools
+from compat_tests.kafka_tools.tools import KafkaTools, ToolFailed
 from strom.broker.testing.pytest_plugin import StartCluster
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=ToolFailed,
+    reason="--bootstrap-controller first sends DescribeCluster (KIP-919) to a controller "
+    "listener, which Strom answers only on broker listeners (UnsupportedVersionException)",
+)
 def test_describe_status_shows_the_leader_and_three_voters(strom_cluster: StartCluster) -> None:
     tools = KafkaTools.for_tests()
     cluster = strom_cluster(combined=3)
