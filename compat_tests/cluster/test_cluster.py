@@ -141,3 +141,17 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     wait_until(caught_up, timeout=30, what=f"node {victim.node_id} caught up with the leader",
                interval=0.1)  # fmt: skip
     print(f"restarted node {victim.node_id} caught up in {time.monotonic() - restarted_at:.2f}s")
+
+
+def test_three_controllers_and_two_brokers(strom_cluster: StartCluster) -> None:
+    """Split roles: controller-only voters 1-3, broker-only nodes 4 and 5 (observers of the
+    metadata log, registered with the active controller)."""
+    cluster = strom_cluster(controllers=3, brokers=2)
+    state = wait_for_leader(cluster)
+    assert sorted(state.voters) == [1, 2, 3]
+    assert state.leader_id in (1, 2, 3)
+    wait_until(lambda: (s := quorum_state(cluster)) is not None and sorted(s.observers) == [4, 5],
+               timeout=30, what="brokers 4 and 5 as observers", interval=0.1)  # fmt: skip
+    assert cluster.bootstrap == f"{cluster.node(4).bootstrap},{cluster.node(5).bootstrap}"
+    md = ck.admin(cluster.bootstrap).list_topics(timeout=10)
+    assert sorted(md.brokers) == [4, 5]
