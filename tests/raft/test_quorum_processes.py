@@ -133,3 +133,72 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
         for node in nodes:
             if node.process is not None and node.process.poll() is None:
                 node.stop(timeout=30)
+
+
+async def test_a_controller_only_voter_and_a_broker_only_observer(tmp_path: Path) -> None:
+    """Split roles: the broker registers with the controller over the controller listener and
+    follows its log; CreateTopics on the broker answers NOT_CONTROLLER (no forwarding yet),
+    on the controller's listener it creates the topic, which the broker then serves."""
+    reserved, [port] = _reserve_ports(1)
+    common = {
+        "controller.quorum.voters": f"1@127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "cluster.id": CLUSTER_ID,
+    }
+    controller = BrokerProcess(
+        tmp_path / "controller",
+        {
+            **common,
+            "node.id": "1",
+            "process.roles": "controller",
+            "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "metadata.log.dir": str(tmp_path / "controller" / "meta"),
+        },
+    )
+    broker = BrokerProcess(
+        tmp_path / "broker",
+        {
+            **common,
+            "node.id": "2",
+            "process.roles": "broker",
+            "metadata.log.dir": str(tmp_path / "broker" / "meta"),
+            "broker.heartbeat.interval.ms": "100",
+        },
+    )
+    reserved[0].close()
+    try:
+        controller.start(timeout=30)
+        bootstrap = broker.start(timeout=30)
+
+        async def registered() -> bool:
+            return [b.node_id for b in (await _metadata(bootstrap)).brokers] == [2]
+
+        await _until(registered)
+        topic = CreateTopicsRequest.CreatableTopic(
+            name="split", num_partitions=2, replication_factor=1
+        )
+        for address, expected in (
+            (bootstrap, ErrorCode.NOT_CONTROLLER),
+            (f"127.0.0.1:{port}", ErrorCode.NONE),
+        ):
+            client = await KafkaClient.connect(address)
+            try:
+                created = await client.request(
+                    CreateTopicsRequest(topics=[topic]), 7, CreateTopicsResponse
+                )
+            finally:
+                await client.aclose()
+            assert [t.error_code for t in created.topics] == [expected]
+
+        async def served() -> bool:
+            topics = (await _metadata(bootstrap)).topics
+            return any(
+                t.name == "split" and [p.leader_id for p in t.partitions] == [2, 2] for t in topics
+            )
+
+        await _until(served)
+        assert [broker.stop(timeout=30), controller.stop(timeout=30)] == [0, 0]
+    finally:
+        for node in (broker, controller):
+            if node.process is not None and node.process.poll() is None:
+                node.stop(timeout=30)
