@@ -62,6 +62,19 @@ async def _metadata(bootstrap: str) -> MetadataResponse:
         await client.aclose()
 
 
+async def _create(bootstrap: str, name: str) -> None:
+    """CreateTopics (3 partitions, 3 replicas) on `bootstrap`, which must succeed."""
+    client = await KafkaClient.connect(bootstrap)
+    try:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=3, replication_factor=3
+        )
+        created = await client.request(CreateTopicsRequest(topics=[topic]), 7, CreateTopicsResponse)
+    finally:
+        await client.aclose()
+    assert [t.error_code for t in created.topics] == [ErrorCode.NONE]
+
+
 async def _until(check: Callable[[], Awaitable[bool]], poll_s: float = 0.05) -> None:
     """Poll an async predicate (other processes' state has no event to wait on)."""
     with trio.fail_after(TIMEOUT_S):
@@ -88,6 +101,8 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
                 "controller.quorum.fetch.timeout.ms": "600",
                 "controller.quorum.election.backoff.max.ms": "300",
                 "broker.heartbeat.interval.ms": "100",
+                # the killed node's new incarnation registers once the old one's lease is out
+                "broker.session.timeout.ms": "1500",
             },
         )
         for i, port in enumerate(ports)
@@ -108,17 +123,7 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
         leader = await _leader(f"127.0.0.1:{ports[0]}")
         assert leader in (1, 2, 3)
 
-        client = await KafkaClient.connect(bootstraps[leader - 1])
-        try:
-            topic = CreateTopicsRequest.CreatableTopic(
-                name="across", num_partitions=3, replication_factor=3
-            )
-            created = await client.request(
-                CreateTopicsRequest(topics=[topic]), 7, CreateTopicsResponse
-            )
-        finally:
-            await client.aclose()
-        assert [t.error_code for t in created.topics] == [ErrorCode.NONE]
+        await _create(bootstraps[leader - 1], "across")
 
         async def everywhere() -> bool:
             for bootstrap in bootstraps:
@@ -128,6 +133,29 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
             return True
 
         await _until(everywhere)
+
+        # SIGKILL the active controller: another voter takes over, and the killed node, started
+        # again on its directories, catches up
+        nodes[leader - 1].kill()
+        others = [i for i in (1, 2, 3) if i != leader]
+
+        async def new_leader() -> bool:
+            try:
+                found = await _leader(f"127.0.0.1:{ports[others[0] - 1]}")
+            except OSError:
+                return False
+            return found in others
+
+        await _until(new_leader)
+        second = await _leader(f"127.0.0.1:{ports[others[0] - 1]}")
+        await _create(bootstraps[second - 1], "after-failover")
+        bootstraps[leader - 1] = nodes[leader - 1].start(timeout=30)
+
+        async def caught_up() -> bool:
+            names = {t.name for t in (await _metadata(bootstraps[leader - 1])).topics}
+            return {"across", "after-failover"} <= names
+
+        await _until(caught_up)
         assert [node.stop(timeout=30) for node in nodes] == [0, 0, 0]
     finally:
         for node in nodes:
