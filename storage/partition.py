@@ -257,6 +257,14 @@ class PartitionLog:
                 self._want_flush()
             return AppendResult(base, self.log_end_offset - 1, -1, self.log_start_offset)
 
+    def start_leader_epoch(self, epoch: int) -> None:
+        """This replica becomes leader in `epoch`: the epoch starts at the log end (Kafka's
+        assignEpochStartOffset), so OffsetForLeaderEpoch and a follower's divergence check
+        see it before its first batch, and an older epoch's end is known at once."""
+        with self._lock:
+            if self.epochs.assign(epoch, self.log_end_offset):
+                self.epochs.save(sync=False)  # re-derived on load from the batches if lost
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, kept within [log start, log end]; the value set."""
         with self._lock:
