@@ -30,6 +30,7 @@ from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
+from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 
@@ -250,6 +251,8 @@ async def test_a_node_that_is_not_the_active_controller_answers_not_controller(
         )
         assert registration.error_code == ErrorCode.NOT_CONTROLLER
         assert await follower.fence_stale_brokers() == []
+        altered = await follower.alter_partition(AlterPartitionRequest(broker_id=1), 3)
+        assert altered.error_code == ErrorCode.NOT_CONTROLLER
         assert all(n.image.topic("refused") is None for n in c.running())
 
 
