@@ -96,6 +96,7 @@ from strom.wire.primitives import read_uvarint, uvarint
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
@@ -483,6 +484,13 @@ class QuorumController:
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse:
         return await self._run_admin(partial(self._controller.alter_configs, request, version))
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse:
+        """AlterPartition (API 56): a partition leader's ISR change (NOT_CONTROLLER in its
+        top-level error code when this node is not the active controller)."""
+        return await self._run_admin(partial(self._controller.alter_partition, request, version))
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.storage.manager import LogManager
@@ -271,7 +272,9 @@ async def test_deadline_passing_while_queued_creates_nothing(
     """The timeout bounds the wait for the controller, which runs one command at a time."""
     state = broker.broker.state
     assert state is not None
-    async with state.controller._lock:  # another command holds the controller
+    controller = state.controller
+    assert isinstance(controller, ControllerDriver)  # the single-node default
+    async with controller._lock:  # another command holds the controller
         results = await create(client, topic("queued"), timeout_ms=50)
     assert [(r.name, r.error_code, r.error_message) for r in results] == [
         ("queued", ErrorCode.REQUEST_TIMED_OUT, None)

@@ -136,6 +136,31 @@ def test_foreign_directory_refused(tmp_path: Path) -> None:
     _run(main)
 
 
+def test_a_quorum_members_metadata_directory_is_refused(tmp_path: Path) -> None:
+    """A Raft replica's directory (quorum-state) is never reused as a single-node log."""
+
+    async def main() -> None:
+        directory = tmp_path / "data" / LOG_DIR_NAME
+        directory.mkdir(parents=True)
+        (directory / "quorum-state").write_text("{}")
+        with pytest.raises(MetadataError, match="holds the metadata log of a Raft quorum member"):
+            await _open(_config(tmp_path))
+
+    _run(main)
+
+
+def test_a_single_node_is_its_own_active_controller(tmp_path: Path) -> None:
+    async def main() -> None:
+        driver = await _open(_config(tmp_path))
+        assert driver.is_active
+        assert driver.active_controller_id == driver.node_id
+        assert driver.controller_address(driver.node_id) is None  # no voters configured
+        await driver.close()
+        assert not driver.is_active
+
+    _run(main)
+
+
 def test_metadata_log_dir_setting(tmp_path: Path) -> None:
     async def main() -> None:
         driver = await _open(_config(tmp_path, metadata_log_dir=str(tmp_path / "meta")))

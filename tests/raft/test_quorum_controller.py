@@ -30,6 +30,7 @@ from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
+from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 
@@ -39,12 +40,15 @@ TIMEOUT_S = 30
 pytestmark = pytest.mark.trio
 
 
-def _config(node_id: int, voters: dict[int, Address], directory: Path) -> BrokerConfig:
+def _config(
+    node_id: int, voters: dict[int, Address], directory: Path, **extra: str
+) -> BrokerConfig:
+    controller = voters.get(node_id)
     return BrokerConfig.from_properties(
         {
             "node.id": str(node_id),
             "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{voters[node_id].port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{getattr(controller, 'port', 0)}",
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.voters": ",".join(f"{i}@{a}" for i, a in voters.items()),
             "cluster.id": CLUSTER_ID,
@@ -56,14 +60,23 @@ def _config(node_id: int, voters: dict[int, Address], directory: Path) -> Broker
             "controller.quorum.request.timeout.ms": "1000",
             "controller.quorum.retry.backoff.ms": "20",
             "broker.heartbeat.interval.ms": "50",
+            **{key.replace("_", "."): value for key, value in extra.items()},
         }
     )
 
 
+def _observer_config(node_id: int, voters: dict[int, Address], directory: Path) -> BrokerConfig:
+    """A broker-only node: an observer of the quorum (no controller listener of its own)."""
+    return _config(
+        node_id, voters, directory, process_roles="broker", listeners="PLAINTEXT://127.0.0.1:0"
+    )
+
+
 class Node:
-    def __init__(self, node_id: int, config: BrokerConfig) -> None:
+    def __init__(self, node_id: int, config: BrokerConfig, snapshot_interval: int) -> None:
         self.node_id = node_id
         self.config = config
+        self.snapshot_interval = snapshot_interval
         self.controller: QuorumController | None = None
         self._scope: trio.CancelScope | None = None
 
@@ -72,11 +85,11 @@ class Node:
         assert self.controller is not None
         return self.controller
 
-    async def start(self, nursery: trio.Nursery, listener: trio.SocketListener) -> None:
-        remote = partial(
-            PeerControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0
+    async def start(self, nursery: trio.Nursery, listener: trio.SocketListener | None) -> None:
+        remote = partial(PeerControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0)
+        self.controller = await QuorumController.open(
+            self.config, remote=remote, snapshot_interval_bytes=self.snapshot_interval
         )
-        self.controller = await QuorumController.open(self.config, remote=remote)
         state = BrokerState(
             self.config, self.node_id, CLUSTER_ID, [], self.controller, cast(Any, None)
         )
@@ -85,7 +98,7 @@ class Node:
 
     async def _serve(
         self,
-        listener: trio.SocketListener,
+        listener: trio.SocketListener | None,
         state: BrokerState,
         controller: QuorumController,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -94,8 +107,9 @@ class Node:
             self._scope = scope
             async with trio.open_nursery() as nursery:
                 await nursery.start(controller.run)
-                server = Server(state)
-                nursery.start_soon(server.serve_listener, listener, "CONTROLLER", nursery)
+                if listener is not None:
+                    server = Server(state)
+                    nursery.start_soon(server.serve_listener, listener, "CONTROLLER", nursery)
                 task_status.started()
 
     def crash(self) -> None:
@@ -135,6 +149,7 @@ class Cluster:
                         waiters.start_soon(wake)
 
     def agreed_active(self) -> QuorumController | None:
+        """The one active controller, once every running node (observers too) knows it."""
         running = self.running()
         active = [c for c in running if c.is_active]
         if len(active) != 1 or {c.active_controller_id for c in running} != {active[0].node_id}:
@@ -161,13 +176,19 @@ class Cluster:
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, size: int = 3) -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path, size: int = 3, *, observers: int = 0, snapshot_interval: int = 1 << 30
+) -> AsyncIterator[Cluster]:
     listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in range(size)]
     ports = [listener.socket.getsockname()[1] for listener in listeners]
     voters = {i + 1: Address("127.0.0.1", port) for i, port in enumerate(ports)}
-    nodes = {i: Node(i, _config(i, voters, tmp_path / f"node{i}")) for i in voters}
+    nodes = {
+        i: Node(i, _config(i, voters, tmp_path / f"node{i}"), snapshot_interval) for i in voters
+    }
+    for i in range(size + 1, size + 1 + observers):
+        nodes[i] = Node(i, _observer_config(i, voters, tmp_path / f"node{i}"), snapshot_interval)
     async with trio.open_nursery() as nursery:
-        for node, listener in zip(nodes.values(), listeners, strict=True):
+        for node, listener in zip(nodes.values(), [*listeners, *[None] * observers], strict=True):
             await node.start(nursery, listener)
         yield Cluster(nursery, nodes)
         nursery.cancel_scope.cancel()
@@ -230,6 +251,8 @@ async def test_a_node_that_is_not_the_active_controller_answers_not_controller(
         )
         assert registration.error_code == ErrorCode.NOT_CONTROLLER
         assert await follower.fence_stale_brokers() == []
+        altered = await follower.alter_partition(AlterPartitionRequest(broker_id=1), 3)
+        assert altered.error_code == ErrorCode.NOT_CONTROLLER
         assert all(n.image.topic("refused") is None for n in c.running())
 
 
@@ -288,3 +311,40 @@ async def test_a_single_node_metadata_log_is_not_reused_by_a_quorum_member(
     config = _config(1, voters, tmp_path)
     with pytest.raises(MetadataError, match="holds a single-node metadata log"):
         await QuorumController.open(config)
+
+
+async def test_a_broker_only_observer_follows_the_log_and_registers_remotely(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, observers=1) as c:
+        active = await c.active()
+        observer = c.nodes[4].running
+        assert not observer.is_active
+        assert observer.active_controller_id == active.node_id
+        await c.register_all()  # the observer's broker through the active controller
+        await c.until(lambda: all(len(n.image.brokers()) == 4 for n in c.running()))
+        await active.create_topics(_create("observed"), 7)
+        await c.until(lambda: observer.image.topic("observed") is not None)
+        refused = await observer.create_topics(_create("not-here"), 7)
+        assert refused.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+
+
+async def test_a_voter_behind_the_snapshot_loads_it_and_catches_up(tmp_path: Path) -> None:
+    """With a tiny snapshot interval every command is followed by a snapshot, so a voter that
+    was down gets the image from FetchSnapshot rather than from the (dropped) log."""
+    async with cluster(tmp_path, snapshot_interval=1) as c:
+        active = await c.active()
+        await c.register_all()
+        behind = next(i for i in c.nodes if i != active.node_id)
+        c.nodes[behind].crash()
+        for name in ("s1", "s2", "s3"):
+            created = await active.create_topics(_create(name), 7)
+            assert created.topics[0].error_code == ErrorCode.NONE
+        core = active.raft.core
+        assert core is not None
+        assert core.log.start_offset > 0
+        await c.restart(behind)
+        restarted = c.nodes[behind].running
+        await c.until(lambda: all(restarted.image.topic(n) is not None for n in ("s1", "s2", "s3")))
+        assert restarted.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
+        assert len(restarted.image.brokers()) == 3
