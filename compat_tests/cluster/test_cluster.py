@@ -30,6 +30,22 @@ def settled(cluster: ClusterProcess, *, voters: int = 3) -> QuorumState | None:
     return state
 
 
+def new_leader(cluster: ClusterProcess, old: QuorumState) -> QuorumState | None:
+    """The quorum once a live node other than `old`'s leader leads."""
+    state = quorum_state(cluster)
+    if state is None or state.leader_id == old.leader_id:
+        return None
+    return state
+
+
+def caught_up(cluster: ClusterProcess, node_id: int) -> QuorumState | None:
+    """The quorum once the voter's log end has reached the leader's high watermark."""
+    state = quorum_state(cluster)
+    if state is None or state.voters.get(node_id, -1) < state.high_watermark:
+        return None
+    return state
+
+
 def wait_for_leader(cluster: ClusterProcess, timeout: float = 30) -> QuorumState:
     """Until a live leader reports 3 voters."""
     return wait_until(lambda: settled(cluster), timeout=timeout, what="a leader with 3 voters",
@@ -108,13 +124,7 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     killed_at = time.monotonic()
     victim.kill9()
 
-    def new_leader() -> QuorumState | None:
-        state = quorum_state(cluster)
-        if state is None or state.leader_id == before.leader_id:
-            return None
-        return state
-
-    after = wait_until(new_leader, timeout=10 * ELECTION_TIMEOUT_S + 5, what="a new leader",
+    after = wait_until(lambda: new_leader(cluster, before), timeout=10 * ELECTION_TIMEOUT_S + 5, what="a new leader",
                        interval=0.02)  # fmt: skip
     election = time.monotonic() - killed_at
     print(f"\nkill -9 of leader {before.leader_id} (epoch {before.leader_epoch}): node "
@@ -132,13 +142,7 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     victim.restart(clean=False)
     wait_for_topics(victim, first, second, timeout=30)
 
-    def caught_up() -> QuorumState | None:
-        state = quorum_state(cluster)
-        if state is None or state.voters.get(victim.node_id, -1) < state.high_watermark:
-            return None
-        return state
-
-    wait_until(caught_up, timeout=30, what=f"node {victim.node_id} caught up with the leader",
+    wait_until(lambda: caught_up(cluster, victim.node_id), timeout=30, what=f"node {victim.node_id} caught up with the leader",
                interval=0.1)  # fmt: skip
     print(f"restarted node {victim.node_id} caught up in {time.monotonic() - restarted_at:.2f}s")
 
@@ -155,3 +159,35 @@ def test_three_controllers_and_two_brokers(strom_cluster: StartCluster) -> None:
     assert cluster.bootstrap == f"{cluster.node(4).bootstrap},{cluster.node(5).bootstrap}"
     md = ck.admin(cluster.bootstrap).list_topics(timeout=10)
     assert sorted(md.brokers) == [4, 5]
+
+
+def test_paused_leader_and_clean_stop_of_the_leader(strom_cluster: StartCluster) -> None:
+    """SIGSTOP of the leader (a long pause: it keeps its connections but answers nothing) elects
+    another; after SIGCONT it rejoins as a follower and catches up. SIGTERM of the leader
+    resigns leadership first, so the next leader is there sooner than after a crash."""
+    cluster = strom_cluster(combined=3)
+    first = wait_for_leader(cluster)
+    paused = cluster.node(first.leader_id)
+    paused.pause()
+    try:
+        second = wait_until(lambda: new_leader(cluster, first), timeout=15,
+                            what="a leader other than the paused one", interval=0.05)  # fmt: skip
+    finally:
+        paused.resume()
+    assert second.leader_epoch > first.leader_epoch
+    wait_until(lambda: caught_up(cluster, paused.node_id), timeout=30,
+               what=f"the resumed node {paused.node_id} caught up", interval=0.1)  # fmt: skip
+
+    leader = cluster.node(second.leader_id)
+    stopped_at = time.monotonic()
+    assert leader.stop() == 0
+    stop_took = time.monotonic() - stopped_at
+    third = wait_until(lambda: new_leader(cluster, second), timeout=15,
+                       what="a leader after the clean stop", interval=0.02)  # fmt: skip
+    print(f"\nSIGTERM of leader {second.leader_id}: node {third.leader_id} leads epoch "
+          f"{third.leader_epoch} {time.monotonic() - stopped_at:.2f}s after the signal (the "
+          f"process took {stop_took:.2f}s to exit)")  # fmt: skip
+    topic = topic_name("after-stop")
+    ck.create_topic(ck.admin(cluster.node(third.leader_id).bootstrap), topic, 1)
+    leader.restart()
+    wait_for_topics(leader, topic, timeout=30)
