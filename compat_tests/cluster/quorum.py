@@ -15,6 +15,9 @@ from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQ
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 REQUEST_TIMEOUT = 5.0
+DESCRIBE_TIMEOUT = 0.3
+"""A live node answers DescribeQuorum in milliseconds; a paused one never does, and waiting
+longer for it would only delay the poll (and the election times the tests measure)."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class QuorumState:
 
 
 async def _describe(address: str) -> DescribeQuorumResponse.PartitionData:
-    with trio.fail_after(REQUEST_TIMEOUT):
+    with trio.fail_after(DESCRIBE_TIMEOUT):
         client = await KafkaClient.connect(address, "kafka-metadata-quorum")
         try:
             request = DescribeQuorumRequest(
@@ -58,20 +61,38 @@ def describe_quorum(node: ClusterNode) -> DescribeQuorumResponse.PartitionData |
 
 
 def quorum_state(cluster: ClusterProcess) -> QuorumState | None:
-    """The quorum as the live leader reports it (None while no live controller leads)."""
-    for node in cluster.controllers:
-        if not node.alive:
-            continue
-        answer = describe_quorum(node)
-        if answer is not None and answer.error_code == ErrorCode.NONE:
-            return QuorumState(
-                answer.leader_id,
-                answer.leader_epoch,
-                answer.high_watermark,
-                {v.replica_id: v.log_end_offset for v in answer.current_voters},
-                {o.replica_id: o.log_end_offset for o in answer.observers},
-            )
-    return None
+    """The quorum as the live leader reports it (None while no live controller leads). Every
+    live controller is asked at once, so a paused one (connected, never answering) delays
+    nothing: the leader's answer is taken as soon as it comes."""
+    addresses = [n.controller_address for n in cluster.controllers if n.alive]
+
+    async def ask_all() -> DescribeQuorumResponse.PartitionData | None:
+        found: list[DescribeQuorumResponse.PartitionData] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask(address: str) -> None:
+                try:
+                    answer = await _describe(address)
+                except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError):
+                    return
+                if answer.error_code == ErrorCode.NONE:
+                    found.append(answer)
+                    nursery.cancel_scope.cancel()
+
+            for address in addresses:
+                nursery.start_soon(ask, address)
+        return found[0] if found else None
+
+    answer = trio.run(ask_all)
+    if answer is None:
+        return None
+    return QuorumState(
+        answer.leader_id,
+        answer.leader_epoch,
+        answer.high_watermark,
+        {v.replica_id: v.log_end_offset for v in answer.current_voters},
+        {o.replica_id: o.log_end_offset for o in answer.observers},
+    )
 
 
 async def _topics(address: str) -> set[str]:
