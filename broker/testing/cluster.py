@@ -14,10 +14,13 @@ configurations, and hands the sockets to the children by socket activation
 (`strom.broker.testing.activation`). It keeps the listening sockets for the cluster's life, so a
 restarted node inherits the same ports. While a node is down its sockets stop listening (a
 connection is refused, as to a dead machine, instead of waiting in a queue nobody accepts from)
-and keep their ports bound, so nothing else can take them before the restart.
+but stay bound to their ports (Linux releases a port the kernel chose when listening stops; the
+socket binds it again at once), so nothing else takes them before the restart.
 
 Every node's storage is formatted with one shared cluster id (`strom format`), as an operator
-does. A node is ready when its "Strom ... started" log line appears (never a sleep). Each node
+does. A node is up when its "Strom ... started" log line appears; the cluster is ready when
+every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
+it reads the logs, and polls what it waits for against a deadline. Each node
 keeps its last log lines (`ClusterNode.output`; `ClusterProcess.report()` for a failure
 report). Leaving the `with` block stops every node (SIGTERM, then SIGKILL after a grace period)
 and closes every socket, also when the test failed.

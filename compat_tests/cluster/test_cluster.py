@@ -19,7 +19,8 @@ from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode
 
 ELECTION_TIMEOUT_S = 1.0
-"""controller.quorum.election.timeout.ms's default; fetch.timeout.ms is twice it."""
+"""controller.quorum.election.timeout.ms's default; fetch.timeout.ms (how long followers go
+without a Fetch answer before they call an election) is twice it."""
 
 
 def settled(cluster: ClusterProcess, *, voters: int = 3) -> QuorumState | None:
@@ -130,7 +131,7 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     print(f"\nkill -9 of leader {before.leader_id} (epoch {before.leader_epoch}): node "
           f"{after.leader_id} leads epoch {after.leader_epoch} after {election:.2f}s")  # fmt: skip
     assert after.leader_epoch > before.leader_epoch
-    assert election < 10 * ELECTION_TIMEOUT_S
+    assert election < 2 * ELECTION_TIMEOUT_S + 6 * ELECTION_TIMEOUT_S  # fetch timeout + a few rounds
 
     survivors = [n for n in cluster.nodes if n is not victim]
     second = topic_name("after")
