@@ -1,7 +1,8 @@
 """The broker process: storage, controller, listeners, background work, shutdown.
 
 `Broker.run()` opens the partition logs (recovering after an unclean stop),
-opens the controller and its metadata log, binds the listeners, reports the
+opens the controller and its metadata log, binds the listeners (or serves on sockets
+inherited by socket activation, `activation`), reports the
 bound endpoints through `task_status.started()`, and serves until `shutdown()`
 is called or the task is cancelled. Shutdown stops accepting, lets in-flight
 requests finish within a deadline, then closes the logs cleanly (writing the
