@@ -28,6 +28,7 @@ from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
+from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
 from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest
@@ -175,9 +176,19 @@ class Cluster:
                     nursery.start_soon(node.register)
 
 
+def _format(directory: Path, features: dict[str, int]) -> None:
+    directory.mkdir(parents=True)
+    write_bootstrap_checkpoint(directory, features, 0)
+
+
 @asynccontextmanager
 async def cluster(
-    tmp_path: Path, size: int = 3, *, observers: int = 0, snapshot_interval: int = 1 << 30
+    tmp_path: Path,
+    size: int = 3,
+    *,
+    observers: int = 0,
+    snapshot_interval: int = 1 << 30,
+    bootstrap: dict[str, int] | None = None,
 ) -> AsyncIterator[Cluster]:
     listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in range(size)]
     ports = [listener.socket.getsockname()[1] for listener in listeners]
@@ -187,6 +198,9 @@ async def cluster(
     }
     for i in range(size + 1, size + 1 + observers):
         nodes[i] = Node(i, _observer_config(i, voters, tmp_path / f"node{i}"), snapshot_interval)
+    if bootstrap is not None:  # as `strom format` leaves it on every node
+        for node in nodes.values():
+            await trio.to_thread.run_sync(_format, Path(node.config.metadata_dir), bootstrap)
     async with trio.open_nursery() as nursery:
         for node, listener in zip(nodes.values(), [*listeners, *[None] * observers], strict=True):
             await node.start(nursery, listener)
@@ -348,3 +362,19 @@ async def test_a_voter_behind_the_snapshot_loads_it_and_catches_up(tmp_path: Pat
         await c.until(lambda: all(restarted.image.topic(n) is not None for n in ("s1", "s2", "s3")))
         assert restarted.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
         assert len(restarted.image.brokers()) == 3
+
+
+async def test_the_first_leader_bootstraps_with_what_strom_format_chose(tmp_path: Path) -> None:
+    async with cluster(tmp_path, bootstrap={"metadata.version": 20, "kraft.version": 0}) as c:
+        await c.active()
+        await c.until(lambda: all(n.image.metadata_version == 20 for n in c.running()))
+        # one FeatureLevelRecord for metadata.version in the whole log: written once
+        for node in c.running():
+            core = node.raft.core
+            assert core is not None
+            versions = [
+                e.offset
+                for e in core.log.entries_from(core.log.start_offset, 1 << 20)
+                if not e.control and b"metadata.version" in e.data
+            ]
+            assert len(versions) == 1
