@@ -537,7 +537,11 @@ class QuorumController:
         """Run forever: while active, fence brokers as their leases run out."""
         timeout = self._config.broker_session_timeout_ms
         while True:
-            expiry = self._controller.next_lease_expiry() if self.is_active else None
+            change = self._changed
+            if not self.is_active:
+                await change.wait()  # until this node may have become active
+                continue
+            expiry = self._controller.next_lease_expiry()
             wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
             await trio.sleep(max(0, wait) / 1000)
             await self.fence_stale_brokers()

@@ -108,6 +108,7 @@ class Node:
             self._scope = scope
             async with trio.open_nursery() as nursery:
                 await nursery.start(controller.run)
+                nursery.start_soon(controller.watch_leases)
                 if listener is not None:
                     server = Server(state)
                     nursery.start_soon(server.serve_listener, listener, "CONTROLLER", nursery)
@@ -189,12 +190,14 @@ async def cluster(
     observers: int = 0,
     snapshot_interval: int = 1 << 30,
     bootstrap: dict[str, int] | None = None,
+    **extra: str,
 ) -> AsyncIterator[Cluster]:
     listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in range(size)]
     ports = [listener.socket.getsockname()[1] for listener in listeners]
     voters = {i + 1: Address("127.0.0.1", port) for i, port in enumerate(ports)}
     nodes = {
-        i: Node(i, _config(i, voters, tmp_path / f"node{i}"), snapshot_interval) for i in voters
+        i: Node(i, _config(i, voters, tmp_path / f"node{i}", **extra), snapshot_interval)
+        for i in voters
     }
     for i in range(size + 1, size + 1 + observers):
         nodes[i] = Node(i, _observer_config(i, voters, tmp_path / f"node{i}"), snapshot_interval)
@@ -378,3 +381,20 @@ async def test_the_first_leader_bootstraps_with_what_strom_format_chose(tmp_path
                 if not e.control and b"metadata.version" in e.data
             ]
             assert len(versions) == 1
+
+
+async def test_a_broker_that_stops_heartbeating_is_fenced_on_every_node(tmp_path: Path) -> None:
+    async with cluster(tmp_path, broker_session_timeout_ms="600") as c:
+        active = await c.active()
+        await c.register_all()
+        silent = next(i for i in c.nodes if i != active.node_id)
+        for node in c.running():
+            if node.node_id != silent:
+                c.nursery.start_soon(node.local_broker.run)
+
+        def fenced(node: QuorumController, broker_id: int) -> bool:
+            registration = node.image.broker(broker_id)
+            return registration is not None and registration.fenced
+
+        await c.until(lambda: all(fenced(n, silent) for n in c.running()))
+        assert not any(fenced(n, active.node_id) for n in c.running())
