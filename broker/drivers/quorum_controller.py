@@ -60,7 +60,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
@@ -198,6 +198,15 @@ def not_controller(response: M) -> M:
     return response
 
 
+class RemoteChannelFactory(Protocol):
+    """Makes the channel to the active controller from where it is (`lookup`) and an event
+    source set when that may have changed (`changes`)."""
+
+    def __call__(
+        self, lookup: Callable[[], Address | None], *, changes: Callable[[], trio.Event]
+    ) -> ControllerChannel: ...
+
+
 class _NotActive(Exception):
     """Leadership was lost (or never held) before the records were committed."""
 
@@ -243,7 +252,7 @@ class QuorumController:
         features: Mapping[str, int] | None,
         clock: Callable[[], int],
         snapshot_interval_bytes: int,
-        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None,
+        remote: RemoteChannelFactory | None,
     ) -> None:
         self._config = config
         self._controller = controller
@@ -275,7 +284,7 @@ class QuorumController:
         self._stopped = trio.Event()
         self._channel = QuorumChannel(
             self,
-            remote(self._active_address) if remote is not None else None,
+            remote(self._active_address, changes=self.next_change) if remote is not None else None,
             config.controller_quorum_retry_backoff_ms,
         )
         self.local_broker = BrokerLifecycle(
@@ -296,12 +305,13 @@ class QuorumController:
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
-        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None = None,
+        remote: RemoteChannelFactory | None = None,
     ) -> QuorumController:
         """Check the directories and build the node; nothing runs until `run`.
 
-        `remote(lookup)` makes the channel this node's broker registers through when this node
-        is not the active controller (`lookup()`: the active controller's address or None).
+        `remote(lookup, changes=...)` makes the channel this node's broker registers through when
+        this node is not the active controller (`lookup()`: the active controller's address or
+        None; `changes()`: an event set at the next change, `next_change`).
         """
         cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
@@ -747,9 +757,15 @@ class PeerControllerChannel:
     """
 
     def __init__(
-        self, lookup: Callable[[], Address | None], *, client_id: str, timeout_s: float
+        self,
+        lookup: Callable[[], Address | None],
+        *,
+        changes: Callable[[], trio.Event] | None = None,
+        client_id: str,
+        timeout_s: float,
     ) -> None:
         self._lookup = lookup
+        self._changes = changes
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._connection: PeerConnection | None = None
@@ -770,7 +786,12 @@ class PeerControllerChannel:
 
     async def _request(self, body: Message, version: int) -> Message | None:
         async with self._lock:
+            change = self._changes() if self._changes is not None else None
             address = self._lookup()
+            if address is None and change is not None:
+                with trio.move_on_after(self._timeout_s):  # until a leader may be known
+                    await change.wait()
+                address = self._lookup()
             if address is None:
                 return None
             if self._connection is None or self._connection.address != address:
