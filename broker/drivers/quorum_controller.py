@@ -85,7 +85,7 @@ from strom.coordinator.metadata.snapshot import image_records
 from strom.coordinator.raft.messages import NO_LEADER
 from strom.storage.raft_disk import holds_single_node_log
 from strom.storage.raft_store import Entry, SnapshotId
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message, Struct
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
@@ -145,7 +145,7 @@ def decode_entry(data: bytes) -> tuple[int, int, Message]:
     try:
         remaining, pos = read_uvarint(data, 0)
         (timestamp,) = _TIMESTAMP.unpack_from(data, pos)
-    except (ValueError, struct.error) as exc:
+    except (ProtocolError, struct.error) as exc:
         raise MetadataError(f"malformed metadata entry: {exc}") from exc
     record, _version = decode_record(memoryview(data)[pos + _TIMESTAMP.size :])
     return remaining, timestamp, record
@@ -172,7 +172,10 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     delta = MetadataImage.EMPTY.delta()
     pos, view = _SNAPSHOT_HEADER.size, memoryview(data)
     while pos < len(view):
-        length, pos = read_uvarint(view, pos)
+        try:
+            length, pos = read_uvarint(view, pos)
+        except ProtocolError as exc:
+            raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
         record, _version = decode_record(view[pos : pos + length])
         delta.replay(record)
         pos += length

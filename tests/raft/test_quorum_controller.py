@@ -21,7 +21,9 @@ import trio
 from strom.broker.drivers.quorum_controller import (
     PeerControllerChannel,
     QuorumController,
+    decode_entry,
     decode_snapshot,
+    encode_entries,
     encode_snapshot,
 )
 from strom.broker.network.server import Server
@@ -31,6 +33,7 @@ from strom.config.quorum import Address
 from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
 from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
@@ -398,3 +401,21 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_on_every_node(tmp_path
 
         await c.until(lambda: all(fenced(n, silent) for n in c.running()))
         assert not any(fenced(n, active.node_id) for n in c.running())
+
+
+async def test_entries_say_how_many_of_their_command_follow() -> None:
+    records = [
+        FeatureLevelRecord("metadata.version", 20),
+        FeatureLevelRecord("group.version", 1),
+    ]
+    entries = encode_entries(records, 1_700_000_000_000)
+    decoded = [decode_entry(e) for e in entries]
+    assert [(remaining, ts) for remaining, ts, _ in decoded] == [
+        (1, 1_700_000_000_000),
+        (0, 1_700_000_000_000),
+    ]
+    assert [r for _, _, r in decoded] == records
+    with pytest.raises(MetadataError):
+        decode_entry(entries[0][:5])
+    with pytest.raises(MetadataError, match="not a metadata snapshot"):
+        decode_snapshot(b"XXXX" + bytes(20))
