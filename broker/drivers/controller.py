@@ -38,6 +38,7 @@ import trio
 
 from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.config import BrokerConfig, Listener
+from strom.config.quorum import Address
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import (
@@ -211,6 +212,22 @@ class ControllerDriver:
     @property
     def node_id(self) -> int:
         return self._controller.node_id
+
+    @property
+    def is_active(self) -> bool:
+        """Whether this node is the active controller: always, on a single node. (A quorum
+        controller that is not says False, and brokers forward controller requests.)"""
+        return True
+
+    @property
+    def active_controller_id(self) -> int | None:
+        """The active controller's node id (this node), None while no controller is known."""
+        return self.node_id
+
+    def controller_address(self, node_id: int) -> Address | None:
+        """Where `node_id`'s CONTROLLER listener is: its `controller.quorum.voters` entry
+        (None when voters are not configured or it is not one)."""
+        return self._config.quorum_voters.get(node_id)
 
     @property
     def broker_epoch(self) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from strom.broker.admin.forwarding import close_forwarder
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
@@ -167,6 +168,8 @@ class Broker:
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
+        with trio.CancelScope(shield=True):
+            await close_forwarder(state)
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
