@@ -144,17 +144,17 @@ async def forward(
     unreachable controller: the entries then answer REQUEST_TIMED_OUT (NOT_CONTROLLER when the
     request came to this controller's own controller listener)."""
     if request.listener in broker.config.controller_listeners:
-        return _failed(body, request.api_version, ErrorCode.NOT_CONTROLLER, response_type)
+        return error_response(body, request.api_version, ErrorCode.NOT_CONTROLLER, response_type)
     try:
         return await forwarder(broker).forward(
             body, request.api_version, response_type, getattr(body, "timeout_ms", None)
         )
     except ControllerUnavailable as exc:
         log.warning("forwarding %s to the controller failed: %s", body.NAME, exc)
-        return _failed(body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, response_type)
+        return error_response(body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, response_type)
 
 
-def _failed(body: Message, version: int, code: ErrorCode, response_type: type[R]) -> R:
+def error_response(body: Message, version: int, code: ErrorCode, response_type: type[R]) -> R:
     """`body`'s response with every entry failed with `code` (no message, as Kafka's
     getErrorResponse for these errors)."""
     make = _FAILURES.get(type(body))

@@ -107,17 +107,13 @@ class ActiveControllerClient:
         """
         deadline = trio.current_time() + max(timeout_s, 0.0)
         backoff = self._backoff_s
-        first = True
+        attempt = self._attempt_timeout_s  # the first attempt is made whatever the deadline
         while True:
             changed = self._changes() if self._changes is not None else None
             address = self._lookup()
-            remaining = deadline - trio.current_time()
             if address is None:
                 cause = "no active controller is known"
             else:
-                attempt = self._attempt_timeout_s
-                if not first:
-                    attempt = min(attempt, remaining)
                 try:
                     response = await self._connect(address).request(
                         body, version, next(self._correlation), attempt
@@ -128,20 +124,22 @@ class ActiveControllerClient:
                     if not is_not_controller(response):
                         return response
                     cause = f"{address} answered NOT_CONTROLLER"
-            first = False
             remaining = deadline - trio.current_time()
+            if remaining > 0:
+                log.debug("%s: %s; retrying in %.3fs", body.NAME, cause, backoff)
+                with trio.move_on_after(min(backoff, remaining)):
+                    if changed is None:
+                        await trio.sleep_forever()
+                    else:
+                        await changed.wait()
+                backoff = min(backoff * 2, self._backoff_max_s)
+                remaining = deadline - trio.current_time()
             if remaining <= 0:
                 raise ControllerUnavailable(
                     f"{body.NAME} got no answer from an active controller within "
                     f"{timeout_s * 1000:.0f} ms; last: {cause}"
                 )
-            log.debug("%s: %s; retrying in %.3fs", body.NAME, cause, backoff)
-            with trio.move_on_after(min(backoff, remaining)):
-                if changed is None:
-                    await trio.sleep_forever()
-                else:
-                    await changed.wait()
-            backoff = min(backoff * 2, self._backoff_max_s)
+            attempt = min(self._attempt_timeout_s, remaining)
 
     def _connect(self, address: Address) -> PeerConnection:
         """One connection per controller address, kept across leader changes (a quorum has
