@@ -181,9 +181,7 @@ def _delete_topics(body: Message, version: int, code: int) -> Message:
         if version >= 6
         else [DeleteTopicsRequest.DeleteTopicState(name=n) for n in body.topic_names]
     )
-    return DeleteTopicsResponse(
-        responses=[result(s.name, s.topic_id, code, None) for s in states]
-    )
+    return DeleteTopicsResponse(responses=[result(s.name, s.topic_id, code, None) for s in states])
 
 
 def _create_partitions(body: Message, _version: int, code: int) -> Message:

@@ -69,7 +69,9 @@ def _lifecycle(
     state = broker.broker.state
     assert state is not None
 
-    def registration(endpoints: Sequence[Listener], incarnation: uuid.UUID) -> BrokerRegistrationRequest:
+    def registration(
+        endpoints: Sequence[Listener], incarnation: uuid.UUID
+    ) -> BrokerRegistrationRequest:
         return BrokerRegistrationRequest(
             broker_id=config.node_id,
             cluster_id=state.cluster_id,
