@@ -10,13 +10,14 @@ raises `ControllerUnavailable` with one line naming the last cause.
 
 The backoff starts at `controller.quorum.retry.backoff.ms` and doubles up to
 `RETRY_BACKOFF_MAX_MS` (Kafka's `retry.backoff.max.ms` default). A `changes` callable, if
-given, returns an event set when the active controller changes (taken BEFORE the lookup, so a
-change between the lookup and the wait is not missed); a change cuts the backoff short, so a
-new leader is tried as soon as it is known.
+given, returns an event that the NEXT change of the active controller sets (a fresh event per
+call, or one replaced at every change; never one already set). It is taken before the lookup,
+so a change between the lookup and the wait is not missed, and a change cuts the backoff
+short: a new leader is tried as soon as it is known.
 
 A request may have reached the controller even when its response did not (the connection
-broke after sending); a retry then meets the outcome of the first attempt (e.g. the broker is
-already registered under that incarnation, the topic already exists), as in Kafka.
+broke after sending); a retry then meets the outcome of the first attempt (the topic already
+exists), as in Kafka; a registration of the same incarnation simply registers it again.
 
 `RemoteControllerChannel` is the `ControllerChannel` of `BrokerLifecycle` for a broker whose
 controller runs elsewhere: BrokerRegistration (API 62) at v4 and BrokerHeartbeat (API 63) at
@@ -107,7 +108,10 @@ class ActiveControllerClient:
         """
         deadline = trio.current_time() + max(timeout_s, 0.0)
         backoff = self._backoff_s
-        attempt = self._attempt_timeout_s  # the first attempt is made whatever the deadline
+        # the first attempt is made even when the deadline has passed (timeout_s <= 0)
+        attempt = (
+            self._attempt_timeout_s if timeout_s <= 0 else min(self._attempt_timeout_s, timeout_s)
+        )
         while True:
             changed = self._changes() if self._changes is not None else None
             address = self._lookup()

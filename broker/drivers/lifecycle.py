@@ -8,8 +8,12 @@ STALE_BROKER_EPOCH (the controller lost or replaced the registration) registers 
 `should_shut_down`.
 
 It talks to the controller through `ControllerChannel`: on a combined node today that is
-`LocalControllerChannel`, the in-process controller driver; with the Raft driver it becomes a
-channel that sends the RPCs to the active controller (the messages are the same).
+`LocalControllerChannel`, the in-process controller driver; a broker whose controller runs
+elsewhere uses `RemoteControllerChannel` (`controller_channel.py`), which sends the same
+messages to the active controller's CONTROLLER listener and retries while it moves. A channel
+that gives up raises `ControllerUnavailable`: registration keeps trying until
+initial.broker.registration.timeout.ms (the error then names the last cause), a periodic
+heartbeat logs it and tries again at the next interval.
 """
 
 from __future__ import annotations
