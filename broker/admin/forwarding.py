@@ -128,11 +128,21 @@ class ControllerForwarder:
         await self._client.aclose()
 
 
+def _changes_of(view: object) -> Changes | None:
+    """The controller's `next_change()` (QuorumController: an event set at the next Raft or
+    metadata change), if it has one: a leader change then ends a retry backoff at once."""
+    next_change = getattr(view, "next_change", None)
+    return next_change if callable(next_change) else None
+
+
 def forwarder(broker: BrokerState) -> ControllerForwarder:
     """This broker's forwarder to the active controller (made on first use)."""
 
     def make(state: BrokerState) -> ControllerForwarder:
-        return ControllerForwarder(state.config, active_controller_lookup(state.controller))
+        view = state.controller
+        return ControllerForwarder(
+            state.config, active_controller_lookup(view), changes=_changes_of(view)
+        )
 
     return broker.service(ControllerForwarder, make)
 

@@ -160,25 +160,51 @@ class ActiveControllerClient:
 
 
 class RemoteControllerChannel:
-    """`ControllerChannel` over the network to the active controller (module docstring)."""
+    """`ControllerChannel` over the network to the active controller (module docstring).
+
+    `timeout_s` is how long one register or heartbeat may retry; `for_broker` takes it and the
+    backoff and per-attempt timeout from the broker's configuration.
+    """
 
     def __init__(
         self,
+        lookup: Lookup,
+        *,
+        client_id: str,
+        timeout_s: float,
+        changes: Changes | None = None,
+        retry_backoff_ms: int = 20,
+        attempt_timeout_ms: int = 2000,
+    ) -> None:
+        self._timeout_s = timeout_s
+        self._client = ActiveControllerClient(
+            lookup,
+            client_id=client_id,
+            retry_backoff_ms=retry_backoff_ms,
+            attempt_timeout_ms=attempt_timeout_ms,
+            changes=changes,
+        )
+
+    @classmethod
+    def for_broker(
+        cls,
         config: BrokerConfig,
         lookup: Lookup,
         *,
         changes: Changes | None = None,
         timeout_ms: int | None = None,
-    ) -> None:
-        self._timeout_s = (
-            timeout_ms if timeout_ms is not None else config.broker_session_timeout_ms // 2
-        ) / 1000
-        self._client = ActiveControllerClient(
+    ) -> RemoteControllerChannel:
+        """Broker `config.node_id`'s channel: retries for broker.session.timeout.ms / 2 (or
+        `timeout_ms`), backing off from controller.quorum.retry.backoff.ms, each attempt
+        waiting up to controller.quorum.request.timeout.ms."""
+        window = timeout_ms if timeout_ms is not None else config.broker_session_timeout_ms // 2
+        return cls(
             lookup,
             client_id=f"broker-{config.node_id}-heartbeat",
+            timeout_s=window / 1000,
+            changes=changes,
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
             attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
-            changes=changes,
         )
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:

@@ -104,7 +104,7 @@ async def test_a_remote_broker_registers_through_the_channel_and_is_listed(
 ) -> None:
     controller = _controller(broker)
     config = _config(tmp_path, controller)
-    channel = RemoteControllerChannel(config, lambda: controller)
+    channel = RemoteControllerChannel.for_broker(config, lambda: controller)
     try:
         lifecycle = _lifecycle(broker, config, channel)
         endpoint = Listener("PLAINTEXT", "127.0.0.1", 19092)
@@ -143,7 +143,9 @@ async def test_not_controller_and_hang_ups_move_on_to_the_new_active_controller(
                 fake.answered = changed
             return changed
 
-        channel = RemoteControllerChannel(config, lookup, changes=changes, timeout_ms=30_000)
+        channel = RemoteControllerChannel.for_broker(
+            config, lookup, changes=changes, timeout_ms=30_000
+        )
         try:
             with trio.fail_after(20):
                 lifecycle = _lifecycle(broker, config, channel)
@@ -157,7 +159,7 @@ async def test_not_controller_and_hang_ups_move_on_to_the_new_active_controller(
 async def test_no_answer_within_the_deadline_is_one_line(tmp_path: Path) -> None:
     dead = dead_address()
     config = _config(tmp_path, dead)
-    channel = RemoteControllerChannel(config, lambda: dead, timeout_ms=200)
+    channel = RemoteControllerChannel.for_broker(config, lambda: dead, timeout_ms=200)
     request = BrokerHeartbeatRequest(broker_id=2, broker_epoch=5)
     with pytest.raises(ControllerUnavailable) as caught:
         await channel.heartbeat(request)
@@ -172,7 +174,7 @@ async def test_no_answer_within_the_deadline_is_one_line(tmp_path: Path) -> None
 async def test_hang_ups_are_retried_until_the_deadline(tmp_path: Path) -> None:
     async with hang_up() as gone:
         config = _config(tmp_path, gone.address)
-        channel = RemoteControllerChannel(config, lambda: gone.address, timeout_ms=300)
+        channel = RemoteControllerChannel.for_broker(config, lambda: gone.address, timeout_ms=300)
         with pytest.raises(ControllerUnavailable, match="closed the connection"):
             await channel.heartbeat(BrokerHeartbeatRequest(broker_id=2, broker_epoch=5))
         await channel.aclose()
@@ -185,7 +187,7 @@ async def test_no_known_controller_fails_registration_with_the_cause(tmp_path: P
         dead_address(),
         **{"initial.broker.registration.timeout.ms": "300", "broker.session.timeout.ms": "200"},
     )
-    channel = RemoteControllerChannel(config, lambda: None)
+    channel = RemoteControllerChannel.for_broker(config, lambda: None)
     lifecycle = BrokerLifecycle(
         config,
         channel,
