@@ -109,6 +109,8 @@ class Broker:
                     log.info("Strom stopped; logs closed cleanly")
         finally:
             with trio.CancelScope(shield=True):
+                if self.state is not None:  # connections to the active controller, if any
+                    await close_forwarder(self.state)
                 await controller.close()
 
     async def _serve(
@@ -168,8 +170,6 @@ class Broker:
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
-        with trio.CancelScope(shield=True):
-            await close_forwarder(state)
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
