@@ -214,22 +214,6 @@ class ControllerDriver:
         return self._controller.node_id
 
     @property
-    def is_active(self) -> bool:
-        """Whether this node is the active controller: always, on a single node. (A quorum
-        controller that is not says False, and brokers forward controller requests.)"""
-        return True
-
-    @property
-    def active_controller_id(self) -> int | None:
-        """The active controller's node id (this node), None while no controller is known."""
-        return self.node_id
-
-    def controller_address(self, node_id: int) -> Address | None:
-        """Where `node_id`'s CONTROLLER listener is: its `controller.quorum.voters` entry
-        (None when voters are not configured or it is not one)."""
-        return self._config.quorum_voters.get(node_id)
-
-    @property
     def broker_epoch(self) -> int:
         """This node's broker epoch (the offset of its latest registration)."""
         return self.local_broker.broker_epoch
@@ -243,6 +227,21 @@ class ControllerDriver:
     def offline_replicas(self) -> OfflineReplicas:
         """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
         return self._controller.offline_replicas
+
+    @property
+    def is_active(self) -> bool:
+        """A single node is always its own active controller (while open)."""
+        return not self._closed
+
+    @property
+    def active_controller_id(self) -> int | None:
+        """This node: the only controller."""
+        return self.node_id
+
+    def controller_address(self, node_id: int) -> Address | None:
+        """Its voter entry, if controller.quorum.voters names this node (else None: a standalone
+        node has no controller address of its own)."""
+        return self._config.quorum_voters.get(node_id)
 
     def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
         """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat

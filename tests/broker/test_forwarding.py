@@ -57,7 +57,9 @@ def _controller(broker: EmbeddedBroker) -> Address:
 def _driver(broker: EmbeddedBroker) -> ControllerDriver:
     state = broker.broker.state
     assert state is not None
-    return state.controller
+    controller = state.controller
+    assert isinstance(controller, ControllerDriver)
+    return controller
 
 
 def _create(*names: str, timeout_ms: int = 30_000) -> CreateTopicsRequest:
