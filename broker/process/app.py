@@ -17,6 +17,7 @@ from pathlib import Path
 
 import trio
 
+from strom.broker.admin.forwarding import close_forwarder
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.groups import GroupDriver
@@ -120,6 +121,8 @@ class Broker:
                     log.info("Strom stopped; logs closed cleanly")
         finally:
             with trio.CancelScope(shield=True):
+                if self.state is not None:  # connections to the active controller, if any
+                    await close_forwarder(self.state)
                 await controller.close()
 
     async def _serve(
