@@ -44,8 +44,8 @@ own reports (`heartbeat`) go to its local replica only: on a node that is not th
 controller they do not reach the active one yet.
 
 This node's broker registers through `QuorumChannel`: straight to the local controller when it
-is active, otherwise through `remote` (a `ControllerChannel` to the active controller; today
-`PeerControllerChannel`, a stopgap until `RemoteControllerChannel` lands), retrying with
+is active, otherwise through `remote` (a `ControllerChannel` to the active controller, in `strom serve` the
+`RemoteControllerChannel` of strom.broker.drivers.controller_channel), retrying with
 `controller.quorum.retry.backoff.ms` while no controller answers.
 """
 
@@ -66,7 +66,6 @@ import trio
 
 from strom.broker.drivers.controller_api import DeltaListener, ImageListener
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
-from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
@@ -748,68 +747,3 @@ class QuorumChannel:
         close = getattr(self._remote, "aclose", None)
         if close is not None:
             await close()
-
-
-class PeerControllerChannel:
-    """A `ControllerChannel` that sends BrokerRegistration/BrokerHeartbeat to the active
-    controller's controller listener (`lookup()`), one request at a time.
-
-    A stopgap until `strom.broker.drivers.controller_channel.RemoteControllerChannel` lands (same
-    constructor); an unknown or unreachable controller answers NOT_CONTROLLER, which
-    `QuorumChannel` retries.
-    """
-
-    def __init__(
-        self,
-        lookup: Callable[[], Address | None],
-        *,
-        changes: Callable[[], trio.Event] | None = None,
-        client_id: str,
-        timeout_s: float,
-    ) -> None:
-        self._lookup = lookup
-        self._changes = changes
-        self._client_id = client_id
-        self._timeout_s = timeout_s
-        self._connection: PeerConnection | None = None
-        self._lock = trio.Lock()
-        self._correlation = 0
-
-    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        response = await self._request(request, BrokerRegistrationRequest.MAX_VERSION)
-        if isinstance(response, BrokerRegistrationResponse):
-            return response
-        return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
-
-    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        response = await self._request(request, BrokerHeartbeatRequest.MAX_VERSION)
-        if isinstance(response, BrokerHeartbeatResponse):
-            return response
-        return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
-
-    async def _request(self, body: Message, version: int) -> Message | None:
-        async with self._lock:
-            change = self._changes() if self._changes is not None else None
-            address = self._lookup()
-            if address is None and change is not None:
-                with trio.move_on_after(self._timeout_s):  # until a leader may be known
-                    await change.wait()
-                address = self._lookup()
-            if address is None:
-                return None
-            if self._connection is None or self._connection.address != address:
-                if self._connection is not None:
-                    await self._connection.aclose()
-                self._connection = PeerConnection(address, self._client_id)
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            try:
-                return await self._connection.request(
-                    body, version, self._correlation, self._timeout_s
-                )
-            except PeerUnavailable as exc:
-                log.debug("controller %s unreachable: %s", address, exc)
-                return None
-
-    async def aclose(self) -> None:
-        if self._connection is not None:
-            await self._connection.aclose()

@@ -3,7 +3,7 @@
 As in test_driver: each node binds its CONTROLLER listener on port 0 first (the static voters
 must be known up front) and serves it with the broker's `Server`, whose handler table routes the
 Raft RPCs to `state.raft` and BrokerRegistration/BrokerHeartbeat to `state.controller`. Brokers
-of nodes that are not the active controller register through `PeerControllerChannel`. A crash
+of nodes that are not the active controller register through `RemoteControllerChannel`. A crash
 cancels a node's tasks; a restart opens the same directories and rebinds the same port.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, cast
 import pytest
 import trio
 
+from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.quorum_controller import (
-    PeerControllerChannel,
     QuorumController,
     decode_entry,
     decode_snapshot,
@@ -90,7 +90,7 @@ class Node:
         return self.controller
 
     async def start(self, nursery: trio.Nursery, listener: trio.SocketListener | None) -> None:
-        remote = partial(PeerControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0)
+        remote = partial(RemoteControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0)
         self.controller = await QuorumController.open(
             self.config, remote=remote, snapshot_interval_bytes=self.snapshot_interval
         )
