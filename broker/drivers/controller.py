@@ -213,6 +213,12 @@ class ControllerDriver:
         return self._controller.node_id
 
     @property
+    def active_controller_id(self) -> int:
+        """The node id of the active controller: this node, the only controller of a
+        one-node quorum (the Raft-backed controller answers its quorum's leader, -1 if none)."""
+        return self.node_id
+
+    @property
     def broker_epoch(self) -> int:
         """This node's broker epoch (the offset of its latest registration)."""
         return self.local_broker.broker_epoch
