@@ -69,3 +69,18 @@ def controller_id(broker: BrokerState, nodes: list[BrokerNode]) -> int:
     if active in alive:
         return active
     return random.choice(alive)
+
+
+def current_leader(
+    broker: BrokerState, image: MetadataImage, topic: str, index: int, listener: str
+) -> tuple[int, int, BrokerNode | None]:
+    """A partition's leader id and epoch as the image has them, and the leader's endpoint on
+    `listener` if it is an unfenced broker there: what Kafka's KIP-951 fields carry with
+    NOT_LEADER_OR_FOLLOWER (Produce v10+, Fetch v16+), so clients redirect without a
+    Metadata round trip. (-1, -1, None) for a partition that does not exist."""
+    partition = image.partition(topic, index)
+    if partition is None:
+        return NO_CONTROLLER, -1, None
+    leader = partition.leader
+    node = next((n for n in broker_nodes(broker, image, listener) if n.broker_id == leader), None)
+    return leader, partition.leader_epoch, node

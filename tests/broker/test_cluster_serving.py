@@ -34,6 +34,7 @@ from strom.wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from strom.wire.messages.produce import ProduceResponse
 from tests.broker.cluster_helpers import (
     CLUSTER_OVERRIDES,
     create_placed,
@@ -42,7 +43,7 @@ from tests.broker.cluster_helpers import (
     register,
     state_of,
 )
-from tests.broker.test_produce_helpers import batch, fetch_request, produce
+from tests.broker.test_produce_helpers import batch, fetch_request, produce, produce_request
 
 pytestmark = pytest.mark.trio
 
@@ -274,3 +275,50 @@ async def test_stock_client_sees_every_broker_and_leader(
         3: f"127.0.0.1:{peer_port(3)}",
     }
     assert leaders == {0: 2, 1: 2, 2: 1, 3: 3}
+
+
+@pytest.mark.parametrize("version", [9, 10, 12])
+async def test_produce_names_the_current_leader(
+    cluster: BrokerState, client: KafkaClient, version: int
+) -> None:
+    """KIP-951 (Produce v10+): NOT_LEADER_OR_FOLLOWER carries the leader and its endpoint."""
+    request = produce_request("placed", batch(), partition=0)
+    request.topic_data[0].partition_data += [
+        produce_request("placed", batch(), partition=p).topic_data[0].partition_data[0]
+        for p in (2, 3)
+    ]
+    response = await client.request(request, version, ProduceResponse)
+    parts = response.responses[0].partition_responses
+    assert [p.error_code for p in parts] == [NLOF, 0, NLOF]
+    if version < 10:
+        assert response.node_endpoints == []
+        return
+    leaders = [(p.current_leader.leader_id, p.current_leader.leader_epoch) for p in parts]
+    assert leaders == [(2, 0), (-1, -1), (3, 0)]
+    assert [(n.node_id, n.port, n.rack) for n in response.node_endpoints] == [
+        (2, peer_port(2), "r2"),
+        (3, peer_port(3), "r3"),
+    ]
+
+
+@pytest.mark.parametrize("version", [15, 16, 17])
+async def test_fetch_names_the_current_leader(
+    cluster: BrokerState, client: KafkaClient, version: int
+) -> None:
+    """KIP-951 (Fetch v16+): NOT_LEADER_OR_FOLLOWER carries the leader and its endpoint."""
+    topic = cluster.image.topic("placed")
+    assert topic is not None
+    request = fetch_request("placed", 0)
+    request.topics[0].topic_id = topic.topic_id
+    request.topics[0].partitions = [
+        fetch_request("placed", 0, partition=p).topics[0].partitions[0] for p in (1, 2)
+    ]
+    response = await client.request(request, version, FetchResponse)
+    parts = response.responses[0].partitions
+    assert [p.error_code for p in parts] == [NLOF, 0]
+    if version < 16:
+        assert response.node_endpoints == []
+        return
+    assert (parts[0].current_leader.leader_id, parts[0].current_leader.leader_epoch) == (2, 0)
+    assert parts[1].current_leader.leader_id == -1  # served: no redirect
+    assert [(n.node_id, n.port) for n in response.node_endpoints] == [(2, peer_port(2))]
