@@ -136,6 +136,8 @@ class GroupCoordinator:
         self._writes: list[Write] = []
         self._in_flight: dict[int, _InFlight] = {}
         self._write_tokens = itertools.count(1)
+        self._abandoned: set[int] = set()
+        """Writes handed out whose groups were unloaded before their outcome came back."""
         self._syncing: set[tuple[str, int]] = set()
         """(group, generation) whose leader's assignment is being written."""
 
@@ -154,6 +156,9 @@ class GroupCoordinator:
         """A write's outcome: NONE once its records are in the log, else the append's error."""
         written = self._in_flight.pop(token, None)
         if written is None:
+            if token in self._abandoned:  # its group was unloaded meanwhile: already answered
+                self._abandoned.discard(token)
+                return
             raise ValueError(f"write {token} is not outstanding")
         group_id = written.write.group_id
         if error:
@@ -300,8 +305,11 @@ class GroupCoordinator:
         failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
         while failing:  # a failed write's handler may stage another: fail that one too
             for token in failing:
+                self._abandoned.add(token)
                 self._in_flight.pop(token).on_written(now, ErrorCode.NOT_COORDINATOR)
             failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
+        untaken = {w.token for w in self._writes if doomed(w.group_id)}
+        self._abandoned -= untaken  # never handed out: no outcome will come back
         self._writes = [w for w in self._writes if not doomed(w.group_id)]
         dropped = [group_id for group_id in self.groups if doomed(group_id)]
         for group_id in dropped:
