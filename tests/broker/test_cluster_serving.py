@@ -322,3 +322,47 @@ async def test_fetch_names_the_current_leader(
     assert (parts[0].current_leader.leader_id, parts[0].current_leader.leader_epoch) == (2, 0)
     assert parts[1].current_leader.leader_id == -1  # served: no redirect
     assert [(n.node_id, n.port) for n in response.node_endpoints] == [(2, peer_port(2))]
+
+
+async def test_kafka_python_reads_the_redirect(broker: EmbeddedBroker, cluster: BrokerState) -> None:
+    """kafka-python's own codec and client framing, over a socket: a Produce v10 to a
+    partition broker 2 leads decodes as NOT_LEADER_OR_FOLLOWER naming broker 2 and its
+    endpoint (what its producer uses to move the batch without a Metadata round trip)."""
+    from tests.wire.kp_helpers import kp_producer, kp_send, record_batch
+
+    T = kp_producer.ProduceRequest.TopicProduceData
+    request = kp_producer.ProduceRequest(
+        version=10,
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            T(
+                name="placed",
+                partition_data=[
+                    T.PartitionProduceData(index=i, records=record_batch(b"v", producer_id=-1))
+                    for i in (1, 2)
+                ],
+            )
+        ],
+    )
+    proto, data = kp_send([(request, 1)])
+    endpoint = broker.endpoints[0]
+    stream = await trio.open_tcp_stream(endpoint.host, endpoint.port)
+    try:
+        await stream.send_all(data)
+        responses: list[tuple[int, object]] = []
+        with trio.fail_after(10):
+            while not responses:
+                responses += proto.receive_bytes(await stream.receive_some(65536))
+    finally:
+        await stream.aclose()
+    assert not proto.in_flight_requests
+    [(_, response)] = responses
+    parts = response.responses[0].partition_responses  # type: ignore[attr-defined]
+    assert [p.error_code for p in parts] == [NLOF, 0]
+    assert (parts[0].current_leader.leader_id, parts[0].current_leader.leader_epoch) == (2, 0)
+    endpoints = response.node_endpoints  # type: ignore[attr-defined]
+    assert [(n.node_id, n.host, n.port, n.rack) for n in endpoints] == [
+        (2, "127.0.0.1", peer_port(2), "r2")
+    ]
