@@ -41,8 +41,12 @@ def locate(
     index: int,
     current_leader_epoch: int = NO_LEADER_EPOCH,
     image: MetadataImage | None = None,
+    *,
+    require_leader: bool = True,
 ) -> Located | ErrorCode:
-    """The partition's metadata and log, or the error Kafka answers for it."""
+    """The partition's metadata and log, or the error Kafka answers for it. Without
+    `require_leader` a follower replica's log is found too (ListOffsets from the debugging
+    replica id -2, as Kafka's `fetchOnlyFromLeader`)."""
     partition = (image or broker.image).partition(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -54,7 +58,7 @@ def locate(
     error = leader_epoch_error(partition, current_leader_epoch)
     if error != ErrorCode.NONE:
         return error
-    if partition.leader != broker.node_id:
+    if require_leader and partition.leader != broker.node_id:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a follower replica: its log, not the leader
     return Located(partition, log)
 

@@ -366,3 +366,23 @@ async def test_kafka_python_reads_the_redirect(broker: EmbeddedBroker, cluster: 
     assert [(n.node_id, n.host, n.port, n.rack) for n in endpoints] == [
         (2, "127.0.0.1", peer_port(2), "r2")
     ]
+
+
+async def test_list_offsets_from_the_debugging_replica_reads_a_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """Kafka serves ListOffsets with replica id -2 from any local replica (fetchOnlyFromLeader
+    is false only for it): the follower replica of partition 1 answers; partition 0 has none."""
+    P = ListOffsetsRequest.ListOffsetsPartition
+    request = ListOffsetsRequest(
+        replica_id=-2,
+        topics=[
+            ListOffsetsRequest.ListOffsetsTopic(
+                "placed", [P(partition_index=p, timestamp=-2) for p in range(3)]
+            )
+        ],
+    )
+    response = await client.request(request, 7, ListOffsetsResponse)
+    assert [(p.error_code, p.offset) for p in response.topics[0].partitions] == [
+        (NLOF, -1), (0, 0), (0, 0),
+    ]  # fmt: skip
