@@ -58,7 +58,7 @@ from strom.storage.recompress import recompress
 from strom.storage.results import AppendResult, ReadResult, SegmentInfo
 from strom.storage.segment import LogSegment
 from strom.storage.swap import discard, install
-from strom.storage.validate import AppendOrigin, validate_records
+from strom.storage.validate import AppendOrigin, validate_records, validate_replicated
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import (
     BatchHeader,
@@ -99,6 +99,9 @@ class PartitionLog:
         self.epochs = loaded.epochs
         self.producer_state = loaded.producers
         self.high_watermark = self.log_end_offset
+        self.high_watermark_follows_appends = True
+        """Single-replica partitions: an append is committed at once. A replicated partition
+        turns this off; its leader moves the high watermark as followers catch up."""
         self.last_flush_ms = clock()
         self.flush_requested = False
         self.parent_unsynced = False
@@ -193,9 +196,10 @@ class PartitionLog:
                 offset += header.last_offset_delta + 1
             base = self.log_end_offset
             self._assign(buf, batches, base, leader_epoch, now_ms if lat else None)
-            self._write(buf, batches, leader_epoch, now_ms)
+            self._write(buf, batches, [(leader_epoch, base)], now_ms)
             staged.commit()
-            self.high_watermark = self.log_end_offset
+            if self.high_watermark_follows_appends:
+                self.high_watermark = self.log_end_offset
             if self.config.flush_messages < LONG_MAX or self.config.flush_ms < LONG_MAX:
                 self._want_flush()
             return AppendResult(
@@ -223,14 +227,67 @@ class PartitionLog:
                 header.attributes |= TIMESTAMP_TYPE_MASK
             offset = header.next_offset
 
+    def append_replicated(self, records: memoryview | bytes | bytearray, now_ms: int) -> AppendResult:
+        """A follower's append of batches fetched from its leader, kept byte for byte.
+
+        Offsets, leader epochs and timestamps are the leader's; the records were validated
+        when the leader appended them (see `validate_replicated` for what is checked here).
+        The high watermark does not move: the leader's, from each fetch response, sets it
+        (`update_high_watermark`). LogAppendError leaves the log unchanged.
+        """
+        with self._lock:
+            if self.failed is not None or self.closed:
+                raise KafkaStorageError(f"{self.name} is offline: {self.failed or 'closed'}")
+            buf = bytearray(records)
+            batches = validate_replicated(buf, self.log_end_offset)
+            staged = self.producer_state.stage(check_sequences=False)
+            epochs: list[tuple[int, int]] = []
+            for pos, header in batches:
+                if not epochs or header.partition_leader_epoch > epochs[-1][0]:
+                    epochs.append((header.partition_leader_epoch, header.base_offset))
+                if header.has_producer_id:
+                    coordinator_epoch = _coordinator_epoch(buf, pos, header)
+                    staged.add_batch(
+                        header, header.base_offset, header.max_timestamp, coordinator_epoch
+                    )
+            base = batches[0][1].base_offset
+            self._write(buf, batches, epochs, now_ms)
+            staged.commit()
+            if self.config.flush_messages < LONG_MAX or self.config.flush_ms < LONG_MAX:
+                self._want_flush()
+            return AppendResult(base, self.log_end_offset - 1, -1, self.log_start_offset)
+
+    def start_leader_epoch(self, epoch: int) -> None:
+        """This replica becomes leader in `epoch`: the epoch starts at the log end (Kafka's
+        assignEpochStartOffset), so OffsetForLeaderEpoch and a follower's divergence check
+        see it before its first batch, and an older epoch's end is known at once."""
+        with self._lock:
+            if self.epochs.assign(epoch, self.log_end_offset):
+                self.epochs.save(sync=False)  # re-derived on load from the batches if lost
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, kept within [log start, log end]; the value set."""
+        with self._lock:
+            self.high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
+            return self.high_watermark
+
     def _write(
-        self, buf: bytearray, batches: list[tuple[int, BatchHeader]], leader_epoch: int, now_ms: int
+        self,
+        buf: bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        epochs: list[tuple[int, int]],
+        now_ms: int,
     ) -> None:
-        """Epoch checkpoint first (harmless if the data then fails), roll if due, then one write."""
-        base = self.log_end_offset
+        """Epoch checkpoint first (harmless if the data then fails), roll if due, then one write.
+
+        `epochs`: (leader epoch, start offset) of each epoch the batches begin, in order.
+        """
         old_epochs = list(self.epochs.entries)
         try:
-            if self.epochs.assign(leader_epoch, base):
+            changed = False
+            for epoch, start in epochs:
+                changed = self.epochs.assign(epoch, start) or changed
+            if changed:
                 self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)

@@ -71,6 +71,41 @@ def validate_records(
     return batches
 
 
+def validate_replicated(buf: bytearray, log_end_offset: int) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of batches a follower copies from its leader, as they are.
+
+    The leader validated the records when it appended them; a follower checks only what
+    protects its own log (Kafka's follower append does the same): whole batches of magic 2
+    with valid CRCs, and offsets that continue its log and increase (gaps are allowed: a
+    compacted leader log has them). Records are not walked nor decompressed.
+    """
+    batches = []
+    pos = 0
+    view = memoryview(buf)
+    next_offset = log_end_offset
+    while pos < len(buf):
+        remaining = len(buf) - pos
+        if remaining < LOG_OVERHEAD:
+            raise LogAppendError(ErrorCode.CORRUPT_MESSAGE, f"truncated batch at byte {pos}")
+        size = peek_length(view, pos) + LOG_OVERHEAD
+        if size < HEADER_SIZE or size > remaining:
+            raise LogAppendError(ErrorCode.CORRUPT_MESSAGE, f"bad batch length at byte {pos}")
+        try:
+            header = validate_batch(view[pos : pos + size])
+        except ProtocolError as exc:
+            raise LogAppendError(exc.error, str(exc)) from exc
+        if header.base_offset < next_offset or header.last_offset < header.base_offset:
+            raise LogAppendError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"replicated batch at offset {header.base_offset} does not continue the log "
+                f"at {next_offset}",
+            )
+        next_offset = header.last_offset + 1
+        batches.append((pos, header))
+        pos += size
+    return batches
+
+
 def _check_one(
     view: memoryview, pos: int, config: LogConfig, now_ms: int, origin: AppendOrigin
 ) -> BatchHeader:

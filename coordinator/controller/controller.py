@@ -34,6 +34,7 @@ from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -251,6 +252,15 @@ class Controller:
                 ErrorCode.STALE_BROKER_EPOCH,
                 f"Expected broker epoch {registration.epoch}, but got broker epoch {broker_epoch}",
             )
+
+    def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> ControllerResult[AlterPartitionResponse]:
+        """AlterPartition: a partition leader's ISR change, fenced by both epochs (see isr.py)."""
+        from strom.coordinator.controller.isr import alter_partition
+
+        _check_version(request, version)
+        return alter_partition(self._image, request, version)
 
     # --- liveness (see liveness.py) -----------------------------------------------
 

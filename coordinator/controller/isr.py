@@ -1,0 +1,154 @@
+"""AlterPartition (API 56): a partition leader asks the controller to change its ISR.
+
+The leader of a replicated partition shrinks its in-sync replica set when a follower falls
+behind (`replica.lag.time.max.ms`) and expands it when the follower catches up; only the
+controller may write the change, as a PartitionChangeRecord, which bumps the partition epoch.
+Both epochs fence stale requests, checked in Kafka's order (ReplicationControlManager):
+
+| the request's ...                          | answer                  |
+|--------------------------------------------|-------------------------|
+| broker is not registered with that epoch   | STALE_BROKER_EPOCH (top level, nothing else read) |
+| topic id is unknown                        | UNKNOWN_TOPIC_ID        |
+| partition is unknown                       | UNKNOWN_TOPIC_OR_PARTITION |
+| leader or partition epoch is *newer*       | NOT_CONTROLLER (this controller is behind: ask the new one) |
+| leader epoch is older                      | FENCED_LEADER_EPOCH     |
+| broker is not the partition's leader       | INVALID_REQUEST         |
+| partition epoch is older                   | INVALID_UPDATE_VERSION  |
+| ISR not a duplicate-free subset of the replicas, or without the leader | INVALID_REQUEST |
+| ISR > 1 while RECOVERING, or RECOVERED -> RECOVERING | INVALID_REQUEST |
+| a new member unregistered, fenced, shutting down, or of another broker epoch | INELIGIBLE_REPLICA |
+
+A valid request that changes nothing writes nothing and answers the current state; one that
+changes the ISR (or the leader recovery state) answers the state after its record. Without
+reassignments (not implemented yet) an ISR change never moves leadership, so Kafka's
+NEW_LEADER_ELECTED answer does not arise here.
+"""
+
+from __future__ import annotations
+
+from strom.coordinator.controller.result import ControllerResult
+from strom.coordinator.metadata.image import MetadataImage, PartitionImage
+from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
+from strom.wire.message import Message
+from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+
+RECOVERED = 0
+RECOVERING = 1
+NO_BROKER_EPOCH = -1
+"""A member's broker epoch of -1 (and every member in version 2) skips the epoch check."""
+
+
+def alter_partition(
+    image: MetadataImage, request: AlterPartitionRequest, version: int
+) -> ControllerResult[AlterPartitionResponse]:
+    """Validate each partition's new ISR against `image`; records for the valid changes."""
+    registration = image.broker(request.broker_id)
+    if registration is None or registration.epoch != request.broker_epoch:
+        return ControllerResult(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
+    records: list[Message] = []
+    topics: list[AlterPartitionResponse.TopicData] = []
+    for topic_data in request.topics:
+        answers: list[AlterPartitionResponse.PartitionData] = []
+        topics.append(AlterPartitionResponse.TopicData(topic_data.topic_id, answers))
+        topic = image.topics_by_id.get(topic_data.topic_id)
+        for data in topic_data.partitions:
+            if topic is None:
+                answers.append(_error(data, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            partition = topic.partition(data.partition_index)
+            members = _new_isr(data, version)
+            error = _validate(image, request.broker_id, partition, data, members)
+            if error is not ErrorCode.NONE or partition is None:
+                answers.append(_error(data, error))
+                continue
+            isr = tuple(broker_id for broker_id, _ in members)
+            after = partition
+            if (
+                isr != partition.isr
+                or data.leader_recovery_state != partition.leader_recovery_state
+            ):
+                change = PartitionChangeRecord(partition_id=partition.partition_id,
+                                               topic_id=topic.topic_id)  # fmt: skip
+                if isr != partition.isr:
+                    change.isr = list(isr)
+                if data.leader_recovery_state != partition.leader_recovery_state:
+                    change.leader_recovery_state = data.leader_recovery_state
+                records.append(change)
+                after = PartitionImage(
+                    partition.partition_id, partition.replicas, isr, partition.leader,
+                    partition.leader_epoch, partition.partition_epoch + 1,
+                    partition.removing_replicas, partition.adding_replicas,
+                    data.leader_recovery_state,
+                )  # fmt: skip
+            answers.append(
+                AlterPartitionResponse.PartitionData(
+                    partition_index=after.partition_id,
+                    leader_id=after.leader,
+                    leader_epoch=after.leader_epoch,
+                    isr=list(after.isr),
+                    leader_recovery_state=after.leader_recovery_state,
+                    partition_epoch=after.partition_epoch,
+                )
+            )
+    return ControllerResult(AlterPartitionResponse(topics=topics), records)
+
+
+def _new_isr(data: AlterPartitionRequest.PartitionData, version: int) -> list[tuple[int, int]]:
+    """(broker id, broker epoch) of each proposed member; version 2 carries no epochs."""
+    if version < 3:
+        return [(broker_id, NO_BROKER_EPOCH) for broker_id in data.new_isr]
+    return [(member.broker_id, member.broker_epoch) for member in data.new_isr_with_epochs]
+
+
+def _validate(
+    image: MetadataImage,
+    broker_id: int,
+    partition: PartitionImage | None,
+    data: AlterPartitionRequest.PartitionData,
+    members: list[tuple[int, int]],
+) -> ErrorCode:
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if (
+        data.leader_epoch > partition.leader_epoch
+        or data.partition_epoch > partition.partition_epoch
+    ):
+        return ErrorCode.NOT_CONTROLLER
+    if data.leader_epoch < partition.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if broker_id != partition.leader:
+        return ErrorCode.INVALID_REQUEST
+    if data.partition_epoch < partition.partition_epoch:
+        return ErrorCode.INVALID_UPDATE_VERSION
+    isr = [member for member, _ in members]
+    if (
+        not isr
+        or len(set(isr)) != len(isr)
+        or not set(isr) <= set(partition.replicas)
+        or partition.leader not in isr
+    ):
+        return ErrorCode.INVALID_REQUEST
+    if data.leader_recovery_state not in (RECOVERED, RECOVERING):
+        return ErrorCode.INVALID_REQUEST
+    if data.leader_recovery_state == RECOVERING and len(isr) > 1:
+        return ErrorCode.INVALID_REQUEST
+    if partition.leader_recovery_state == RECOVERED and data.leader_recovery_state == RECOVERING:
+        return ErrorCode.INVALID_REQUEST
+    for member, epoch in members:
+        registration = image.broker(member)
+        if (
+            registration is None
+            or not registration.active
+            or (epoch != NO_BROKER_EPOCH and registration.epoch != epoch)
+        ):
+            return ErrorCode.INELIGIBLE_REPLICA
+    return ErrorCode.NONE
+
+
+def _error(
+    data: AlterPartitionRequest.PartitionData, error: ErrorCode
+) -> AlterPartitionResponse.PartitionData:
+    return AlterPartitionResponse.PartitionData(
+        partition_index=data.partition_index, error_code=error
+    )

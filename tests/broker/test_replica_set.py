@@ -1,0 +1,139 @@
+"""ReplicaSet: high watermark, caught-up time, ISR shrink/expand and acks=all, on a fake clock."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strom.broker.replication.replica_set import ReplicaSet
+from strom.wire.errors import ErrorCode
+
+LAG_MS = 30_000
+
+
+def _set(isr: tuple[int, ...] = (1, 2, 3), *, hw: int = 0, epoch_start: int = 0) -> ReplicaSet:
+    return ReplicaSet(
+        1, (1, 2, 3), isr, high_watermark=hw, leader_epoch_start=epoch_start,
+        lag_time_max_ms=LAG_MS, now_ms=0,
+    )  # fmt: skip
+
+
+def test_the_high_watermark_is_the_smallest_end_offset_in_the_isr() -> None:
+    replicas = _set()
+    assert not replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)
+    assert replicas.high_watermark == 0  # broker 3 has not fetched yet
+    assert replicas.follower_fetched(3, 7, leader_end=10, now_ms=2)
+    assert replicas.high_watermark == 7
+    replicas.follower_fetched(3, 10, leader_end=10, now_ms=3)
+    assert replicas.high_watermark == 10
+
+
+def test_the_high_watermark_never_moves_back() -> None:
+    replicas = _set(hw=5)
+    replicas.follower_fetched(2, 3, leader_end=10, now_ms=1)
+    replicas.follower_fetched(3, 3, leader_end=10, now_ms=1)
+    assert replicas.high_watermark == 5
+
+
+def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark_back() -> None:
+    replicas = _set((1, 2))
+    replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)
+    assert replicas.high_watermark == 10
+
+
+def test_a_lagging_follower_leaves_the_isr_after_the_lag_time_only() -> None:
+    replicas = _set()
+    replicas.follower_fetched(2, 10, leader_end=10, now_ms=1000)
+    replicas.follower_fetched(3, 4, leader_end=10, now_ms=1000)
+    assert replicas.proposal(10, now_ms=LAG_MS, eligible=(2, 3)) is None
+    assert replicas.proposal(10, now_ms=LAG_MS + 1, eligible=(2, 3)) == frozenset({1, 2})
+    # while the shrink is in flight, broker 3 still counts for the high watermark
+    assert replicas.counted() == frozenset({1, 2, 3})
+    assert replicas.proposal(10, now_ms=LAG_MS + 2, eligible=(2, 3)) is None  # one at a time
+    replicas.committed((1, 2))
+    assert replicas.pending is None
+    replicas.advance(10)
+    assert replicas.high_watermark == 10
+
+
+def test_a_follower_that_keeps_up_with_a_busy_leader_stays_in_sync() -> None:
+    """Each fetch reaches where the leader ended at the previous fetch, never its current end:
+    caught up as of the previous fetch, so never lagging longer than one fetch interval."""
+    replicas = _set((1, 2))
+    end = 0
+    for step in range(1, 200):
+        now = step * 1000
+        replicas.follower_fetched(2, end, leader_end=end + 100, now_ms=now)
+        end += 100
+        assert replicas.proposal(end, now_ms=now, eligible=(2, 3)) is None
+
+
+def test_a_follower_rejoins_once_at_the_high_watermark_and_in_the_leaders_epoch() -> None:
+    replicas = _set((1, 2), hw=0, epoch_start=8)
+    replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)
+    assert replicas.high_watermark == 10
+    replicas.follower_fetched(3, 9, leader_end=10, now_ms=1)
+    assert replicas.proposal(10, now_ms=2, eligible=(2, 3)) is None  # below the high watermark
+    replicas.follower_fetched(3, 10, leader_end=10, now_ms=3)
+    assert replicas.proposal(10, now_ms=3, eligible=(2,)) is None  # fenced: may not join
+    assert replicas.proposal(10, now_ms=3, eligible=(2, 3)) == frozenset({1, 2, 3})
+
+
+def test_a_refused_proposal_can_be_made_again() -> None:
+    replicas = _set((1, 2))
+    replicas.follower_fetched(2, 5, leader_end=5, now_ms=1)
+    replicas.follower_fetched(3, 5, leader_end=5, now_ms=1)
+    assert replicas.proposal(5, now_ms=1, eligible=(2, 3)) == frozenset({1, 2, 3})
+    replicas.proposal_failed()
+    assert replicas.proposal(5, now_ms=2, eligible=(2, 3)) == frozenset({1, 2, 3})
+
+
+def test_acks_all_waits_for_the_high_watermark_and_checks_min_insync() -> None:
+    replicas = _set((1, 2))
+    assert replicas.check_before_append(2) is ErrorCode.NONE
+    assert replicas.check_before_append(3) is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert replicas.acks_all_outcome(last_offset=4, min_insync_replicas=2) is None
+    replicas.follower_fetched(2, 5, leader_end=5, now_ms=1)
+    assert replicas.acks_all_outcome(last_offset=4, min_insync_replicas=2) is ErrorCode.NONE
+    replicas.committed((1,))
+    outcome = replicas.acks_all_outcome(last_offset=4, min_insync_replicas=2)
+    assert outcome is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([2, 3]),  # which follower fetches
+            st.integers(0, 50),  # how far the leader's log grew first
+            st.integers(0, 100),  # how far behind the fetch is
+            st.integers(0, 40_000),  # time passing
+            st.booleans(),  # whether the leader then proposes an ISR change (committed at once)
+        ),
+        max_size=60,
+    )
+)
+def test_invariants_under_any_fetch_sequence(
+    steps: list[tuple[int, int, int, int, bool]],
+) -> None:
+    """The high watermark never moves back, never passes the leader's end nor the end of a
+    counted follower, and the leader is always in the ISR it proposes."""
+    replicas = _set()
+    leader_end, now = 0, 0
+    ends = {2: 0, 3: 0}
+    for follower, grow, behind, elapsed, propose in steps:
+        leader_end += grow
+        now += elapsed
+        offset = max(ends[follower], leader_end - behind)  # followers never go back here
+        ends[follower] = offset
+        before = replicas.high_watermark
+        replicas.follower_fetched(follower, offset, leader_end, now)
+        assert before <= replicas.high_watermark <= leader_end
+        if replicas.high_watermark > before:
+            for member in replicas.counted() - {1}:
+                assert replicas.high_watermark <= ends[member]
+        if propose:
+            proposed = replicas.proposal(leader_end, now, eligible=(2, 3))
+            if proposed is not None:
+                assert 1 in proposed
+                replicas.committed(proposed)
