@@ -1,12 +1,18 @@
 """Partition lookups shared by the data-plane handlers (Produce, Fetch, ListOffsets...).
 
-Kafka's order of checks: the topic-partition must be in the metadata
-(UNKNOWN_TOPIC_OR_PARTITION), its log here must not be offline for want of
-being opened (KAFKA_STORAGE_ERROR, Kafka's offline partition; a log whose disk
-failed is still found, and refuses appends itself), a client-supplied current
+Kafka's order of checks (ReplicaManager.getPartitionOrError, then
+Partition.localLogWithEpochOrThrow): the topic-partition must be in the metadata
+(UNKNOWN_TOPIC_OR_PARTITION); this broker must host a replica of it: a partition
+with no log here answers NOT_LEADER_OR_FOLLOWER (its replicas are on other
+brokers, or its log is not open yet) unless the log is offline for want of being
+opened (KAFKA_STORAGE_ERROR, Kafka's offline partition; a log whose disk failed
+is still found, and refuses appends itself); then a client-supplied current
 leader epoch must match the partition's (older: FENCED_LEADER_EPOCH, newer:
-UNKNOWN_LEADER_EPOCH; -1 means "not given"), and this broker must lead it and
-host its log (NOT_LEADER_OR_FOLLOWER).
+UNKNOWN_LEADER_EPOCH; -1 means "not given"), and this broker must lead it
+(NOT_LEADER_OR_FOLLOWER: a follower replica has its log but does not serve).
+
+Followers do not serve consumers yet: Kafka lets a follower answer a consumer's
+Fetch v11+ (KIP-392) up to its high watermark, which needs replication (issue 12).
 """
 
 from __future__ import annotations
@@ -35,19 +41,25 @@ def locate(
     index: int,
     current_leader_epoch: int = NO_LEADER_EPOCH,
     image: MetadataImage | None = None,
+    *,
+    require_leader: bool = True,
 ) -> Located | ErrorCode:
-    """The partition's metadata and log, or the error Kafka answers for it."""
+    """The partition's metadata and log, or the error Kafka answers for it. Without
+    `require_leader` a follower replica's log is found too (ListOffsets from the debugging
+    replica id -2, as Kafka's `fetchOnlyFromLeader`)."""
     partition = (image or broker.image).partition(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     log = broker.logs.get(topic, index)
-    if log is None and broker.logs.is_offline(topic, index):
-        return ErrorCode.KAFKA_STORAGE_ERROR
+    if log is None:
+        if broker.logs.is_offline(topic, index):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # no replica here (or not opened yet)
     error = leader_epoch_error(partition, current_leader_epoch)
     if error != ErrorCode.NONE:
         return error
-    if partition.leader != broker.node_id or log is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if require_leader and partition.leader != broker.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER  # a follower replica: its log, not the leader
     return Located(partition, log)
 
 

@@ -17,15 +17,25 @@ completion once the high watermark passes the batch instead.
 
 The driver reaches the broker only through `OffsetsTopic` (which partitions of
 `__consumer_offsets` this node leads, their logs, creating the topic), a clock
-and a few config values, so it runs without a broker in tests and can follow
-its partitions' leadership. On shutdown every parked response is released with
-NOT_COORDINATOR, as a Kafka coordinator that resigns does.
+and a few config values, so it runs without a broker in tests.
+
+Leadership: a node coordinates exactly the groups whose `__consumer_offsets`
+partition (`partition_for`) it leads, as in Kafka. `follow` runs after each
+metadata change: a partition this node now leads is loaded (its groups replayed
+from the log, in a worker thread; COORDINATOR_LOAD_IN_PROGRESS until then), one
+it no longer leads is unloaded (its groups forgotten here, their parked requests
+answered NOT_COORDINATOR). Requests for any other group answer NOT_COORDINATOR,
+so clients ask FindCoordinator again. In issue 11 leadership moves only through
+the metadata image; issue 12's failover reuses the same path. On shutdown every
+parked response is released with NOT_COORDINATOR, as a Kafka coordinator that
+resigns does.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -178,6 +188,13 @@ class GroupDriver:
         self._kick = trio.Event()
         self._create_lock = trio.Lock()
         self._closed = False
+        self.owned: set[int] = set()
+        """`__consumer_offsets` partitions this node leads, their groups loaded: it coordinates
+        exactly the groups that hash to them."""
+        self.loading: dict[int, int] = {}
+        """Partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the load's id."""
+        self._load_ids = itertools.count(1)
+        self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
 
     @classmethod
     def for_broker(cls, state: BrokerView) -> GroupDriver:
@@ -196,37 +213,92 @@ class GroupDriver:
     # --- start-up and the timer task ---------------------------------------------------------
 
     async def load(self) -> None:
-        """Rebuild every group from __consumer_offsets (before the listeners accept)."""
-        loaded = []
+        """Rebuild the groups of every partition this node leads (before the listeners
+        accept); later leadership changes come through `follow`."""
         for partition in self.topic.partitions() or []:
             led = self.topic.leader(partition)
             if led is not None:
-                loaded += await trio.to_thread.run_sync(read_partition, led[0])
-        self.machine.load(loaded, self.now())
+                loaded = await trio.to_thread.run_sync(read_partition, led[0])
+                self.machine.load(loaded, self.now())
+                self.owned.add(partition)
         log.info("loaded %d groups from %s", len(self.machine.groups), CONSUMER_OFFSETS)
 
+    def follow(self) -> None:
+        """Follow the leadership of `__consumer_offsets` (after each metadata change): load
+        the groups of partitions this node now leads, unload those of partitions it stopped
+        leading. An empty partition is ready at once; any other loads in the background
+        (`run`), its groups answering COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        led = {p for p in self.topic.partitions() or [] if self.topic.leader(p) is not None}
+        lost = (self.owned | set(self.loading)) - led
+        if lost:
+            self._unload(lost)
+        for partition in sorted(led - self.owned - set(self.loading)):
+            self._start_loading(partition)
+
+    def _start_loading(self, partition: int) -> None:
+        led = self.topic.leader(partition)
+        if led is not None and led[0].log_end_offset <= led[0].log_start_offset:
+            self.owned.add(partition)  # nothing to read: e.g. a just-created partition
+            return
+        load_id = self.loading[partition] = next(self._load_ids)
+        self._to_load.send_nowait((partition, load_id))
+
+    def _unload(self, lost: set[int]) -> None:
+        self.owned -= lost
+        for partition in lost:
+            self.loading.pop(partition, None)
+        dropped = self.machine.unload(
+            self.now(), lambda group_id: partition_for(group_id, self._num_partitions) in lost
+        )
+        self._settle()  # answers their parked requests NOT_COORDINATOR
+        log.info(
+            "no longer leading %s partitions %s: unloaded %d groups",
+            CONSUMER_OFFSETS, sorted(lost), len(dropped),
+        )  # fmt: skip
+
+    async def _loader(self) -> None:
+        """Load newly led partitions, one at a time, off the event loop."""
+        async for partition, load_id in self._load_queue:
+            led = self.topic.leader(partition)
+            if self.loading.get(partition) != load_id or led is None:
+                continue  # lost (and maybe regained: a later load) meanwhile
+            loaded = await trio.to_thread.run_sync(read_partition, led[0])
+            if self.loading.get(partition) != load_id:
+                continue
+            del self.loading[partition]
+            self.machine.load(loaded, self.now())
+            self.owned.add(partition)
+            self._settle()
+            log.info("loaded %s-%d: now coordinating its groups", CONSUMER_OFFSETS, partition)
+
     async def run(self) -> None:
-        """Fire the state machine's deadlines and expire offsets, until cancelled."""
-        next_retention = self.now() + self._retention_every
+        """Load newly led partitions, fire the state machine's deadlines and expire offsets,
+        until cancelled."""
         try:
-            while True:
-                deadline = self.machine.next_deadline()
-                wake = next_retention if deadline is None else min(deadline, next_retention)
-                self._kick = trio.Event()
-                with trio.move_on_after(max(0, wake - self.now()) / 1000):
-                    await self._kick.wait()
-                now = self.now()
-                if now >= next_retention:
-                    expired = self.machine.expire_offsets(now)
-                    if expired:
-                        log.info("expiring %d committed offsets", expired)
-                    next_retention = now + self._retention_every
-                self._settle()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._loader)
+                await self._timer()
         finally:
             self._closed = True
             for parked in self._parked.values():
                 parked.event.set()  # no result: NOT_COORDINATOR
             self._parked.clear()
+
+    async def _timer(self) -> None:
+        next_retention = self.now() + self._retention_every
+        while True:
+            deadline = self.machine.next_deadline()
+            wake = next_retention if deadline is None else min(deadline, next_retention)
+            self._kick = trio.Event()
+            with trio.move_on_after(max(0, wake - self.now()) / 1000):
+                await self._kick.wait()
+            now = self.now()
+            if now >= next_retention:
+                expired = self.machine.expire_offsets(now)
+                if expired:
+                    log.info("expiring %d committed offsets", expired)
+                next_retention = now + self._retention_every
+            self._settle()
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -237,13 +309,36 @@ class GroupDriver:
         async with self._create_lock:
             return await self.topic.create()
 
-    async def ready(self) -> ErrorCode:
+    def partition_for(self, group_id: str) -> int:
+        """The `__consumer_offsets` partition holding the group (its coordinator leads it)."""
+        return partition_for(group_id, self._num_partitions)
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """NONE if this node coordinates `group_id` (it leads the group's partition and has
+        loaded it), COORDINATOR_LOAD_IN_PROGRESS while it loads, else NOT_COORDINATOR (the
+        client looks the coordinator up again), as Kafka's coordinator answers."""
         if self._closed:
             return ErrorCode.NOT_COORDINATOR
-        return await self.ensure_topic()
+        if not group_id:
+            return ErrorCode.NONE  # the state machine answers INVALID_GROUP_ID, as Kafka first
+        partition = partition_for(group_id, self._num_partitions)
+        if partition not in self.owned and partition not in self.loading:
+            self.follow()  # the image may have changed since the last follow
+        if partition in self.owned:
+            return ErrorCode.NONE
+        if partition in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    async def ready(self, group_id: str) -> ErrorCode:
+        """The topic exists (created on first use) and this node coordinates the group."""
+        if self._closed:
+            return ErrorCode.NOT_COORDINATOR
+        error = await self.ensure_topic()
+        return error or self.coordinator_error(group_id)
 
     async def join(self, req: JoinRequest) -> JoinResult:
-        error = await self.ready()
+        error = await self.ready(req.group_id)
         if error:
             return JoinResult(error, member_id=req.member_id)
         return await self._request(
@@ -253,7 +348,7 @@ class GroupDriver:
         )
 
     async def sync(self, req: SyncRequest) -> SyncResult:
-        error = await self.ready()
+        error = await self.ready(req.group_id)
         if error:
             return SyncResult(error)
         return await self._request(partial(self.machine.sync, req=req), SyncResult, SyncResult)
@@ -282,6 +377,10 @@ class GroupDriver:
         """DeleteGroups, each group answered once its tombstones are written."""
         results = {}
         for group_id in group_ids:
+            error = self.coordinator_error(group_id)
+            if error:
+                results[group_id] = error
+                continue
             results[group_id] = await self._request(
                 partial(self.machine.delete_group, group_id=group_id), ErrorCode, ErrorCode
             )

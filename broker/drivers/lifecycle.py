@@ -8,8 +8,12 @@ STALE_BROKER_EPOCH (the controller lost or replaced the registration) registers 
 `should_shut_down`.
 
 It talks to the controller through `ControllerChannel`: on a combined node today that is
-`LocalControllerChannel`, the in-process controller driver; with the Raft driver it becomes a
-channel that sends the RPCs to the active controller (the messages are the same).
+`LocalControllerChannel`, the in-process controller driver; a broker whose controller runs
+elsewhere uses `RemoteControllerChannel` (`controller_channel.py`), which sends the same
+messages to the active controller's CONTROLLER listener and retries while it moves. A channel
+that gives up raises `ControllerUnavailable`: registration keeps trying until
+initial.broker.registration.timeout.ms (the error then names the last cause), a periodic
+heartbeat logs it and tries again at the next interval.
 """
 
 from __future__ import annotations
@@ -36,8 +40,16 @@ class RegistrationError(Exception):
     """The controller refused this broker's registration; the message says why."""
 
 
+class ControllerUnavailable(Exception):
+    """No active controller answered a request in time; the message says what was tried last."""
+
+
 class ControllerChannel(Protocol):
-    """How this broker reaches the active controller."""
+    """How this broker reaches the active controller.
+
+    A channel retries by itself while the controller moves or is unreachable, for as long as a
+    request may take; then it raises ControllerUnavailable, which this module reports.
+    """
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse: ...
 
@@ -84,20 +96,31 @@ class BrokerLifecycle:
             return self.broker_epoch
         timeout = self._config.initial_broker_registration_timeout_ms / 1000
         backoff = self._config.controller_quorum_retry_backoff_ms / 1000
+        unreachable: ControllerUnavailable | None = None
         with trio.move_on_after(timeout) as scope:
-            await self._register(list(endpoints))
-            while self.fenced:
-                response = await self.heartbeat()
+            registered = False
+            while not registered or self.fenced:
+                try:
+                    if not registered:
+                        await self._register(list(endpoints))
+                        registered = True
+                    response = await self.heartbeat()
+                except ControllerUnavailable as exc:
+                    unreachable = exc
+                    log.warning("broker %d: %s", self.node_id, exc)
+                    await trio.sleep(backoff)
+                    continue
                 if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
-                    await self._register(list(endpoints))
+                    registered = False
                 elif self.fenced:
                     await trio.sleep(backoff)
         if scope.cancelled_caught:
+            last = f" (last: {unreachable})" if unreachable is not None else ""
             raise RegistrationError(
                 f"broker {self.node_id} was not registered and unfenced within "
                 "initial.broker.registration.timeout.ms="
                 f"{self._config.initial_broker_registration_timeout_ms}; check that the "
-                "controller quorum is reachable"
+                f"controller quorum is reachable{last}"
             )
         return self.broker_epoch
 
@@ -142,7 +165,11 @@ class BrokerLifecycle:
         interval = self._config.broker_heartbeat_interval_ms / 1000
         while True:
             await trio.sleep(interval)
-            response = await self.heartbeat()
+            try:
+                response = await self.heartbeat()
+            except ControllerUnavailable as exc:
+                log.warning("broker %d heartbeat failed: %s", self.node_id, exc)
+                continue
             code = ErrorCode(response.error_code)
             if code == ErrorCode.STALE_BROKER_EPOCH:
                 log.warning("broker %d: registration %d is stale; registering again",
@@ -157,7 +184,11 @@ class BrokerLifecycle:
         """Ask to shut down and wait until the controller says it is safe (leadership moved)."""
         backoff = self._config.controller_quorum_retry_backoff_ms / 1000
         while True:
-            response = await self.heartbeat(want_shut_down=True)
+            try:
+                response = await self.heartbeat(want_shut_down=True)
+            except ControllerUnavailable as exc:
+                log.warning("broker %d: controlled shutdown abandoned: %s", self.node_id, exc)
+                return
             if response.error_code != ErrorCode.NONE or response.should_shut_down:
                 return
             await trio.sleep(backoff)

@@ -3,7 +3,9 @@
 The production client a node uses to talk to its peers (the Raft driver to the other voters).
 It connects on first use and after any failure; every failure (refused, reset, timed out,
 malformed) closes the connection and is raised as `PeerUnavailable`, so the caller decides
-whether and when to retry. Requests carry the caller's correlation id.
+whether and when to retry. Requests carry the caller's correlation id. Concurrent callers
+(several admin requests forwarded to the controller at once) take turns: a lock keeps one
+request on the wire at a time, and only the time on the wire counts against `timeout_s`.
 
 It lives beside the drivers that use it, not in `strom.broker.network`: the server there
 imports the handlers, which import the drivers.
@@ -33,11 +35,18 @@ class PeerConnection:
         self._client_id = client_id
         self._stream: trio.SocketStream | None = None
         self._conn = ClientConnection(client_id)
+        self._lock = trio.Lock()
 
     async def request(
         self, body: Message, version: int, correlation_id: int, timeout_s: float
     ) -> Message:
         """Send `body` at `version` and return the response; PeerUnavailable on any failure."""
+        async with self._lock:
+            return await self._request(body, version, correlation_id, timeout_s)
+
+    async def _request(
+        self, body: Message, version: int, correlation_id: int, timeout_s: float
+    ) -> Message:
         try:
             with trio.fail_after(timeout_s):
                 if self._stream is None:
@@ -61,7 +70,13 @@ class PeerConnection:
         except PeerUnavailable:
             await self.aclose()
             raise
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
+        except (
+            OSError,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,
+            ProtocolError,
+        ) as exc:
             await self.aclose()
             raise PeerUnavailable(f"{self.address}: {exc or type(exc).__name__}") from exc
 

@@ -44,8 +44,8 @@ own reports (`heartbeat`) go to its local replica only: on a node that is not th
 controller they do not reach the active one yet.
 
 This node's broker registers through `QuorumChannel`: straight to the local controller when it
-is active, otherwise through `remote` (a `ControllerChannel` to the active controller; today
-`PeerControllerChannel`, a stopgap until `RemoteControllerChannel` lands), retrying with
+is active, otherwise through `remote` (a `ControllerChannel` to the active controller, in `strom serve` the
+`RemoteControllerChannel` of strom.broker.drivers.controller_channel), retrying with
 `controller.quorum.retry.backoff.ms` while no controller answers.
 """
 
@@ -60,13 +60,12 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
 from strom.broker.drivers.controller_api import DeltaListener, ImageListener
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
-from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
@@ -85,7 +84,7 @@ from strom.coordinator.metadata.snapshot import image_records
 from strom.coordinator.raft.messages import NO_LEADER
 from strom.storage.raft_disk import holds_single_node_log
 from strom.storage.raft_store import Entry, SnapshotId
-from strom.wire.errors import ErrorCode
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message, Struct
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
@@ -145,7 +144,7 @@ def decode_entry(data: bytes) -> tuple[int, int, Message]:
     try:
         remaining, pos = read_uvarint(data, 0)
         (timestamp,) = _TIMESTAMP.unpack_from(data, pos)
-    except (ValueError, struct.error) as exc:
+    except (ProtocolError, struct.error) as exc:
         raise MetadataError(f"malformed metadata entry: {exc}") from exc
     record, _version = decode_record(memoryview(data)[pos + _TIMESTAMP.size :])
     return remaining, timestamp, record
@@ -172,7 +171,10 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     delta = MetadataImage.EMPTY.delta()
     pos, view = _SNAPSHOT_HEADER.size, memoryview(data)
     while pos < len(view):
-        length, pos = read_uvarint(view, pos)
+        try:
+            length, pos = read_uvarint(view, pos)
+        except ProtocolError as exc:
+            raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
         record, _version = decode_record(view[pos : pos + length])
         delta.replay(record)
         pos += length
@@ -196,6 +198,15 @@ def not_controller(response: M) -> M:
                 if "error_message" in item.FIELDS:
                     item.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
     return response
+
+
+class RemoteChannelFactory(Protocol):
+    """Makes the channel to the active controller from where it is (`lookup`) and an event
+    source set when that may have changed (`changes`)."""
+
+    def __call__(
+        self, lookup: Callable[[], Address | None], *, changes: Callable[[], trio.Event]
+    ) -> ControllerChannel: ...
 
 
 class _NotActive(Exception):
@@ -243,7 +254,7 @@ class QuorumController:
         features: Mapping[str, int] | None,
         clock: Callable[[], int],
         snapshot_interval_bytes: int,
-        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None,
+        remote: RemoteChannelFactory | None,
     ) -> None:
         self._config = config
         self._controller = controller
@@ -275,7 +286,7 @@ class QuorumController:
         self._stopped = trio.Event()
         self._channel = QuorumChannel(
             self,
-            remote(self._active_address) if remote is not None else None,
+            remote(self._active_address, changes=self.next_change) if remote is not None else None,
             config.controller_quorum_retry_backoff_ms,
         )
         self.local_broker = BrokerLifecycle(
@@ -296,12 +307,13 @@ class QuorumController:
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
-        remote: Callable[[Callable[[], Address | None]], ControllerChannel] | None = None,
+        remote: RemoteChannelFactory | None = None,
     ) -> QuorumController:
         """Check the directories and build the node; nothing runs until `run`.
 
-        `remote(lookup)` makes the channel this node's broker registers through when this node
-        is not the active controller (`lookup()`: the active controller's address or None).
+        `remote(lookup, changes=...)` makes the channel this node's broker registers through when
+        this node is not the active controller (`lookup()`: the active controller's address or
+        None; `changes()`: an event set at the next change, `next_change`).
         """
         cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
@@ -537,7 +549,11 @@ class QuorumController:
         """Run forever: while active, fence brokers as their leases run out."""
         timeout = self._config.broker_session_timeout_ms
         while True:
-            expiry = self._controller.next_lease_expiry() if self.is_active else None
+            change = self._changed
+            if not self.is_active:
+                await change.wait()  # until this node may have become active
+                continue
+            expiry = self._controller.next_lease_expiry()
             wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
             await trio.sleep(max(0, wait) / 1000)
             await self.fence_stale_brokers()
@@ -731,57 +747,3 @@ class QuorumChannel:
         close = getattr(self._remote, "aclose", None)
         if close is not None:
             await close()
-
-
-class PeerControllerChannel:
-    """A `ControllerChannel` that sends BrokerRegistration/BrokerHeartbeat to the active
-    controller's controller listener (`lookup()`), one request at a time.
-
-    A stopgap until `strom.broker.drivers.controller_channel.RemoteControllerChannel` lands (same
-    constructor); an unknown or unreachable controller answers NOT_CONTROLLER, which
-    `QuorumChannel` retries.
-    """
-
-    def __init__(
-        self, lookup: Callable[[], Address | None], *, client_id: str, timeout_s: float
-    ) -> None:
-        self._lookup = lookup
-        self._client_id = client_id
-        self._timeout_s = timeout_s
-        self._connection: PeerConnection | None = None
-        self._lock = trio.Lock()
-        self._correlation = 0
-
-    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        response = await self._request(request, BrokerRegistrationRequest.MAX_VERSION)
-        if isinstance(response, BrokerRegistrationResponse):
-            return response
-        return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
-
-    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        response = await self._request(request, BrokerHeartbeatRequest.MAX_VERSION)
-        if isinstance(response, BrokerHeartbeatResponse):
-            return response
-        return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
-
-    async def _request(self, body: Message, version: int) -> Message | None:
-        async with self._lock:
-            address = self._lookup()
-            if address is None:
-                return None
-            if self._connection is None or self._connection.address != address:
-                if self._connection is not None:
-                    await self._connection.aclose()
-                self._connection = PeerConnection(address, self._client_id)
-            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-            try:
-                return await self._connection.request(
-                    body, version, self._correlation, self._timeout_s
-                )
-            except PeerUnavailable as exc:
-                log.debug("controller %s unreachable: %s", address, exc)
-                return None
-
-    async def aclose(self) -> None:
-        if self._connection is not None:
-            await self._connection.aclose()

@@ -8,7 +8,8 @@ Behavior:
   configs into the partition logs on every publish).
 - BROKER_LOGGER and any other type Kafka does not forward are INVALID_REQUEST
   "Unknown resource type N", answered here (see `strom.broker.admin.alter`); results
-  come back in request order. `validate_only` changes nothing.
+  come back in request order. On a broker that is not the active controller the other
+  resources go to the active controller (see `strom.broker.admin.forwarding`). `validate_only` changes nothing.
 
 Version notes: v0-v1 identical; v2 is flexible.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.forwarding import forward
 from strom.config.alter import AlterOp
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
@@ -44,10 +46,11 @@ async def handle(
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []
     if forwarded:
-        response = await broker.controller.alter_configs(
-            AlterConfigsRequest(resources=forwarded, validate_only=body.validate_only),
-            request.api_version,
-        )
+        to_controller = AlterConfigsRequest(resources=forwarded, validate_only=body.validate_only)
+        if not broker.controller.is_active:
+            response = await forward(broker, request, to_controller, AlterConfigsResponse)
+        else:
+            response = await broker.controller.alter_configs(to_controller, request.api_version)
         answered = response.responses
     return AlterConfigsResponse(
         responses=merge(

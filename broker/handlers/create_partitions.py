@@ -12,6 +12,8 @@ Behavior:
   it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
   nothing changes; `timeout_ms <= 0` always expires unless every name is a
   duplicate. `validate_only` answers as the real change would and writes nothing.
+- On a broker that is not the active controller the request goes to the active controller as
+  is (see `strom.broker.admin.forwarding`), which applies everything above.
 - Internal topics may grow, as in Kafka (only its CLI refuses).
 - When the response is sent the new partitions' logs exist and Metadata lists
   them (`strom.broker.replication.partitions` follows every publish).
@@ -26,6 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
+from strom.broker.admin.forwarding import forward
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
@@ -43,6 +46,9 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 async def handle(
     broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
+    if not broker.controller.is_active:
+        return await forward(broker, request, body, CreatePartitionsResponse)
+
     async def grow() -> CreatePartitionsResponse:
         return await broker.controller.create_partitions(body, request.api_version)
 

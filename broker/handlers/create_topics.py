@@ -15,6 +15,8 @@ Behavior:
   it passes before the command runs, every entry of the request gets
   REQUEST_TIMED_OUT with no message and nothing is created; `timeout_ms <= 0`
   always expires, except for a request with nothing to hand the controller.
+- On a broker that is not the active controller the request goes to the active controller as
+  is (see `strom.broker.admin.forwarding`), which applies everything above.
 - `validate_only` answers as a real creation would (v7 even reports a fresh
   topic id) and writes nothing.
 - When the response is sent the records are durable, the image published and
@@ -33,6 +35,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
+from strom.broker.admin.forwarding import forward
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
@@ -51,6 +54,8 @@ Result = CreateTopicsResponse.CreatableTopicResult
 async def handle(
     broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
 ) -> CreateTopicsResponse:
+    if not broker.controller.is_active:
+        return await forward(broker, request, body, CreateTopicsResponse)
     counts = Counter(t.name for t in body.topics)
     refused = counts[CLUSTER_METADATA] == 1
     forwarded = CreateTopicsRequest(

@@ -33,7 +33,7 @@ async def handle(
 ) -> DeleteGroupsResponse:
     names = list(dict.fromkeys(body.groups_names))
     driver = group_driver(broker)
-    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ensure_topic()
     if driver is None or error:
         results = dict.fromkeys(names, error)
     else:

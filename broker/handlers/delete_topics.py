@@ -11,6 +11,8 @@ Behavior:
   it passes before the command runs, every entry gets REQUEST_TIMED_OUT and
   nothing is deleted; `timeout_ms <= 0` always expires unless no entry names a
   topic the controller would have to look up.
+- On a broker that is not the active controller the request goes to the active controller as
+  is (see `strom.broker.admin.forwarding`), which applies everything above.
 - Internal topics are not protected, as in Kafka (the CLI refuses, the broker
   does not); `__cluster_metadata` is no topic of the image, so it is unknown.
 - When the response is sent the deletion is durable and the partition logs are
@@ -26,6 +28,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
+from strom.broker.admin.forwarding import forward
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.wire.primitives import ZERO_UUID
@@ -45,6 +48,8 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 async def handle(
     broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
+    if not broker.controller.is_active:
+        return await forward(broker, request, body, DeleteTopicsResponse)
     version = request.api_version
     states = body.topics if version >= 6 else [State(name=n) for n in body.topic_names]
 

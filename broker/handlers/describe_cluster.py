@@ -2,9 +2,10 @@
 
 Behavior:
 - Lists the registered brokers with their endpoint on the listener the request
-  came in on (brokers without one are left out), the cluster id, and as
-  "controller id" this node, as a KRaft broker answers (clients cannot reach
-  the controller quorum through it). Fenced brokers are listed only when v2's
+  came in on (brokers without one are left out) and rack, the cluster id, and
+  as "controller id" an unfenced broker, as a Kafka KRaft broker answers
+  (clients cannot reach the controller quorum through it; see
+  `strom.broker.admin.cluster`). Fenced brokers are listed only when v2's
   `include_fenced_brokers` asks for them, with `is_fenced`.
 - `endpoint_type` (v1+): 1 (brokers) is what every Strom listener serves; 2
   (controllers) is MISMATCHED_ENDPOINT_TYPE, as any Kafka broker listener
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, authorized
+from strom.broker.admin.cluster import broker_nodes, controller_id
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
@@ -54,28 +56,15 @@ async def handle(
             code = ErrorCode.INVALID_REQUEST if v0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
             message = f"Unsupported endpoint type {wanted}"
         return DescribeClusterResponse(error_code=code, error_message=message)
+    nodes = broker_nodes(
+        broker, broker.image, request.listener, include_fenced=body.include_fenced_brokers
+    )
     return DescribeClusterResponse(
         endpoint_type=BROKERS,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=_brokers(broker, request.listener, body.include_fenced_brokers),
+        controller_id=controller_id(broker, nodes),
+        brokers=[Broker(*n) for n in nodes],
         cluster_authorized_operations=authorized(
             body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
         ),
     )
-
-
-def _brokers(broker: BrokerState, listener: str, include_fenced: bool) -> list[Broker]:
-    out = []
-    for reg in broker.image.brokers():
-        if reg.fenced and not include_fenced:
-            continue
-        if reg.broker_id == broker.node_id:
-            mine = next((e for e in broker.endpoints if e.name == listener), None)
-            host_port = (mine.host, mine.port) if mine else None
-        else:
-            found = reg.endpoint(listener)
-            host_port = (found.host, found.port) if found else None
-        if host_port is not None:
-            out.append(Broker(reg.broker_id, *host_port, reg.rack, reg.fenced))
-    return out

@@ -49,6 +49,10 @@ async def handle(
         if not group_id:
             groups.append(_error(group_id, ErrorCode.INVALID_GROUP_ID, None))
             continue
+        error = driver.coordinator_error(group_id)
+        if error:
+            groups.append(_error(group_id, error, None))
+            continue
         summary = driver.machine.describe(group_id)
         if summary is None:
             if version >= 6:

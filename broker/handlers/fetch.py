@@ -33,8 +33,8 @@ Behavior:
 Version notes: v4 baseline (isolation level, last stable offset, aborted
 transactions); v5 log start offset; v7 sessions; v9 current leader epoch;
 v11 rack id, preferred read replica; v12 flexible, last fetched epoch,
-diverging epoch; v13 topic ids; v15 replica state; v16 node endpoints (sent
-only with NOT_LEADER_OR_FOLLOWER, never by a single node); v17 directory ids.
+diverging epoch; v13 topic ids; v15 replica state; v16 current leader and node endpoints
+(KIP-951: with NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH); v17 directory ids.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.broker.admin.cluster import current_leader
 from strom.broker.data.fetch_read import (
     PartitionRead,
     load_records,
@@ -70,6 +71,10 @@ if TYPE_CHECKING:
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 17
+
+REDIRECT_VERSION = 16
+"""KIP-951's current_leader and node_endpoints."""
+_REDIRECTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 FIRST_TOPIC_ID_VERSION = 13
 
@@ -99,11 +104,35 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     if isinstance(response, FetchResponse):
         return response
     await load_records(response)
+    topics = topic_responses(response, version, body.isolation_level)
     return FetchResponse(
         error_code=ErrorCode.NONE,
         session_id=_session_id(context),
-        responses=topic_responses(response, version, body.isolation_level),
+        responses=topics,
+        node_endpoints=_redirects(broker, request, topics) if version >= REDIRECT_VERSION else [],
     )
+
+
+def _redirects(
+    broker: BrokerState, request: RequestContext, topics: list[FetchResponse.FetchableTopicResponse]
+) -> list[FetchResponse.NodeEndpoint]:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH partition names its current
+    leader, and the response carries the leaders' endpoints on the request's listener."""
+    image = broker.image
+    endpoints: dict[int, FetchResponse.NodeEndpoint] = {}
+    for topic in topics:
+        found = image.topic_by_id(topic.topic_id) if not topic.topic else None
+        name = topic.topic or (found.name if found is not None else "")
+        for p in topic.partitions:
+            if p.error_code not in _REDIRECTED:
+                continue
+            leader, epoch, node = current_leader(
+                broker, image, name, p.partition_index, request.listener
+            )
+            p.current_leader = FetchResponse.LeaderIdAndEpoch(leader, epoch)
+            if node is not None:
+                endpoints[node.broker_id] = FetchResponse.NodeEndpoint(*node[:4])
+    return [endpoints[i] for i in sorted(endpoints)]
 
 
 def _wanted(body: FetchRequest, uses_ids: bool) -> list[CachedPartition]:

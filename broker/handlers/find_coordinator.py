@@ -1,14 +1,19 @@
 """FindCoordinator (key 10).
 
 Behavior:
-- Key type 0 (group) answers this node for any group id; the first request
-  creates `__consumer_offsets` through the controller (with
-  `offsets.topic.num.partitions` partitions, compacted), as Kafka creates it
-  on first use. Key type 1 (transaction) likewise creates
-  `__transaction_state`. Other key types (share groups) are INVALID_REQUEST.
-- The coordinator's endpoint is this broker's on the listener the request
-  arrived on. If the internal topic cannot be created the key gets
-  COORDINATOR_NOT_AVAILABLE, and clients retry.
+- Key type 0 (group) answers the broker leading the group's
+  `__consumer_offsets` partition (`GroupDriver.partition_for`), with its
+  endpoint on the listener the request arrived on, as Kafka does; the first
+  request creates `__consumer_offsets` through the controller (with
+  `offsets.topic.num.partitions` partitions, compacted), as Kafka creates it on
+  first use. A partition with no leader usable on that listener (offline, its
+  leader fenced or without the listener) is COORDINATOR_NOT_AVAILABLE, and
+  clients retry.
+- Key type 1 (transaction) likewise creates `__transaction_state` and answers
+  this broker (there is no transaction coordinator yet). Other key types (share
+  groups) are INVALID_REQUEST.
+- If the internal topic cannot be created the key gets
+  COORDINATOR_NOT_AVAILABLE.
 
 Success carries error message "NONE" before v4 and "" in v4+ `coordinators`, as
 Kafka 4.1 answers (found by differential testing).
@@ -22,7 +27,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.drivers.topics import TRANSACTION_STATE, create_internal_topic, internal_topic
+from strom.broker.admin.leadership import leadership
+from strom.broker.drivers.topics import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    create_internal_topic,
+    internal_topic,
+)
 from strom.broker.handlers.group_common import group_driver
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -61,21 +72,47 @@ async def _find(
     broker: BrokerState, request: RequestContext, key_type: int, key: str
 ) -> Coordinator:
     error = await _ensure_topic(broker, key_type)
-    endpoint = next((e for e in broker.endpoints if e.name == request.listener), None)
-    if error == ErrorCode.NONE and endpoint is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    endpoint = None
+    if error == ErrorCode.NONE:
+        endpoint = _coordinator(broker, request.listener, key_type, key)
+        if endpoint is None:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     if error != ErrorCode.NONE or endpoint is None:
         return Coordinator(
             key=key, node_id=-1, host="", port=-1, error_code=error, error_message=_message(error)
         )
+    node_id, host, port = endpoint
     return Coordinator(
         key=key,
-        node_id=broker.node_id,
-        host=endpoint.host,
-        port=endpoint.port,
+        node_id=node_id,
+        host=host,
+        port=port,
         error_code=ErrorCode.NONE,
         error_message="",  # v4+ keys: Kafka answers an empty message, not "NONE"
     )
+
+
+def _coordinator(
+    broker: BrokerState, listener: str, key_type: int, key: str
+) -> tuple[int, str, int] | None:
+    """(node id, host, port) of the key's coordinator on `listener`; None if it has none."""
+    own = next((e for e in broker.endpoints if e.name == listener), None)
+    driver = group_driver(broker)
+    if key_type != GROUP or driver is None:  # transactions: this node (no coordinator yet)
+        return None if own is None else (broker.node_id, own.host, own.port)
+    image = broker.image
+    topic = image.topic(CONSUMER_OFFSETS)
+    partition = None if topic is None else topic.partition(driver.partition_for(key))
+    if topic is None or partition is None:
+        return None
+    leader, _ = leadership(broker, image, topic.topic_id, partition, listener)
+    if leader < 0:
+        return None  # offline, fenced or not on this listener: clients retry
+    if leader == broker.node_id:
+        return None if own is None else (leader, own.host, own.port)
+    registration = image.broker(leader)
+    found = None if registration is None else registration.endpoint(listener)
+    return None if found is None else (leader, found.host, found.port)
 
 
 async def _ensure_topic(broker: BrokerState, key_type: int) -> ErrorCode:

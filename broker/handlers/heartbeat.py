@@ -34,7 +34,7 @@ async def handle(
     if driver is None:
         return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     instance = body.group_instance_id if request.api_version >= 3 else None
-    error = driver.run_sync(
+    error = driver.coordinator_error(body.group_id) or driver.run_sync(
         lambda: driver.machine.heartbeat(
             driver.now(), body.group_id, body.member_id, body.generation_id, instance
         )

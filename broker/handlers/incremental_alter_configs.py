@@ -14,6 +14,8 @@ Behavior:
 - BROKER_LOGGER (8) resources are answered here, never stored, as in Kafka
   (see `strom.broker.admin.loggers`); other unknown resource types are
   INVALID_REQUEST "Unknown resource type N" (see `strom.broker.admin.alter`).
+- On a broker that is not the active controller, TOPIC and BROKER resources go to the active
+  controller (see `strom.broker.admin.forwarding`).
 - Results come back in request order. `validate_only` checks everything and
   changes nothing.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.forwarding import forward
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -53,10 +56,17 @@ async def handle(
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []
     if forwarded:
-        response = await broker.controller.incremental_alter_configs(
-            IncrementalAlterConfigsRequest(resources=forwarded, validate_only=body.validate_only),
-            request.api_version,
+        to_controller = IncrementalAlterConfigsRequest(
+            resources=forwarded, validate_only=body.validate_only
         )
+        if not broker.controller.is_active:
+            response = await forward(
+                broker, request, to_controller, IncrementalAlterConfigsResponse
+            )
+        else:
+            response = await broker.controller.incremental_alter_configs(
+                to_controller, request.api_version
+            )
         answered = response.responses
     return IncrementalAlterConfigsResponse(
         responses=merge(

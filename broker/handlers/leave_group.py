@@ -42,6 +42,9 @@ async def handle(
     driver = group_driver(broker)
     if driver is None:
         return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    not_here = driver.coordinator_error(body.group_id)
+    if not_here:
+        return LeaveGroupResponse(error_code=not_here)
     error, results = driver.run_sync(
         lambda: driver.machine.leave(driver.now(), body.group_id, leaving)
     )

@@ -16,7 +16,9 @@ Behavior:
   -3 before v7, -4 before v8 and -5 before v9 are UNSUPPORTED_VERSION for that
   partition, whether or not the topic exists (found by differential testing).
 - A partition named twice is INVALID_REQUEST (every occurrence); unknown topic
-  or partition UNKNOWN_TOPIC_OR_PARTITION; current_leader_epoch
+  or partition UNKNOWN_TOPIC_OR_PARTITION; a partition this broker does not lead
+  NOT_LEADER_OR_FOLLOWER (the debugging replica id -2 may read a follower
+  replica here, as in Kafka); current_leader_epoch
   FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. Errors carry -1 offset and
   timestamp.
 
@@ -48,6 +50,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 FIRST_VERSION_OF = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 """A special timestamp in an older version is UNSUPPORTED_VERSION, before any topic lookup."""
 CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+"""May read a follower replica's log (Kafka's fetchOnlyFromLeader is false only for it)."""
 FIRST_EPOCH_VERSION = 4
 READ_COMMITTED = 1
 
@@ -69,7 +73,7 @@ async def handle(
             if request.api_version < FIRST_VERSION_OF.get(p.timestamp, 0):
                 partitions.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
-            partitions.append(_one(broker, topic.name, p, isolation))
+            partitions.append(_one(broker, topic.name, p, isolation, body.replica_id))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(topic.name, partitions))
     if request.api_version < FIRST_EPOCH_VERSION:  # the field is not ignorable before v4
         for answer in (a for t in topics for a in t.partitions):
@@ -88,8 +92,15 @@ def _one(
     topic: str,
     p: ListOffsetsRequest.ListOffsetsPartition,
     isolation: int | None,
+    replica_id: int,
 ) -> PartitionResponse:
-    found = locate(broker, topic, p.partition_index, p.current_leader_epoch)
+    found = locate(
+        broker,
+        topic,
+        p.partition_index,
+        p.current_leader_epoch,
+        require_leader=replica_id != DEBUGGING_REPLICA_ID,
+    )
     if not isinstance(found, Located):
         return _error(p.partition_index, found)
     partition, log = found

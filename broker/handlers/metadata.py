@@ -7,8 +7,10 @@ Behavior:
   it (always in v0-v3, `allow_auto_topic_creation` from v4) and
   `auto.create.topics.enable` is on; creation goes through the controller like
   CreateTopics, and the new topic is returned at once.
-- Brokers are listed with their endpoint on the listener the request came in
-  on, as Kafka does.
+- Brokers: every registered, unfenced broker with an endpoint on the listener
+  the request came in on (others are left out), with its rack; `controller_id`
+  is an unfenced broker, as a Kafka KRaft broker answers (clients cannot reach
+  the controller quorum; see `strom.broker.admin.cluster`).
 - A partition whose leader's replica is offline -- its broker reported it (a
   failed log dir, a log that cannot be opened; see
   `strom.coordinator.controller.liveness`) or the broker is fenced, gone or not
@@ -28,6 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.admin.cluster import broker_nodes, controller_id
 from strom.broker.admin.leadership import leadership
 from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
@@ -76,29 +79,16 @@ async def handle(
         image = broker.image
         ctx = _Context(broker, image, body, request.listener)
         topics = [_requested(ctx, t, created, version) for t in wanted]
+    nodes = broker_nodes(broker, image, request.listener)
     return MetadataResponse(
-        brokers=_brokers(broker, request.listener),
+        brokers=[MetadataResponse.MetadataResponseBroker(*n[:4]) for n in nodes],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=controller_id(broker, nodes),
         topics=topics,
         cluster_authorized_operations=authorized(
             body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
         ),
     )
-
-
-def _brokers(broker: BrokerState, listener: str) -> list[MetadataResponse.MetadataResponseBroker]:
-    out = []
-    for reg in broker.image.brokers():
-        if reg.broker_id == broker.node_id:
-            endpoint = next((e for e in broker.endpoints if e.name == listener), None)
-            host_port = (endpoint.host, endpoint.port) if endpoint else None
-        else:
-            found = reg.endpoint(listener)
-            host_port = (found.host, found.port) if found else None
-        if host_port is not None and not reg.fenced:
-            out.append(MetadataResponse.MetadataResponseBroker(reg.broker_id, *host_port, reg.rack))
-    return out
 
 
 class _Context(NamedTuple):

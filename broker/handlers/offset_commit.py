@@ -87,7 +87,7 @@ async def _commit(
     broker: BrokerState, body: OffsetCommitRequest, version: int, valid: list[CommitPartition]
 ) -> dict[tuple[str, int], ErrorCode]:
     driver = group_driver(broker)
-    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready(body.group_id)
     if driver is None or error:
         return {(p.topic, p.partition): error for p in valid}
     req = CommitRequest(

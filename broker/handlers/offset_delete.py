@@ -34,7 +34,7 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     driver = group_driver(broker)
-    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready()
+    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready(body.group_id)
     if driver is None or error:
         return OffsetDeleteResponse(error_code=error)
     errors: dict[tuple[str, int], ErrorCode] = {}

@@ -5,6 +5,9 @@ Behavior:
   metadata; a partition without a commit (or an unknown group) gets offset
   -1, epoch -1 and metadata "". Null topics (v2+) means every partition the
   group has committed.
+- A group this node does not coordinate (it does not lead the group's
+  `__consumer_offsets` partition) is NOT_COORDINATOR; one whose partition is
+  still loading COORDINATOR_LOAD_IN_PROGRESS.
 - `require_stable` (v7+) waits for no pending transactional commit: Strom's
   group coordinator acknowledges commits only once they are written, so
   there is never an unstable offset to report.
@@ -32,6 +35,7 @@ API_KEY = 9
 MIN_VERSION = 1
 MAX_VERSION = 9
 
+TOP_LEVEL_ERROR_VERSION = 2
 R = OffsetFetchResponse
 Fetched = list[tuple[str, list[tuple[int, OffsetEntry | None]]]]
 
@@ -57,12 +61,14 @@ async def handle(
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     error, fetched = _fetch(broker, body.group_id, wanted)
+    # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
+    partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
         topics=[
             R.OffsetFetchResponseTopic(
                 name=name,
                 partitions=[
-                    R.OffsetFetchResponsePartition(p, *_values(entry), error_code=ErrorCode.NONE)
+                    R.OffsetFetchResponsePartition(p, *_values(entry), error_code=partition_error)
                     for p, entry in parts
                 ],
             )
@@ -80,6 +86,9 @@ def _fetch(
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted)
     if not group_id:
         return ErrorCode.INVALID_GROUP_ID, _none(wanted)
+    error = driver.coordinator_error(group_id)
+    if error:
+        return error, _none(wanted)
     return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted)
 
 

@@ -26,8 +26,9 @@ Behavior:
 
 Version notes: v3 baseline (transactional id, message format v2); v4
 KAFKA_STORAGE_ERROR; v5 log_start_offset; v7 zstd; v8 record_errors and
-error_message; v9 flexible; v10 tagged current_leader/node_endpoints (only
-sent with NOT_LEADER_OR_FOLLOWER, which a single node never answers); v11/v12
+error_message; v9 flexible; v10 tagged current_leader/node_endpoints (KIP-951:
+a NOT_LEADER_OR_FOLLOWER partition names its current leader and epoch, and the
+response the leaders' endpoints on the request's listener); v11/v12
 transaction errors. Kafka advertises Produce v0-v12 in ApiVersions
 (KAFKA-18659: librdkafka needs v0 listed) while refusing v0-v2 requests.
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.admin.cluster import current_leader
 from strom.broker.data.append import AppendOutcome, append_partition, first_batch
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
@@ -52,6 +54,8 @@ ADVERTISED_MIN_VERSION = 0
 """What ApiVersions should list (KAFKA-18659); v0-v2 requests are still refused."""
 
 VALID_ACKS = (-1, 0, 1)
+REDIRECT_VERSION = 10
+"""KIP-951's current_leader and node_endpoints."""
 ALWAYS_VERIFY_VERSION = 12
 VERIFY_MESSAGE = (
     "Unable to verify the partition has been added to the transaction. "
@@ -100,7 +104,26 @@ async def handle(
                 ErrorCode(_first_error(responses)),
             )
         return None
-    return ProduceResponse(responses=responses)
+    endpoints = _redirects(broker, request, responses) if version >= REDIRECT_VERSION else []
+    return ProduceResponse(responses=responses, node_endpoints=endpoints)
+
+
+def _redirects(
+    broker: BrokerState, request: RequestContext, responses: list[TopicResponse]
+) -> list[ProduceResponse.NodeEndpoint]:
+    """KIP-951: each NOT_LEADER_OR_FOLLOWER partition names its current leader, and the
+    response carries the leaders' endpoints on the request's listener."""
+    image = broker.image
+    endpoints: dict[int, ProduceResponse.NodeEndpoint] = {}
+    for topic in responses:
+        for p in topic.partition_responses:
+            if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                continue
+            leader, epoch, node = current_leader(broker, image, topic.name, p.index, request.listener)
+            p.current_leader = ProduceResponse.LeaderIdAndEpoch(leader, epoch)
+            if node is not None:
+                endpoints[node.broker_id] = ProduceResponse.NodeEndpoint(*node[:4])
+    return [endpoints[i] for i in sorted(endpoints)]
 
 
 async def _one(

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import trio
 
+from strom.broker.admin.forwarding import close_forwarder
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
+from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
-from strom.broker.drivers.quorum_controller import PeerControllerChannel, QuorumController
+from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
 from strom.broker.process import activation
 from strom.broker.replication.partitions import (
@@ -102,11 +104,7 @@ class Broker:
         controller: MetadataController
         try:
             if config.runs_quorum:
-                remote = partial(
-                    PeerControllerChannel,
-                    client_id=f"strom-broker-{config.node_id}",
-                    timeout_s=config.controller_quorum_request_timeout_ms / 1000,
-                )
+                remote = partial(RemoteControllerChannel.for_broker, config)
                 controller = await QuorumController.open(config, remote=remote)
             else:
                 controller = await ControllerDriver.open(config, register=False)
@@ -134,6 +132,8 @@ class Broker:
                     log.info("Strom stopped; logs closed cleanly")
         finally:
             with trio.CancelScope(shield=True):
+                if self.state is not None:  # connections to the active controller, if any
+                    await close_forwarder(self.state)
                 await controller.close()
 
     async def _serve(

@@ -1,8 +1,14 @@
 """Keep the partition logs in step with the metadata image.
 
-The controller decides which topics and partitions exist; the broker only
-follows: a partition assigned to this node gets a log, a deleted one loses
-it, and a topic config change reaches its logs without a restart.
+The controller decides which topics and partitions exist and where their
+replicas are; the broker only follows: a partition with a replica on this node
+gets a log (a follower replica's too: issue 12's replica fetcher appends to it),
+one that is deleted or whose replicas no longer include this node loses it (as
+Kafka's ReplicaManager deletes a replica removed from a broker), and a topic
+config change reaches its logs without a restart. Which of those logs serve
+clients -- only the ones this node leads -- is `strom.broker.data.lookup`'s
+concern; the group coordinator follows the leadership of `__consumer_offsets`
+after each image (`GroupDriver.follow`).
 
 Deciding is cheap and happens on the event loop; creating the new logs' files
 happens in a worker thread (`follow_image`), and the logs are registered back on
@@ -133,6 +139,8 @@ async def follow_image(state: BrokerState, image: MetadataImage) -> None:
         outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
     report_storage(state)
+    if state.groups is not None:  # coordinate the groups of the offsets partitions led here
+        state.groups.follow()
 
 
 def report_storage(state: BrokerState) -> None:

@@ -26,7 +26,10 @@ Kafka's coordinator reads at its last committed offset. A group being deleted
 is Dead (refusing joins and commits with COORDINATOR_NOT_AVAILABLE) until its
 tombstone is written, and back to Empty if that write fails.
 
-`load` rebuilds the groups from the records of `__consumer_offsets`, in log order.
+`load` rebuilds the groups from the records of `__consumer_offsets`, in log order
+(one partition's at a time when this node becomes its leader); `unload` forgets a
+partition's groups when it stops being the leader, answering their parked
+requests NOT_COORDINATOR.
 """
 
 from __future__ import annotations
@@ -133,6 +136,8 @@ class GroupCoordinator:
         self._writes: list[Write] = []
         self._in_flight: dict[int, _InFlight] = {}
         self._write_tokens = itertools.count(1)
+        self._abandoned: set[int] = set()
+        """Writes handed out whose groups were unloaded before their outcome came back."""
         self._syncing: set[tuple[str, int]] = set()
         """(group, generation) whose leader's assignment is being written."""
 
@@ -151,6 +156,9 @@ class GroupCoordinator:
         """A write's outcome: NONE once its records are in the log, else the append's error."""
         written = self._in_flight.pop(token, None)
         if written is None:
+            if token in self._abandoned:  # its group was unloaded meanwhile: already answered
+                self._abandoned.discard(token)
+                return
             raise ValueError(f"write {token} is not outstanding")
         group_id = written.write.group_id
         if error:
@@ -285,6 +293,40 @@ class GroupCoordinator:
                 _restore(group, value, now)
             self.groups[group_id] = group
             self._schedule(group)
+
+    def unload(self, now: int, doomed: Callable[[str], bool]) -> list[str]:
+        """Forget every group `doomed(group_id)` selects: this node stopped leading their
+        `__consumer_offsets` partition (Kafka's coordinator unloading on resignation).
+
+        Their state stays in the log for the next leader. Writes handed out and not yet
+        reported fail with NOT_COORDINATOR, and every parked JoinGroup and SyncGroup of
+        their members is answered NOT_COORDINATOR, so clients look the coordinator up
+        again. Returns the ids of the groups dropped."""
+        failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
+        while failing:  # a failed write's handler may stage another: fail that one too
+            for token in failing:
+                self._abandoned.add(token)
+                self._in_flight.pop(token).on_written(now, ErrorCode.NOT_COORDINATOR)
+            failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
+        untaken = {w.token for w in self._writes if doomed(w.group_id)}
+        self._abandoned -= untaken  # never handed out: no outcome will come back
+        self._writes = [w for w in self._writes if not doomed(w.group_id)]
+        dropped = [group_id for group_id in self.groups if doomed(group_id)]
+        for group_id in dropped:
+            group = self.groups.pop(group_id)
+            for member in group.members.values():
+                if member.join_waiter is not None:
+                    self._reply(
+                        member.join_waiter,
+                        JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id),
+                    )
+                    member.join_waiter = None
+                if member.sync_waiter is not None:
+                    self._reply(member.sync_waiter, SyncResult(ErrorCode.NOT_COORDINATOR))
+                    member.sync_waiter = None
+            self._scheduled.pop(group_id, None)
+        self._syncing = {key for key in self._syncing if not doomed(key[0])}
+        return dropped
 
     # --- JoinGroup: new and known members, KIP-394, static members (KIP-345) ----------------
 

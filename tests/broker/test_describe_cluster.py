@@ -73,6 +73,11 @@ async def test_endpoint_types(
 
 
 @dataclass
+class _Controller:
+    active_controller_id: int = 1
+
+
+@dataclass
 class _State:
     """The parts of BrokerState DescribeCluster and DescribeTopicPartitions read."""
 
@@ -84,6 +89,7 @@ class _State:
         default_factory=lambda: [Listener("PLAINTEXT", "localhost", 9092)]
     )
     offline_replicas: OfflineReplicas = field(default_factory=OfflineReplicas)
+    controller: _Controller = field(default_factory=lambda: _Controller())
 
 
 def _registration(

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import TypeVar
 
 import pytest
 import trio
 
-from strom.broker.drivers.lifecycle import BrokerLifecycle, RegistrationError
+from strom.broker.drivers.lifecycle import (
+    BrokerLifecycle,
+    ControllerUnavailable,
+    RegistrationError,
+)
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.metadata.properties import kafka_uuid_string, new_cluster_id
 from strom.wire.errors import ErrorCode
@@ -23,12 +28,16 @@ CONFIG = BrokerConfig.from_properties(
      "initial.broker.registration.timeout.ms": "2000"}
 )  # fmt: skip
 
+R = TypeVar("R")
+
 
 class ScriptedController:
     """Answers registrations and heartbeats from scripts; records what it was sent."""
 
     def __init__(
-        self, registrations: list[BrokerRegistrationResponse], beats: list[BrokerHeartbeatResponse]
+        self,
+        registrations: list[BrokerRegistrationResponse | Exception],
+        beats: list[BrokerHeartbeatResponse | Exception],
     ) -> None:
         self.registrations = registrations
         self.beats = beats
@@ -36,11 +45,24 @@ class ScriptedController:
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         self.sent.append(request)
-        return self.registrations.pop(0)
+        return _answer(self.registrations)
 
     async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         self.sent.append(request)
-        return self.beats.pop(0)
+        return _answer(self.beats)
+
+
+class ScriptEnded(Exception):
+    pass
+
+
+def _answer(script: list[R | Exception]) -> R:
+    if not script:
+        raise ScriptEnded
+    answer = script.pop(0)
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
 
 
 def _lifecycle(channel: ScriptedController) -> BrokerLifecycle:
@@ -93,6 +115,44 @@ def test_a_refusal_is_a_registration_error() -> None:
     )
     with pytest.raises(RegistrationError, match="INCONSISTENT_CLUSTER_ID"):
         trio.run(_lifecycle(channel).register, [])
+
+
+def test_an_unreachable_controller_is_retried_within_the_registration_timeout() -> None:
+    gone = ControllerUnavailable("BrokerRegistrationRequest got no answer: no controller")
+    channel = ScriptedController(
+        [gone, BrokerRegistrationResponse(broker_epoch=4)],
+        [ControllerUnavailable("no answer to the heartbeat"), _beat(False)],
+    )
+    assert trio.run(_lifecycle(channel).register, []) == 4
+
+
+def test_an_unreachable_controller_until_the_timeout_names_the_cause() -> None:
+    gone = ControllerUnavailable("BrokerRegistrationRequest got no answer: no controller")
+
+    class Unreachable(ScriptedController):
+        async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+            raise gone
+
+    lifecycle = BrokerLifecycle(
+        BrokerConfig.from_properties({"initial.broker.registration.timeout.ms": "200"}),
+        Unreachable([], []),
+        registration=lambda _endpoints, _incarnation: BrokerRegistrationRequest(broker_id=1),
+        metadata_offset=lambda: 0,
+    )
+    with pytest.raises(RegistrationError, match="last: BrokerRegistrationRequest got no answer"):
+        trio.run(lifecycle.register, [])
+
+
+def test_heartbeats_carry_on_after_an_unreachable_controller() -> None:
+    channel = ScriptedController(
+        [BrokerRegistrationResponse(broker_epoch=2)],
+        [_beat(False), ControllerUnavailable("no answer"), _beat(False)],
+    )
+    lifecycle = _lifecycle(channel)
+    trio.run(lifecycle.register, [])
+    with pytest.raises(ScriptEnded):
+        trio.run(lifecycle.run)  # the failed heartbeat did not end it: the script did
+    assert not channel.beats
 
 
 def test_controlled_shutdown_waits_for_should_shut_down() -> None:

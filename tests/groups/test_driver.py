@@ -5,13 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import trio
+from trio.testing import wait_all_tasks_blocked
 
 from strom.broker.drivers.group_loading import read_partition
 from strom.broker.drivers.groups import GroupDriver
-from strom.coordinator.groups.api import CommitPartition, CommitRequest, GroupConfig
+from strom.coordinator.groups.api import (
+    CommitPartition,
+    CommitRequest,
+    GroupConfig,
+    JoinRequest,
+    JoinResult,
+)
 from strom.coordinator.groups.records import OffsetRecord
 from strom.storage import PartitionLog
 from strom.wire.errors import ErrorCode
+from tests.broker.test_produce_helpers import wait_for
 from tests.log.helpers import Clock, open_log
 
 pytestmark = pytest.mark.trio
@@ -66,7 +75,7 @@ async def test_a_commit_is_answered_once_it_is_in_the_log_and_loads_back(tmp_pat
     clock = Clock()
     topic = OneLogTopic(open_log(tmp_path / "__consumer_offsets-0", clock=clock))
     driver = driver_over(topic, clock)
-    assert await driver.ready() == ErrorCode.NONE
+    assert await driver.ready("g") == ErrorCode.NONE
     assert topic.created == 0  # it exists already
     assert await driver.commit(request(42)) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
     records = read_partition(topic.log)
@@ -114,3 +123,79 @@ async def test_a_group_whose_partition_is_not_led_here_is_not_coordinated(tmp_pa
         ("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE,
         ("t", 1): ErrorCode.COORDINATOR_NOT_AVAILABLE,
     }
+
+
+class MovingTopic(OneLogTopic):
+    """Partition 0 in a real log, led here only while `leading` says so."""
+
+    def __init__(self, partition_log: PartitionLog) -> None:
+        super().__init__(partition_log)
+        self.leading = True
+
+    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
+        return super().leader(partition) if self.leading else None
+
+
+def join_request(group: str = "g") -> JoinRequest:
+    return JoinRequest(
+        group_id=group,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[("range", b"")],
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        require_known_member_id=False,
+    )
+
+
+async def test_losing_leadership_unloads_the_groups_and_answers_not_coordinator(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    topic = MovingTopic(open_log(tmp_path / "__consumer_offsets-0", clock=clock))
+    driver = GroupDriver(
+        topic,
+        GroupConfig(initial_rebalance_delay_ms=60_000),  # the join stays parked
+        num_partitions=1,
+        retention_check_interval_ms=600_000,
+        clock=clock,
+    )
+    driver.follow()
+    assert driver.owned == {0}
+    assert await driver.commit(request(5)) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+    joined: list[JoinResult] = []
+
+    async def join() -> None:
+        joined.append(await driver.join(join_request()))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(join)
+        await wait_all_tasks_blocked()
+        assert not joined  # parked in the join phase
+        topic.leading = False
+        driver.follow()
+    assert [j.error for j in joined] == [ErrorCode.NOT_COORDINATOR]
+    assert driver.owned == set()
+    assert driver.machine.groups == {}
+    assert driver.coordinator_error("g") == ErrorCode.NOT_COORDINATOR
+    assert await driver.ready("g") == ErrorCode.NOT_COORDINATOR
+
+
+async def test_gaining_leadership_loads_the_partition_in_the_background(tmp_path: Path) -> None:
+    clock = Clock()
+    topic = MovingTopic(open_log(tmp_path / "__consumer_offsets-0", clock=clock))
+    first = driver_over(topic, clock)
+    assert await first.commit(request(7)) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+
+    topic.leading = False
+    driver = driver_over(topic, clock)
+    await driver.load()
+    assert driver.coordinator_error("g") == ErrorCode.NOT_COORDINATOR
+    async with trio.open_nursery() as nursery:
+        topic.leading = True
+        driver.follow()
+        assert driver.coordinator_error("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        nursery.start_soon(driver.run)
+        await wait_for(lambda: driver.coordinator_error("g") == ErrorCode.NONE, "the load")
+        assert committed(driver) == {("t", 0): 7, ("t", 1): 7}
+        nursery.cancel_scope.cancel()

@@ -3,7 +3,7 @@
 As in test_driver: each node binds its CONTROLLER listener on port 0 first (the static voters
 must be known up front) and serves it with the broker's `Server`, whose handler table routes the
 Raft RPCs to `state.raft` and BrokerRegistration/BrokerHeartbeat to `state.controller`. Brokers
-of nodes that are not the active controller register through `PeerControllerChannel`. A crash
+of nodes that are not the active controller register through `RemoteControllerChannel`. A crash
 cancels a node's tasks; a restart opens the same directories and rebinds the same port.
 """
 
@@ -18,18 +18,22 @@ from typing import Any, cast
 import pytest
 import trio
 
+from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.quorum_controller import (
-    PeerControllerChannel,
     QuorumController,
+    decode_entry,
     decode_snapshot,
+    encode_entries,
     encode_snapshot,
 )
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
+from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
 from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
@@ -86,7 +90,7 @@ class Node:
         return self.controller
 
     async def start(self, nursery: trio.Nursery, listener: trio.SocketListener | None) -> None:
-        remote = partial(PeerControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0)
+        remote = partial(RemoteControllerChannel, client_id=f"broker-{self.node_id}", timeout_s=1.0)
         self.controller = await QuorumController.open(
             self.config, remote=remote, snapshot_interval_bytes=self.snapshot_interval
         )
@@ -107,6 +111,7 @@ class Node:
             self._scope = scope
             async with trio.open_nursery() as nursery:
                 await nursery.start(controller.run)
+                nursery.start_soon(controller.watch_leases)
                 if listener is not None:
                     server = Server(state)
                     nursery.start_soon(server.serve_listener, listener, "CONTROLLER", nursery)
@@ -175,18 +180,33 @@ class Cluster:
                     nursery.start_soon(node.register)
 
 
+def _format(directory: Path, features: dict[str, int]) -> None:
+    directory.mkdir(parents=True)
+    write_bootstrap_checkpoint(directory, features, 0)
+
+
 @asynccontextmanager
 async def cluster(
-    tmp_path: Path, size: int = 3, *, observers: int = 0, snapshot_interval: int = 1 << 30
+    tmp_path: Path,
+    size: int = 3,
+    *,
+    observers: int = 0,
+    snapshot_interval: int = 1 << 30,
+    bootstrap: dict[str, int] | None = None,
+    **extra: str,
 ) -> AsyncIterator[Cluster]:
     listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in range(size)]
     ports = [listener.socket.getsockname()[1] for listener in listeners]
     voters = {i + 1: Address("127.0.0.1", port) for i, port in enumerate(ports)}
     nodes = {
-        i: Node(i, _config(i, voters, tmp_path / f"node{i}"), snapshot_interval) for i in voters
+        i: Node(i, _config(i, voters, tmp_path / f"node{i}", **extra), snapshot_interval)
+        for i in voters
     }
     for i in range(size + 1, size + 1 + observers):
         nodes[i] = Node(i, _observer_config(i, voters, tmp_path / f"node{i}"), snapshot_interval)
+    if bootstrap is not None:  # as `strom format` leaves it on every node
+        for node in nodes.values():
+            await trio.to_thread.run_sync(_format, Path(node.config.metadata_dir), bootstrap)
     async with trio.open_nursery() as nursery:
         for node, listener in zip(nodes.values(), [*listeners, *[None] * observers], strict=True):
             await node.start(nursery, listener)
@@ -348,3 +368,54 @@ async def test_a_voter_behind_the_snapshot_loads_it_and_catches_up(tmp_path: Pat
         await c.until(lambda: all(restarted.image.topic(n) is not None for n in ("s1", "s2", "s3")))
         assert restarted.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
         assert len(restarted.image.brokers()) == 3
+
+
+async def test_the_first_leader_bootstraps_with_what_strom_format_chose(tmp_path: Path) -> None:
+    async with cluster(tmp_path, bootstrap={"metadata.version": 20, "kraft.version": 0}) as c:
+        await c.active()
+        await c.until(lambda: all(n.image.metadata_version == 20 for n in c.running()))
+        # one FeatureLevelRecord for metadata.version in the whole log: written once
+        for node in c.running():
+            core = node.raft.core
+            assert core is not None
+            versions = [
+                e.offset
+                for e in core.log.entries_from(core.log.start_offset, 1 << 20)
+                if not e.control and b"metadata.version" in e.data
+            ]
+            assert len(versions) == 1
+
+
+async def test_a_broker_that_stops_heartbeating_is_fenced_on_every_node(tmp_path: Path) -> None:
+    async with cluster(tmp_path, broker_session_timeout_ms="600") as c:
+        active = await c.active()
+        await c.register_all()
+        silent = next(i for i in c.nodes if i != active.node_id)
+        for node in c.running():
+            if node.node_id != silent:
+                c.nursery.start_soon(node.local_broker.run)
+
+        def fenced(node: QuorumController, broker_id: int) -> bool:
+            registration = node.image.broker(broker_id)
+            return registration is not None and registration.fenced
+
+        await c.until(lambda: all(fenced(n, silent) for n in c.running()))
+        assert not any(fenced(n, active.node_id) for n in c.running())
+
+
+async def test_entries_say_how_many_of_their_command_follow() -> None:
+    records = [
+        FeatureLevelRecord("metadata.version", 20),
+        FeatureLevelRecord("group.version", 1),
+    ]
+    entries = encode_entries(records, 1_700_000_000_000)
+    decoded = [decode_entry(e) for e in entries]
+    assert [(remaining, ts) for remaining, ts, _ in decoded] == [
+        (1, 1_700_000_000_000),
+        (0, 1_700_000_000_000),
+    ]
+    assert [r for _, _, r in decoded] == records
+    with pytest.raises(MetadataError):
+        decode_entry(entries[0][:5])
+    with pytest.raises(MetadataError, match="not a metadata snapshot"):
+        decode_snapshot(b"XXXX" + bytes(20))

@@ -165,8 +165,9 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
 
 async def test_a_controller_only_voter_and_a_broker_only_observer(tmp_path: Path) -> None:
     """Split roles: the broker registers with the controller over the controller listener and
-    follows its log; CreateTopics on the broker answers NOT_CONTROLLER (no forwarding yet),
-    on the controller's listener it creates the topic, which the broker then serves."""
+    follows its log; CreateTopics on the broker is forwarded to the active controller, which
+    creates the topic (asked again on its own listener: TOPIC_ALREADY_EXISTS); the broker
+    then serves it."""
     reserved, [port] = _reserve_ports(1)
     common = {
         "controller.quorum.voters": f"1@127.0.0.1:{port}",
@@ -206,8 +207,8 @@ async def test_a_controller_only_voter_and_a_broker_only_observer(tmp_path: Path
             name="split", num_partitions=2, replication_factor=1
         )
         for address, expected in (
-            (bootstrap, ErrorCode.NOT_CONTROLLER),
-            (f"127.0.0.1:{port}", ErrorCode.NONE),
+            (bootstrap, ErrorCode.NONE),  # forwarded to the active controller
+            (f"127.0.0.1:{port}", ErrorCode.TOPIC_ALREADY_EXISTS),
         ):
             client = await KafkaClient.connect(address)
             try:

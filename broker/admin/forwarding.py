@@ -1,0 +1,231 @@
+"""Admin requests only the active controller may execute, forwarded to it by a broker.
+
+In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
+CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
+not answer) go to the active controller, as Kafka's ForwardingManager sends them, and the
+controller's response goes back to the client. Each handler does this behind one check,
+`if not broker.controller.is_active`; on a single node (and on the active controller) the
+request is executed in-process instead.
+
+Strom sends the decoded request, re-encoded at the version the client used (the controller
+serves the same version ranges), straight to the active controller's CONTROLLER listener;
+Kafka wraps the client's bytes in an Envelope (API 58) to carry the principal, which Strom,
+without authentication, does not need. Where the active controller is comes from the
+controller's quorum view (`active_controller_id`, `controller_address`). A connection failure
+or a response carrying NOT_CONTROLLER is retried against the (possibly new) active controller
+with backoff (`strom.broker.drivers.controller_channel`), as Kafka's NodeToControllerChannel
+does, for at most FORWARD_RETRY_TIMEOUT_MS (Kafka's KRaft broker gives its forwarding channel
+60 s) and, for the topic APIs, no longer than the client's `timeout_ms` (past it the
+controller would time the request out anyway); at least one attempt is always made. When the
+time is up the broker answers as Kafka's forwarding manager does on a timeout: every entry
+REQUEST_TIMED_OUT, no message. A request that reached a controller listener of a controller
+that is not active is not forwarded further: every entry answers NOT_CONTROLLER, as Kafka's
+ControllerApis does, so the sender retries elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from strom.broker.drivers.controller_channel import ActiveControllerClient, Changes, Lookup
+from strom.broker.drivers.lifecycle import ControllerUnavailable
+from strom.config import BrokerConfig
+from strom.config.quorum import Address
+from strom.wire.errors import ErrorCode
+from strom.wire.message import Message
+from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+
+if TYPE_CHECKING:
+    from strom.broker.state import BrokerState
+
+log = logging.getLogger("strom.forwarding")
+
+FORWARD_RETRY_TIMEOUT_MS = 60_000
+"""How long a forwarded request may retry (Kafka's KRaft broker: its forwarding channel's)."""
+
+R = TypeVar("R", bound=Message)
+
+
+class Received(Protocol):
+    """What `forward` needs of the request it forwards (a handler's RequestContext)."""
+
+    @property
+    def api_version(self) -> int: ...
+
+    @property
+    def listener(self) -> str: ...
+
+
+class ControllerView(Protocol):
+    """What a broker knows about the controller quorum (ControllerDriver, QuorumController)."""
+
+    @property
+    def is_active(self) -> bool: ...
+
+    @property
+    def active_controller_id(self) -> int | None: ...
+
+    def controller_address(self, node_id: int) -> Address | None: ...
+
+
+def active_controller_lookup(view: ControllerView) -> Lookup:
+    """Where the active controller's CONTROLLER listener is, asked afresh on every attempt."""
+
+    def lookup() -> Address | None:
+        active = view.active_controller_id
+        return None if active is None else view.controller_address(active)
+
+    return lookup
+
+
+class ControllerForwarder:
+    """Sends admin requests to the active controller and returns its responses."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        lookup: Lookup,
+        *,
+        changes: Changes | None = None,
+        retry_timeout_ms: int = FORWARD_RETRY_TIMEOUT_MS,
+    ) -> None:
+        self._retry_timeout_ms = retry_timeout_ms
+        self._client = ActiveControllerClient(
+            lookup,
+            client_id=f"broker-{config.node_id}-forwarding",
+            retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
+            attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
+            changes=changes,
+        )
+
+    async def forward(
+        self, body: Message, version: int, response_type: type[R], timeout_ms: int | None = None
+    ) -> R:
+        """The active controller's response to `body` at `version`.
+
+        Retries for `timeout_ms` (capped at the forwarding retry timeout; None: that timeout);
+        raises ControllerUnavailable when no active controller answered in time.
+        """
+        window = self._retry_timeout_ms if timeout_ms is None else timeout_ms
+        window = min(window, self._retry_timeout_ms)
+        response = await self._client.request(body, version, window / 1000)
+        if not isinstance(response, response_type):
+            raise ControllerUnavailable(
+                f"the controller answered {body.NAME} with {type(response).__name__}"
+            )
+        return response
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _changes_of(view: object) -> Changes | None:
+    """The controller's `next_change()` (QuorumController: an event set at the next Raft or
+    metadata change), if it has one: a leader change then ends a retry backoff at once."""
+    next_change = getattr(view, "next_change", None)
+    return next_change if callable(next_change) else None
+
+
+def forwarder(broker: BrokerState) -> ControllerForwarder:
+    """This broker's forwarder to the active controller (made on first use)."""
+
+    def make(state: BrokerState) -> ControllerForwarder:
+        view = state.controller
+        return ControllerForwarder(
+            state.config, active_controller_lookup(view), changes=_changes_of(view)
+        )
+
+    return broker.service(ControllerForwarder, make)
+
+
+async def forward(
+    broker: BrokerState, request: Received, body: Message, response_type: type[R]
+) -> R:
+    """Answer `body` by the active controller (see the module docstring); never raises for an
+    unreachable controller: the entries then answer REQUEST_TIMED_OUT (NOT_CONTROLLER when the
+    request came to this controller's own controller listener)."""
+    if request.listener in broker.config.controller_listeners:
+        return error_response(body, request.api_version, ErrorCode.NOT_CONTROLLER, response_type)
+    try:
+        return await forwarder(broker).forward(
+            body, request.api_version, response_type, getattr(body, "timeout_ms", None)
+        )
+    except ControllerUnavailable as exc:
+        log.warning("forwarding %s to the controller failed: %s", body.NAME, exc)
+        return error_response(body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, response_type)
+
+
+def error_response(body: Message, version: int, code: ErrorCode, response_type: type[R]) -> R:
+    """`body`'s response with every entry failed with `code` (no message, as Kafka's
+    getErrorResponse for these errors)."""
+    make = _FAILURES.get(type(body))
+    if make is None:
+        raise TypeError(f"{body.NAME} is not forwarded to the controller")
+    response = make(body, version, code)
+    assert isinstance(response, response_type)
+    return response
+
+
+def _create_topics(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, CreateTopicsRequest)
+    result = CreateTopicsResponse.CreatableTopicResult
+    return CreateTopicsResponse(
+        topics=[result(name=t.name, error_code=code, error_message=None) for t in body.topics]
+    )
+
+
+def _delete_topics(body: Message, version: int, code: int) -> Message:
+    assert isinstance(body, DeleteTopicsRequest)
+    result = DeleteTopicsResponse.DeletableTopicResult
+    states = (
+        body.topics
+        if version >= 6
+        else [DeleteTopicsRequest.DeleteTopicState(name=n) for n in body.topic_names]
+    )
+    return DeleteTopicsResponse(responses=[result(s.name, s.topic_id, code, None) for s in states])
+
+
+def _create_partitions(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, CreatePartitionsRequest)
+    result = CreatePartitionsResponse.CreatePartitionsTopicResult
+    return CreatePartitionsResponse(results=[result(t.name, code, None) for t in body.topics])
+
+
+def _alter_configs(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterConfigsRequest)
+    result = AlterConfigsResponse.AlterConfigsResourceResponse
+    return AlterConfigsResponse(
+        responses=[result(code, None, r.resource_type, r.resource_name) for r in body.resources]
+    )
+
+
+def _incremental_alter_configs(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, IncrementalAlterConfigsRequest)
+    result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    return IncrementalAlterConfigsResponse(
+        responses=[result(code, None, r.resource_type, r.resource_name) for r in body.resources]
+    )
+
+
+_FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
+    CreateTopicsRequest: _create_topics,
+    DeleteTopicsRequest: _delete_topics,
+    CreatePartitionsRequest: _create_partitions,
+    AlterConfigsRequest: _alter_configs,
+    IncrementalAlterConfigsRequest: _incremental_alter_configs,
+}
+"""The admin requests a broker forwards, and how each answers when it cannot."""
+
+
+async def close_forwarder(broker: BrokerState) -> None:
+    """Close the forwarder's connections (at shutdown)."""
+    await forwarder(broker).aclose()
