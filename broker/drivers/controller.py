@@ -68,6 +68,7 @@ from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -311,6 +312,12 @@ class ControllerDriver:
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse:
         return await self._run(partial(self._controller.alter_configs, request, version))
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse:
+        """AlterPartition (API 56): a partition leader's ISR change."""
+        return await self._run(partial(self._controller.alter_partition, request, version))
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

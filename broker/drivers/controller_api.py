@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -106,6 +107,10 @@ class MetadataController(Protocol):
     async def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse: ...
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse: ...
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

@@ -28,6 +28,7 @@ from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
 from strom.broker.process import activation
+from strom.broker.replication.manager import ReplicationManager
 from strom.broker.replication.partitions import (
     follow_image,
     heartbeat_loop,
@@ -193,6 +194,7 @@ class Broker:
                     accepting.start_soon(state.groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
+                    accepting.start_soon(ReplicationManager.of(state).run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
                     log.info("shutting down: no new connections; finishing in-flight requests")
