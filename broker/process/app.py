@@ -160,8 +160,8 @@ class Broker:
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
-        await follow_image(state, controller.image)
-        controller.subscribe(lambda image: follow_image(state, image))
+        if quorum is None:
+            await _follow(state, controller)
         state.groups = GroupDriver.for_broker(state)
         await state.groups.load()
         server = Server(state)
@@ -186,6 +186,8 @@ class Broker:
                         await quorum.start(self.endpoints)
                     except RegistrationError as exc:
                         failure = exc
+                    else:  # unfenced: caught up with the metadata log
+                        await _follow(state, controller)
                 if failure is None:
                     accepting.start_soon(_flush_loop, state)
                     if "broker" in config.roles:
@@ -234,6 +236,19 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         return bound
+
+
+async def _follow(state: BrokerState, controller: MetadataController) -> None:
+    """Follow the metadata from now on: open and delete logs, lead and follow partitions.
+
+    A quorum member starts following only once it is unfenced, i.e. its metadata has caught up
+    with its registration (Kafka's brokers publish metadata only after the initial catch-up):
+    the image replayed from its own metadata log at start may be far behind, and acting on it
+    would delete logs of partitions created since, or lead a partition that has moved on.
+    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`ReplicationManager`'s
+    `followed`)."""
+    await follow_image(state, controller.image)
+    controller.subscribe(lambda image: follow_image(state, image))
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:

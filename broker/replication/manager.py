@@ -87,6 +87,9 @@ class ReplicationManager:
         self.targets: dict[Key, FetchTarget] = {}
         """Partitions followed here, by the leader they fetch from."""
         self.targets_changed = trio.Event()
+        self.followed = False
+        """An image was followed: until then this broker leads nothing (see broker.process.app:
+        a quorum member follows only once caught up with the metadata log)."""
         self._outbox = _Outbox()
         self._client: ActiveControllerClient | None = None
         self.fetchers: FetcherManager | None = None
@@ -142,6 +145,7 @@ class ReplicationManager:
                         topic.topic_id, partition.leader, partition.leader_epoch
                     )
         self.leaders = leaders
+        self.followed = True
         if targets != self.targets:
             self.targets = targets
             self.targets_changed.set()

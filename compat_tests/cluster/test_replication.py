@@ -21,7 +21,6 @@ from collections.abc import Iterator
 import pytest
 import trio
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import NewTopic
 
 from compat_tests.cluster.test_cluster import wait_for_leader, wait_for_topics
 from compat_tests.confluent_kafka import ck
@@ -112,7 +111,7 @@ def produce_error(node: ClusterNode, topic: str, acks: int = -1) -> int:
 
 def create(cluster: ClusterProcess, topic: str, replicas: int, min_insync: int) -> None:
     admin = ck.admin(cluster.bootstrap)
-    new = NewTopic(topic, num_partitions=1, replication_factor=replicas,
+    new = ck.NewTopic(topic, num_partitions=1, replication_factor=replicas,
                    config={"min.insync.replicas": str(min_insync)})  # fmt: skip
     for future in admin.create_topics([new], operation_timeout=30, request_timeout=30).values():
         future.result(timeout=30)
@@ -169,7 +168,7 @@ def consume_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
     consumer = ck.consumer(bootstrap)
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        return [r.value for r in ck.consume(consumer, count, timeout=60)]
+        return [r.value or b"" for r in ck.consume(consumer, count, timeout=60)]
     finally:
         consumer.close()
 
