@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 
 from strom.broker.replication.manager import ReplicationManager
@@ -138,7 +139,7 @@ async def test_acks_all_completes_when_the_follower_catches_up(
             with trio.fail_after(5):
                 while log.log_end_offset == 0:
                     await trio.testing.wait_all_tasks_blocked()
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
             assert not outcome
             answer = await fetch_one(follower, replica_fetch(cluster, 1, last_fetched_epoch=0))
             assert answer.high_watermark == 1
@@ -196,7 +197,7 @@ async def test_a_lagging_follower_leaves_the_isr(cluster: BrokerState) -> None:
     with trio.fail_after(5):
         while (p := cluster.image.partition(TOPIC, 0)) is not None and p.isr != (1,):
             await trio.testing.wait_all_tasks_blocked()
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
     assert manager.leaders[(TOPIC, 0)].replica_set.isr == {1}
 
 
