@@ -3,7 +3,8 @@
 In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
 not answer) go to the active controller, as Kafka's ForwardingManager sends them, and the
-controller's response goes back to the client. Each handler does this behind one check,
+controller's response goes back to the client; DescribeQuorum on a broker listener goes there too
+(only the Raft leader knows the voters' progress). Each handler does this behind one check,
 `if not broker.controller.is_active`; on a single node (and on the active controller) the
 request is executed in-process instead.
 
@@ -39,6 +40,7 @@ from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsR
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -216,12 +218,17 @@ def _incremental_alter_configs(body: Message, _version: int, code: int) -> Messa
     )
 
 
+def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
+    return DescribeQuorumResponse(error_code=code)
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
     CreatePartitionsRequest: _create_partitions,
     AlterConfigsRequest: _alter_configs,
     IncrementalAlterConfigsRequest: _incremental_alter_configs,
+    DescribeQuorumRequest: _describe_quorum,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 
