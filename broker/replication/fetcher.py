@@ -117,6 +117,8 @@ class LeaderFetcher:
         self._correlation = itertools.count(1)
         self._delayed: dict[Key, float] = {}
         """Partitions backing off after an error: key -> trio time to try again."""
+        self._failing = False
+        """The last fetch got no answer (its failure was logged)."""
 
     def _mine(self) -> dict[Key, FetchTarget]:
         return {k: t for k, t in self.manager.targets.items() if t.leader == self.leader}
@@ -155,10 +157,18 @@ class LeaderFetcher:
                     request, FETCH_VERSION, next(self._correlation), self._timeout_s()
                 )
             except PeerUnavailable as exc:
-                log.info("fetch from broker %d failed: %s", self.leader, exc)
+                # once per outage at INFO (a dead leader is retried every backoff until the
+                # controller moves its partitions), then at DEBUG
+                log.log(
+                    logging.DEBUG if self._failing else logging.INFO,
+                    "fetch from broker %d failed: %s; retrying every %d ms",
+                    self.leader, exc, self.broker.config.replica_fetch_backoff_ms,
+                )  # fmt: skip
+                self._failing = True
                 with trio.move_on_after(backoff_s):
                     await changed.wait()
                 continue
+            self._failing = False
             assert isinstance(response, FetchResponse)
             if response.error_code != ErrorCode.NONE:
                 log.info(
@@ -274,6 +284,17 @@ class LeaderFetcher:
             log.info("%s: leader %d starts at %d; restarting there", plog.name, self.leader,
                      leader_start)  # fmt: skip
             plog.truncate_fully_and_start_at(leader_start)
+            return
+        # The leader cannot place our last epoch although our offset is within its log: keep
+        # what its high watermark says is committed and fetch again, after a backoff.
+        log.warning(
+            "%s: leader %d cannot place epoch %s at offset %d; truncating to the high watermark %d",
+            plog.name, self.leader, plog.latest_epoch(), plog.log_end_offset, plog.high_watermark,
+        )  # fmt: skip
+        plog.truncate_to(plog.high_watermark)
+        self._delayed[key] = (
+            trio.current_time() + self.broker.config.replica_fetch_backoff_ms / 1000
+        )
 
     async def _leader_offset(
         self, key: Key, target: FetchTarget, timestamp: int, address: Address
