@@ -125,6 +125,7 @@ class ReplicationManager:
                             plog.high_watermark_follows_appends = True
                             plog.update_high_watermark(plog.log_end_offset)
                         continue
+                    plog.restore_high_watermark()
                     current = self.leaders.get(key)
                     if (
                         current is None
@@ -140,6 +141,7 @@ class ReplicationManager:
                     leaders[key] = current
                     continue
                 plog.high_watermark_follows_appends = False
+                plog.restore_high_watermark()
                 if partition.leader >= 0:
                     targets[key] = FetchTarget(
                         topic.topic_id, partition.leader, partition.leader_epoch
