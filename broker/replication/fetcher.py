@@ -16,6 +16,7 @@ Per partition in the answer:
   The follower's high watermark becomes min(leader's high watermark, local log end).
 - `diverging_epoch`: the local tail parts from the leader's history; truncate where
   `divergence.truncation_point` says and fetch again (a second round may cut further).
+  Truncations go through `LogManager.truncate_to`, which rewrites the checkpoints at once.
 - OFFSET_OUT_OF_RANGE: the leader cannot place the fetch offset. Ask it (ListOffsets as this
   replica) for its log end: a longer local log is cut to it; a local log that ends before the
   leader's log start restarts empty there (Kafka's fetchOffsetAndTruncate).
@@ -251,7 +252,7 @@ class LeaderFetcher:
                             plog.name, self.leader, p.diverging_epoch.epoch,
                             p.diverging_epoch.end_offset, cut.offset,
                         )  # fmt: skip
-                        plog.truncate_to(cut.offset)
+                        self.broker.logs.truncate_to(*key, cut.offset)
                     else:
                         records = p.records
                         if isinstance(records, bytes | bytearray | memoryview) and len(records):
@@ -275,7 +276,7 @@ class LeaderFetcher:
             return
         if leader_end < plog.log_end_offset:
             log.info("%s: leader %d ends at %d; truncating", plog.name, self.leader, leader_end)
-            plog.truncate_to(leader_end)
+            self.broker.logs.truncate_to(*key, leader_end)
             return
         leader_start = await self._leader_offset(key, target, EARLIEST, address)
         if leader_start is None:
@@ -291,7 +292,7 @@ class LeaderFetcher:
             "%s: leader %d cannot place epoch %s at offset %d; truncating to the high watermark %d",
             plog.name, self.leader, plog.latest_epoch(), plog.log_end_offset, plog.high_watermark,
         )  # fmt: skip
-        plog.truncate_to(plog.high_watermark)
+        self.broker.logs.truncate_to(*key, plog.high_watermark)
         self._delayed[key] = (
             trio.current_time() + self.broker.config.replica_fetch_backoff_ms / 1000
         )

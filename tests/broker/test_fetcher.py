@@ -32,6 +32,10 @@ class _Logs:
     def get(self, topic: str, index: int) -> PartitionLog | None:
         return self.log if (topic, index) == KEY else None
 
+    def truncate_to(self, topic: str, index: int, offset: int) -> None:
+        assert (topic, index) == KEY
+        self.log.truncate_to(offset)
+
 
 def _fetcher(log: PartitionLog, leader_epoch: int = 1) -> LeaderFetcher:
     broker: Any = SimpleNamespace(
