@@ -265,3 +265,49 @@ def test_not_enough_replicas(strom_cluster: StartCluster, min_insync: int) -> No
     leader, _ = settled(cluster, topic, 2)
     assert produce_error(cluster.node(leader), topic) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert produce_error(cluster.node(leader), topic, acks=1) == ErrorCode.NONE
+
+
+def test_split_roles_replicate_between_broker_only_nodes(strom_cluster: StartCluster) -> None:
+    """Controllers 1-3, brokers 4 and 5: the partition leader is never a controller, so its ISR
+    changes reach the active controller over the network (AlterPartition on a CONTROLLER
+    listener). A broker that returns rejoins the ISR that way."""
+    cluster = strom_cluster(controllers=3, brokers=2, overrides=FAST)
+    wait_for_leader(cluster)
+    topic = "split"
+    admin = ck.admin(cluster.bootstrap)
+    new = ck.NewTopic(topic, num_partitions=1, replication_factor=2,
+                      config={"min.insync.replicas": "2"})  # fmt: skip
+    for future in admin.create_topics([new], operation_timeout=30, request_timeout=30).values():
+        future.result(timeout=30)
+    brokers = cluster.brokers
+    for node in brokers:
+        wait_for_topics(node, topic)
+
+    def state() -> tuple[int, list[int]] | None:
+        for node in brokers:
+            if node.alive and (found := partition_state(node, topic)) is not None:
+                return found
+        return None
+
+    def led() -> tuple[int, list[int]] | None:
+        found = state()
+        return found if found is not None and found[0] >= 0 else None
+
+    leader, isr = wait_until(led, timeout=30, what="a leader", interval=0.1)
+    assert isr == [4, 5]
+    produce(cluster.bootstrap, topic, list(values(100)))
+    wait_until(lambda: ends_equal(brokers, topic, 100), timeout=20,
+               what="both replicas end at 100", interval=0.1)  # fmt: skip
+
+    follower = next(n for n in brokers if n.node_id != leader)
+    follower.kill9()
+    wait_until(lambda: (s := state()) is not None and s[1] == [leader], timeout=30,
+               what="the ISR without the killed follower", interval=0.1)  # fmt: skip
+    assert produce_error(cluster.node(leader), topic) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert produce_error(cluster.node(leader), topic, acks=1) == ErrorCode.NONE
+
+    follower.restart(clean=False)
+    wait_until(lambda: (s := state()) is not None and s[1] == [4, 5], timeout=30,
+               what="the follower back in the ISR", interval=0.1)  # fmt: skip
+    assert ends_equal(brokers, topic, 101)
+    assert produce_error(cluster.node(leader), topic) == ErrorCode.NONE
