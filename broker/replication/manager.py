@@ -138,6 +138,8 @@ class ReplicationManager:
                         if partition.partition_epoch >= current.partition_epoch:
                             current.partition_epoch = partition.partition_epoch
                             current.replica_set.committed(partition.isr)
+                            # a smaller ISR (the controller fenced a follower) may commit more
+                            self._advance(key, current)
                     leaders[key] = current
                     continue
                 plog.high_watermark_follows_appends = False

@@ -21,7 +21,13 @@ from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.messages.produce import ProduceResponse
-from tests.broker.cluster_helpers import CLUSTER_OVERRIDES, create_placed, register, state_of
+from tests.broker.cluster_helpers import (
+    CLUSTER_OVERRIDES,
+    create_placed,
+    fence,
+    register,
+    state_of,
+)
 from tests.broker.test_produce_helpers import batch, fetch_request, produce, produce_request
 
 pytestmark = pytest.mark.trio
@@ -228,3 +234,34 @@ async def test_alter_partition_through_the_controller(cluster: BrokerState) -> N
     assert (answer.error_code, answer.isr) == (ErrorCode.NONE, [1])
     stale = await cluster.controller.alter_partition(request, 3)
     assert stale.topics[0].partitions[0].error_code == ErrorCode.INVALID_UPDATE_VERSION
+
+
+async def test_acks_all_completes_when_the_controller_drops_the_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """The follower is fenced (its session ended): the controller takes it out of the ISR, and
+    the leader's high watermark moves at once to what the smaller ISR holds."""
+    outcome: list[int] = []
+
+    async def acks_all() -> None:
+        outcome.append((await produce(client, TOPIC, batch(), acks=-1)).error_code)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(acks_all)
+        log = cluster.logs.get(TOPIC, 0)
+        assert log is not None
+        with trio.fail_after(5):
+            while log.log_end_offset == 0:
+                await trio.testing.wait_all_tasks_blocked()
+                await trio.lowlevel.checkpoint()
+        assert not outcome
+        # at once, not at the next periodic ISR check (replica.lag.time.max.ms / 2 = 500 ms)
+        with trio.fail_after(0.3):
+            await fence(cluster, 2, _Epochs.of(cluster).epochs[2])
+            while not outcome:
+                await trio.testing.wait_all_tasks_blocked()
+                await trio.lowlevel.checkpoint()
+    assert outcome == [ErrorCode.NONE]
+    partition = cluster.image.partition(TOPIC, 0)
+    assert partition is not None
+    assert partition.isr == (1,)
