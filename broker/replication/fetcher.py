@@ -147,8 +147,17 @@ class LeaderFetcher:
             now = trio.current_time()
             targets = {k: t for k, t in self._mine().items() if self._delayed.get(k, 0) <= now}
             address = self._address()
+            if targets and address is None and not self._failing:
+                log.warning(
+                    "broker %d has no %s endpoint in the metadata; cannot fetch %d partitions "
+                    "from it (check inter.broker.listener.name on every broker)",
+                    self.leader, self.broker.config.inter_broker_listener, len(targets),
+                )  # fmt: skip
+                self._failing = True
             if not targets or address is None:
                 wake = min(self._delayed.values(), default=None) if self._mine() else None
+                if address is None and targets:  # its registration may change: look again
+                    wake = now + backoff_s
                 with trio.move_on_at(wake if wake is not None else now + 3600):
                     await changed.wait()
                 continue
