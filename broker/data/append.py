@@ -162,6 +162,9 @@ async def append_partition(
     replication = ReplicationManager.of(broker)
     if acks == -1:
         leadership = replication.leaders.get((topic, index))
+        if leadership is None and len(partition.replicas) > 1:
+            # the image names this broker leader, but it has not taken the role yet
+            return AppendOutcome(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         isr = partition.isr if leadership is None else leadership.replica_set.isr
         if len(isr) < MinIsrCache.of(broker).get(broker, topic):
             return AppendOutcome(

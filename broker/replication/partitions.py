@@ -138,6 +138,9 @@ async def follow_image(state: BrokerState, image: MetadataImage) -> None:
     plan = _plan(state, image)
     outcome: _Opened = ([], [])
     if plan.create:
+        # existing logs change roles now, not after the new ones are opened: meanwhile the
+        # handlers already read this image (a new leader must not commit at append)
+        ReplicationManager.of(state).follow(image)
         outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
     ReplicationManager.of(state).follow(image)
