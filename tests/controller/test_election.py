@@ -27,8 +27,10 @@ TOPIC = uuid.UUID(int=7)
 UNCLEAN: dict[str, str | None] = {"unclean.leader.election.enable": "true"}
 
 
-def _p(replicas: list[int], isr: list[int], leader: int, **kw: object) -> PartitionImage:
-    return PartitionImage(0, tuple(replicas), tuple(isr), leader, 5, 9, **kw)
+def _p(replicas: list[int], isr: list[int], leader: int, recovery: int = 0) -> PartitionImage:
+    return PartitionImage(
+        0, tuple(replicas), tuple(isr), leader, 5, 9, leader_recovery_state=recovery
+    )
 
 
 def _all(_b: int) -> bool:
@@ -81,7 +83,7 @@ def test_unclean_election_with_no_live_replica_stays_leaderless() -> None:
 
 
 def test_a_recovering_partition_stays_recovering_without_a_second_write() -> None:
-    p = _p([1, 2], [1], NO_LEADER, leader_recovery_state=RECOVERING)
+    p = _p([1, 2], [1], NO_LEADER, recovery=RECOVERING)
     record = plan_change(TOPIC, p, lambda b: b == 2, election=Election.UNCLEAN)
     assert record is not None
     assert (record.leader, record.isr, record.leader_recovery_state) == (2, [2], -1)
