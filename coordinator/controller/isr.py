@@ -23,8 +23,9 @@ changes the ISR (or the leader recovery state) answers the state after its recor
 is planned like every partition change (`election.plan_change`): an ISR that now holds every
 replica a reassignment is adding completes that reassignment (see reassignment.py), and when
 that takes the requesting leader out of the replica set a new leader is elected in the same
-record and the answer is NEW_LEADER_ELECTED (FENCED_LEADER_EPOCH before version 2), with no
-partition state: the old leader learns the new state from the metadata. Where the topic allows
+record and the answer is NEW_LEADER_ELECTED (Kafka's FENCED_LEADER_EPOCH for versions below 2
+does not arise: 2 is the oldest served), with no partition state: the old leader learns the new
+state from the metadata. Where the topic allows
 unclean leader election the plan may elect outside the ISR, as Kafka's does.
 """
 
