@@ -2,7 +2,8 @@
 
 In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
-not answer) go to the active controller, as Kafka's ForwardingManager sends them, and the
+not answer), ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go to the
+active controller, as Kafka's ForwardingManager sends them, and the
 controller's response goes back to the client. Each handler does this behind one check,
 `if not broker.controller.is_active`; on a single node (and on the active controller) the
 request is executed in-process instead.
@@ -36,12 +37,21 @@ from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.wire.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from strom.wire.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 
 if TYPE_CHECKING:
@@ -216,12 +226,52 @@ def _incremental_alter_configs(body: Message, _version: int, code: int) -> Messa
     )
 
 
+def _elect_leaders(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, ElectLeadersRequest)
+    result = ElectLeadersResponse.ReplicaElectionResult
+    partition = ElectLeadersResponse.PartitionResult
+    return ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            result(t.topic, [partition(p, code, None) for p in t.partitions])
+            for t in body.topic_partitions or []
+        ],
+    )
+
+
+def _alter_partition_reassignments(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterPartitionReassignmentsRequest)
+    response = AlterPartitionReassignmentsResponse
+    return response(
+        error_code=code,
+        error_message=None,
+        responses=[
+            response.ReassignableTopicResponse(
+                t.name,
+                [
+                    response.ReassignablePartitionResponse(p.partition_index, code, None)
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ],
+    )
+
+
+def _list_partition_reassignments(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, ListPartitionReassignmentsRequest)
+    return ListPartitionReassignmentsResponse(error_code=code, error_message=None)
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
     CreatePartitionsRequest: _create_partitions,
     AlterConfigsRequest: _alter_configs,
     IncrementalAlterConfigsRequest: _incremental_alter_configs,
+    ElectLeadersRequest: _elect_leaders,
+    AlterPartitionReassignmentsRequest: _alter_partition_reassignments,
+    ListPartitionReassignmentsRequest: _list_partition_reassignments,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 

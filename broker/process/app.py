@@ -68,7 +68,9 @@ class Broker:
         """Begin a graceful shutdown (safe to call more than once)."""
         self._shutdown.set()
 
-    async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         config = self.config
         refusal = config.multi_node_refusal()
         if refusal is not None:
@@ -77,8 +79,10 @@ class Broker:
         try:
             lock = DirectoryLock(directories)
         except OSError as exc:
-            raise StartupError(f"cannot use data directory {exc.filename}: {exc.strerror}; "
-                               "check log.dirs and metadata.log.dir") from exc
+            raise StartupError(
+                f"cannot use data directory {exc.filename}: {exc.strerror}; "
+                "check log.dirs and metadata.log.dir"
+            ) from exc
         except DirectoryLockedError as exc:
             raise StartupError(str(exc)) from exc
         try:
@@ -86,7 +90,9 @@ class Broker:
         finally:
             lock.release()
 
-    async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
+    async def _run(
+        self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]
+    ) -> None:
         controller: MetadataController
         try:
             if config.runs_quorum:
@@ -151,7 +157,9 @@ class Broker:
                 await controller.start(self.endpoints)
             except RegistrationError as exc:
                 raise StartupError(str(exc)) from exc
-        state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        state = BrokerState(
+            config, config.node_id, controller.cluster_id, self.endpoints, controller, logs
+        )
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
@@ -186,6 +194,7 @@ class Broker:
                     if "broker" in config.roles:
                         accepting.start_soon(controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
+                    accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(state.groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
@@ -239,7 +248,9 @@ async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
         now + producers_every,
     )
     while True:
-        await trio.sleep(max(0.0, (min(next_checkpoint, next_retention, next_producers) - now) / 1000))
+        await trio.sleep(
+            max(0.0, (min(next_checkpoint, next_retention, next_producers) - now) / 1000)
+        )
         now = wall_clock_ms()
         if now >= next_retention:
             deleted = logs.enforce_retention(now)
