@@ -3,8 +3,9 @@
 In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
 not answer), ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go to the
-active controller, as Kafka's ForwardingManager sends them, and the
-controller's response goes back to the client. Each handler does this behind one check,
+active controller, as Kafka's ForwardingManager sends them, and the controller's response goes
+back to the client; DescribeQuorum on a broker listener goes there too (only the Raft leader
+knows the voters' progress). Each handler does this behind one check,
 `if not broker.controller.is_active`; on a single node (and on the active controller) the
 request is executed in-process instead.
 
@@ -44,6 +45,7 @@ from strom.wire.messages.alter_partition_reassignments import (
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -263,6 +265,10 @@ def _list_partition_reassignments(body: Message, _version: int, code: int) -> Me
     return ListPartitionReassignmentsResponse(error_code=code, error_message=None)
 
 
+def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
+    return DescribeQuorumResponse(error_code=code)
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
@@ -272,6 +278,7 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     ElectLeadersRequest: _elect_leaders,
     AlterPartitionReassignmentsRequest: _alter_partition_reassignments,
     ListPartitionReassignmentsRequest: _list_partition_reassignments,
+    DescribeQuorumRequest: _describe_quorum,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 

@@ -109,15 +109,16 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("alter_partition_reassignments", 45, 0, 0, listeners=BOTH),
     _handler("list_partition_reassignments", 46, 0, 0, listeners=BOTH),
     _handler("offset_delete", 47, 0, 0),
-    _handler("describe_cluster", 60, 0, 2),
+    _handler("describe_cluster", 60, 0, 2, listeners=BOTH),
     _handler("vote", 52, 0, 2, listeners=CONTROLLER),
     _handler("begin_quorum_epoch", 53, 0, 1, listeners=CONTROLLER),
     _handler("end_quorum_epoch", 54, 0, 1, listeners=CONTROLLER),
-    _handler("describe_quorum", 55, 0, 2, listeners=CONTROLLER),
+    _handler("describe_quorum", 55, 0, 2, listeners=BOTH),
     _handler("fetch_snapshot", 59, 0, 1, listeners=CONTROLLER),
     _handler("describe_producers", 61, 0, 0),
     _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),
     _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),
+    _handler("allocate_producer_ids", 67, 0, 0, listeners=CONTROLLER),
     _handler("describe_topic_partitions", 75, 0, 0),
 )
 

@@ -1,7 +1,8 @@
 """The broker process: storage, controller, listeners, background work, shutdown.
 
 `Broker.run()` opens the partition logs (recovering after an unclean stop),
-opens the controller and its metadata log, binds the listeners, reports the
+opens the controller and its metadata log, binds the listeners (or serves on sockets
+inherited by socket activation, `activation`), reports the
 bound endpoints through `task_status.started()`, and serves until `shutdown()`
 is called or the task is cancelled. Shutdown stops accepting, lets in-flight
 requests finish within a deadline, then closes the logs cleanly (writing the
@@ -11,6 +12,7 @@ clean-shutdown marker that lets the next start skip recovery).
 from __future__ import annotations
 
 import logging
+import socket
 from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -25,6 +27,7 @@ from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
+from strom.broker.process import activation
 from strom.broker.replication.partitions import (
     follow_image,
     heartbeat_loop,
@@ -50,8 +53,13 @@ class StartupError(Exception):
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, inherited: dict[str, list[socket.socket]] | None = None
+    ) -> None:
         self.config = config
+        self._inherited = dict(inherited or {})
+        """Listening sockets passed by socket activation, by upper-cased listener name
+        (`strom.broker.process.activation`): served instead of binding those listeners."""
         self.endpoints: list[Listener] = []
         """Advertised client endpoints, with the bound ports."""
         self.controller_endpoints: list[Listener] = []
@@ -68,9 +76,13 @@ class Broker:
         """Begin a graceful shutdown (safe to call more than once)."""
         self._shutdown.set()
 
-    async def run(
-        self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await self._locked_run(task_status)
+        finally:
+            activation.close_all(self._inherited)
+
+    async def _locked_run(self, task_status: trio.TaskStatus[list[Listener]]) -> None:
         config = self.config
         refusal = config.multi_node_refusal()
         if refusal is not None:
@@ -79,10 +91,8 @@ class Broker:
         try:
             lock = DirectoryLock(directories)
         except OSError as exc:
-            raise StartupError(
-                f"cannot use data directory {exc.filename}: {exc.strerror}; "
-                "check log.dirs and metadata.log.dir"
-            ) from exc
+            raise StartupError(f"cannot use data directory {exc.filename}: {exc.strerror}; "
+                               "check log.dirs and metadata.log.dir") from exc
         except DirectoryLockedError as exc:
             raise StartupError(str(exc)) from exc
         try:
@@ -90,9 +100,7 @@ class Broker:
         finally:
             lock.release()
 
-    async def _run(
-        self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]
-    ) -> None:
+    async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
         controller: MetadataController
         try:
             if config.runs_quorum:
@@ -139,17 +147,7 @@ class Broker:
         member first serves its listeners and runs its Raft replica (the other voters must reach
         it to elect), then registers with the active controller."""
         quorum = controller if isinstance(controller, QuorumController) else None
-        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
-        for lst in config.listener_endpoints:
-            try:
-                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
-            except OSError as exc:
-                raise StartupError(
-                    f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
-                    "or change 'listeners'"
-                ) from exc
-            port = sockets[0].socket.getsockname()[1]
-            bound.append((lst._replace(port=port), sockets))
+        bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         if quorum is None:
@@ -157,9 +155,7 @@ class Broker:
                 await controller.start(self.endpoints)
             except RegistrationError as exc:
                 raise StartupError(str(exc)) from exc
-        state = BrokerState(
-            config, config.node_id, controller.cluster_id, self.endpoints, controller, logs
-        )
+        state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
@@ -209,6 +205,35 @@ class Broker:
         if failure is not None:
             raise StartupError(str(failure)) from failure
 
+    async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
+        """Bind every listener, or adopt the socket activation passed for it."""
+        unused = set(self._inherited) - {lst.name.upper() for lst in config.listener_endpoints}
+        if unused:
+            raise StartupError(
+                f"socket activation passed sockets named {','.join(sorted(unused))}, which name "
+                "no entry of 'listeners': name each socket after a listener"
+            )
+        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
+        for lst in config.listener_endpoints:
+            inherited = self._inherited.pop(lst.name.upper(), None)
+            if inherited is not None:
+                try:
+                    bound.append(activation.adopt(lst, inherited))
+                except activation.ActivationError as exc:
+                    activation.close_all({lst.name: inherited})
+                    raise StartupError(str(exc)) from exc
+                continue
+            try:
+                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+            except OSError as exc:
+                raise StartupError(
+                    f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
+                    "or change 'listeners'"
+                ) from exc
+            port = sockets[0].socket.getsockname()[1]
+            bound.append((lst._replace(port=port), sockets))
+        return bound
+
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
     """Advertised endpoints, with bound ports filled in where the config said port 0."""
@@ -248,9 +273,7 @@ async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
         now + producers_every,
     )
     while True:
-        await trio.sleep(
-            max(0.0, (min(next_checkpoint, next_retention, next_producers) - now) / 1000)
-        )
+        await trio.sleep(max(0.0, (min(next_checkpoint, next_retention, next_producers) - now) / 1000))
         now = wall_clock_ms()
         if now >= next_retention:
             deleted = logs.enforce_retention(now)

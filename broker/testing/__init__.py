@@ -3,5 +3,8 @@
 - `embedded`: `open_broker` runs a broker inside the current trio run; `BrokerProcess` runs
   `strom serve` as a child process (port 0, the real port reported).
 - `client`: a minimal raw Kafka client that sends exact requests at exact versions.
-- `pytest_plugin`: the `strom_broker` fixture, registered through the `pytest11` entry point.
+- `cluster`: `ClusterProcess` runs a multi-node cluster (combined or split roles) of `strom serve`
+  children on ports it binds first and passes by socket activation (`activation`).
+- `pytest_plugin`: the `strom_broker` and `strom_cluster` fixtures, registered through the
+  `pytest11` entry point.
 """

@@ -1,4 +1,4 @@
-"""Strom's pytest plugin: a `strom_broker` fixture for any project's tests.
+"""Strom's pytest plugin: `strom_broker` and `strom_cluster` fixtures for any project's tests.
 
 Installing Strom registers this module under the `pytest11` entry point, so a user's test needs
 no set-up:
@@ -6,16 +6,27 @@ no set-up:
     def test_round_trip(strom_broker):
         producer = Producer({"bootstrap.servers": strom_broker.bootstrap})
         ...
+
+    def test_failover(strom_cluster):
+        cluster = strom_cluster(combined=3)
+        ...
+
+A failed test that used `strom_cluster` gets every node's last log lines in its report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from strom.broker.testing.cluster import ClusterProcess
 from strom.broker.testing.embedded import BrokerProcess
+
+_CLUSTERS = pytest.StashKey[list[ClusterProcess]]()
+
+StartCluster = Callable[..., ClusterProcess]
 
 
 @pytest.fixture
@@ -23,3 +34,51 @@ def strom_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     """A `strom serve` child process on a free port with a temporary data directory."""
     with BrokerProcess(tmp_path / "data") as broker:
         yield broker
+
+
+@pytest.fixture
+def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartCluster]:
+    """Start clusters of `strom serve` children: `strom_cluster(combined=3)` or
+    `strom_cluster(controllers=3, brokers=2, overrides={...})` (`ClusterProcess`'s arguments),
+    started and ready; every one is stopped and its sockets closed at teardown."""
+    clusters = request.node.stash.setdefault(_CLUSTERS, [])
+
+    def start(
+        *,
+        combined: int = 0,
+        controllers: int = 0,
+        brokers: int = 0,
+        overrides: Mapping[str, str] | None = None,
+        node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+    ) -> ClusterProcess:
+        cluster = ClusterProcess(
+            tmp_path / f"cluster-{len(clusters)}",
+            combined=combined,
+            controllers=controllers,
+            brokers=brokers,
+            overrides=overrides,
+            node_overrides=node_overrides,
+        )
+        clusters.append(cluster)
+        cluster.start()
+        return cluster
+
+    try:
+        yield start
+    finally:
+        for cluster in clusters:
+            cluster.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test's report carries its clusters' logs: often the only trace CI keeps."""
+    report = yield
+    none: list[ClusterProcess] = []
+    clusters = item.stash.get(_CLUSTERS, none)
+    if report.failed:
+        for index, cluster in enumerate(clusters):
+            report.sections.append((f"strom cluster {index} logs", cluster.report()))
+    return report

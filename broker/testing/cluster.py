@@ -1,0 +1,478 @@
+"""A Strom cluster as child `strom serve` processes, for tests: combined or split roles.
+
+    with ClusterProcess(tmp_path, combined=3) as cluster:   # 3 x process.roles=broker,controller
+        Producer({"bootstrap.servers": cluster.bootstrap})
+        cluster.node(2).kill9(); cluster.node(2).restart()
+
+    with ClusterProcess(tmp_path, controllers=3, brokers=2) as cluster:   # split roles
+        ...
+
+A static quorum (`controller.quorum.voters=1@host:port,...`) needs every voter's controller port
+in every node's configuration before any node starts, and tests never guess ports. So this
+process binds each node's listeners itself (127.0.0.1, port 0), writes the real ports into the
+configurations, and hands the sockets to the children by socket activation
+(`strom.broker.testing.activation`). It keeps the listening sockets for the cluster's life, so a
+restarted node inherits the same ports. While a node is down its sockets stop listening (a
+connection is refused, as to a dead machine, instead of waiting in a queue nobody accepts from)
+but stay bound to their ports (Linux releases a port the kernel chose when listening stops; the
+socket binds it again at once), so nothing else takes them before the restart.
+
+Every node's storage is formatted with one shared cluster id (`strom format`), as an operator
+does. A node is up when its "Strom ... started" log line appears; the cluster is ready when
+every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
+it reads the logs, and polls what it waits for against a deadline. Each node
+keeps its last log lines (`ClusterNode.output`; `ClusterProcess.report()` for a failure
+report). Leaving the `with` block stops every node (SIGTERM, then SIGKILL after a grace period)
+and closes every socket, also when the test failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+import trio
+
+from strom.broker.testing.activation import BACKLOG, listening_socket, popen_activated
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import child_environment
+from strom.coordinator.metadata.properties import new_cluster_id
+from strom.wire.errors import ProtocolError
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+
+CLIENT_LISTENER = "PLAINTEXT"
+CONTROLLER_LISTENER = "CONTROLLER"
+HOST = "127.0.0.1"
+
+_STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+
+
+class ClusterError(RuntimeError):
+    """A node did not start or stop as asked; the message carries its last log lines."""
+
+
+class ClusterNode:
+    """One `strom serve` child of a cluster, with the listening sockets it inherits."""
+
+    def __init__(
+        self, node_id: int, roles: tuple[str, ...], data_dir: Path, sockets: dict[str, socket.socket]
+    ) -> None:
+        self.node_id = node_id
+        self.roles = roles
+        self.data_dir = data_dir
+        self.sockets = sockets
+        """Listener name -> this process's listening socket (kept across restarts)."""
+        self.ports = {name: int(sock.getsockname()[1]) for name, sock in sockets.items()}
+        """Listener name -> port (also known once the sockets are closed)."""
+        self.overrides: dict[str, str] = {}
+        self.process: subprocess.Popen[str] | None = None
+        self.output: deque[str] = deque(maxlen=5000)
+        """The node's last log lines, across restarts."""
+        self.starts = 0
+        self._lock = threading.Lock()
+        self._started = threading.Event()
+        self._listening = True
+        self._closed = False
+        self._lost_port = ""
+
+    # --- addresses ---------------------------------------------------------------------------
+
+    def port(self, listener: str) -> int:
+        return self.ports[listener]
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def bootstrap(self) -> str:
+        """host:port of this node's client listener."""
+        return f"{HOST}:{self.port(CLIENT_LISTENER)}"
+
+    @property
+    def controller_address(self) -> str:
+        """host:port of this node's controller listener."""
+        return f"{HOST}:{self.port(CONTROLLER_LISTENER)}"
+
+    @property
+    def pid(self) -> int:
+        return self._require().pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the child (without waiting for it: see `wait_started`)."""
+        if self.alive:
+            raise ClusterError(f"node {self.node_id} is already running")
+        args = [sys.executable, "-m", "strom", "serve"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        with self._lock:
+            if self._closed or self._lost_port:
+                raise ClusterError(f"node {self.node_id} cannot start: {self._lost_port or 'closed'}")
+            if not self._listening:
+                for sock in self.sockets.values():
+                    sock.listen(BACKLOG)
+                self._listening = True
+            self.starts += 1
+            if self.starts > 1:
+                self.output.append(f"--- node {self.node_id}: start {self.starts} ---")
+            self._started = threading.Event()
+            process = popen_activated(args, list(self.sockets.items()), child_environment())
+            self.process = process
+            started, generation = self._started, self.starts
+        threading.Thread(
+            target=self._drain, args=(process, started, generation), daemon=True,
+            name=f"strom-node-{self.node_id}",
+        ).start()  # fmt: skip
+
+    def wait_started(self, timeout: float = 30.0) -> None:
+        """Wait for the node's "started" log line; `ClusterError` with its log if it exits or
+        the timeout passes first."""
+        started = self._started.wait(timeout)
+        code = self._require().poll()
+        if code is not None:
+            why = f"exited with code {code} before starting"
+        elif not started:
+            why = f"did not start within {timeout:.1f}s"
+        else:
+            return
+        raise ClusterError(f"node {self.node_id} {why}; its output:\n{self.tail(40)}")
+
+    def _drain(self, process: subprocess.Popen[str], started: threading.Event, generation: int) -> None:
+        assert process.stderr is not None
+        for raw in process.stderr:
+            line = raw.rstrip("\n")
+            self.output.append(line)
+            if not started.is_set() and _STARTED.search(line):
+                started.set()
+        process.stderr.close()
+        process.wait()
+        with self._lock:
+            if generation == self.starts:
+                self._stop_listening()
+        started.set()  # wake a waiter: the process is gone
+
+    def _stop_listening(self) -> None:
+        """After the child is gone: refuse connections, but keep the port (caller holds the lock)."""
+        if not self._listening or self._closed:
+            return
+        self._listening = False
+        for sock in self.sockets.values():
+            address = sock.getsockname()
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RD)  # leaves the listening state (Linux)
+            try:
+                # The kernel releases a port it chose (bound as port 0) when listening ends:
+                # take it again. A port bound explicitly stays bound (EINVAL: already bound).
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    self._lost_port = f"its port {address[1]} was taken while it was down ({exc})"
+
+    def close_sockets(self) -> None:
+        """Close this node's listening sockets (the cluster is done with the node)."""
+        with self._lock:
+            self._closed = True
+            for sock in self.sockets.values():
+                sock.close()
+
+    def kill9(self) -> None:
+        """SIGKILL: a crash or power loss, as far as this node's storage knows."""
+        process = self._require()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        self._after_exit()
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        process = self._require()
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)  # a paused node must be able to act on SIGTERM
+            process.send_signal(signal.SIGTERM)
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(
+                f"node {self.node_id} did not stop within {timeout}s of SIGTERM; its output:\n"
+                f"{self.tail(40)}"
+            ) from None
+        self._after_exit()
+        return code
+
+    def _after_exit(self) -> None:
+        with self._lock:
+            self._stop_listening()
+
+    def pause(self) -> None:
+        """SIGSTOP: the node stops answering but keeps its connections (a long GC pause, a
+        hung machine)."""
+        self._require().send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        self._require().send_signal(signal.SIGCONT)
+
+    def restart(self, clean: bool = True, timeout: float = 30.0) -> None:
+        """Stop (SIGTERM, or SIGKILL with clean=False), start on the same sockets, wait until
+        started."""
+        if self.alive:
+            if clean:
+                self.stop()
+            else:
+                self.kill9()
+        self.start()
+        self.wait_started(timeout)
+
+    def tail(self, lines: int = 100) -> str:
+        return "\n".join(list(self.output)[-lines:])
+
+    def _require(self) -> subprocess.Popen[str]:
+        if self.process is None:
+            raise ClusterError(f"node {self.node_id} was never started")
+        return self.process
+
+
+class ClusterProcess:
+    """N `strom serve` children forming one cluster with a static controller quorum.
+
+    `combined=N`: N nodes, each `process.roles=broker,controller` (all voters). Or
+    `controllers=C, brokers=M`: C controller-only voters (ids 1..C) and M broker-only nodes
+    (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
+    `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
+    between restarts (`node.overrides`).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        combined: int = 0,
+        controllers: int = 0,
+        brokers: int = 0,
+        overrides: Mapping[str, str] | None = None,
+        node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
+        if combined and (controllers or brokers):
+            raise ValueError("either combined nodes, or controllers and brokers")
+        if not combined and (controllers < 1 or brokers < 1):
+            raise ValueError("a cluster needs combined nodes, or controllers and brokers")
+        self.root = root
+        self.start_timeout = start_timeout
+        self.cluster_id = new_cluster_id()
+        self.nodes: list[ClusterNode] = []
+        roles_of = (
+            [("broker", "controller")] * combined
+            if combined
+            else [("controller",)] * controllers + [("broker",)] * brokers
+        )
+        try:
+            for node_id, roles in enumerate(roles_of, start=1):
+                sockets = {}
+                if "broker" in roles:
+                    sockets[CLIENT_LISTENER] = listening_socket(HOST)
+                if "controller" in roles:
+                    sockets[CONTROLLER_LISTENER] = listening_socket(HOST)
+                self.nodes.append(ClusterNode(node_id, roles, root / f"node-{node_id}", sockets))
+        except BaseException:
+            self._close_sockets()
+            raise
+        self.voters = ",".join(
+            f"{n.node_id}@{n.controller_address}" for n in self.nodes if n.is_controller
+        )
+        """controller.quorum.voters, the same on every node."""
+        for node in self.nodes:
+            node.overrides = {
+                **self._node_config(node),
+                **(overrides or {}),
+                **(node_overrides or {}).get(node.node_id, {}),
+            }
+        self.format_seconds = 0.0
+        """How long `strom format` took (every node in parallel)."""
+        self.startup_seconds = 0.0
+        """From starting the first node to the last node's "started" line."""
+        self.ready_seconds = 0.0
+        """From starting the first node until every broker's Metadata lists every broker."""
+
+    def _node_config(self, node: ClusterNode) -> dict[str, str]:
+        listeners = ",".join(f"{name}://{HOST}:{node.port(name)}" for name in node.sockets)
+        return {
+            "process.roles": ",".join(node.roles),
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": self.voters,
+            "controller.listener.names": CONTROLLER_LISTENER,
+            "listeners": listeners,
+            **({"inter.broker.listener.name": CLIENT_LISTENER} if node.is_broker else {}),
+            "log.dirs": str(node.data_dir / "data"),
+            "metadata.log.dir": str(node.data_dir / "metadata"),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+
+    # --- what tests use ----------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's client endpoint, comma-separated (bootstrap.servers)."""
+        return ",".join(n.bootstrap for n in self.brokers)
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        """Every controller's endpoint (`--bootstrap-controller`,
+        controller.quorum.bootstrap.servers)."""
+        return ",".join(n.controller_address for n in self.controllers)
+
+    @property
+    def brokers(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.is_broker]
+
+    @property
+    def controllers(self) -> list[ClusterNode]:
+        return [n for n in self.nodes if n.is_controller]
+
+    def node(self, node_id: int) -> ClusterNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise KeyError(f"no node {node_id} (nodes: {[n.node_id for n in self.nodes]})")
+
+    def report(self, lines: int = 200) -> str:
+        """Every node's last log lines, for a failure report."""
+        return "\n".join(
+            f"===== node {n.node_id} ({','.join(n.roles)}) pid "
+            f"{n.process.pid if n.process else '-'} =====\n{n.tail(lines)}"
+            for n in self.nodes
+        )
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Format every node's storage with the cluster id, start every node, wait for each
+        one's "started" line and then for every broker to see every broker (`wait_for_brokers`)."""
+        begun = time.monotonic()
+        self.format()
+        formatted = time.monotonic()
+        self.format_seconds = formatted - begun
+        for node in self.nodes:
+            node.start()
+        deadline = begun + self.start_timeout
+        for node in self.nodes:
+            node.wait_started(max(0.0, deadline - time.monotonic()))
+        self.startup_seconds = time.monotonic() - formatted
+        self.wait_for_brokers(max(0.0, deadline - time.monotonic()))
+        self.ready_seconds = time.monotonic() - formatted
+
+    def wait_for_brokers(self, timeout: float = 30.0) -> None:
+        """Until every live broker's Metadata lists every live broker: each has registered with
+        the active controller and sees the others, so a client can use any of them."""
+        deadline = time.monotonic() + timeout
+        seen: dict[int, set[int] | str] = {}
+        while True:
+            live = [n for n in self.brokers if n.alive]
+            wanted = {n.node_id for n in live}
+            for node in live:
+                seen[node.node_id] = _listed_brokers(node.bootstrap)
+            if all(seen[n.node_id] == wanted for n in live):
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(
+                    f"brokers {sorted(wanted)} did not all see each other within {timeout}s "
+                    f"(each node's Metadata: {seen}); their output:\n{self.report(40)}"
+                )
+            time.sleep(0.05)  # polling what we wait for, against the deadline above
+
+    def format(self) -> None:
+        """`strom format --cluster-id ...` on every node, in parallel."""
+        running = []
+        for node in self.nodes:
+            args = [sys.executable, "-m", "strom", "format", "--cluster-id", self.cluster_id,
+                    "--ignore-formatted"]  # fmt: skip
+            for key, value in node.overrides.items():
+                args += ["--override", f"{key}={value}"]
+            running.append((node, subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, env=child_environment(),
+            )))  # fmt: skip
+        failures = []
+        for node, process in running:
+            out, _ = process.communicate(timeout=60)
+            if process.returncode != 0:
+                failures.append(f"node {node.node_id}: {out.strip()}")
+        if failures:
+            raise ClusterError("strom format failed: " + "; ".join(failures))
+
+    def close(self, grace: float = 10.0) -> None:
+        """Stop every node (SIGTERM, SIGKILL after `grace` seconds) and close every socket."""
+        try:
+            self._terminate([n.process for n in self.nodes if n.alive], grace)
+        finally:
+            self._close_sockets()
+
+    @staticmethod
+    def _terminate(processes: Iterable[subprocess.Popen[str] | None], grace: float) -> None:
+        live = [p for p in processes if p is not None]
+        for process in live:
+            process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for process in live:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _close_sockets(self) -> None:
+        for node in self.nodes:
+            node.close_sockets()
+
+    def __enter__(self) -> ClusterProcess:
+        try:
+            self.start()
+        except BaseException:
+            self.close(grace=0.0)
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _listed_brokers(address: str) -> set[int] | str:
+    """The broker ids in this broker's Metadata answer (or why there is none)."""
+
+    async def ask() -> set[int]:
+        with trio.fail_after(5):
+            client = await KafkaClient.connect(address, "strom-cluster-harness")
+            try:
+                response = await client.request(MetadataRequest(topics=[]), 12, MetadataResponse)
+            finally:
+                await client.aclose()
+        return {b.node_id for b in response.brokers}
+
+    try:
+        return trio.run(ask)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
+        return f"{type(exc).__name__}: {exc}"

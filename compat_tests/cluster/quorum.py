@@ -1,0 +1,110 @@
+"""What the cluster tests ask single nodes, over the repo's raw client (`KafkaClient`): the
+controller quorum (DescribeQuorum, as `kafka-metadata-quorum describe --status` asks it) and one
+node's own Metadata (a stock client would ask whichever broker it likes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import trio
+
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.cluster import ClusterNode, ClusterProcess
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
+
+REQUEST_TIMEOUT = 5.0
+DESCRIBE_TIMEOUT = 0.3
+"""A live node answers DescribeQuorum in milliseconds; a paused one never does, and waiting
+longer for it would only delay the poll (and the election times the tests measure)."""
+
+
+@dataclass(frozen=True)
+class QuorumState:
+    """The quorum as its leader describes it."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: dict[int, int]
+    """Voter id -> log end offset."""
+    observers: dict[int, int]
+
+
+async def _describe(address: str) -> DescribeQuorumResponse.PartitionData:
+    with trio.fail_after(DESCRIBE_TIMEOUT):
+        client = await KafkaClient.connect(address, "kafka-metadata-quorum")
+        try:
+            request = DescribeQuorumRequest(
+                topics=[
+                    DescribeQuorumRequest.TopicData(
+                        "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
+                    )
+                ]
+            )
+            response = await client.request(request, 2, DescribeQuorumResponse)
+        finally:
+            await client.aclose()
+    [topic] = response.topics
+    [partition] = topic.partitions
+    return partition
+
+
+def describe_quorum(node: ClusterNode) -> DescribeQuorumResponse.PartitionData | None:
+    """DescribeQuorum on the node's controller listener (None: no answer)."""
+    try:
+        return trio.run(_describe, node.controller_address)
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError):
+        # a dead, paused or closing node
+        return None
+
+
+def quorum_state(cluster: ClusterProcess) -> QuorumState | None:
+    """The quorum as the live leader reports it (None while no live controller leads). Every
+    live controller is asked at once, so a paused one (connected, never answering) delays
+    nothing: the leader's answer is taken as soon as it comes."""
+    addresses = [n.controller_address for n in cluster.controllers if n.alive]
+
+    async def ask_all() -> DescribeQuorumResponse.PartitionData | None:
+        found: list[DescribeQuorumResponse.PartitionData] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask(address: str) -> None:
+                try:
+                    answer = await _describe(address)
+                except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError):
+                    return
+                if answer.error_code == ErrorCode.NONE:
+                    found.append(answer)
+                    nursery.cancel_scope.cancel()
+
+            for address in addresses:
+                nursery.start_soon(ask, address)
+        return found[0] if found else None
+
+    answer = trio.run(ask_all)
+    if answer is None:
+        return None
+    return QuorumState(
+        answer.leader_id,
+        answer.leader_epoch,
+        answer.high_watermark,
+        {v.replica_id: v.log_end_offset for v in answer.current_voters},
+        {o.replica_id: o.log_end_offset for o in answer.observers},
+    )
+
+
+async def _topics(address: str) -> set[str]:
+    with trio.fail_after(REQUEST_TIMEOUT):
+        client = await KafkaClient.connect(address)
+        try:
+            response = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+        finally:
+            await client.aclose()
+    return {t.name for t in response.topics if t.name is not None and t.error_code == 0}
+
+
+def topics_on(node: ClusterNode) -> set[str]:
+    """The topics in this one broker's Metadata answer."""
+    return trio.run(_topics, node.bootstrap)
