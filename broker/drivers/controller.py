@@ -388,9 +388,7 @@ class ControllerDriver:
         """Fence every broker whose lease has run out, one command each; their ids."""
         fenced: list[int] = []
         while True:
-            broker_id = await self._run(
-                lambda: self._controller.fence_stale_broker(_monotonic_ms())
-            )
+            broker_id = await self._run(lambda: self._controller.fence_stale_broker(_monotonic_ms()))
             if broker_id is None:
                 return fenced
             log.info("fenced broker %d: its session timed out", broker_id)

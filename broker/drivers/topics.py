@@ -31,7 +31,6 @@ class TopicController(Protocol):
         self, request: CreateTopicsRequest, version: int
     ) -> CreateTopicsResponse: ...
 
-
 log = logging.getLogger("strom.topics")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
@@ -117,7 +116,9 @@ async def create_topics(
     }
 
 
-async def auto_create_topics(controller: TopicController, names: list[str]) -> dict[str, ErrorCode]:
+async def auto_create_topics(
+    controller: TopicController, names: list[str]
+) -> dict[str, ErrorCode]:
     """Create topics with the broker defaults, as Metadata and Produce auto-creation do."""
     results = await create_topics(controller, [NewTopic(n) for n in dict.fromkeys(names)])
     return {name: error.code for name, error in results.items()}

@@ -41,9 +41,7 @@ def register_local(
     result = controller.broker_registration(request, broker_epoch=broker_epoch, now_ms=now_ms)
     assert commit(controller, result).error_code == 0
     heartbeat = BrokerHeartbeatRequest(
-        broker_id=controller.node_id,
-        broker_epoch=broker_epoch,
-        current_metadata_offset=broker_epoch,
+        broker_id=controller.node_id, broker_epoch=broker_epoch, current_metadata_offset=broker_epoch
     )
     result2 = controller.broker_heartbeat(heartbeat, next_offset=broker_epoch + 1, now_ms=now_ms)
     assert not commit(controller, result2).is_fenced

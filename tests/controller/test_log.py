@@ -285,9 +285,7 @@ def test_a_full_filesystem_refuses_the_batch_and_then_recovers(
         with pytest.raises(OSError, match="No space left") as info:
             log.append(big, epoch=1, timestamp=0)
         assert info.value.errno == errno.ENOSPC
-        with pytest.raises(
-            OSError, match="No space left"
-        ):  # still full: refused again, nothing left over
+        with pytest.raises(OSError, match="No space left"):  # still full: refused again, nothing left over
             log.append(big, epoch=1, timestamp=0)
         filler.unlink()
         log.append([_topic(6)], epoch=1, timestamp=0)
