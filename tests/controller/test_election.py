@@ -197,3 +197,22 @@ def test_unfencing_the_last_isr_member_elects_it_cleanly() -> None:
     unfence(controller, 2)
     p = part(controller, topic_id)
     assert (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), RECOVERED)
+
+
+def test_the_dynamic_cluster_default_allows_unclean_elections() -> None:
+    from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+    from tests.controller.helpers import commit
+
+    controller, topic_id = _lose_isr()
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            IncrementalAlterConfigsRequest.AlterConfigsResource(
+                4, "", [IncrementalAlterConfigsRequest.AlterableConfig(
+                    "unclean.leader.election.enable", 0, "true")]
+            )
+        ]
+    )  # fmt: skip
+    response = commit(controller, controller.incremental_alter_configs(request, 1))
+    assert response.responses[0].error_code == 0, response.responses[0].error_message
+    commit(controller, controller.elect_unclean_leaders())
+    assert part(controller, topic_id).leader == 3

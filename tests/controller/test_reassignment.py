@@ -166,3 +166,24 @@ def test_list_named_partitions_and_unknown_names() -> None:
     listed = _list(controller, {"t": [0]})
     assert [t.name for t in listed.topics] == ["t"]
     assert listed.error_code == ErrorCode.NONE
+
+
+def test_completion_that_keeps_the_leader_answers_the_new_state() -> None:
+    controller, topic_id = cluster([1, 2])
+    _reassign(controller, [1, 3])
+    before = part(controller, topic_id)
+    answer = alter_isr(controller, topic_id, [1, 2, 3])
+    assert answer.error_code == ErrorCode.NONE
+    assert _state(controller, topic_id) == ((1, 3), (1, 3), 1, (), ())
+    after = part(controller, topic_id)
+    assert after.leader_epoch == before.leader_epoch + 1  # replica 2 left
+    assert (answer.leader_id, answer.isr, answer.leader_epoch, answer.partition_epoch) == (
+        1, [1, 3], after.leader_epoch, after.partition_epoch)  # fmt: skip
+
+
+def test_a_new_target_during_a_reassignment_keeps_the_adding_replicas_in_progress() -> None:
+    controller, topic_id = cluster([1, 2])
+    _reassign(controller, [2, 3])
+    assert _state(controller, topic_id) == ((2, 3, 1), (1, 2), 1, (3,), (1,))
+    _reassign(controller, [2, 3])  # resubmitted: 3 is still being added, as in Kafka
+    assert _state(controller, topic_id) == ((2, 3, 1), (1, 2), 1, (3,), (1,))
