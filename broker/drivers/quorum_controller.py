@@ -578,7 +578,10 @@ class QuorumController:
             with trio.move_on_after(interval):
                 await self._leadership_check.wait()
             self._leadership_check = trio.Event()
-            await self.check_leadership()
+            try:
+                await self.check_leadership()
+            except ControllerError as exc:  # the metadata log refused it: the next check retries
+                log.error("leadership check failed: %s", exc)
 
     async def alter_partition(
         self, request: AlterPartitionRequest, version: int
