@@ -7,9 +7,9 @@ Behavior:
   leader, from outside the ISR if need be (ISR = the new leader, RECOVERING), whatever the
   topic's `unclean.leader.election.enable` says. Per-partition errors as Kafka's KRaft
   controller: ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
-  ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. Null partitions: every
-  partition, leaving out those that need no election. Another election type: INVALID_REQUEST
-  (top level).
+  ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION; one result entry per requested
+  topic entry. Null partitions: every topic gets an entry, leaving out the partitions that need
+  no election. Another election type: INVALID_REQUEST on every entry and the top level.
 - `timeout_ms` is the controller deadline (see `strom.broker.admin.deadline`): past it every
   named partition (and, v1+, the top level) answers REQUEST_TIMED_OUT and nothing changes.
 - On a broker that is not the active controller the request is forwarded to it

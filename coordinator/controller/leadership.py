@@ -13,8 +13,9 @@ ElectLeaders, per partition, in Kafka's order (ReplicationControlManager.electLe
 | PREFERRED: nothing would change (first replica not in the ISR or not active) | PREFERRED_LEADER_NOT_AVAILABLE |
 | UNCLEAN: no replica can lead                                | ELIGIBLE_LEADERS_NOT_AVAILABLE |
 
-A null topic list means every partition of every topic; partitions that need no election are
-then left out of the answer. An UNCLEAN request elects outside the ISR whatever the topic's
+A null topic list means every partition of every topic: each topic gets an entry, without the
+partitions that need no election. An unknown election type fails every named partition and the
+top level with INVALID_REQUEST ("Unknown election type N"). An UNCLEAN request elects outside the ISR whatever the topic's
 `unclean.leader.election.enable` says (it is the operator's explicit choice).
 
 `balance_leaders` is `auto.leader.rebalance.enable`: a PREFERRED election for every partition
@@ -59,36 +60,41 @@ def elect_leaders(
     from strom.wire.messages.elect_leaders import ElectLeadersResponse
 
     election_type = request.election_type if version >= 1 else PREFERRED
+    Result = ElectLeadersResponse.ReplicaElectionResult
+    Partition = ElectLeadersResponse.PartitionResult
     response = ElectLeadersResponse()
     if election_type not in (PREFERRED, UNCLEAN):
+        message = f"Unknown election type {election_type}"
         response.error_code = ErrorCode.INVALID_REQUEST
+        response.replica_election_results = [
+            Result(
+                t.topic, [Partition(p, ErrorCode.INVALID_REQUEST, message) for p in t.partitions]
+            )
+            for t in request.topic_partitions or []
+        ]
         return ControllerResult(response)
     image = context.image
     planner = _Planner(image)
-    results: dict[str, ElectLeadersResponse.ReplicaElectionResult] = {}
-
-    def add(topic: str, partition_id: int, error: ApiError) -> None:
-        entry = results.get(topic)
-        if entry is None:
-            entry = results[topic] = ElectLeadersResponse.ReplicaElectionResult(topic=topic)
-            response.replica_election_results.append(entry)
-        entry.partition_result.append(
-            ElectLeadersResponse.PartitionResult(partition_id, error.code, error.message)
-        )
-
+    results = response.replica_election_results
     if request.topic_partitions is None:
-        for name in image.topic_names():
+        for name in image.topic_names():  # every topic has an entry, maybe empty (as Kafka)
             topic = image.topic(name)
             assert topic is not None
+            entry = Result(topic=name)
+            results.append(entry)
             for partition_id in sorted(topic.partitions):
                 error = planner.elect(name, partition_id, election_type)
                 if error.code != ErrorCode.ELECTION_NOT_NEEDED:
-                    add(name, partition_id, error)
+                    entry.partition_result.append(
+                        Partition(partition_id, error.code, error.message)
+                    )
     else:
-        for wanted in request.topic_partitions:
+        for wanted in request.topic_partitions:  # one entry per requested topic entry
+            entry = Result(topic=wanted.topic)
+            results.append(entry)
             for partition_id in wanted.partitions:
-                add(wanted.topic, partition_id, planner.elect(wanted.topic, partition_id,
-                                                              election_type))  # fmt: skip
+                error = planner.elect(wanted.topic, partition_id, election_type)
+                entry.partition_result.append(Partition(partition_id, error.code, error.message))
     return ControllerResult(response, planner.records)
 
 

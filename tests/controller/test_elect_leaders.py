@@ -107,6 +107,21 @@ def test_all_partitions_leaves_out_those_that_need_no_election() -> None:
     alter_isr(controller, topic_id, [3, 2])
     response = _elect(controller, PREFERRED, None)
     assert _codes(response) == {("t", 0): ErrorCode.NONE}
+    # every topic has an entry, the balanced one an empty one (as Kafka's controller answers)
+    assert [r.topic for r in response.replica_election_results] == ["t", "u"]
+
+
+def test_a_topic_named_twice_gets_two_entries() -> None:
+    controller, _ = cluster([2, 3])
+    request = ElectLeadersRequest(
+        election_type=PREFERRED,
+        topic_partitions=[
+            ElectLeadersRequest.TopicPartitions("t", [0]),
+            ElectLeadersRequest.TopicPartitions("t", [0]),
+        ],
+    )
+    response = commit(controller, controller.elect_leaders(request, 2))
+    assert [r.topic for r in response.replica_election_results] == ["t", "t"]
 
 
 def test_version_0_is_always_preferred() -> None:
@@ -119,7 +134,11 @@ def test_an_unknown_election_type_is_refused() -> None:
     controller, _ = cluster([2, 3])
     response = _elect(controller, 7, {"t": [0]})
     assert response.error_code == ErrorCode.INVALID_REQUEST
-    assert response.replica_election_results == []
+    [result] = response.replica_election_results[0].partition_result
+    assert (result.error_code, result.error_message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Unknown election type 7",
+    )
 
 
 def test_the_same_partition_twice_elects_once() -> None:
