@@ -16,7 +16,8 @@ does (ReplicationControlManager, PartitionReassignmentReplicas):
 - **Cancel.** A null replica list reverts: the adding replicas leave the replica set and ISR, the
   removing ones stay. If that would empty the ISR, the first remaining replica becomes the ISR,
   an unclean election, refused (INVALID_REPLICA_ASSIGNMENT) unless the topic allows unclean
-  leader election. Cancelling where nothing is in progress: NO_REASSIGNMENT_IN_PROGRESS.
+  leader election (the revert's own election is then UNCLEAN too, as in Kafka). Cancelling
+  where nothing is in progress: NO_REASSIGNMENT_IN_PROGRESS.
 - **Errors**, per partition: UNKNOWN_TOPIC_OR_PARTITION ("Unable to find a topic named t." /
   "Unable to find partition t:p."), INVALID_REPLICA_ASSIGNMENT for an empty, duplicated or
   unregistered target (CreateTopics' manual-assignment messages).
@@ -160,7 +161,7 @@ def _cancel(
         topic_id,
         partition,
         lambda b: is_active(image, b),
-        election=Election.ONLINE,
+        election=Election.UNCLEAN if unclean_allowed else Election.ONLINE,
         replicas=replicas,
         isr=isr,
         removing=[],
