@@ -216,3 +216,20 @@ def test_the_dynamic_cluster_default_allows_unclean_elections() -> None:
     assert response.responses[0].error_code == 0, response.responses[0].error_message
     commit(controller, controller.elect_unclean_leaders())
     assert part(controller, topic_id).leader == 3
+
+
+def test_controlled_shutdown_of_the_last_isr_member_elects_uncleanly_where_allowed() -> None:
+    from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
+    from tests.controller.helpers import commit
+    from tests.controller.leadership_helpers import BROKER_EPOCH
+
+    for configs, expected in ((None, (NO_LEADER, (2,))), (UNCLEAN, (3, (3,)))):
+        controller, topic_id = cluster([2, 3, 4], configs=configs)
+        alter_isr(controller, topic_id, [2])
+        request = BrokerHeartbeatRequest(
+            broker_id=2, broker_epoch=BROKER_EPOCH[2], current_metadata_offset=10**6,
+            want_shut_down=True,
+        )  # fmt: skip
+        commit(controller, controller.broker_heartbeat(request, next_offset=10**6, now_ms=0))
+        p = part(controller, topic_id)
+        assert (p.leader, p.isr) == expected
