@@ -25,8 +25,8 @@ replica a reassignment is adding completes that reassignment (see reassignment.p
 that takes the requesting leader out of the replica set a new leader is elected in the same
 record and the answer is NEW_LEADER_ELECTED (Kafka's FENCED_LEADER_EPOCH for versions below 2
 does not arise: 2 is the oldest served), with no partition state: the old leader learns the new
-state from the metadata. Where the topic allows
-unclean leader election the plan may elect outside the ISR, as Kafka's does.
+state from the metadata. Where the topic allows unclean leader election the plan may elect
+outside the ISR, as Kafka's does.
 """
 
 from __future__ import annotations
