@@ -105,7 +105,9 @@ class ControllerForwarder:
             lookup,
             client_id=f"broker-{config.node_id}-forwarding",
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
-            attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
+            # a command may take the controller a while (a topic of thousands of partitions):
+            # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
+            attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
         )
 
