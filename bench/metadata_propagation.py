@@ -104,10 +104,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--split", action="store_true", help="3 controllers + 3 brokers")
     args = parser.parse_args()
-    shape = {"controllers": 3, "brokers": 3} if args.split else {"combined": 3}
     creates, totals = [], []
     for run in range(args.runs):
-        with tempfile.TemporaryDirectory() as tmp, ClusterProcess(Path(tmp), **shape) as cluster:
+        with tempfile.TemporaryDirectory() as tmp, (
+            ClusterProcess(Path(tmp), controllers=3, brokers=3)
+            if args.split
+            else ClusterProcess(Path(tmp), combined=3)
+        ) as cluster:
             created, total = trio.run(_one_run, cluster, args.partitions, args.per_topic, args.rf)
         creates.append(created)
         totals.append(total)
