@@ -43,10 +43,6 @@ async def controller_client(broker: EmbeddedBroker) -> AsyncIterator[KafkaClient
     await client.aclose()
 
 
-def _describe() -> DescribeQuorumRequest:
-    D = DescribeQuorumRequest
-    return D(topics=[D.TopicData("__cluster_metadata", [D.PartitionData(0)])])
-
 
 async def test_the_raft_apis_are_advertised_on_the_controller_listener_only(
     controller_client: KafkaClient, client: KafkaClient
