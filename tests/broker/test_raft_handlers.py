@@ -17,7 +17,6 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.wire.errors import ProtocolError
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
-from strom.wire.messages.describe_quorum import DescribeQuorumRequest
 from strom.wire.messages.vote import VoteRequest, VoteResponse
 
 pytestmark = pytest.mark.trio
