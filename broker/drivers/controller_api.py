@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from strom.coordinator.metadata.image import MetadataImage
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -34,9 +38,14 @@ if TYPE_CHECKING:
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
 
 ImageListener = Callable[["MetadataImage"], Awaitable[None] | None]
@@ -111,6 +120,24 @@ class MetadataController(Protocol):
     async def alter_partition(
         self, request: AlterPartitionRequest, version: int
     ) -> AlterPartitionResponse: ...
+
+    async def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ElectLeadersResponse: ...
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> AlterPartitionReassignmentsResponse: ...
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ListPartitionReassignmentsResponse: ...
+
+    async def watch_leadership(self) -> None:
+        """Run forever: on the active controller, every leader.imbalance.check.interval.seconds
+        (and at once after a config change) elect unclean leaders where topics allow it and,
+        with auto.leader.rebalance.enable, move leadership back to preferred replicas."""
+        ...
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

@@ -9,7 +9,11 @@ transitions Kafka's makeLeaders / makeFollowers make:
   `ReplicaSet`. A replicated partition's high watermark then moves only as the ISR catches up
   (`high_watermark_follows_appends` False); a single-replica partition keeps committing at
   append, with no `ReplicaSet` and no waiting anywhere (today's speed).
-- **Stays leader**: the committed ISR of the image reaches the `ReplicaSet` (`committed`).
+- **Stays leader**: the committed ISR of the image reaches the `ReplicaSet` (`committed`), and
+  a changed replica set (a reassignment) its followers (`reassigned`: new replicas join the ISR
+  through AlterPartition once caught up, which lets the controller complete the reassignment).
+- **Elected uncleanly** (leader recovery state RECOVERING): the leader reports RECOVERED in an
+  AlterPartition at once (KIP-704; there is no transaction state to recover yet).
 - **Became or stays follower** of a new leader or epoch: the fetcher for that leader broker
   (`strom.broker.replication.fetcher`) takes the partition; divergence is settled on the first
   response (no truncation up front).
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.replication")
 
 ALTER_PARTITION_VERSION = AlterPartitionRequest.MAX_VERSION
+RECOVERED, RECOVERING = 0, 1
+"""Leader recovery states (KIP-704): RECOVERING after an unclean election."""
 ALTER_PARTITION_TIMEOUT_S = 30.0
 """How long one AlterPartition may retry across controller changes before it is proposed anew."""
 
@@ -134,7 +140,9 @@ class ReplicationManager:
                     ):
                         current = self._become_leader(plog, topic.topic_id, partition, lag, now)
                     else:
-                        current.replicas = partition.replicas
+                        if partition.replicas != current.replicas:
+                            current.replica_set.reassigned(partition.replicas)
+                            current.replicas = partition.replicas
                         if partition.partition_epoch >= current.partition_epoch:
                             current.partition_epoch = partition.partition_epoch
                             current.replica_set.committed(partition.isr)
@@ -183,7 +191,13 @@ class ReplicationManager:
             topic_id, partition.leader_epoch, partition.partition_epoch, partition.replicas, plog,
             replica_set,
         )  # fmt: skip
-        self._advance((plog.topic, plog.partition), leadership)
+        key = (plog.topic, plog.partition)
+        self._advance(key, leadership)
+        if partition.leader_recovery_state == RECOVERING:
+            # elected uncleanly: report RECOVERED at once (every AlterPartition this leader
+            # sends says RECOVERED; there is no transaction state to recover yet)
+            self._outbox.proposals[key] = (leadership, frozenset(partition.isr))
+            self._outbox.ready.set()
         return leadership
 
     # --- leader side -------------------------------------------------------------------------
@@ -274,7 +288,7 @@ class ReplicationManager:
                     partition_index=index,
                     leader_epoch=leadership.leader_epoch,
                     new_isr_with_epochs=members,
-                    leader_recovery_state=0,
+                    leader_recovery_state=RECOVERED,
                     partition_epoch=leadership.partition_epoch,
                 )
             )
