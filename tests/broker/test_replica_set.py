@@ -147,6 +147,6 @@ def test_a_reassignment_adds_and_forgets_followers() -> None:
     assert set(rs.followers) == {2, 3}
     assert rs.followers[3].log_end_offset == -1
     rs.follower_fetched(3, 0, 0, now_ms=1)
-    assert rs.proposal(0, 2, eligible=[1, 2, 3]) == {1, 2, 3}
+    assert rs.proposal(0, 2, eligible=[1, 2, 3]) == frozenset({1, 2, 3})
     rs.reassigned([1, 3])
     assert set(rs.followers) == {3}
