@@ -196,6 +196,7 @@ class ReplicationManager:
         if partition.leader_recovery_state == RECOVERING:
             # elected uncleanly: report RECOVERED at once (every AlterPartition this leader
             # sends says RECOVERED; there is no transaction state to recover yet)
+            log.info("%s: elected uncleanly; reporting RECOVERED", plog.name)
             self._outbox.proposals[key] = (leadership, frozenset(partition.isr))
             self._outbox.ready.set()
         return leadership

@@ -311,3 +311,60 @@ def test_split_roles_replicate_between_broker_only_nodes(strom_cluster: StartClu
                what="the follower back in the ISR", interval=0.1)  # fmt: skip
     assert ends_equal(brokers, topic, 101)
     assert produce_error(cluster.node(leader), topic) == ErrorCode.NONE
+
+
+def test_unclean_election_and_the_old_leaders_return(strom_cluster: StartCluster) -> None:
+    """unclean.leader.election.enable=true, replication factor 2, split roles: the follower dies
+    (the ISR shrinks to the leader), the leader takes more records, then dies too; the follower
+    comes back and is elected uncleanly (it lacks those records), reports RECOVERED and serves.
+    When the old leader returns it truncates the records only it held and rejoins the ISR."""
+    cluster = strom_cluster(controllers=3, brokers=2, overrides=FAST)
+    wait_for_leader(cluster)
+    topic = "unclean"
+    admin = ck.admin(cluster.bootstrap)
+    new = ck.NewTopic(topic, num_partitions=1, replication_factor=2,
+                      config={"unclean.leader.election.enable": "true",
+                              "min.insync.replicas": "1"})  # fmt: skip
+    for future in admin.create_topics([new], operation_timeout=30, request_timeout=30).values():
+        future.result(timeout=30)
+    brokers = cluster.brokers
+    for node in brokers:
+        wait_for_topics(node, topic)
+
+    def state() -> tuple[int, list[int]] | None:
+        for node in brokers:
+            if node.alive and (found := partition_state(node, topic)) is not None:
+                return found
+        return None
+
+    def isr_is(members: list[int]) -> tuple[int, list[int]] | None:
+        found = state()
+        return found if found is not None and found[0] >= 0 and found[1] == members else None
+
+    leader, _ = wait_until(lambda: isr_is([4, 5]), timeout=30, what="ISR [4, 5]", interval=0.1)
+    produce(cluster.bootstrap, topic, list(values(10)))
+    wait_until(lambda: ends_equal(brokers, topic, 10), timeout=20,
+               what="both replicas end at 10", interval=0.1)  # fmt: skip
+    old = cluster.node(leader)
+    survivor = next(n for n in brokers if n is not old)
+    survivor.kill9()
+    wait_until(lambda: isr_is([leader]), timeout=30, what="the ISR without the follower",
+               interval=0.1)  # fmt: skip
+    for _ in range(3):  # only the leader holds these
+        assert produce_error(old, topic) == ErrorCode.NONE
+    old.kill9()
+    survivor.restart(clean=False)
+    wait_until(lambda: isr_is([survivor.node_id]), timeout=30,
+               what="the survivor elected uncleanly", interval=0.1)  # fmt: skip
+    wait_until(lambda: any("reporting RECOVERED" in line for line in survivor.output),
+               timeout=10, what="the unclean leader reporting RECOVERED", interval=0.05)  # fmt: skip
+    produce(survivor.bootstrap, topic, list(values(5, 10)))
+    assert log_end(survivor, topic) == 15
+
+    old.restart(clean=False)
+    wait_until(lambda: isr_is([4, 5]), timeout=30, what="the old leader back in the ISR",
+               interval=0.1)  # fmt: skip
+    wait_until(lambda: ends_equal(brokers, topic, 15), timeout=20,
+               what="both replicas end at 15", interval=0.1)  # fmt: skip
+    assert any("diverges from leader" in line for line in old.output), old.tail(50)
+    assert consume_all(survivor.bootstrap, topic, 15) == list(values(15))
