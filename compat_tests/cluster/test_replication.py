@@ -29,6 +29,10 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
@@ -368,3 +372,51 @@ def test_unclean_election_and_the_old_leaders_return(strom_cluster: StartCluster
                what="both replicas end at 15", interval=0.1)  # fmt: skip
     assert any("diverges from leader" in line for line in old.output), old.tail(50)
     assert consume_all(survivor.bootstrap, topic, 15) == list(values(15))
+
+
+def replicas_of(node: ClusterNode, topic: str) -> list[int] | None:
+    response = _call(node.bootstrap, MetadataRequest(topics=None), 12, MetadataResponse)
+    if not isinstance(response, MetadataResponse):
+        return None
+    for t in response.topics:
+        if t.name == topic and t.partitions:
+            return sorted(t.partitions[0].replica_nodes)
+    return None
+
+
+def test_a_reassignment_moves_the_data(strom_cluster: StartCluster) -> None:
+    """A single-replica partition on node 1 reassigned to nodes 2 and 3: they copy the log from
+    node 1, join the ISR through its AlterPartition, which completes the reassignment; node 1
+    drops its replica and the data is served from the new replicas."""
+    cluster = strom_cluster(combined=3, overrides=FAST)
+    wait_for_leader(cluster)
+    topic = "moving"
+    admin = ck.admin(cluster.bootstrap)
+    new = ck.NewTopic(topic, num_partitions=1, replica_assignment=[[1]])
+    for future in admin.create_topics([new], operation_timeout=30, request_timeout=30).values():
+        future.result(timeout=30)
+    for node in cluster.nodes:
+        wait_for_topics(node, topic)
+    produce(cluster.bootstrap, topic, list(values(100)))
+
+    R = AlterPartitionReassignmentsRequest
+    request = R(topics=[R.ReassignableTopic(topic, [R.ReassignablePartition(0, [2, 3])])])
+    response = _call(cluster.node(1).bootstrap, request, 0, AlterPartitionReassignmentsResponse)
+    assert isinstance(response, AlterPartitionReassignmentsResponse)
+    assert response.error_code == ErrorCode.NONE
+    assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+    def moved() -> bool:
+        state = partition_state(cluster.node(2), topic)
+        return (
+            replicas_of(cluster.node(2), topic) == [2, 3]
+            and state is not None and state[0] in (2, 3) and state[1] == [2, 3]
+        )  # fmt: skip
+
+    wait_until(moved, timeout=30, what="replicas and ISR [2, 3]", interval=0.1)
+    survivors = [cluster.node(2), cluster.node(3)]
+    wait_until(lambda: ends_equal(survivors, topic, 100), timeout=20,
+               what="both new replicas end at 100", interval=0.1)  # fmt: skip
+    wait_until(lambda: log_end(cluster.node(1), topic) is None, timeout=20,
+               what="node 1 dropped its replica", interval=0.1)  # fmt: skip
+    assert consume_all(cluster.bootstrap, topic, 100) == list(values(100))
