@@ -1,0 +1,121 @@
+"""Network partitions of a 3-node combined cluster (`ClusterProcess(partitionable=True)`: every
+link between two nodes runs through the harness's proxies, which can hold its bytes; see
+`strom.broker.testing.network`). The active controller cut off from the other two: the majority
+elects a leader and keeps changing metadata, the cut-off node commits nothing, and after the
+heal it follows the new leader and has what was created meanwhile. A node cut off as a broker:
+its lease runs out, the active controller fences it, and its partitions have no leader (-1).
+Prints the measurements docs/cluster.md ("Measured") quotes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from compat_tests.cluster.quorum import (
+    QuorumState,
+    create_topic_via,
+    leader_seen_by,
+    partition_leaders,
+    quorum_state,
+    topics_on,
+)
+from compat_tests.cluster.test_cluster import ELECTION_TIMEOUT_S, caught_up, wait_for_leader
+from compat_tests.helpers import topic_name, wait_until
+from strom.broker.testing.cluster import ClusterNode
+from strom.broker.testing.pytest_plugin import StartCluster
+from strom.wire.errors import ErrorCode
+
+SESSION_TIMEOUT_S = 9.0
+"""broker.session.timeout.ms's default: a broker unheard of for this long is fenced."""
+
+
+def new_leader_among(nodes: list[ClusterNode], old: QuorumState) -> QuorumState | None:
+    state = leader_seen_by(nodes)
+    if state is None or state.leader_id == old.leader_id or state.leader_epoch <= old.leader_epoch:
+        return None
+    return state
+
+
+def test_partition_of_the_active_controller(strom_cluster: StartCluster) -> None:
+    cluster = strom_cluster(combined=3, partitionable=True)
+    before = wait_for_leader(cluster)
+    old = cluster.node(before.leader_id)
+    majority = [n for n in cluster.nodes if n is not old]
+
+    cut_at = time.monotonic()
+    cluster.partition(old)
+    after = wait_until(lambda: new_leader_among(majority, before), timeout=10 * ELECTION_TIMEOUT_S + 5,
+                       what="a new leader on the majority side", interval=0.02)  # fmt: skip
+    election = time.monotonic() - cut_at
+    print(f"\npartition of leader {old.node_id} (epoch {before.leader_epoch}): node "
+          f"{after.leader_id} leads epoch {after.leader_epoch} after {election:.2f}s")  # fmt: skip
+    assert after.leader_id != old.node_id
+    assert election < 2 * ELECTION_TIMEOUT_S + 6 * ELECTION_TIMEOUT_S  # fetch timeout + a few rounds
+
+    # Metadata changes go on through the majority, through either of its nodes.
+    created = []
+    for via in majority:
+        topic = topic_name(f"majority{via.node_id}")
+        assert create_topic_via(via, topic) == ErrorCode.NONE
+        created.append(topic)
+    for node in majority:
+        wait_until(lambda node=node: set(created) <= topics_on(node), timeout=15,  # type: ignore[misc]
+                   what=f"{created} on node {node.node_id}")  # fmt: skip
+
+    # The cut-off node cannot commit: the answer is an error or nothing, never success.
+    doomed = topic_name("isolated")
+    answer = create_topic_via(old, doomed, timeout_ms=3000)
+    print(f"CreateTopics sent to the cut-off node {old.node_id}: "
+          f"{'no answer' if answer is None else ErrorCode(answer).name}")  # fmt: skip
+    assert answer != ErrorCode.NONE
+    assert doomed not in topics_on(old)
+
+    healed_at = time.monotonic()
+    cluster.heal()
+    wait_until(lambda: set(created) <= topics_on(old), timeout=30,
+               what=f"the healed node {old.node_id} has {created}")  # fmt: skip
+    state = wait_until(lambda: caught_up(cluster, old.node_id), timeout=30,
+                       what=f"node {old.node_id} caught up with the leader", interval=0.1)  # fmt: skip
+    print(f"after the heal node {old.node_id} caught up in {time.monotonic() - healed_at:.2f}s "
+          f"(leader {state.leader_id}, epoch {state.leader_epoch})")  # fmt: skip
+    assert state.leader_epoch >= after.leader_epoch
+    assert old.node_id in state.voters
+    for node in cluster.nodes:
+        assert doomed not in topics_on(node)
+
+
+def test_partition_of_a_broker_fences_it(strom_cluster: StartCluster) -> None:
+    cluster = strom_cluster(combined=3, partitionable=True)
+    before = wait_for_leader(cluster)
+    cut_off = next(n for n in cluster.nodes if n.node_id != before.leader_id)
+    others = [n for n in cluster.nodes if n is not cut_off]
+    topic = topic_name("single")
+    assert create_topic_via(cluster.node(before.leader_id), topic, replicas=[cut_off.node_id]) == 0
+    for node in cluster.nodes:
+        wait_until(lambda node=node: partition_leaders(node, topic) == {0: cut_off.node_id},  # type: ignore[misc]
+                   timeout=15, what=f"{topic} led by {cut_off.node_id} on {node.node_id}")  # fmt: skip
+
+    cut_at = time.monotonic()
+    cluster.partition(cut_off)
+    for node in others:
+        wait_until(lambda node=node: partition_leaders(node, topic) == {0: -1},  # type: ignore[misc]
+                   timeout=SESSION_TIMEOUT_S + 10,
+                   what=f"{topic} leaderless on node {node.node_id}")  # fmt: skip
+    fenced = time.monotonic() - cut_at
+    state = leader_seen_by(others)
+    print(f"\npartition of broker/follower {cut_off.node_id}: fenced ({topic} leader -1 on the "
+          f"majority) after {fenced:.2f}s; the quorum leader is "
+          f"{state.leader_id if state else None}")  # fmt: skip
+    assert SESSION_TIMEOUT_S - 1 < fenced < SESSION_TIMEOUT_S + 10
+    assert state is not None and state.leader_id != cut_off.node_id
+
+    healed_at = time.monotonic()
+    cluster.heal()
+    for node in cluster.nodes:
+        wait_until(lambda node=node: partition_leaders(node, topic) == {0: cut_off.node_id},  # type: ignore[misc]
+                   timeout=30, what=f"{topic} led by {cut_off.node_id} again on {node.node_id}")  # fmt: skip
+    after = quorum_state(cluster)
+    print(f"after the heal node {cut_off.node_id} leads {topic} again in "
+          f"{time.monotonic() - healed_at:.2f}s; quorum leader "
+          f"{after.leader_id if after else None} epoch {after.leader_epoch if after else None} "
+          f"(was {before.leader_id} epoch {before.leader_epoch})")  # fmt: skip
