@@ -103,6 +103,10 @@ class Network:
         for front in self._fronts:
             front.close()
         for sock in sockets:
+            # shutdown, not only close: a pump blocked in recv keeps a closed descriptor's
+            # connection open (no FIN); shutdown ends it and wakes the pump
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             _close(sock)
 
     # --- for the fronts ----------------------------------------------------------------------

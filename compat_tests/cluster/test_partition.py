@@ -17,7 +17,6 @@ from compat_tests.cluster.quorum import (
     create_topic_via,
     leader_seen_by,
     partition_leaders,
-    quorum_state,
     topics_on,
 )
 from compat_tests.cluster.test_cluster import ELECTION_TIMEOUT_S, caught_up, wait_for_leader
@@ -122,7 +121,8 @@ def test_partition_of_a_broker_fences_it(strom_cluster: StartCluster) -> None:
           f"majority) after {fenced:.2f}s; the quorum leader is "
           f"{state.leader_id if state else None}")  # fmt: skip
     assert SESSION_TIMEOUT_S - 1 < fenced < SESSION_TIMEOUT_S + 10
-    assert state is not None and state.leader_id != cut_off.node_id
+    assert state is not None
+    assert state.leader_id != cut_off.node_id
 
     healed_at = time.monotonic()
     cluster.heal()
