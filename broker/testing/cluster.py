@@ -17,6 +17,15 @@ connection is refused, as to a dead machine, instead of waiting in a queue nobod
 but stay bound to their ports (Linux releases a port the kernel chose when listening stops; the
 socket binds it again at once), so nothing else takes them before the restart.
 
+Network partitions (`partitionable=True`; `cluster.partition(node)`, `partition_halves(a, b)`,
+`cut(sources, destinations)`, `heal()`): every node listener gets a proxy of this process in front
+of it (`strom.broker.testing.network`), which `advertised.listeners` and `controller.quorum.voters`
+name, so every connection between two nodes crosses a link the harness can cut; a cut holds the
+bytes, as a dropped link does. Proxies rather than network namespaces: they need no privileges, no
+iptables and no host network state to clean up, keep ports kernel-chosen, and behave the same in
+CI containers (which often lack CAP_NET_ADMIN) as on a developer's machine; the test's own
+clients stay able to reach every node.
+
 Every node's storage is formatted with one shared cluster id (`strom format`), as an operator
 does. A node is up when its "Strom ... started" log line appears; the cluster is ready when
 every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
