@@ -1,7 +1,8 @@
 """The partition proxies of the cluster harness (`strom.broker.testing.network`) on plain
 sockets: who is connecting (a node by its process's descriptors, or an outsider), a cut link
 holding bytes one way while the other flows, a connection opened across a cut waiting for the
-heal, a dead target refused, and nothing left open after close. This test process plays node 1."""
+heal, a dead target refused, and nothing left open after close. This test process plays node 1.
+And what the harness's partition calls cut, and how it configures nodes to go through fronts."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import os
 import select
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from strom.broker.testing.cluster import ClusterError, ClusterProcess
 from strom.broker.testing.network import Network
 
 QUIET = 0.3
@@ -135,3 +138,46 @@ def test_a_dead_target_is_refused_and_close_ends_everything(target: socket.socke
     network.close()
     assert read(client, 1) == b""
     assert read(accepted, 1) == b""
+
+
+def test_the_cluster_harness_partition_api(tmp_path: Path) -> None:
+    """What `ClusterProcess.partition`, `partition_halves`, `cut` and `heal` cut (no node is
+    started: the links are the harness's own state), and the configuration that routes every
+    node's peers through the fronts."""
+    cluster = ClusterProcess(tmp_path, combined=3, partitionable=True)
+    try:
+        network = cluster.network
+        assert network is not None
+        one, two, three = cluster.nodes
+        config = one.overrides
+        assert config["advertised.listeners"] == (
+            f"PLAINTEXT://127.0.0.1:{one.fronts['PLAINTEXT']},"
+            f"CONTROLLER://127.0.0.1:{one.fronts['CONTROLLER']}"
+        )
+        assert config["listeners"] == (
+            f"PLAINTEXT://127.0.0.1:{one.port('PLAINTEXT')},"
+            f"CONTROLLER://127.0.0.1:{one.port('CONTROLLER')}"
+        )
+        assert config["controller.quorum.voters"] == (  # itself direct, the others via fronts
+            f"1@127.0.0.1:{one.port('CONTROLLER')},2@{two.controller_address},"
+            f"3@{three.controller_address}"
+        )
+        assert two.controller_address == f"127.0.0.1:{two.fronts['CONTROLLER']}"
+        cluster.partition(two)
+        assert network.cut_links == {(2, 1), (2, 3), (1, 2), (3, 2)}
+        cluster.heal()
+        assert network.cut_links == frozenset()
+        cluster.partition_halves([one], [three])  # node 2 bridges
+        assert network.cut_links == {(1, 3), (3, 1)}
+        cluster.heal()
+        cluster.cut([1, 2], [3])
+        assert network.cut_links == {(1, 3), (2, 3)}
+    finally:
+        cluster.close()
+    plain = ClusterProcess(tmp_path / "plain", combined=1)
+    try:
+        assert "advertised.listeners" not in plain.nodes[0].overrides
+        with pytest.raises(ClusterError, match="partitionable=True"):
+            plain.partition(1)
+    finally:
+        plain.close()
