@@ -48,6 +48,7 @@ from strom.wire.messages.incremental_alter_configs import (
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage
 
 log = logging.getLogger("strom.forwarding")
 
@@ -105,7 +106,9 @@ class ControllerForwarder:
             lookup,
             client_id=f"broker-{config.node_id}-forwarding",
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
-            attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
+            # a command may take the controller a while (a topic of thousands of partitions):
+            # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
+            attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
         )
 
@@ -231,6 +234,32 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     DescribeQuorumRequest: _describe_quorum,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
+
+
+class ForwardingTopicCreator:
+    """The broker's own topic creations (auto-creation, internal topics), sent where a client's
+    CreateTopics goes: the local controller when it is active, else the active controller."""
+
+    def __init__(self, broker: BrokerState) -> None:
+        self._broker = broker
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._broker.image
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse:
+        if self._broker.controller.is_active:
+            return await self._broker.controller.create_topics(request, version)
+        try:
+            return await forwarder(self._broker).forward(
+                request, version, CreateTopicsResponse, request.timeout_ms
+            )
+        except ControllerUnavailable as exc:
+            log.warning("creating %s through the controller failed: %s",
+                        ", ".join(t.name for t in request.topics), exc)  # fmt: skip
+            return error_response(request, version, ErrorCode.REQUEST_TIMED_OUT, CreateTopicsResponse)
 
 
 async def close_forwarder(broker: BrokerState) -> None:
