@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import trio
 
 from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.client import describe_quorum as describe_quorum_at
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 REQUEST_TIMEOUT = 5.0
@@ -35,18 +36,7 @@ class QuorumState:
 
 async def _describe(address: str) -> DescribeQuorumResponse.PartitionData:
     with trio.fail_after(DESCRIBE_TIMEOUT):
-        client = await KafkaClient.connect(address, "kafka-metadata-quorum")
-        try:
-            request = DescribeQuorumRequest(
-                topics=[
-                    DescribeQuorumRequest.TopicData(
-                        "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
-                    )
-                ]
-            )
-            response = await client.request(request, 2, DescribeQuorumResponse)
-        finally:
-            await client.aclose()
+        response = await describe_quorum_at(address)
     [topic] = response.topics
     [partition] = topic.partitions
     return partition
