@@ -25,6 +25,7 @@ import trio
 from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, last_stable_offset, locate
+from strom.broker.replication.divergence import diverging_epoch
 from strom.broker.replication.manager import ReplicationManager
 from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
@@ -252,13 +253,15 @@ def _diverged(read: PartitionRead, log: PartitionLog, part: CachedPartition) -> 
 
     Raises OffsetOutOfRange-like LogErrors the way Kafka's readRecords does.
     """
-    epoch, end = log.end_offset_for_epoch(part.last_fetched_epoch)
-    if epoch < 0 or end < 0 or part.fetch_offset < log.log_start_offset:
+    diverging = diverging_epoch(log, part.fetch_offset, part.last_fetched_epoch)
+    if part.fetch_offset < log.log_start_offset or (
+        diverging is not None and min(diverging) < 0
+    ):
         raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "cannot place the last fetched epoch")
-    if epoch < part.last_fetched_epoch or end < part.fetch_offset:
-        read.diverging = (epoch, end)
-        return True
-    return False
+    if diverging is None:
+        return False
+    read.diverging = diverging
+    return True
 
 
 async def load_records(reads: list[PartitionRead]) -> None:
