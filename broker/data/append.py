@@ -46,6 +46,7 @@ from strom.wire.records import (
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import PartitionImage
     from strom.wire.message import Records
 
 ADMIN_CLIENT_ID = "__admin_client"
@@ -161,15 +162,11 @@ async def append_partition(
     partition, log = found
     replication = ReplicationManager.of(broker)
     if acks == -1:
-        leadership = replication.leaders.get((topic, index))
-        if leadership is None and len(partition.replicas) > 1:
-            # the image names this broker leader, but it has not taken the role yet
-            return AppendOutcome(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        isr = partition.isr if leadership is None else leadership.replica_set.isr
-        if len(isr) < MinIsrCache.of(broker).get(broker, topic):
-            return AppendOutcome(
-                index, ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=log.log_start_offset
-            )
+        refused = acks_all_refusal(broker, topic, partition)
+        if refused == ErrorCode.NOT_ENOUGH_REPLICAS:
+            return AppendOutcome(index, refused, log_start_offset=log.log_start_offset)
+        if refused:
+            return AppendOutcome(index, refused)
     try:
         result = log.append(batch, partition.leader_epoch, broker.clock())
     except LogAppendError as exc:
@@ -191,6 +188,20 @@ async def append_partition(
     if acks == -1 and leadership is not None:
         outcome.awaiting = leadership
     return outcome
+
+
+def acks_all_refusal(broker: BrokerState, topic: str, partition: PartitionImage) -> ErrorCode:
+    """acks=all's check before appending to a partition this broker leads: NOT_LEADER_OR_FOLLOWER
+    while the image names it leader of a replicated partition whose role it has not taken yet,
+    NOT_ENOUGH_REPLICAS with an ISR smaller than min.insync.replicas, else NONE. (Produce and the
+    group coordinator's writes to `__consumer_offsets` both check it.)"""
+    leadership = ReplicationManager.of(broker).leaders.get((topic, partition.partition_id))
+    if leadership is None and len(partition.replicas) > 1:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    isr = partition.isr if leadership is None else leadership.replica_set.isr
+    if len(isr) < MinIsrCache.of(broker).get(broker, topic):
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return ErrorCode.NONE
 
 
 async def await_replication(

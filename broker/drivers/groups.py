@@ -8,16 +8,20 @@ are released; a single timer task sleeps until the machine's next deadline
 (or until a request moves it) and calls `tick`.
 
 The records the machine emits are appended, in order, to the group's
-partition, and each outcome goes back to it with `write_completed`; only then
-does it act on them and release the replies waiting on them. Today the append
-is synchronous on the event-loop thread (when `append` returns the records are
-in the log: what Kafka means by written with acks=all on one node), so a
-commit is durable before its response is built; a replicated log will report
-completion once the high watermark passes the batch instead.
+partition (`OffsetsTopic.append`, on the event-loop thread), and each outcome
+goes back to it with `write_completed`; only then does it act on them and
+release the replies waiting on them. Writes go with acks=all semantics, as
+Kafka's coordinator writes them: on a single-replica partition the append is
+the commit and completes at once; on a replicated one the append hands back a
+wait, which a task of `run` awaits (the high watermark passing the batch, the
+same wait acks=all produces use) before reporting the outcome. So an
+OffsetCommit or SyncGroup is answered only once every ISR member holds its
+records, and a commit survives the leader's failover.
 
 The driver reaches the broker only through `OffsetsTopic` (which partitions of
-`__consumer_offsets` this node leads, their logs, creating the topic), a clock
-and a few config values, so it runs without a broker in tests.
+`__consumer_offsets` this node leads, their logs, appending to them, creating
+the topic; the broker's is strom.broker.data.offsets_topic), a clock and a few
+config values, so it runs without a broker in tests.
 
 Leadership: a node coordinates exactly the groups whose `__consumer_offsets`
 partition (`partition_for`) it leads, as in Kafka. `follow` runs after each
@@ -37,7 +41,7 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -45,12 +49,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import trio
 
 from strom.broker.drivers.group_loading import read_partition
-from strom.broker.drivers.topics import (
-    CONSUMER_OFFSETS,
-    TopicController,
-    create_internal_topic,
-    internal_topic,
-)
+from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.coordinator.groups.api import (
     CommitRequest,
     CommitResult,
@@ -66,14 +65,12 @@ from strom.coordinator.groups.api import (
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
 from strom.coordinator.groups.records import partition_for
-from strom.storage import AppendOrigin, LogAppendError, PartitionLog
+from strom.storage import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
-    from strom.coordinator.metadata.image import MetadataImage
-    from strom.storage import LogManager
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
@@ -103,54 +100,20 @@ class OffsetsTopic(Protocol):
         """The partition's log and leader epoch while this node leads it; None otherwise."""
         ...
 
+    def append(self, partition: int, batch: bytes | bytearray, now: int) -> ErrorCode | Replicated:
+        """Append one batch as the coordinator, acks=all: an error if nothing was written
+        (e.g. NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS), NONE if the records are committed
+        already (one replica), else the wait for the ISR to hold them."""
+        ...
+
     async def create(self) -> ErrorCode:
         """Create the topic (as Kafka does, on first use); NONE once it exists."""
         ...
 
 
-class BrokerView(Protocol):
-    """The parts of the broker state that `__consumer_offsets` is read from."""
-
-    @property
-    def image(self) -> MetadataImage: ...
-
-    @property
-    def logs(self) -> LogManager: ...
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def topics(self) -> TopicController: ...
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def clock(self) -> Callable[[], int]: ...
-
-
-class BrokerOffsetsTopic:
-    """`OffsetsTopic` over a broker: its metadata image, its logs and its controller."""
-
-    def __init__(self, state: BrokerView) -> None:
-        self._state = state
-
-    def partitions(self) -> list[int] | None:
-        topic = self._state.image.topic(CONSUMER_OFFSETS)
-        return None if topic is None else sorted(topic.partitions)
-
-    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
-        image = self._state.image.partition(CONSUMER_OFFSETS, partition)
-        if image is None or image.leader != self._state.node_id:
-            return None
-        partition_log = self._state.logs.get(CONSUMER_OFFSETS, partition)
-        return None if partition_log is None else (partition_log, image.leader_epoch)
-
-    async def create(self) -> ErrorCode:
-        return await create_internal_topic(
-            self._state.topics, internal_topic(self._state.config, CONSUMER_OFFSETS)
-        )
+Replicated = Callable[[], Awaitable[ErrorCode]]
+"""Waits until a written batch is committed (the high watermark passed it): NONE, or why not
+(NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT)."""
 
 
 def _new_uuid() -> str:
@@ -195,16 +158,8 @@ class GroupDriver:
         """Partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the load's id."""
         self._load_ids = itertools.count(1)
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
-
-    @classmethod
-    def for_broker(cls, state: BrokerView) -> GroupDriver:
-        """The driver a broker runs: its image, logs, controller, config and clock."""
-        return cls(
-            BrokerOffsetsTopic(state),
-            group_config(state.config),
-            num_partitions=state.config.offsets_topic_num_partitions,
-            retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,
-            clock=state.clock,
+        self._to_wait, self._wait_queue = trio.open_memory_channel[tuple[int, Replicated]](
+            math.inf
         )
 
     def now(self) -> int:
@@ -277,12 +232,25 @@ class GroupDriver:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._loader)
+                nursery.start_soon(self._replication_waits, nursery)
                 await self._timer()
         finally:
             self._closed = True
             for parked in self._parked.values():
                 parked.event.set()  # no result: NOT_COORDINATOR
             self._parked.clear()
+
+    async def _replication_waits(self, nursery: trio.Nursery) -> None:
+        """Wait for each replicated write in its own task, then report its outcome."""
+        async for token, replicated in self._wait_queue:
+            nursery.start_soon(self._complete, token, replicated)
+
+    async def _complete(self, token: int, replicated: Replicated) -> None:
+        error = await replicated()
+        if self._closed:
+            return
+        self.machine.write_completed(self.now(), token, error)
+        self._settle()
 
     async def _timer(self) -> None:
         next_retention = self.now() + self._retention_every
@@ -425,8 +393,11 @@ class GroupDriver:
         writes = self.machine.take_writes()
         while writes:
             for write in writes:
-                error = self._append(write)
-                self.machine.write_completed(self.now(), write.token, error)
+                outcome = self._append(write)
+                if isinstance(outcome, ErrorCode):
+                    self.machine.write_completed(self.now(), write.token, outcome)
+                else:
+                    self._to_wait.send_nowait((write.token, outcome))
             writes = self.machine.take_writes()
         for token, result in self.machine.take_replies():
             parked = self._parked.get(token)
@@ -435,23 +406,20 @@ class GroupDriver:
                 parked.event.set()
         self._kick.set()
 
-    def _append(self, write: Write) -> ErrorCode:
-        """Append one batch to the group's partition: NONE once it is in the log, else why not."""
+    def _append(self, write: Write) -> ErrorCode | Replicated:
+        """Append one batch to the group's partition: NONE once committed, a wait for the ISR,
+        or why it was not written."""
         index = partition_for(write.group_id, self._num_partitions)
-        led = self.topic.leader(index)
-        if led is None:
+        if self.topic.leader(index) is None:
             if index in (self.topic.partitions() or []):
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partition_log, leader_epoch = led
         now = self.now()
         batch = build_batch([Record(k, v, timestamp=now) for k, v in write.records])
-        try:
-            partition_log.append(batch, leader_epoch, now, origin=AppendOrigin.COORDINATOR)
-        except LogAppendError as exc:
+        outcome = self.topic.append(index, batch, now)
+        if isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
             log.error(
                 "group %s: append to %s-%d failed: %s",
-                write.group_id, CONSUMER_OFFSETS, index, exc,
+                write.group_id, CONSUMER_OFFSETS, index, outcome.name,
             )  # fmt: skip
-            return exc.error
-        return ErrorCode.NONE
+        return outcome

@@ -20,10 +20,10 @@ from pathlib import Path
 import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
+from strom.broker.data.offsets_topic import group_driver
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
-from strom.broker.drivers.groups import GroupDriver
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
@@ -163,7 +163,7 @@ class Broker:
         self.state = state
         if quorum is None:
             await _follow(state, controller)
-        state.groups = GroupDriver.for_broker(state)
+        state.groups = group_driver(state)
         await state.groups.load()
         server = Server(state)
         log.info(

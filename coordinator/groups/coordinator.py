@@ -78,14 +78,16 @@ def storage_error(error: ErrorCode) -> ErrorCode:
     """How a failed append is reported to clients: Kafka's coordinator mapping.
 
     (GroupCoordinatorService / GroupMetadataManager: a partition that is not
-    there or not replicated enough -> COORDINATOR_NOT_AVAILABLE, so the client
-    retries; not the leader or a failed disk -> NOT_COORDINATOR, so it looks
+    there, not replicated enough before or after the append, or whose ISR did
+    not acknowledge the write within offsets.commit.timeout.ms ->
+    COORDINATOR_NOT_AVAILABLE, so the client retries; not the leader or a failed disk -> NOT_COORDINATOR, so it looks
     the coordinator up again; a batch too large -> UNKNOWN_SERVER_ERROR; any
     other error as it is.)
     """
     if error in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.REQUEST_TIMED_OUT,
     ):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -9,7 +9,7 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from strom.broker.drivers.group_loading import read_partition
-from strom.broker.drivers.groups import GroupDriver
+from strom.broker.drivers.groups import GroupDriver, Replicated
 from strom.coordinator.groups.api import (
     CommitPartition,
     CommitRequest,
@@ -18,7 +18,7 @@ from strom.coordinator.groups.api import (
     JoinResult,
 )
 from strom.coordinator.groups.records import OffsetRecord
-from strom.storage import PartitionLog
+from strom.storage import AppendOrigin, LogAppendError, PartitionLog
 from strom.wire.errors import ErrorCode
 from tests.broker.test_produce_helpers import wait_for
 from tests.log.helpers import Clock, open_log
@@ -33,12 +33,24 @@ class OneLogTopic:
         self.log = partition_log
         self.count = partitions
         self.created = 0
+        self.replicated: Replicated | None = None
+        """What `append` hands back after appending (None: committed at once)."""
 
     def partitions(self) -> list[int] | None:
         return list(range(self.count))
 
     def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
         return (self.log, 3) if partition == 0 else None
+
+    def append(self, partition: int, batch: bytes | bytearray, now: int) -> ErrorCode | Replicated:
+        led = self.leader(partition)
+        if led is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        try:
+            led[0].append(batch, led[1], now, origin=AppendOrigin.COORDINATOR)
+        except LogAppendError as exc:
+            return exc.error
+        return self.replicated or ErrorCode.NONE
 
     async def create(self) -> ErrorCode:
         self.created += 1
