@@ -211,3 +211,58 @@ async def test_gaining_leadership_loads_the_partition_in_the_background(tmp_path
         await wait_for(lambda: driver.coordinator_error("g") == ErrorCode.NONE, "the load")
         assert committed(driver) == {("t", 0): 7, ("t", 1): 7}
         nursery.cancel_scope.cancel()
+
+
+class HeldReplication:
+    """A replicated partition's wait for the ISR, answered by the test."""
+
+    def __init__(self) -> None:
+        self.answer: ErrorCode | None = None
+        self.started = 0
+        self._decided = trio.Event()
+
+    async def __call__(self) -> ErrorCode:
+        self.started += 1
+        await self._decided.wait()
+        assert self.answer is not None
+        return self.answer
+
+    def decide(self, answer: ErrorCode) -> None:
+        self.answer = answer
+        self._decided.set()
+
+
+@pytest.mark.parametrize(
+    ("replicated", "answered"),
+    [
+        (ErrorCode.NONE, ErrorCode.NONE),
+        (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),
+    ],
+)
+async def test_a_commit_to_a_replicated_partition_is_answered_once_the_isr_holds_it(
+    tmp_path: Path, replicated: ErrorCode, answered: ErrorCode
+) -> None:
+    clock = Clock()
+    topic = OneLogTopic(open_log(tmp_path / "__consumer_offsets-0", clock=clock))
+    held = topic.replicated = HeldReplication()
+    driver = driver_over(topic, clock)
+    answers: list[dict[tuple[str, int], ErrorCode]] = []
+
+    async def commit() -> None:
+        answers.append(await driver.commit(request(9)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(driver.run)
+        nursery.start_soon(commit)
+        await wait_all_tasks_blocked()
+        assert held.started == 1  # in the log, waiting for the ISR
+        assert topic.log.log_end_offset > 0
+        assert not answers
+        assert committed(driver) == {}  # not visible to OffsetFetch before it is committed
+        held.decide(replicated)
+        await wait_for(lambda: bool(answers), "the commit's answer")
+        nursery.cancel_scope.cancel()
+    assert answers == [{("t", 0): answered, ("t", 1): answered}]
+    assert committed(driver) == ({("t", 0): 9, ("t", 1): 9} if answered == ErrorCode.NONE else {})
