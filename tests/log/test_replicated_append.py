@@ -110,3 +110,36 @@ def test_a_divergent_tail_is_truncated_then_replaced(tmp_path: Path) -> None:
     follower.append_replicated(_leader_bytes(leader, 2), T0)
     assert read_everything(follower) == read_everything(leader)
     assert follower.epochs.entries == [(1, 0), (3, 3)]
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_retried_batch_on_a_promoted_follower_is_a_duplicate(
+    tmp_path: Path, reopen: bool
+) -> None:
+    """The leader appended an idempotent producer's batches and the follower copied them, but
+    the producer never heard back (the leader died). Its retries reach the follower, now leader
+    in a newer epoch: the producer state rebuilt from the replicated batches recognises each
+    retry (the offsets it was first written at, nothing appended), and the next sequence goes
+    on from there."""
+    leader = open_log(tmp_path / "leader" / "t-0")
+    first = batch([b"a", b"b"], pid=7, epoch=0, seq=0)
+    second = batch([b"c"], pid=7, epoch=0, seq=2)
+    leader.append(first, 1, T0)
+    leader.append(second, 1, T0)
+    follower = open_log(tmp_path / "follower" / "t-0")
+    follower.high_watermark_follows_appends = False
+    follower.append_replicated(_leader_bytes(leader), T0)
+    if reopen:
+        follower.close()
+        follower = open_log(tmp_path / "follower" / "t-0", clean=False)
+    follower.start_leader_epoch(2)
+    for retried, (base, last) in ((first, (0, 1)), (second, (2, 2))):
+        again = follower.append(retried, 2, T0)
+        assert again.duplicate
+        assert (again.base_offset, again.last_offset) == (base, last)
+    assert follower.log_end_offset == 3
+    nxt = follower.append(batch([b"d"], pid=7, epoch=0, seq=3), 2, T0)
+    assert (nxt.duplicate, nxt.base_offset) == (False, 3)
+    with pytest.raises(LogAppendError) as gap:
+        follower.append(batch([b"e"], pid=7, epoch=0, seq=9), 2, T0)
+    assert gap.value.error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
