@@ -3,11 +3,18 @@
 leads (NOT_COORDINATOR otherwise), following leadership changes in the metadata image.
 
 `__consumer_offsets` has 3 partitions: "g2" hashes to partition 0, "g0" to 1, "g1" to 2.
+The other brokers are registered but never run: a group write to a partition replicated to
+one of them completes only once that replica fetched it (acks=all), so the test plays that
+follower (`following`) while it forms groups here.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
+import trio
 
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
@@ -16,6 +23,7 @@ from strom.wire.errors import ErrorCode
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
 from strom.wire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.wire.messages.join_group import JoinGroupResponse
@@ -32,6 +40,7 @@ from tests.broker.cluster_helpers import (
     register,
     state_of,
 )
+from tests.broker.test_produce_helpers import fetch_request
 from tests.groups.wire_helpers import commit_request, form, join_request
 
 pytestmark = pytest.mark.trio
@@ -52,6 +61,36 @@ async def _cluster(broker: EmbeddedBroker, offsets: list[list[int]]) -> tuple[Br
     await create_placed(state, "__consumer_offsets", offsets)
     await create_placed(state, "t", [[1]])
     return state, epoch
+
+
+@asynccontextmanager
+async def following(
+    broker: EmbeddedBroker, state: BrokerState, partition: int, replica: int
+) -> AsyncIterator[None]:
+    """Broker `replica`'s follower of `__consumer_offsets`-`partition`, played by the test: it
+    keeps fetching at the leader's log end, so the coordinator's writes there complete."""
+    topic = state.image.topic("__consumer_offsets")
+    assert topic is not None
+    client = await KafkaClient.connect(broker.bootstrap)
+
+    async def fetch_forever() -> None:
+        while True:
+            log = state.logs.get("__consumer_offsets", partition)
+            assert log is not None
+            request = fetch_request(
+                "__consumer_offsets", log.log_end_offset, partition, max_wait_ms=50
+            )
+            request.topics[0].topic_id = topic.topic_id
+            request.replica_state = FetchRequest.ReplicaState(replica, -1)
+            await client.request(request, 15, FetchResponse)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetch_forever)
+            yield
+            nursery.cancel_scope.cancel()
+    finally:
+        await client.aclose()
 
 
 async def _find(client: KafkaClient, group: str, version: int = 4) -> tuple[int, int, int]:
@@ -86,14 +125,15 @@ async def test_find_coordinator_names_the_partition_leader(
 async def test_groups_of_partitions_led_elsewhere_are_not_coordinated(
     broker: EmbeddedBroker, client: KafkaClient
 ) -> None:
-    await _cluster(broker, [[1, 2], [2, 1], [3, 1]])
-    joined = await form(client, ON_0)  # partition 0 is led here
-    mine = commit_request(
-        ON_0, "t", 5, generation=joined.generation_id, member=joined.member_id
-    )
-    assert (await client.request(mine, 8, OffsetCommitResponse)).topics[0].partitions[
-        0
-    ].error_code == 0
+    state, _ = await _cluster(broker, [[1, 2], [2, 1], [3, 1]])
+    async with following(broker, state, 0, 2):
+        joined = await form(client, ON_0)  # partition 0 is led here
+        mine = commit_request(
+            ON_0, "t", 5, generation=joined.generation_id, member=joined.member_id
+        )
+        assert (await client.request(mine, 8, OffsetCommitResponse)).topics[0].partitions[
+            0
+        ].error_code == 0
 
     group = ON_1  # led by broker 2 (this node holds a follower replica)
     join = await client.request(join_request(group), 9, JoinGroupResponse)
@@ -138,7 +178,8 @@ async def test_leadership_moves_through_the_image(
     broker: EmbeddedBroker, client: KafkaClient
 ) -> None:
     state, epoch_two = await _cluster(broker, [[1, 2], [2, 1], [3, 1]])
-    await form(client, ON_0)
+    async with following(broker, state, 0, 2):
+        await form(client, ON_0)
     # broker 2 is fenced: partition 1's leadership moves here, and its groups are served
     assert (
         await client.request(join_request(ON_1), 9, JoinGroupResponse)
@@ -154,7 +195,8 @@ async def test_losing_leadership_unloads_the_groups(
     broker: EmbeddedBroker, client: KafkaClient
 ) -> None:
     state, _ = await _cluster(broker, [[1, 2], [2, 1], [3, 1]])
-    joined = await form(client, ON_0)
+    async with following(broker, state, 0, 2):
+        joined = await form(client, ON_0)
     assert state.groups is not None
     assert 0 in state.groups.owned
     # this node's broker begins a controlled shutdown: its leaderships move to broker 2
