@@ -41,7 +41,7 @@ from tests.broker.cluster_helpers import (
     state_of,
 )
 from tests.broker.test_produce_helpers import fetch_request
-from tests.groups.wire_helpers import commit_request, form, join_request
+from tests.groups.wire_helpers import commit, commit_request, form, join_request
 
 pytestmark = pytest.mark.trio
 
@@ -51,7 +51,11 @@ NOT_COORDINATOR = ErrorCode.NOT_COORDINATOR
 
 @pytest.fixture
 def broker_overrides() -> dict[str, str]:
-    return {**CLUSTER_OVERRIDES, "offsets.topic.num.partitions": "3"}
+    return {
+        **CLUSTER_OVERRIDES,
+        "offsets.topic.num.partitions": "3",
+        "offsets.commit.timeout.ms": "1000",
+    }
 
 
 async def _cluster(broker: EmbeddedBroker, offsets: list[list[int]]) -> tuple[BrokerState, int]:
@@ -215,3 +219,36 @@ async def test_losing_leadership_unloads_the_groups(
     )
     assert (await client.request(heartbeat, 4, HeartbeatResponse)).error_code == NOT_COORDINATOR
     assert (await _find(client, ON_0))[:2] == (0, 2)
+
+
+async def test_a_commit_is_answered_once_the_isr_holds_it(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """Partition 0 is replicated to broker 2: a commit waits for broker 2's replica to fetch
+    it (acks=all). Without that fetch it times out after offsets.commit.timeout.ms and is
+    answered COORDINATOR_NOT_AVAILABLE, its offsets not applied; with it, it succeeds."""
+    state, _ = await _cluster(broker, [[1, 2], [2, 1], [3, 1]])
+    async with following(broker, state, 0, 2):
+        joined = await form(client, ON_0)
+    log = state.logs.get("__consumer_offsets", 0)
+    assert log is not None
+    end = log.log_end_offset
+    assert log.high_watermark == end
+    member = {"generation": joined.generation_id, "member": joined.member_id}
+    unreplicated = await commit(client, ON_0, "t", 5, **member)  # type: ignore[arg-type]
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # "t" has one partition
+    assert unreplicated == [ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown]
+    assert (log.log_end_offset, log.high_watermark) == (end + 1, end)  # written, not committed
+    assert await _committed(client, ON_0) == [-1, -1]
+    async with following(broker, state, 0, 2):
+        assert await commit(client, ON_0, "t", 7, **member) == [0, unknown]  # type: ignore[arg-type]
+    assert log.high_watermark == log.log_end_offset == end + 2
+    assert await _committed(client, ON_0) == [7, -1]
+
+
+async def _committed(client: KafkaClient, group: str) -> list[int]:
+    request = OffsetFetchRequest(
+        group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic("t", [0, 1])]
+    )
+    response = await client.request(request, 1, OffsetFetchResponse)
+    return [int(p.committed_offset) for p in response.topics[0].partitions]
