@@ -124,6 +124,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "metadata.log.segment.bytes": 1073741824,
     "metadata.max.retention.bytes": 104857600,
     "broker.rack": None,
+    "replica.selector.class": None,
     "strom.log.level": "INFO",
     "controller.quorum.voters": (),
     "controller.quorum.bootstrap.servers": (),
