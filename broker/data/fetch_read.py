@@ -220,6 +220,8 @@ def _read_one(
         return PartitionRead(part, name, exc.error)
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
+    if consumer is not None and read.size > 0 and found.image.leader != broker.node_id:
+        ReplicationManager.of(broker).served_consumer((name, part.partition))
     return read
 
 

@@ -105,6 +105,9 @@ class ReplicationManager:
         self._outbox = _Outbox()
         self._client: ActiveControllerClient | None = None
         self.fetchers: FetcherManager | None = None
+        self.serving_consumers: set[Key] = set()
+        """Followed partitions whose consumers this follower served records (KIP-392); each is
+        logged once while followed."""
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
         """Told when a led partition's high watermark moved (DataWaiters wakes parked fetches
         and acks=all produces)."""
@@ -163,6 +166,7 @@ class ReplicationManager:
                         topic.topic_id, partition.leader, partition.leader_epoch
                     )
         self.leaders = leaders
+        self.serving_consumers &= targets.keys()
         self.followed = True
         if targets != self.targets:
             self.targets = targets
@@ -253,6 +257,12 @@ class ReplicationManager:
         ]  # fmt: skip
         leader = ReplicaView(me, alive[me].rack, leadership.log.log_end_offset, 0)
         return select_read_replica(selector, client_rack, leader, followers)
+
+    def served_consumer(self, key: Key) -> None:
+        """A consumer read records of followed partition `key` here (KIP-392): say so once."""
+        if key in self.targets and key not in self.serving_consumers:
+            self.serving_consumers.add(key)
+            log.info("%s-%d: serving consumer fetches as a follower (KIP-392)", *key)
 
     def leader_appended(self, key: Key) -> Leadership | None:
         """After an append here: the high watermark may move at once (an ISR of the leader
