@@ -21,7 +21,11 @@ Behavior:
   stable offset (read_committed); aborted_transactions is null for
   read_uncommitted and [] for read_committed (no transaction markers exist
   yet); partitions refused before any read (unknown topic, partition or topic
-  id) carry [], as Kafka's do. preferred_read_replica is always -1.
+  id) carry [], as Kafka's do.
+- KIP-392 (v11+): a follower replica serves consumers too, up to its own high watermark; a
+  leader with `replica.selector.class` set to the rack-aware selector may answer a partition
+  with `preferred_read_replica` (an in-sync follower on the request's rack_id) and no records
+  (broker.replication.read_replica, docs/replication.md). Below v11 only leaders serve.
 - v12+ last_fetched_epoch: a log that diverged answers diverging_epoch.
 - On a controller listener, Fetch is Raft's: a replica of `__cluster_metadata` reads the
   quorum leader's log through this node's Raft driver (`raft_rpc`), v13+ only (it needs the

@@ -34,8 +34,8 @@ connection backs the whole task off `replica.fetch.backoff.ms` or until the next
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
