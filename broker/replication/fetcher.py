@@ -269,14 +269,16 @@ class LeaderFetcher:
                         )  # fmt: skip
                         self.broker.logs.truncate_to(*key, cut.offset)
                     else:
+                        before = (plog.high_watermark, plog.log_start_offset)
                         records = p.records
                         if isinstance(records, bytes | bytearray | memoryview) and len(records):
                             plog.append_replicated(records, self.broker.clock())
                         plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
                         self._follow_log_start(plog, p.log_start_offset)
                         self._delayed.pop(key, None)
-                        for listener in self.manager.high_watermark_listeners:
-                            listener(*key)  # consumers reading this follower (KIP-392)
+                        if (plog.high_watermark, plog.log_start_offset) != before:
+                            for listener in self.manager.high_watermark_listeners:
+                                listener(*key)  # consumers reading this follower (KIP-392)
                 except (LogError, OSError) as exc:
                     log.warning("replicating %s from broker %d: %s", plog.name, self.leader, exc)
                     self._delayed[key] = trio.current_time() + backoff_s
