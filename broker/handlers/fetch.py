@@ -214,11 +214,15 @@ async def _read_until_ready(
 
 
 def _ready(reads: list[PartitionRead], min_bytes: int) -> bool:
-    """Kafka answers at once with no readable partition, enough bytes, an error or a divergence."""
+    """Kafka answers at once with no readable partition, enough bytes, an error, a divergence
+    or a preferred read replica (KIP-392: the consumer should go elsewhere)."""
     readable = [r for r in reads if r.readable]
     if not readable:
         return True
-    if any(r.error != ErrorCode.NONE or r.diverging is not None for r in readable):
+    if any(
+        r.error != ErrorCode.NONE or r.diverging is not None or r.preferred_read_replica >= 0
+        for r in readable
+    ):
         return True
     return sum(r.size for r in readable) >= min_bytes
 

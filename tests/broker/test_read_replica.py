@@ -6,6 +6,7 @@ pure function (`read_replica.select_read_replica`)."""
 from __future__ import annotations
 
 import pytest
+import trio
 
 from strom.broker.replication.read_replica import ReplicaView, select_read_replica
 from strom.broker.state import BrokerState
@@ -50,6 +51,8 @@ async def _consumer_fetch(
     for name, value in fields.items():
         if name == "rack_id":
             request.rack_id = str(value)
+        elif name == "max_wait_ms":
+            request.max_wait_ms, request.min_bytes = int(str(value)), 1
         else:
             setattr(request.topics[0].partitions[0], name, value)
     response = await client.request(request, version, FetchResponse)
@@ -100,7 +103,8 @@ async def test_the_leader_names_the_follower_on_the_consumers_rack(
         assert (await produce(client, "placed", produce_batch(), partition=1, acks=1)).error_code == 0
     caught_up = await _follower_fetch(client, cluster, 2, 3)  # broker 2 holds offsets 0-2
     assert (caught_up.error_code, caught_up.high_watermark) == (0, 0)  # broker 3 never fetched
-    redirected = await _consumer_fetch(client, 1, 0, rack_id="r2")
+    with trio.fail_after(30):  # answered at once, not after max_wait_ms (Kafka's rule)
+        redirected = await _consumer_fetch(client, 1, 0, rack_id="r2", max_wait_ms=600_000)
     assert (redirected.error_code, redirected.preferred_read_replica) == (0, 2)
     assert bytes(redirected.records or b"") == b""  # Kafka skips the read
     for rack in ("r3", "r1", "elsewhere", ""):  # not caught up; the leader's; none; no rack
