@@ -79,6 +79,9 @@ MIN_SEGMENT_BYTES = 14
 CLEANUP_POLICIES = ("compact", "delete")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+"""replica.selector.class values: Kafka's two ReplicaSelector classes (KIP-392)."""
 GZIP_LEVEL = either(between(1, 9), exactly(-1))
 LZ4_LEVEL = between(1, 17)
 ZSTD_LEVEL = between(-131072, 22)
@@ -123,6 +126,15 @@ class BrokerConfig:
         validator=matches(r"[A-Za-z0-9_\-]{1,64}", "1-64 characters of A-Z a-z 0-9 _ -"),
     )
     broker_rack: str | None = setting("broker.rack", C.STRING, None, "Rack of this broker.")
+    replica_selector_class: str | None = setting(
+        "replica.selector.class",
+        C.STRING,
+        None,
+        "How a partition leader picks the replica a consumer should read from (KIP-392): "
+        "unset or LeaderSelector (the leader), or RackAwareReplicaSelector (an in-sync replica "
+        "on the consumer's client.rack). Other classes are refused.",
+        validator=one_of(LEADER_SELECTOR, RACK_AWARE_SELECTOR),
+    )
     controller_quorum_voters: tuple[str, ...] = setting(
         "controller.quorum.voters",
         C.LIST,

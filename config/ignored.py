@@ -28,7 +28,6 @@ IGNORED_KEYS = frozenset(
         "replica.socket.timeout.ms",
         "replica.socket.receive.buffer.bytes",
         "replica.high.watermark.checkpoint.interval.ms",
-        "replica.selector.class",
         "log.dir.failure.timeout.ms",
         "log.initial.task.delay.ms",
         # Purgatories, quotas, metrics and plug-in classes of the JVM broker.

@@ -61,6 +61,8 @@ class PartitionRead:
     """False for partitions refused before any read (unknown topic id, unknown partition)."""
     zstd_topic: bool = False
     """compression.type=zstd: Kafka refuses such partitions to Fetch below v10."""
+    preferred_read_replica: int = -1
+    """KIP-392: the follower the consumer should fetch from instead (no records then)."""
 
     @property
     def size(self) -> int:
@@ -98,7 +100,7 @@ class PartitionRead:
             last_stable_offset=self.last_stable_offset,
             log_start_offset=self.log_start_offset,
             aborted_transactions=None,
-            preferred_read_replica=-1,
+            preferred_read_replica=-1 if error else self.preferred_read_replica,
             records=b"",
         )
         if error in _NOT_READ:
@@ -130,6 +132,15 @@ class Replica:
     broker_epoch: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    """A consumer's Fetch v11+ (KIP-392): it may be served by a follower, and the leader may
+    name a preferred read replica for its `rack_id` on the request's `listener`."""
+
+    rack_id: str
+    listener: str
+
+
 def read_partitions(
     broker: BrokerState,
     image: MetadataImage,
@@ -137,11 +148,12 @@ def read_partitions(
     uses_topic_ids: bool,
     max_bytes: int,
     isolation_level: int,
-    replica: Replica | None = None,
+    replica: Replica | Consumer | None = None,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
-    `ReplicationManager`."""
+    `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
+    watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
     out: list[PartitionRead] = []
     budget = max_bytes
     min_one = True
@@ -172,22 +184,32 @@ def _read_one(
     budget: int,
     min_one: bool,
     isolation_level: int,
-    replica: Replica | None = None,
+    replica: Replica | Consumer | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
         return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
     if image.partition(name, part.partition) is None:
         return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
-    found = locate(broker, name, part.partition, part.current_leader_epoch, image)
+    consumer = replica if isinstance(replica, Consumer) else None
+    found = locate(
+        broker, name, part.partition, part.current_leader_epoch, image,
+        require_leader=consumer is None,
+    )  # fmt: skip
     if not isinstance(found, Located):
         return PartitionRead(part, name, found)
     log = found.log
-    if replica is not None:
+    if isinstance(replica, Replica):
         return _read_replica(broker, image, found, name, part, budget, min_one, replica)
     lso = last_stable_offset(log)
     read = PartitionRead(part, name, ErrorCode.NONE, log.high_watermark, lso, log.log_start_offset)
     read.zstd_topic = log.config.compression_type == "zstd"
+    if consumer is not None and found.image.leader == broker.node_id:
+        read.preferred_read_replica = ReplicationManager.of(broker).preferred_read_replica(
+            (name, part.partition), part.fetch_offset, consumer.rack_id, consumer.listener
+        )
+        if read.preferred_read_replica >= 0:
+            return read  # Kafka skips the read: the consumer goes to that replica
     try:
         if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
             return read
@@ -198,6 +220,8 @@ def _read_one(
         return PartitionRead(part, name, exc.error)
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
+    if consumer is not None and read.size > 0 and found.image.leader != broker.node_id:
+        ReplicationManager.of(broker).served_consumer((name, part.partition))
     return read
 
 
@@ -230,8 +254,9 @@ def _read_replica(
         if not log.log_start_offset <= part.fetch_offset <= log.log_end_offset:
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
         ReplicationManager.of(broker).follower_fetched(
-            (name, part.partition), replica.replica_id, part.fetch_offset
-        )
+            (name, part.partition), replica.replica_id, part.fetch_offset,
+            part.follower_log_start,
+        )  # fmt: skip
         max_bytes = max(0, min(part.max_bytes, budget))
         read.result = log.read(part.fetch_offset, max_bytes, min_one, None)
     except LogError as exc:

@@ -52,9 +52,12 @@ class CachedPartition:
     last_fetched_epoch: int = -1
     high_watermark: int = -1
     log_start_offset: int = -1
+    follower_log_start: int = -1
+    """A follower's fetch: its own log start offset (the request's log_start_offset)."""
 
     def update_request(self, other: CachedPartition) -> None:
         self.fetch_offset = other.fetch_offset
+        self.follower_log_start = other.follower_log_start
         self.max_bytes = other.max_bytes
         self.current_leader_epoch = other.current_leader_epoch
         self.last_fetched_epoch = other.last_fetched_epoch

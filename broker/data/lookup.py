@@ -12,8 +12,8 @@ leader epoch must match the partition's (older: FENCED_LEADER_EPOCH, newer:
 UNKNOWN_LEADER_EPOCH; -1 means "not given"), and this broker must lead it
 (NOT_LEADER_OR_FOLLOWER: a follower replica has its log but does not serve).
 
-Followers do not serve consumers yet: Kafka lets a follower answer a consumer's
-Fetch v11+ (KIP-392) up to its high watermark, which needs replication (issue 12).
+`require_leader=False` finds a follower replica's log too: the consumer Fetch v11+ a follower
+serves (KIP-392, docs/replication.md) and ListOffsets from the debugging replica id -2.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def locate(
 ) -> Located | ErrorCode:
     """The partition's metadata and log, or the error Kafka answers for it. Without
     `require_leader` a follower replica's log is found too (ListOffsets from the debugging
-    replica id -2, as Kafka's `fetchOnlyFromLeader`)."""
+    replica id -2, a consumer's Fetch v11+: Kafka's `fetchOnlyFromLeader` false)."""
     partition = (image or broker.image).partition(topic, index)
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -21,7 +21,11 @@ Behavior:
   stable offset (read_committed); aborted_transactions is null for
   read_uncommitted and [] for read_committed (no transaction markers exist
   yet); partitions refused before any read (unknown topic, partition or topic
-  id) carry [], as Kafka's do. preferred_read_replica is always -1.
+  id) carry [], as Kafka's do.
+- KIP-392 (v11+): a follower replica serves consumers too, up to its own high watermark; a
+  leader with `replica.selector.class` set to the rack-aware selector may answer a partition
+  with `preferred_read_replica` (an in-sync follower on the request's rack_id) and no records
+  (broker.replication.read_replica, docs/replication.md). Below v11 only leaders serve.
 - v12+ last_fetched_epoch: a log that diverged answers diverging_epoch.
 - On a controller listener, Fetch is Raft's: a replica of `__cluster_metadata` reads the
   quorum leader's log through this node's Raft driver (`raft_rpc`), v13+ only (it needs the
@@ -45,6 +49,7 @@ import trio
 
 from strom.broker.admin.cluster import current_leader
 from strom.broker.data.fetch_read import (
+    Consumer,
     PartitionRead,
     Replica,
     load_records,
@@ -78,6 +83,8 @@ REDIRECT_VERSION = 16
 _REDIRECTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 FIRST_TOPIC_ID_VERSION = 13
+FOLLOWER_READ_VERSION = 11
+"""KIP-392: consumers' Fetch v11+ carries rack_id and may be served by a follower."""
 
 
 async def handle(broker: BrokerState, request: RequestContext, body: FetchRequest) -> FetchResponse:
@@ -99,7 +106,9 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
     min_bytes = min(body.min_bytes, max_bytes)
-    reads = await _read_until_ready(broker, body, context, uses_ids, max_bytes, min_bytes)
+    reads = await _read_until_ready(
+        broker, request, body, context, uses_ids, max_bytes, min_bytes
+    )
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
     response = _respond(broker, body, context, reads, uses_ids)
     if isinstance(response, FetchResponse):
@@ -146,6 +155,7 @@ def _wanted(body: FetchRequest, uses_ids: bool) -> list[CachedPartition]:
             max_bytes=p.partition_max_bytes,
             current_leader_epoch=p.current_leader_epoch,
             last_fetched_epoch=p.last_fetched_epoch,
+            follower_log_start=p.log_start_offset,
         )
         for topic in body.topics
         for p in topic.partitions
@@ -162,6 +172,7 @@ def _forgotten(body: FetchRequest, uses_ids: bool) -> list[PartitionKey]:
 
 async def _read_until_ready(
     broker: BrokerState,
+    request: RequestContext,
     body: FetchRequest,
     context: FetchContext,
     uses_ids: bool,
@@ -171,7 +182,11 @@ async def _read_until_ready(
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
 
     replica_id = _replica_id(body)
-    replica = Replica(replica_id, body.replica_state.replica_epoch) if replica_id >= 0 else None
+    replica: Replica | Consumer | None = None
+    if replica_id >= 0:
+        replica = Replica(replica_id, body.replica_state.replica_epoch)
+    elif request.api_version >= FOLLOWER_READ_VERSION:
+        replica = Consumer(body.rack_id, request.listener)
 
     def read() -> list[PartitionRead]:
         return read_partitions(
@@ -199,11 +214,15 @@ async def _read_until_ready(
 
 
 def _ready(reads: list[PartitionRead], min_bytes: int) -> bool:
-    """Kafka answers at once with no readable partition, enough bytes, an error or a divergence."""
+    """Kafka answers at once with no readable partition, enough bytes, an error, a divergence
+    or a preferred read replica (KIP-392: the consumer should go elsewhere)."""
     readable = [r for r in reads if r.readable]
     if not readable:
         return True
-    if any(r.error != ErrorCode.NONE or r.diverging is not None for r in readable):
+    if any(
+        r.error != ErrorCode.NONE or r.diverging is not None or r.preferred_read_replica >= 0
+        for r in readable
+    ):
         return True
     return sum(r.size for r in readable) >= min_bytes
 
@@ -238,7 +257,8 @@ def _respond(
             error = r.error
             hw = -1 if error else r.high_watermark
             start = -1 if error else r.log_start_offset
-            if r.part.must_respond(error, hw, start, r.size > 0, r.diverging is not None):
+            redirected = r.diverging is not None or r.preferred_read_replica >= 0
+            if r.part.must_respond(error, hw, start, r.size > 0, redirected):
                 kept.append(r)
                 session.move_to_end(partition_key(r.part, uses_ids))
         reads = kept

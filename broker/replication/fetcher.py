@@ -13,7 +13,10 @@ Per partition in the answer:
 
 - records: appended as they came (`PartitionLog.append_replicated`): batches move as opaque
   bytes, the leader's offsets, epochs and timestamps kept; no record is decoded here.
-  The follower's high watermark becomes min(leader's high watermark, local log end).
+  The follower's high watermark becomes min(leader's high watermark, local log end), and its
+  log start follows the leader's `log_start_offset` up to that high watermark (so DeleteRecords
+  and retention on the leader reach every replica); consumers parked on this follower
+  (KIP-392) are woken.
 - `diverging_epoch`: the local tail parts from the leader's history; truncate where
   `divergence.truncation_point` says and fetch again (a second round may cut further).
   Truncations go through `LogManager.truncate_to`, which rewrites the checkpoints at once.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -49,6 +53,7 @@ if TYPE_CHECKING:
     import uuid
 
     from strom.broker.state import BrokerState
+    from strom.storage.partition import PartitionLog
 
 log = logging.getLogger("strom.fetcher")
 
@@ -83,6 +88,7 @@ class Followed(Protocol):
     broker: BrokerState
     targets: dict[Key, FetchTarget]
     targets_changed: trio.Event
+    high_watermark_listeners: list[Callable[[str, int], None]]
 
 
 class FetcherManager:
@@ -263,14 +269,27 @@ class LeaderFetcher:
                         )  # fmt: skip
                         self.broker.logs.truncate_to(*key, cut.offset)
                     else:
+                        before = (plog.high_watermark, plog.log_start_offset)
                         records = p.records
                         if isinstance(records, bytes | bytearray | memoryview) and len(records):
                             plog.append_replicated(records, self.broker.clock())
                         plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
+                        self._follow_log_start(plog, p.log_start_offset)
                         self._delayed.pop(key, None)
+                        if (plog.high_watermark, plog.log_start_offset) != before:
+                            for listener in self.manager.high_watermark_listeners:
+                                listener(*key)  # consumers reading this follower (KIP-392)
                 except (LogError, OSError) as exc:
                     log.warning("replicating %s from broker %d: %s", plog.name, self.leader, exc)
                     self._delayed[key] = trio.current_time() + backoff_s
+
+    def _follow_log_start(self, plog: PartitionLog, leader_start: int) -> None:
+        """Advance the local log start to the leader's (DeleteRecords, retention there), never
+        past the local high watermark: what is not committed here stays until it is."""
+        start = min(leader_start, plog.high_watermark)
+        if start > plog.log_start_offset:
+            log.debug("%s: log start follows leader %d to %d", plog.name, self.leader, start)
+            plog.delete_records_before(start)
 
     async def _out_of_range(self, key: Key, target: FetchTarget, address: Address) -> None:
         """Kafka's fetchOffsetAndTruncate: cut to the leader's end, or restart at its start."""

@@ -39,9 +39,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.broker.admin.cluster import broker_nodes
 from strom.broker.drivers.controller_channel import ActiveControllerClient
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.replication.fetcher import FetcherManager, FetchTarget, Key
+from strom.broker.replication.read_replica import (
+    NO_PREFERRED_REPLICA,
+    ReplicaView,
+    select_read_replica,
+)
 from strom.broker.replication.replica_set import ReplicaSet
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -99,6 +105,9 @@ class ReplicationManager:
         self._outbox = _Outbox()
         self._client: ActiveControllerClient | None = None
         self.fetchers: FetcherManager | None = None
+        self.serving_consumers: set[Key] = set()
+        """Followed partitions whose consumers this follower served records (KIP-392); each is
+        logged once while followed."""
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
         """Told when a led partition's high watermark moved (DataWaiters wakes parked fetches
         and acks=all produces)."""
@@ -157,6 +166,7 @@ class ReplicationManager:
                         topic.topic_id, partition.leader, partition.leader_epoch
                     )
         self.leaders = leaders
+        self.serving_consumers &= targets.keys()
         self.followed = True
         if targets != self.targets:
             self.targets = targets
@@ -203,20 +213,56 @@ class ReplicationManager:
 
     # --- leader side -------------------------------------------------------------------------
 
-    def follower_fetched(self, key: Key, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched `key` from `fetch_offset` (its log end): move the high watermark
-        and propose it into the ISR if it caught up."""
+    def follower_fetched(
+        self, key: Key, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower fetched `key` from `fetch_offset` (its log end) with its log starting at
+        `log_start_offset`: move the high watermark and propose it into the ISR if it caught
+        up."""
         leadership = self.leaders.get(key)
         if leadership is None:
             return
         plog = leadership.log
         now = self.broker.clock()
         if leadership.replica_set.follower_fetched(
-            replica_id, fetch_offset, plog.log_end_offset, now
+            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset
         ):
             self._set_high_watermark(key, leadership)
         if replica_id not in leadership.replica_set.isr:
             self._propose(key, leadership, now)
+
+    def preferred_read_replica(
+        self, key: Key, fetch_offset: int, client_rack: str, listener: str
+    ) -> int:
+        """KIP-392: the follower a consumer on `client_rack` should fetch `key` from, or -1
+        (see `read_replica`; only a leader of a replicated partition names one)."""
+        selector = self.broker.config.replica_selector_class
+        leadership = self.leaders.get(key)
+        if leadership is None or selector is None or not client_rack:
+            return NO_PREFERRED_REPLICA
+        image = self.broker.image
+        alive = {n.broker_id: n for n in broker_nodes(self.broker, image, listener)}
+        me = self.broker.node_id
+        if me not in alive:
+            return NO_PREFERRED_REPLICA  # Kafka: a leader without an endpoint is never named
+        now = self.broker.clock()
+        replica_set = leadership.replica_set
+        followers = [
+            ReplicaView(broker_id, alive[broker_id].rack, f.log_end_offset,
+                        now - f.last_caught_up_ms)
+            for broker_id, f in replica_set.followers.items()
+            if broker_id in replica_set.isr
+            and broker_id in alive
+            and f.log_start_offset <= fetch_offset <= f.log_end_offset
+        ]  # fmt: skip
+        leader = ReplicaView(me, alive[me].rack, leadership.log.log_end_offset, 0)
+        return select_read_replica(selector, client_rack, leader, followers)
+
+    def served_consumer(self, key: Key) -> None:
+        """A consumer read records of followed partition `key` here (KIP-392): say so once."""
+        if key in self.targets and key not in self.serving_consumers:
+            self.serving_consumers.add(key)
+            log.info("%s-%d: serving consumer fetches as a follower (KIP-392)", *key)
 
     def leader_appended(self, key: Key) -> Leadership | None:
         """After an append here: the high watermark may move at once (an ISR of the leader

@@ -44,6 +44,8 @@ class Follower:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    """The follower's log start, as its last fetch said (KIP-392's read replica choice)."""
 
 
 class ReplicaSet:
@@ -79,7 +81,12 @@ class ReplicaSet:
     # --- inputs ------------------------------------------------------------------------------
 
     def follower_fetched(
-        self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: int
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        leader_end: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> bool:
         """A follower fetched from `fetch_offset` while the leader's log ended at `leader_end`.
 
@@ -94,6 +101,7 @@ class ReplicaSet:
         elif fetch_offset >= follower.leader_end_at_last_fetch:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        follower.log_start_offset = log_start_offset
         follower.leader_end_at_last_fetch = leader_end
         follower.last_fetch_ms = now_ms
         return self.advance(leader_end)

@@ -75,6 +75,8 @@ ALLOWED_VERSION_RANGES = {
     # Kafka 4.1 additions Strom (written against 4.0) does not implement yet:
     0: ((0, 13), (0, 12)),  # Produce v13: topic ids instead of names (KIP-516)
     1: ((4, 18), (4, 17)),  # Fetch v18: high-watermark tagged field for share fetch
+    # AlterPartitionReassignments v1: allowReplicationFactorChange (KIP-860)
+    45: ((0, 1), (0, 0)),
     # Kafka 4.1 lists JoinGroup v0-1 again; Strom keeps 4.0's floor (KIP-896), see docs/apis.md
     11: ((0, 9), (2, 9)),
 }

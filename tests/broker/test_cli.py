@@ -34,6 +34,17 @@ def test_invalid_value_names_key_and_expectation(tmp_path: Path) -> None:
     assert "many" in result.stderr
 
 
+def test_an_unknown_replica_selector_class_is_refused_in_one_line(tmp_path: Path) -> None:
+    """KIP-392: only Kafka's two selector classes exist here; any other fails closed."""
+    config = tmp_path / "server.properties"
+    config.write_text("replica.selector.class=com.example.NearestSelector\n")
+    result = run_cli("serve", "--config", str(config))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "replica.selector.class" in result.stderr
+    assert "RackAwareReplicaSelector" in result.stderr
+
+
 def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
     result = run_cli("serve", "--config", str(tmp_path / "nope.properties"))
     assert result.returncode == 2

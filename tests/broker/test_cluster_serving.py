@@ -105,14 +105,17 @@ async def test_produce(cluster: BrokerState, client: KafkaClient) -> None:
     assert await _produce_all(client) == [NLOF, NLOF, ErrorCode.NONE, NLOF, UNKNOWN]
 
 
-async def test_fetch(cluster: BrokerState, client: KafkaClient) -> None:
+@pytest.mark.parametrize("version", [10, 11, 12])
+async def test_fetch(cluster: BrokerState, client: KafkaClient, version: int) -> None:
+    """A follower replica (partition 1) serves consumers' Fetch v11+ only (KIP-392)."""
     request = fetch_request("placed", 0)
     request.topics[0].partitions = [
         fetch_request("placed", 0, partition=p).topics[0].partitions[0] for p in range(5)
     ]
-    response = await client.request(request, 12, FetchResponse)
+    response = await client.request(request, version, FetchResponse)
     [topic] = response.responses
-    assert [p.error_code for p in topic.partitions] == [NLOF, NLOF, 0, NLOF, UNKNOWN]
+    follower = NLOF if version < 11 else ErrorCode.NONE
+    assert [p.error_code for p in topic.partitions] == [NLOF, follower, 0, NLOF, UNKNOWN]
 
 
 async def test_list_offsets(cluster: BrokerState, client: KafkaClient) -> None:
@@ -316,8 +319,8 @@ async def test_fetch_names_the_current_leader(
     request = fetch_request("placed", 0)
     request.topics[0].topic_id = topic.topic_id
     request.topics[0].partitions = [
-        fetch_request("placed", 0, partition=p).topics[0].partitions[0] for p in (1, 2)
-    ]
+        fetch_request("placed", 0, partition=p).topics[0].partitions[0] for p in (0, 2)
+    ]  # partition 0 has no replica here (a follower would serve: KIP-392)
     response = await client.request(request, version, FetchResponse)
     parts = response.responses[0].partitions
     assert [p.error_code for p in parts] == [NLOF, 0]

@@ -124,6 +124,7 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "metadata.log.segment.bytes": 1073741824,
     "metadata.max.retention.bytes": 104857600,
     "broker.rack": None,
+    "replica.selector.class": None,
     "strom.log.level": "INFO",
     "controller.quorum.voters": (),
     "controller.quorum.bootstrap.servers": (),
@@ -186,6 +187,17 @@ def test_config_is_frozen_and_comparable() -> None:
     assert dataclasses.replace(config, num_partitions=3).num_partitions == 3
     with pytest.raises(ConfigError, match=r"num\.partitions"):
         dataclasses.replace(config, num_partitions=0)
+
+
+def test_replica_selector_class_takes_kafkas_two_selectors() -> None:
+    for name in (
+        "org.apache.kafka.common.replica.LeaderSelector",
+        "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+    ):
+        assert props_cfg({"replica.selector.class": name}).replica_selector_class == name
+    assert BrokerConfig().replica_selector_class is None
+    with pytest.raises(ConfigError, match=r"replica\.selector\.class.*RackAwareReplicaSelector"):
+        props_cfg({"replica.selector.class": "com.example.Mine"})
 
 
 # --- properties syntax ------------------------------------------------------------------------

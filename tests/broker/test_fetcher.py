@@ -49,6 +49,7 @@ def _fetcher(log: PartitionLog, leader_epoch: int = 1) -> LeaderFetcher:
         broker=broker,
         targets={KEY: FetchTarget(TOPIC_ID, 1, leader_epoch)},
         targets_changed=trio.Event(),
+        high_watermark_listeners=[],
     )
     return LeaderFetcher(manager, 1)
 
@@ -86,6 +87,34 @@ async def test_records_are_appended_as_the_leader_wrote_them(tmp_path: Path) -> 
     assert follower.high_watermark == 2  # the leader's, within the local log
     assert read_everything(follower) == read_everything(leader)
     assert follower.read(0, 1 << 20).read_bytes() == chunk  # byte for byte
+
+
+async def test_the_log_start_follows_the_leaders_up_to_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    for value in (b"a", b"b", b"c", b"d"):
+        leader.append(batch([value]), 1, T0)
+    follower = open_log(tmp_path / "follower" / "t-0")
+    follower.high_watermark_follows_appends = False
+    woken: list[tuple[str, int]] = []
+    fetcher = _fetcher(follower)
+    fetcher.manager.high_watermark_listeners.append(lambda *key: woken.append(key))
+    chunk = leader.read(0, 1 << 20).read_bytes()
+    partition = FetchResponse.PartitionData(
+        0, ErrorCode.NONE, high_watermark=2, log_start_offset=3, records=chunk
+    )  # the leader deleted below 3; this follower has committed only below 2
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert (follower.log_start_offset, follower.high_watermark) == (2, 2)
+    assert woken == [KEY]
+    partition = FetchResponse.PartitionData(
+        0, ErrorCode.NONE, high_watermark=4, log_start_offset=3, records=b""
+    )
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert (follower.log_start_offset, follower.high_watermark) == (3, 4)
+    partition.log_start_offset = 1  # an older answer never moves it back
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert follower.log_start_offset == 3
 
 
 async def test_a_diverging_epoch_truncates(tmp_path: Path) -> None:
