@@ -13,7 +13,9 @@ Two set-ups, one after the other, on the same machine with the same client (`ben
   replica is in the ISR.
 
 Per set-up: produce (acks=all, linger.ms=5, as fast as the client goes), consume from the
-beginning, and paced produce latency (acks=all, linger.ms=0, `--rate` msg/s). Broker CPU is
+beginning, and paced produce latency (acks=all, linger.ms=0, `--rate` msg/s, default 500: with linger.ms=0
+every message is its own request and its own replication round; 1,000/s saturates the three
+processes on 2 cores). Broker CPU is
 utime+stime from /proc/<pid>/stat of every broker process of the set-up (the cluster's three
 summed: the followers' fetching and appending is part of the cost), read before and after
 each phase as `bench/harness.py` does for one broker; the tables give it per message.
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,8 +66,10 @@ from bench.workloads import (  # noqa: E402
 from strom.broker.testing.cluster import ClusterProcess  # noqa: E402
 
 RESULTS = _ROOT / "bench" / "results"
-DECODING = ("decode_records", "iter_records", "read_records", "Record.decode", "records/record.py")
-"""Frame names that would mean a record was decoded (per-record work) on a profiled path."""
+DECODING = ("decode_records", "records/iterate.py", "records/record.py", "records/walk.py",
+            "records/legacy.py")
+"""Frames of per-record work (decoding, or the produce-time record walk). On the leader the walk
+is the produce validation (Kafka's LogValidator); on a follower any of them would be a bug."""
 
 
 class ClusterBroker(RunningBroker):
@@ -121,8 +126,9 @@ def phases(broker: RunningBroker, replicas: int, w: Workload, rate: float, secon
     return out
 
 
-def profile(cluster: ClusterProcess, w: Workload, outdir: Path, seconds: int) -> dict[str, Any]:
-    """py-spy the leader and a follower during an unmeasured produce; their top frames."""
+def profile(cluster: ClusterProcess, w: Workload, outdir: Path) -> dict[str, Any]:
+    """py-spy the leader and a follower during an unmeasured produce (5x the workload); their
+    top frames."""
     broker = ClusterBroker(cluster)
     topic = topic_name("rf3-profile")
     create(cluster.bootstrap, topic, 3)
@@ -133,14 +139,16 @@ def profile(cluster: ClusterProcess, w: Workload, outdir: Path, seconds: int) ->
     for role, node_id in (("leader", leader), ("follower", follower)):
         path = outdir / f"{role}.txt"
         spies[role] = (path, subprocess.Popen(
-            ["py-spy", "record", "--format", "raw", "--rate", "200", "--duration", str(seconds),
-             "--nonblocking", "-p", str(cluster.node(node_id).pid), "-o", str(path)],
+            ["py-spy", "record", "--format", "raw", "--rate", "250", "--nonblocking",
+             "-p", str(cluster.node(node_id).pid), "-o", str(path)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         ))  # fmt: skip
-    produce(broker, topic, w)
+    produce(broker, topic, Workload(w.count * 5, w.size, 1, "all"))  # long enough to sample
     report: dict[str, Any] = {}
+    for _, spy in spies.values():
+        spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
     for role, (path, spy) in spies.items():
-        _, err = spy.communicate(timeout=seconds + 60)
+        _, err = spy.communicate(timeout=60)
         if spy.returncode != 0 or not path.exists():
             report[role] = {"error": err.strip()[-300:]}
             continue
@@ -197,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--count", type=int, default=200_000, help="messages per produce phase")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
-    parser.add_argument("--rate", type=float, default=1000.0, help="latency phase msg/s")
+    parser.add_argument("--rate", type=float, default=500.0, help="latency phase msg/s")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output directory")
     args = parser.parse_args(argv)
     count = 20_000 if args.quick else args.count
@@ -215,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
                 ClusterBroker(cluster), 3, w, args.rate, seconds
             )
             if args.profile is not None:
-                profiled = profile(cluster, w, args.profile, max(5, int(count / 20_000)))
+                profiled = profile(cluster, w, args.profile)
     out = {
         "meta": {**machine_info(), "elapsed_s": round(time.perf_counter() - began, 1),
-                 "workload": w.key},  # fmt: skip
+                 "workload": w.key},
         "results": {k: {ph: r.as_json() for ph, r in v.items()} for k, v in results.items()},
         "profile": profiled,
     }
