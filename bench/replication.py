@@ -183,8 +183,8 @@ def top_frames(path: Path, n: int = 12) -> dict[str, Any]:
 
 def table(results: dict[str, dict[str, PhaseResult]]) -> str:
     rows = ["| set-up | produce msg/s | produce broker CPU µs/msg | consume msg/s | consume broker "
-            "CPU µs/msg | p50 / p99 / max produce latency (ms) |",
-            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+            "CPU µs/msg | p50 / p99 / max produce latency (ms) | other processes' CPU s (p / c / l) |",
+            "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in results.items():
         p, c, lat = r["produce"], r["consume"], r["latency"]
 
@@ -196,7 +196,8 @@ def table(results: dict[str, dict[str, PhaseResult]]) -> str:
 
         lats = (f"{lat.extra['p50_ms']:.2f} / {lat.extra['p99_ms']:.2f} / {lat.extra['max_ms']:.2f}"
                 if lat.ok else f"n/a ({lat.error})")  # fmt: skip
-        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {lats} |")
+        other = " / ".join(f"{x.other_cpu_s:.1f}" for x in (p, c, lat))
+        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {lats} | {other} |")
     return "\n".join(rows)
 
 
