@@ -208,7 +208,7 @@ class Broker:
                     await self._shutdown.wait()
                     if quorum is not None and _controlled_shutdown_wanted(config, quorum):
                         heartbeats.cancel()  # the controlled shutdown's heartbeats replace them
-                        await _controlled_shutdown(quorum)
+                        await _controlled_shutdown(config, quorum)
                     log.info("shutting down: no new connections; finishing in-flight requests")
                     if quorum is not None:
                         await quorum.shutdown()  # resign: another voter takes over at once
@@ -276,10 +276,15 @@ def _controlled_shutdown_wanted(config: BrokerConfig, quorum: QuorumController) 
         return False
     if quorum.local_broker.broker_epoch < 0:
         return False
-    return any(b.broker_id != config.node_id for b in quorum.image.brokers())
+    return _other_active_broker(config, quorum)
 
 
-async def _controlled_shutdown(quorum: QuorumController) -> None:
+def _other_active_broker(config: BrokerConfig, quorum: QuorumController) -> bool:
+    """Another broker may take leaderships (unfenced, not shutting down itself)."""
+    return any(b.broker_id != config.node_id and b.active for b in quorum.image.brokers())
+
+
+async def _controlled_shutdown(config: BrokerConfig, quorum: QuorumController) -> None:
     """Kafka's BrokerLifecycleManager.beginControlledShutdown, before this broker stops serving:
     heartbeat want_shut_down until the controller has moved every leadership away and answers
     should_shut_down, while this broker still serves (its followers and clients see the moves as
@@ -287,14 +292,33 @@ async def _controlled_shutdown(quorum: QuorumController) -> None:
     it, or with no controller reachable, the broker stops anyway (as a crash would)."""
     started = trio.current_time()
     log.info("controlled shutdown: asking the controller to move this broker's leaderships")
+    outcome: list[bool] = []
+
+    async def ask(cancel: trio.CancelScope) -> None:
+        outcome.append(await quorum.local_broker.controlled_shutdown())
+        cancel.cancel()
+
+    async def watch(cancel: trio.CancelScope) -> None:
+        # the whole cluster stopping at once: once no other broker may lead, there is nowhere
+        # to move leaderships, and the quorum may be gone too; waiting would only delay the stop
+        while _other_active_broker(config, quorum):
+            await quorum.next_change().wait()
+        outcome.append(False)
+        log.info("controlled shutdown: no other active broker is left to lead; stopping")
+        cancel.cancel()
+
     with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS) as scope:
-        await quorum.local_broker.controlled_shutdown()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, nursery.cancel_scope)
+            nursery.start_soon(watch, nursery.cancel_scope)
+    took = (trio.current_time() - started) * 1000
     if scope.cancelled_caught:
         log.warning("controlled shutdown: the controller did not approve it within %.0fs; "
                     "stopping anyway", CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS)  # fmt: skip
+    elif outcome and outcome[0]:
+        log.info("controlled shutdown: done in %.0f ms", took)
     else:
-        log.info("controlled shutdown: done in %.0f ms",
-                 (trio.current_time() - started) * 1000)  # fmt: skip
+        log.info("controlled shutdown: not completed (%.0f ms); stopping anyway", took)
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
