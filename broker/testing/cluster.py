@@ -31,7 +31,7 @@ does. A node is up when its "Strom ... started" log line appears; the cluster is
 every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
 it reads the logs, and polls what it waits for against a deadline. Each node
 keeps its last log lines (`ClusterNode.output`; `ClusterProcess.report()` for a failure
-report). Leaving the `with` block stops every node (SIGTERM, then SIGKILL after a grace period)
+report). Leaving the `with` block stops every node, one at a time (SIGTERM, then SIGKILL after a grace period)
 and closes every socket, also when the test failed.
 """
 
