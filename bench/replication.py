@@ -20,6 +20,10 @@ utime+stime from /proc/<pid>/stat of every broker process of the set-up (the clu
 summed: the followers' fetching and appending is part of the cost), read before and after
 each phase as `bench/harness.py` does for one broker; the tables give it per message.
 
+`--kafka` adds the peer: three Apache Kafka 4.1.1 combined KRaft nodes (JVMs started as
+`compat_tests/apache_kafka.py` starts its one node: jars from Maven Central, -Xmx512m, serial GC,
+C1 only), same topic and workloads, CPU summed over the three JVMs.
+
 `--profile DIR` runs `py-spy record` (raw collapsed stacks) on the partition leader and one
 follower during a second, unmeasured produce phase of the cluster, then prints each one's top
 frames by own time and whether any frame of a record-decoding function (`wire/records`
@@ -30,6 +34,7 @@ fetch read). Output: markdown on stdout, JSON in `bench/results/replication.json
 from __future__ import annotations
 
 import argparse
+import base64
 import collections
 import json
 import signal
@@ -37,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +94,82 @@ class ClusterBroker(RunningBroker):
 
     def alive(self) -> bool:
         return all(n.alive for n in self.cluster.nodes)
+
+
+class KafkaCluster(RunningBroker):
+    """Three Apache Kafka combined KRaft nodes (JVMs), as `compat_tests/apache_kafka.py` runs
+    one: jars from Maven Central (`compat_tests.maven`), the same small-heap JVM options."""
+
+    def __init__(self, root: Path) -> None:
+        from compat_tests import maven
+        from compat_tests.apache_kafka import JVM_OPTIONS, free_port, jvm_classpath, write_log4j
+
+        classpath = jvm_classpath("kafka_2.13")
+        ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
+        voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in ports.items())
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # the storage tool would take it for an option
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+        started = time.perf_counter()
+        for i, (port, controller) in ports.items():
+            d = root / f"kafka-{i}"
+            d.mkdir(parents=True)
+            props = {
+                "process.roles": "broker,controller", "node.id": str(i),
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "log.dirs": str(d / "data"), "offsets.topic.num.partitions": "1",
+                "group.initial.rebalance.delay.ms": "0",
+            }  # fmt: skip
+            config = d / "server.properties"
+            config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+            java = [maven.require_java(), *JVM_OPTIONS, "-Djava.awt.headless=true",
+                    f"-Dlog4j2.configurationFile={write_log4j(d / 'log4j2.properties')}",
+                    f"-Dkafka.logs.dir={d}", "-cp", classpath]  # fmt: skip
+            fmt = subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                  "-c", str(config)], capture_output=True, text=True, timeout=120)  # fmt: skip
+            if fmt.returncode != 0:
+                raise RuntimeError(f"kafka storage format failed: {fmt.stdout}{fmt.stderr}")
+            log = d / "server.log"
+            with log.open("wb") as out:
+                self.procs.append(subprocess.Popen([*java, "kafka.Kafka", str(config)], stdout=out,
+                                                   stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+            self.logs.append(log)
+        deadline = time.monotonic() + 180
+        while not all("Kafka Server started" in log.read_text(errors="replace") for log in self.logs):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                self.close()
+                raise RuntimeError("the Apache Kafka cluster did not start")
+            time.sleep(0.2)
+        bootstrap = ",".join(f"127.0.0.1:{p}" for p, _ in ports.values())
+        super().__init__("kafka3", "kafka", bootstrap, self.procs[0].pid,
+                         time.perf_counter() - started, started)  # fmt: skip
+
+    def sample(self) -> Sample:
+        parts = [sample(p.pid) for p in self.procs]
+        return Sample(time.perf_counter(), sum(p.cpu_s for p in parts), sum(p.rss for p in parts))
+
+    def peak_rss(self) -> int:
+        return sum(peak_rss_bytes(p.pid) for p in self.procs)
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 def create(bootstrap: str, topic: str, replicas: int, timeout: float = 60.0) -> None:
@@ -208,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100, help="value bytes")
     parser.add_argument("--rate", type=float, default=500.0, help="latency phase msg/s")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output directory")
+    parser.add_argument("--kafka", action="store_true",
+                        help="also a 3-node Apache Kafka 4.1.1 cluster (JVMs; jars via Maven)")  # fmt: skip
     args = parser.parse_args(argv)
     count = 20_000 if args.quick else args.count
     seconds = 3.0 if args.quick else 10.0
@@ -225,6 +309,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             if args.profile is not None:
                 profiled = profile(cluster, w, args.profile)
+        if args.kafka:
+            kafka = KafkaCluster(Path(tmp) / "kafka")
+            try:
+                results["Apache Kafka 4.1.1: 3 nodes, RF=3, min.insync.replicas=2"] = phases(
+                    kafka, 3, w, args.rate, seconds
+                )
+            finally:
+                kafka.close()
     out = {
         "meta": {**machine_info(), "elapsed_s": round(time.perf_counter() - began, 1),
                  "workload": w.key},
