@@ -917,6 +917,11 @@ class BrokerConfig:
         "How often idle producer ids are expired.",
         validator=at_least(1),
     )
+    controlled_shutdown_enable: bool = setting(
+        "controlled.shutdown.enable", C.BOOLEAN, True,
+        "On SIGTERM a cluster broker first asks the controller to move its leaderships away "
+        "and stops only once told it may (at most 5 minutes, Kafka's shutdown bound).",
+    )  # fmt: skip
     replica_lag_time_max_ms: int = setting(
         "replica.lag.time.max.ms", C.LONG, 30000, "Followers lagging longer leave the ISR."
     )

@@ -180,15 +180,20 @@ class BrokerLifecycle:
             elif self.fenced:
                 log.warning("broker %d is fenced; asking to be unfenced", self.node_id)
 
-    async def controlled_shutdown(self) -> None:
-        """Ask to shut down and wait until the controller says it is safe (leadership moved)."""
+    async def controlled_shutdown(self) -> bool:
+        """Ask to shut down and wait until the controller says it is safe (leadership moved).
+        True once approved; False when abandoned (no controller, or an error answer)."""
         backoff = self._config.controller_quorum_retry_backoff_ms / 1000
         while True:
             try:
                 response = await self.heartbeat(want_shut_down=True)
             except ControllerUnavailable as exc:
                 log.warning("broker %d: controlled shutdown abandoned: %s", self.node_id, exc)
-                return
-            if response.error_code != ErrorCode.NONE or response.should_shut_down:
-                return
+                return False
+            if response.error_code != ErrorCode.NONE:
+                log.warning("broker %d: controlled shutdown abandoned: %s", self.node_id,
+                            ErrorCode(response.error_code).name)  # fmt: skip
+                return False
+            if response.should_shut_down:
+                return True
             await trio.sleep(backoff)

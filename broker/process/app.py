@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Awaitable, Callable
 from functools import partial
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -46,6 +47,9 @@ from strom.storage.manager import LogManager
 log = logging.getLogger("strom.broker")
 
 SHUTDOWN_GRACE_SECONDS = 4.0
+CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS = 300.0
+"""How long SIGTERM waits for the controller to approve a controlled shutdown (Kafka's broker
+waits up to its 5-minute shutdown bound; it has no key of its own)."""
 FLUSH_CHECK_SECONDS = 0.05
 
 
@@ -191,8 +195,9 @@ class Broker:
                         await _follow(state, controller)
                 if failure is None:
                     accepting.start_soon(_flush_loop, state)
+                    heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
-                        accepting.start_soon(controller.local_broker.run)
+                        accepting.start_soon(_within, heartbeats, controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(state.groups.run)
@@ -201,6 +206,9 @@ class Broker:
                     accepting.start_soon(ReplicationManager.of(state).run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
+                    if quorum is not None and _controlled_shutdown_wanted(config, quorum):
+                        heartbeats.cancel()  # the controlled shutdown's heartbeats replace them
+                        await _controlled_shutdown(config, quorum)
                     log.info("shutting down: no new connections; finishing in-flight requests")
                     if quorum is not None:
                         await quorum.shutdown()  # resign: another voter takes over at once
@@ -251,6 +259,66 @@ async def _follow(state: BrokerState, controller: MetadataController) -> None:
     `followed`)."""
     await follow_image(state, controller.image)
     controller.subscribe(lambda image: follow_image(state, image))
+
+
+async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:
+    """Run `run` inside `scope`, so that it alone can be cancelled."""
+    with scope:
+        await run()
+
+
+def _controlled_shutdown_wanted(config: BrokerConfig, quorum: QuorumController) -> bool:
+    """A registered cluster broker with another registered broker to take its leaderships.
+
+    A node alone (no other broker) skips it, as Kafka's combined single node would gain nothing:
+    every leadership would only go offline and be elected again at the next start."""
+    if not config.controlled_shutdown_enable or "broker" not in config.roles:
+        return False
+    if quorum.local_broker.broker_epoch < 0:
+        return False
+    return _other_active_broker(config, quorum)
+
+
+def _other_active_broker(config: BrokerConfig, quorum: QuorumController) -> bool:
+    """Another broker may take leaderships (unfenced, not shutting down itself)."""
+    return any(b.broker_id != config.node_id and b.active for b in quorum.image.brokers())
+
+
+async def _controlled_shutdown(config: BrokerConfig, quorum: QuorumController) -> None:
+    """Kafka's BrokerLifecycleManager.beginControlledShutdown, before this broker stops serving:
+    heartbeat want_shut_down until the controller has moved every leadership away and answers
+    should_shut_down, while this broker still serves (its followers and clients see the moves as
+    NOT_LEADER_OR_FOLLOWER and go to the new leaders). Bounded by Kafka's shutdown bound; past
+    it, or with no controller reachable, the broker stops anyway (as a crash would)."""
+    started = trio.current_time()
+    log.info("controlled shutdown: asking the controller to move this broker's leaderships")
+    outcome: list[bool] = []
+
+    async def ask(cancel: trio.CancelScope) -> None:
+        outcome.append(await quorum.local_broker.controlled_shutdown())
+        cancel.cancel()
+
+    async def watch(cancel: trio.CancelScope) -> None:
+        # the whole cluster stopping at once: once no other broker may lead, there is nowhere
+        # to move leaderships, and the quorum may be gone too; waiting would only delay the stop
+        while _other_active_broker(config, quorum):
+            await quorum.next_change().wait()
+        outcome.append(False)
+        log.info("controlled shutdown: no other active broker is left to lead; stopping")
+        cancel.cancel()
+
+    with trio.move_on_after(CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS) as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, nursery.cancel_scope)
+            nursery.start_soon(watch, nursery.cancel_scope)
+    took = (trio.current_time() - started) * 1000
+    if scope.cancelled_caught:
+        log.warning("controlled shutdown: the controller did not approve it within %.0fs; "
+                    "stopping anyway", CONTROLLED_SHUTDOWN_TIMEOUT_SECONDS)  # fmt: skip
+    elif outcome and outcome[0]:
+        log.info("controlled shutdown: done in %.0f ms", took)
+    else:
+        log.info("controlled shutdown: not completed (%.0f ms); stopping anyway", took)
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:

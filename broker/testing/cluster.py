@@ -31,7 +31,7 @@ does. A node is up when its "Strom ... started" log line appears; the cluster is
 every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
 it reads the logs, and polls what it waits for against a deadline. Each node
 keeps its last log lines (`ClusterNode.output`; `ClusterProcess.report()` for a failure
-report). Leaving the `with` block stops every node (SIGTERM, then SIGKILL after a grace period)
+report). Leaving the `with` block stops every node, one at a time (SIGTERM, then SIGKILL after a grace period)
 and closes every socket, also when the test failed.
 """
 
@@ -492,9 +492,18 @@ class ClusterProcess:
             raise ClusterError("strom format failed: " + "; ".join(failures))
 
     def close(self, grace: float = 10.0) -> None:
-        """Stop every node (SIGTERM, SIGKILL after `grace` seconds) and close every socket."""
+        """Stop every node, one at a time (SIGTERM, SIGKILL after `grace` seconds), and close
+        every socket.
+
+        One at a time, as an operator stops a cluster: a broker stopped by SIGTERM first runs a
+        controlled shutdown through the active controller, which needs a quorum of voters still
+        running. Stopped all at once, the first nodes out take the quorum with them and the
+        others wait for a controller that is gone (bounded, but seconds each); stopped in turn,
+        each finds a controller, and the last, with no other broker left to lead, skips it."""
         try:
-            self._terminate([n.process for n in self.nodes if n.alive], grace)
+            for node in self.nodes:
+                if node.alive:
+                    self._terminate([node.process], grace)
         finally:
             self._close_sockets()
 
