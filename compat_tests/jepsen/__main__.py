@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     opts = Options(seed=seed, faults=args.faults, partitions=args.partitions,
                    producers=args.producers, rate=args.rate)  # fmt: skip
-    print(describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup)))
+    print(
+        describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup))
+    )
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
         with ClusterProcess(root, combined=3) as cluster:

@@ -103,7 +103,9 @@ class Report:
             "lost": len(self.lost),
             "duplicated": len(self.duplicated),
             "reordered": len(self.reordered),
-            "offset holes": sum(end - start for ranges in self.holes.values() for start, end in ranges),
+            "offset holes": sum(
+                end - start for ranges in self.holes.values() for start, end in ranges
+            ),
             "inconsistent offsets": len(self.inconsistent) + len(self.ack_mismatch),
             "unexpected values": len(self.unexpected),
             "final read incomplete": int(self.final_incomplete),
@@ -160,10 +162,14 @@ def check(history: History) -> Report:
                 report.vanished.append(s.value)
         if s.outcome != "acked" and seen:
             report.unacked_present += 1
-        if s.outcome == "acked" and s.offset is not None and seen:
-            if (s.partition, s.offset) not in seen:
-                _, offset = min(seen)
-                report.ack_mismatch.append((s.value, s.partition, s.offset, offset))
+        if (
+            s.outcome == "acked"
+            and s.offset is not None
+            and seen
+            and (s.partition, s.offset) not in seen
+        ):
+            _, offset = min(seen)
+            report.ack_mismatch.append((s.value, s.partition, s.offset, offset))
 
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)

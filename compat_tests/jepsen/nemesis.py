@@ -40,7 +40,11 @@ class Fault:
     """kill-leader: whose leader to kill."""
 
     def describe(self) -> str:
-        what = f"{self.kind} of partition {self.partition}'s leader" if self.kind == "kill-leader" else self.kind
+        what = (
+            f"{self.kind} of partition {self.partition}'s leader"
+            if self.kind == "kill-leader"
+            else self.kind
+        )
         return f"t+{self.start:5.1f}s {what}, healed after {self.hold:.1f}s (pick {self.pick:.3f})"
 
 

@@ -74,7 +74,27 @@ class Run:
     seconds: float = 0.0
 
 
-class _Producer(threading.Thread):
+class _Worker(threading.Thread):
+    """A thread whose exception is re-raised where it is joined (`join_checked`)."""
+
+    failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:
+            self.failure = exc
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def join_checked(self) -> None:
+        self.join()
+        if self.failure is not None:
+            raise self.failure
+
+
+class _Producer(_Worker):
     def __init__(self, index: int, bootstrap: str, opts: Options, stop: threading.Event) -> None:
         super().__init__(name=f"jepsen-producer-{index}", daemon=True)
         self.index = index
@@ -86,6 +106,7 @@ class _Producer(threading.Thread):
         self.restarts = 0
         self.fatal = ""
         """A fatal error librdkafka reported (the producer must be replaced)."""
+        self.fatal_errors: list[str] = []
 
     def on_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -104,7 +125,7 @@ class _Producer(threading.Thread):
             },
         )
 
-    def run(self) -> None:
+    def work(self) -> None:
         producer = self.client()
         interval = 1.0 / self.opts.rate
         next_at = time.monotonic()
@@ -118,10 +139,11 @@ class _Producer(threading.Thread):
             except BufferError:
                 producer.poll(0.1)
                 continue
-            except KafkaException as exc:  # a fatal idempotence error: a new producer id
+            except KafkaException as exc:  # produce() refuses after a fatal error
                 send.outcome, send.error = "failed", _name(exc.args[0])
                 self.sends.append(send)
                 seq += 1
+                self.fatal = self.fatal or str(exc.args[0])
                 producer = self._replace(producer)
                 continue
             self.sends.append(send)
@@ -129,15 +151,24 @@ class _Producer(threading.Thread):
             next_at += interval
             # serves delivery reports and paces the load (a rate, not a synchronisation)
             producer.poll(max(0.0, next_at - time.monotonic()))
-            if self.fatal:
+            if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
                 producer = self._replace(producer)
-        producer.flush(self.opts.message_timeout_ms / 1000 + 5)
+        self._flush(producer)
         for send in self.sends:
             if send.outcome == "pending":
                 send.outcome, send.error = "indeterminate", "no delivery report"
 
+    def _flush(self, producer: Producer) -> None:
+        """Wait for outstanding delivery reports; after a fatal error some never come (those
+        values stay pending, then count as indeterminate)."""
+        try:
+            producer.flush(self.opts.message_timeout_ms / 1000 + 5)
+        except KafkaException as exc:
+            self.fatal_errors.append(str(exc.args[0]))
+
     def _replace(self, producer: Producer) -> Producer:
-        producer.flush(self.opts.message_timeout_ms / 1000 + 5)
+        self.fatal_errors.append(self.fatal)
+        self._flush(producer)
         self.restarts += 1
         self.fatal = ""
         return self.client()
@@ -160,7 +191,7 @@ def _on_delivery(send: Send) -> Callable[[KafkaError | None, Message], None]:
     return report
 
 
-class _LiveConsumer(threading.Thread):
+class _LiveConsumer(_Worker):
     def __init__(self, bootstrap: str, opts: Options, stop: threading.Event) -> None:
         super().__init__(name="jepsen-consumer", daemon=True)
         self.bootstrap = bootstrap
@@ -169,7 +200,7 @@ class _LiveConsumer(threading.Thread):
         self.reads: list[Read] = []
         self.errors = 0
 
-    def run(self) -> None:
+    def work(self) -> None:
         consumer = _consumer(self.bootstrap, self.opts)
         try:
             while not self.stop.is_set():
@@ -193,7 +224,9 @@ def _read(msg: Message, phase: Any) -> Read | None:
     if msg.error() is not None:
         return None
     partition, offset, value = msg.partition(), msg.offset(), msg.value()
-    assert partition is not None and offset is not None and isinstance(value, bytes)
+    assert partition is not None
+    assert offset is not None
+    assert isinstance(value, bytes)
     return Read(partition, offset, value.decode(), phase)
 
 
@@ -229,11 +262,14 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
         log("load stopped; healing every node")
         _heal_all(cluster, log)
     for thread in producers:
-        thread.join()
+        thread.join_checked()
     log("producers flushed: " + ", ".join(f"producer {p.index} sent {len(p.sends)}"
-                                          f" (new producer id {p.restarts}x)" for p in producers))  # fmt: skip
+                                          f" (replaced {p.restarts}x)" for p in producers))  # fmt: skip
+    for p in producers:
+        for fatal in p.fatal_errors:
+            log(f"producer {p.index}: fatal error {fatal}")
     stop_reading.set()
-    reader.join()
+    reader.join_checked()
     out.history.sends = [s for p in producers for s in p.sends]
     out.history.reads = list(reader.reads)
     _final_read(cluster, opts, out.history, log)
