@@ -15,6 +15,10 @@ for this repo's history shape: every value is unique, so a read names the send i
 - inconsistent offsets: one (partition, offset) read with two values, or an acknowledgement
   naming an offset at which another value was read (two logs disagreeing about history).
 - unexpected: a value nobody sent (garbage).
+- live consumer skips and rewinds: the consumer that reads during the run starts at offset 0
+  and receives each partition in order; an offset more than one past the last it got (records
+  it never saw, Jepsen's "poll skip") or at or before it (a rewind: its position was reset, as
+  after an out-of-range fetch once a log was truncated below what it had read) is a violation.
 
 Counted, not violations: values that failed or whose fate is unknown (timed out) yet are in the
 log ("unacknowledged but present": allowed, the write happened), and consumer progress.
@@ -88,6 +92,10 @@ class Report:
     ack_mismatch: list[tuple[str, int, int, int]] = field(default_factory=list)
     """(value, partition, acknowledged offset, offset it was read at)."""
     unexpected: list[str] = field(default_factory=list)
+    poll_skips: list[tuple[int, int, int]] = field(default_factory=list)
+    """(partition, last offset the live consumer had, the next one it got) for jumps forward."""
+    poll_rewinds: list[tuple[int, int, int]] = field(default_factory=list)
+    """(partition, last offset, the next one it got) where the next was not after the last."""
     unacked_present: int = 0
     final_incomplete: bool = False
     live_progress: dict[int, int] = field(default_factory=dict)
@@ -108,6 +116,8 @@ class Report:
             ),
             "inconsistent offsets": len(self.inconsistent) + len(self.ack_mismatch),
             "unexpected values": len(self.unexpected),
+            "live consumer skips": len(self.poll_skips),
+            "live consumer rewinds": len(self.poll_rewinds),
             "final read incomplete": int(self.final_incomplete),
         }
         return {name: n for name, n in counts.items() if n}
@@ -170,6 +180,17 @@ def check(history: History) -> Report:
         ):
             _, offset = min(seen)
             report.ack_mismatch.append((s.value, s.partition, s.offset, offset))
+
+    last: dict[int, int] = {}
+    for r in history.reads:
+        if r.phase != "live":
+            continue
+        before = last.get(r.partition, -1)
+        if r.offset > before + 1:
+            report.poll_skips.append((r.partition, before, r.offset))
+        elif r.offset <= before:
+            report.poll_rewinds.append((r.partition, before, r.offset))
+        last[r.partition] = r.offset
 
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
@@ -267,6 +288,12 @@ def summary(report: Report, *, limit: int = 5) -> str:
         )
     if report.unexpected:
         lines.append(f"UNEXPECTED {len(report.unexpected)}: {examples(report.unexpected)}")
+    if report.poll_skips or report.poll_rewinds:
+        lines.append(
+            f"LIVE CONSUMER skipped {len(report.poll_skips)}x, rewound "
+            f"{len(report.poll_rewinds)}x: "
+            + examples([f"p{p} {a}->{b}" for p, a, b in report.poll_skips + report.poll_rewinds])
+        )
     if report.final_incomplete:
         lines.append("FINAL READ INCOMPLETE: it did not reach every end offset in time")
     verdict = report.violations

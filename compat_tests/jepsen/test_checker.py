@@ -164,3 +164,14 @@ def test_choose_spreads_over_the_candidates() -> None:
     plan = schedule(3, 30, 3)
     assert {choose(f, [3, 1, 2]) for f in plan} == {1, 2, 3}
     assert all(choose(f, [2]) == 2 for f in plan)
+
+
+def test_the_live_consumer_must_not_skip_or_rewind() -> None:
+    history = valid()
+    history.reads += [Read(1, 1, "b1", "live"), Read(0, 0, "a0", "live"), Read(0, 2, "a2", "live")]
+    report = check(history)
+    # p1 starts at 1 (skipping 0); p0 reads 0, 1, then 0 again (a rewind), then 2 (skipping 1)
+    assert report.poll_skips == [(1, -1, 1), (0, 0, 2)]
+    assert report.poll_rewinds == [(0, 1, 0)]
+    assert report.violations == {"live consumer skips": 2, "live consumer rewinds": 1}
+    assert "LIVE CONSUMER skipped 2x, rewound 1x" in summary(report)
