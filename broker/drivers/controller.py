@@ -354,8 +354,12 @@ class ControllerDriver:
 
         Raises ControllerError (STALE_BROKER_EPOCH) if the broker is not registered.
         """
+        return await self.allocate_producer_ids_for(self.node_id, self.broker_epoch)
+
+    async def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds (API 67) for any registered broker: (first id, count)."""
         return await self._run(
-            lambda: self._controller.allocate_producer_ids(self.node_id, self.broker_epoch)
+            lambda: self._controller.allocate_producer_ids(broker_id, broker_epoch)
         )
 
     async def snapshot(self) -> SnapshotId | None:

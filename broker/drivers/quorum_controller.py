@@ -37,7 +37,8 @@ Every node (a voter with the controller role, an observer with only the broker r
   answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
 - **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
   admin response; BrokerRegistration and BrokerHeartbeat in their error code);
-  `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER).
+  `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER) (the broker then asks the active
+  controller with AllocateProducerIds).
 
 Broker leases and offline-replica reports are the active controller's soft state. This node's
 own reports (`heartbeat`) go to its local replica only: on a node that is not the active
@@ -559,13 +560,16 @@ class QuorumController:
             await self.fence_stale_brokers()
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
-        """A block of producer ids for this broker; ControllerError(NOT_CONTROLLER) unless this
-        node is the active controller (AllocateProducerIds is not forwarded yet)."""
+        """A block of producer ids for this node's broker; ControllerError(NOT_CONTROLLER)
+        unless this node is the active controller (elsewhere the broker sends AllocateProducerIds
+        to the active one: strom.broker.data.producer_ids)."""
+        return await self.allocate_producer_ids_for(self.node_id, self.broker_epoch)
+
+    async def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds (API 67) for any registered broker, on the active controller."""
         try:
             return await self._run(
-                lambda _offset: self._controller.allocate_producer_ids(
-                    self.node_id, self.broker_epoch
-                )
+                lambda _offset: self._controller.allocate_producer_ids(broker_id, broker_epoch)
             )
         except _NotActive as exc:
             raise ControllerError(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) from exc

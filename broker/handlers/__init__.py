@@ -115,6 +115,7 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("describe_producers", 61, 0, 0),
     _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),
     _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),
+    _handler("allocate_producer_ids", 67, 0, 0, listeners=CONTROLLER),
     _handler("describe_topic_partitions", 75, 0, 0),
 )
 

@@ -73,6 +73,8 @@ class ClusterNode:
         self.data_dir = data_dir
         self.sockets = sockets
         """Listener name -> this process's listening socket (kept across restarts)."""
+        self.ports = {name: int(sock.getsockname()[1]) for name, sock in sockets.items()}
+        """Listener name -> port (also known once the sockets are closed)."""
         self.overrides: dict[str, str] = {}
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
@@ -87,7 +89,7 @@ class ClusterNode:
     # --- addresses ---------------------------------------------------------------------------
 
     def port(self, listener: str) -> int:
-        return int(self.sockets[listener].getsockname()[1])
+        return self.ports[listener]
 
     @property
     def is_broker(self) -> bool:

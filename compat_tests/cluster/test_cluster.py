@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from compat_tests.cluster.quorum import QuorumState, describe_quorum, quorum_state, topics_on
 from compat_tests.confluent_kafka import ck
@@ -80,9 +79,9 @@ def test_three_combined_nodes_elect_a_leader(strom_cluster: StartCluster) -> Non
 
 def test_a_topic_is_in_every_nodes_metadata_and_serves_data(strom_cluster: StartCluster) -> None:
     cluster = strom_cluster(combined=3)
-    state = wait_for_leader(cluster)
+    wait_for_leader(cluster)
     topic = topic_name("data")
-    ck.create_topic(ck.admin(cluster.node(state.leader_id).bootstrap), topic, 3)
+    ck.create_topic(ck.admin(cluster.bootstrap), topic, 3)
     for node in cluster.nodes:
         wait_for_topics(node, topic)
     records = sample_records(3, 20, base_ts=now_ms())
@@ -95,19 +94,13 @@ def test_a_topic_is_in_every_nodes_metadata_and_serves_data(strom_cluster: Start
         consumer.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KafkaException,
-    reason="a node that is not the active controller answers CreateTopics NOT_CONTROLLER and "
-    "names itself as controller_id in Metadata (Kafka's brokers forward to the active "
-    "controller), so a client bootstrapped there never reaches the controller",
-)
 def test_a_topic_created_through_any_node_is_in_every_nodes_metadata(
     strom_cluster: StartCluster,
 ) -> None:
     cluster = strom_cluster(combined=3)
     state = wait_for_leader(cluster)
-    for via in [n for n in cluster.nodes if n.node_id != state.leader_id]:
+    others = [n for n in cluster.nodes if n.node_id != state.leader_id]
+    for via in [*others, cluster.node(state.leader_id)]:  # forwarded, then the controller's own
         topic = topic_name(f"via{via.node_id}")
         ck.create_topic(ck.admin(via.bootstrap), topic, 3)
         for node in cluster.nodes:
@@ -118,8 +111,7 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
     cluster = strom_cluster(combined=3)
     before = wait_for_leader(cluster)
     first = topic_name("before")
-    # through the active controller (test_a_topic_created_through_any_node: the others)
-    ck.create_topic(ck.admin(cluster.node(before.leader_id).bootstrap), first, 2)
+    ck.create_topic(ck.admin(cluster.bootstrap), first, 2)
 
     victim = cluster.node(before.leader_id)
     killed_at = time.monotonic()
@@ -135,7 +127,7 @@ def test_kill9_of_the_active_controller(strom_cluster: StartCluster) -> None:
 
     survivors = [n for n in cluster.nodes if n is not victim]
     second = topic_name("after")
-    ck.create_topic(ck.admin(cluster.node(after.leader_id).bootstrap), second, 2)
+    ck.create_topic(ck.admin(",".join(n.bootstrap for n in survivors)), second, 2)
     for node in survivors:
         wait_for_topics(node, second)
 
@@ -189,6 +181,7 @@ def test_paused_leader_and_clean_stop_of_the_leader(strom_cluster: StartCluster)
           f"{third.leader_epoch} {time.monotonic() - stopped_at:.2f}s after the signal (the "
           f"process took {stop_took:.2f}s to exit)")  # fmt: skip
     topic = topic_name("after-stop")
-    ck.create_topic(ck.admin(cluster.node(third.leader_id).bootstrap), topic, 1)
+    ck.create_topic(ck.admin(",".join(n.bootstrap for n in cluster.nodes if n is not leader)),
+                    topic, 1)  # fmt: skip
     leader.restart()
     wait_for_topics(leader, topic, timeout=30)

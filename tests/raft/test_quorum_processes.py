@@ -20,6 +20,7 @@ from strom.broker.testing.embedded import BrokerProcess
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
@@ -75,6 +76,21 @@ async def _create(bootstrap: str, name: str) -> None:
     assert [t.error_code for t in created.topics] == [ErrorCode.NONE]
 
 
+async def _init_producer_id(bootstrap: str) -> int:
+    """An idempotent producer's InitProducerId on `bootstrap`, which must succeed."""
+    client = await KafkaClient.connect(bootstrap)
+    try:
+        response = await client.request(
+            InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000),
+            4,
+            InitProducerIdResponse,
+        )
+    finally:
+        await client.aclose()
+    assert response.error_code == ErrorCode.NONE
+    return response.producer_id
+
+
 async def _until(check: Callable[[], Awaitable[bool]], poll_s: float = 0.05) -> None:
     """Poll an async predicate (other processes' state has no event to wait on)."""
     with trio.fail_after(TIMEOUT_S):
@@ -122,6 +138,11 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
         await _until(all_registered)
         leader = await _leader(f"127.0.0.1:{ports[0]}")
         assert leader in (1, 2, 3)
+
+        # idempotent producers on every node: the brokers that are not the active controller
+        # take their producer id blocks from it with AllocateProducerIds
+        producer_ids = [await _init_producer_id(bootstrap) for bootstrap in bootstraps]
+        assert len(set(producer_ids)) == 3
 
         await _create(bootstraps[leader - 1], "across")
 
