@@ -15,8 +15,7 @@ from pathlib import Path
 
 from compat_tests.jepsen.checker import check, summary
 from compat_tests.jepsen.nemesis import schedule
-from compat_tests.jepsen.workload import Options, describe_plan, run
-from strom.broker.testing.cluster import ClusterProcess
+from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
-        with ClusterProcess(root, combined=3) as cluster:
+        with queue_cluster(root) as (cluster, links):
             try:
-                result = run(cluster, opts)
+                result = run(cluster, links, opts)
             finally:
                 if args.keep:
                     for node in cluster.nodes:

@@ -11,10 +11,8 @@ one) before the next begins: with one of three nodes down both the controller qu
 and min.insync.replicas=2 can still make progress, so every stretch of the run should accept
 writes once leadership has moved.
 
-Network partitions are not in the schedule: the harness binds every node's listeners on
-127.0.0.1 in the test's own network namespace, and nodes reach each other at those addresses
-(the static voters, the brokers' registered endpoints), so there is nothing between two nodes
-to cut. See docs/replication.md ("Proof: the queue test") for what it would take.
+A partition isolates one node from the other two on the controller links (`links.py`: Raft
+and broker-to-controller traffic; replica fetches and clients still get through, see there).
 """
 
 from __future__ import annotations
@@ -23,8 +21,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["kill-leader", "kill-controller", "pause"]
-KINDS: tuple[Kind, ...] = ("kill-leader", "kill-controller", "pause")
+Kind = Literal["kill-leader", "kill-controller", "pause", "partition"]
+KINDS: tuple[Kind, ...] = ("kill-leader", "kill-controller", "pause", "partition")
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,13 @@ Threads, not trio: librdkafka's clients are blocking and run their own threads; 
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -36,6 +38,7 @@ from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline
 from compat_tests.jepsen.checker import History, Outcome, Read, Send
+from compat_tests.jepsen.links import LinkProxies
 from compat_tests.jepsen.nemesis import Fault, choose, schedule
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 
@@ -230,7 +233,25 @@ def _read(msg: Message, phase: Any) -> Read | None:
     return Read(partition, offset, value.decode(), phase)
 
 
-def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = print) -> Run:
+@contextlib.contextmanager
+def queue_cluster(root: Path) -> Iterator[tuple[ClusterProcess, LinkProxies]]:
+    """A 3-node combined cluster whose controller links run through `LinkProxies` (installed
+    between choosing the ports and starting the nodes); everything closed on exit."""
+    cluster = ClusterProcess(root, combined=3)
+    links = LinkProxies(cluster)
+    try:
+        with cluster:
+            yield cluster, links
+    finally:
+        links.close()
+
+
+def run(
+    cluster: ClusterProcess,
+    links: LinkProxies,
+    opts: Options,
+    say: Callable[[str], None] = print,
+) -> Run:
     """Create the topic, run load + faults, heal, read everything; return the history."""
     plan = schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup)
     out = Run(History([], [], opts.partitions), plan)
@@ -255,12 +276,12 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
             wait = load_began + fault.start - time.monotonic()
             if wait > 0:
                 stop_load.wait(wait)  # the schedule's clock, not a synchronisation
-            _inject(cluster, fault, log)
+            _inject(cluster, links, fault, log)
         stop_load.wait(opts.tail)
     finally:
         stop_load.set()
         log("load stopped; healing every node")
-        _heal_all(cluster, log)
+        _heal_all(cluster, links, log)
     for thread in producers:
         thread.join_checked()
     log("producers flushed: " + ", ".join(f"producer {p.index} sent {len(p.sends)}"
@@ -308,7 +329,9 @@ def _alive(cluster: ClusterProcess) -> list[int]:
     return [n.node_id for n in cluster.nodes if n.alive]
 
 
-def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -> None:
+def _inject(
+    cluster: ClusterProcess, links: LinkProxies, fault: Fault, log: Callable[[str], None]
+) -> None:
     victim: ClusterNode
     if fault.kind == "kill-leader":
         leader = _leader(cluster, fault.partition)
@@ -323,6 +346,16 @@ def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -
     else:
         victim = cluster.node(choose(fault, _alive(cluster)))
         why = ""
+    if fault.kind == "partition":
+        others = [n for n in _alive(cluster) if n != victim.node_id]
+        log(f"partition: node {victim.node_id} cut off from {others} for {fault.hold:.1f}s")
+        links.cut([victim.node_id], others)
+        try:
+            _hold(fault.hold)
+        finally:
+            links.heal()
+        log("partition healed")
+        return
     if fault.kind == "pause":
         log(f"SIGSTOP node {victim.node_id} for {fault.hold:.1f}s")
         victim.pause()
@@ -344,7 +377,8 @@ def _hold(seconds: float) -> None:
     threading.Event().wait(seconds)  # how long the fault lasts: the schedule, not a sync
 
 
-def _heal_all(cluster: ClusterProcess, log: Callable[[str], None]) -> None:
+def _heal_all(cluster: ClusterProcess, links: LinkProxies, log: Callable[[str], None]) -> None:
+    links.heal()
     for node in cluster.nodes:
         if node.process is not None and not node.alive:
             node.start()
