@@ -410,9 +410,11 @@ def _final_read(
         history.end_offsets = ends
         log("final read to end offsets " + ", ".join(f"p{p}={o}" for p, o in ends.items()))
         position = dict.fromkeys(range(opts.partitions), 0)
+        errors: dict[str, int] = {}
         while any(position[p] < ends[p] for p in ends):
             if deadline.expired:
-                log(f"final read: reached {position} of {ends} in {opts.drain_timeout}s")
+                log(f"final read: reached {position} of {ends} in {opts.drain_timeout}s; "
+                    f"consumer errors: {errors or 'none'}")  # fmt: skip
                 history.final_complete = False
                 return
             for msg in consumer.consume(num_messages=1000, timeout=0.2):
@@ -420,6 +422,9 @@ def _final_read(
                 if read is not None:
                     history.reads.append(read)
                     position[read.partition] = max(position[read.partition], read.offset + 1)
+                else:
+                    name = f"p{msg.partition()} {_name(msg.error())}"
+                    errors[name] = errors.get(name, 0) + 1
     finally:
         consumer.close()
 
