@@ -272,24 +272,26 @@ def run(
         thread.start()
     load_began = time.monotonic()
     try:
-        for fault in plan:
-            wait = load_began + fault.start - time.monotonic()
-            if wait > 0:
-                stop_load.wait(wait)  # the schedule's clock, not a synchronisation
-            _inject(cluster, links, fault, log)
-        stop_load.wait(opts.tail)
+        try:
+            for fault in plan:
+                wait = load_began + fault.start - time.monotonic()
+                if wait > 0:
+                    stop_load.wait(wait)  # the schedule's clock, not a synchronisation
+                _inject(cluster, links, fault, log)
+            stop_load.wait(opts.tail)
+        finally:
+            stop_load.set()
+            log("load stopped; healing every node")
+            _heal_all(cluster, links, log)
+        for thread in producers:
+            thread.join_checked()
     finally:
-        stop_load.set()
-        log("load stopped; healing every node")
-        _heal_all(cluster, links, log)
-    for thread in producers:
-        thread.join_checked()
+        stop_reading.set()  # also when the run failed: no client outlives it
     log("producers flushed: " + ", ".join(f"producer {p.index} sent {len(p.sends)}"
                                           f" (replaced {p.restarts}x)" for p in producers))  # fmt: skip
     for p in producers:
         for fatal in p.fatal_errors:
             log(f"producer {p.index}: fatal error {fatal}")
-    stop_reading.set()
     reader.join_checked()
     out.history.sends = [s for p in producers for s in p.sends]
     out.history.reads = list(reader.reads)
