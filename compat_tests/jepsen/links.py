@@ -114,6 +114,8 @@ class _Link:
             self._close(index)
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (Linux)
         self.listener.close()
         with self.lock:
             count = len(self.pairs)
