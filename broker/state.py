@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from strom.broker.drivers.controller_api import MetadataController
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.raft import RaftDriver
+    from strom.broker.drivers.topics import TopicController
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
@@ -46,6 +47,9 @@ class BrokerState:
     """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
     raft: RaftDriver | None = None
     """The Raft replica of the metadata log, on a member of a multi-node quorum (else None)."""
+    topic_creator: TopicController | None = None
+    """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
+    controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
     _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
 
     def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:
@@ -59,6 +63,11 @@ class BrokerState:
             found = self._services[kind] = make(self)
         assert isinstance(found, kind)
         return found
+
+    @property
+    def topics(self) -> TopicController:
+        """The controller the broker's own topic creations go to (see `topic_creator`)."""
+        return self.topic_creator if self.topic_creator is not None else self.controller
 
     @property
     def image(self) -> MetadataImage:

@@ -165,6 +165,14 @@ class BrokerConfig:
         "Time to wait for a quorum request's response.",
         validator=at_least(1),
     )
+    controller_socket_timeout_ms: int = setting(
+        "controller.socket.timeout.ms",
+        C.INT,
+        30000,
+        "How long a request a broker sends to the active controller (forwarded admin requests,"
+        " AllocateProducerIds) may wait for its response before it is retried.",
+        validator=at_least(1),
+    )
     controller_quorum_retry_backoff_ms: int = setting(
         "controller.quorum.retry.backoff.ms",
         C.INT,

@@ -3,7 +3,8 @@
 In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
 not answer) go to the active controller, as Kafka's ForwardingManager sends them, and the
-controller's response goes back to the client. Each handler does this behind one check,
+controller's response goes back to the client; DescribeQuorum on a broker listener goes there too
+(only the Raft leader knows the voters' progress). Each handler does this behind one check,
 `if not broker.controller.is_active`; on a single node (and on the active controller) the
 request is executed in-process instead.
 
@@ -39,6 +40,7 @@ from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsR
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -46,6 +48,7 @@ from strom.wire.messages.incremental_alter_configs import (
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
+    from strom.coordinator.metadata.image import MetadataImage
 
 log = logging.getLogger("strom.forwarding")
 
@@ -103,7 +106,9 @@ class ControllerForwarder:
             lookup,
             client_id=f"broker-{config.node_id}-forwarding",
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
-            attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
+            # a command may take the controller a while (a topic of thousands of partitions):
+            # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
+            attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
         )
 
@@ -216,14 +221,45 @@ def _incremental_alter_configs(body: Message, _version: int, code: int) -> Messa
     )
 
 
+def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
+    return DescribeQuorumResponse(error_code=code)
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
     CreatePartitionsRequest: _create_partitions,
     AlterConfigsRequest: _alter_configs,
     IncrementalAlterConfigsRequest: _incremental_alter_configs,
+    DescribeQuorumRequest: _describe_quorum,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
+
+
+class ForwardingTopicCreator:
+    """The broker's own topic creations (auto-creation, internal topics), sent where a client's
+    CreateTopics goes: the local controller when it is active, else the active controller."""
+
+    def __init__(self, broker: BrokerState) -> None:
+        self._broker = broker
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._broker.image
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse:
+        if self._broker.controller.is_active:
+            return await self._broker.controller.create_topics(request, version)
+        try:
+            return await forwarder(self._broker).forward(
+                request, version, CreateTopicsResponse, request.timeout_ms
+            )
+        except ControllerUnavailable as exc:
+            log.warning("creating %s through the controller failed: %s",
+                        ", ".join(t.name for t in request.topics), exc)  # fmt: skip
+            return error_response(request, version, ErrorCode.REQUEST_TIMED_OUT, CreateTopicsResponse)
 
 
 async def close_forwarder(broker: BrokerState) -> None:

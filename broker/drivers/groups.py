@@ -121,7 +121,7 @@ class BrokerView(Protocol):
     def node_id(self) -> int: ...
 
     @property
-    def controller(self) -> TopicController: ...
+    def topics(self) -> TopicController: ...
 
     @property
     def config(self) -> BrokerConfig: ...
@@ -149,7 +149,7 @@ class BrokerOffsetsTopic:
 
     async def create(self) -> ErrorCode:
         return await create_internal_topic(
-            self._state.controller, internal_topic(self._state.config, CONSUMER_OFFSETS)
+            self._state.topics, internal_topic(self._state.config, CONSUMER_OFFSETS)
         )
 
 

@@ -1,7 +1,13 @@
 """DescribeQuorum (key 55): the state of the controller quorum, as `kafka-metadata-quorum` shows.
 
 Behavior:
-- Answered only on a controller listener, from this node's Raft driver (`RaftCore.describe`):
+- On a client (broker) listener of a quorum member the request is forwarded to the active
+  controller, as Kafka's brokers do (`kafka-metadata-quorum --bootstrap-server`); REQUEST_TIMED_OUT
+  (top level) when no controller answers in time.
+- A standalone node (no multi-node quorum: `strom serve` by default) is a one-voter quorum of
+  itself and answers on any listener: itself as leader and only voter, the controller's epoch,
+  and the metadata log's end as high watermark and its log end offset.
+- On a controller listener of a quorum member it answers from its Raft driver (`RaftCore.describe`):
   leader id and epoch, high watermark, and each voter's and observer's log end offset, last
   fetch and last caught-up times in ms since the epoch (the lag is the high watermark minus
   the log end offset).
@@ -17,10 +23,13 @@ the first of `controller.listener.names`).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
+from strom.broker.admin.forwarding import forward
 from strom.broker.handlers.raft_rpc import driver
 from strom.coordinator.raft import wire
+from strom.coordinator.raft.core import QuorumInfo, ReplicaInfo
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 
@@ -36,23 +45,14 @@ MAX_VERSION = 2
 async def handle(
     broker: BrokerState, request: RequestContext, body: DescribeQuorumRequest
 ) -> DescribeQuorumResponse:
+    if not broker.config.runs_quorum:
+        return _standalone(broker, body)
+    if request.listener not in broker.config.controller_listeners:
+        return await forward(broker, request, body, DescribeQuorumResponse)
     raft = driver(broker, request)
-    wanted = [(t.topic_name, p.partition_index) for t in body.topics for p in t.partitions]
-    if wanted != [(wire.METADATA_TOPIC, wire.METADATA_PARTITION)]:
-        D = DescribeQuorumResponse
-        return D(
-            topics=[
-                D.TopicData(
-                    topic,
-                    [
-                        D.PartitionData(
-                            partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                        )
-                    ],
-                )
-                for topic, p in wanted
-            ]
-        )
+    unknown = _unknown_partitions(body)
+    if unknown is not None:
+        return unknown
     response = wire.describe_quorum_response(raft.describe())
     if request.api_version >= 2 and broker.config.controller_listeners:
         # v2: the voters' endpoints, on the controller listener their addresses are for
@@ -64,3 +64,33 @@ async def handle(
             for node_id, address in sorted(raft.voters.items())
         ]
     return response
+
+
+def _unknown_partitions(body: DescribeQuorumRequest) -> DescribeQuorumResponse | None:
+    """The answer when anything but `__cluster_metadata-0` is asked for, else None."""
+    wanted = [(t.topic_name, p.partition_index) for t in body.topics for p in t.partitions]
+    if wanted == [(wire.METADATA_TOPIC, wire.METADATA_PARTITION)]:
+        return None
+    D = DescribeQuorumResponse
+    return D(
+        topics=[
+            D.TopicData(
+                topic,
+                [D.PartitionData(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)],
+            )
+            for topic, p in wanted
+        ]
+    )
+
+
+def _standalone(broker: BrokerState, body: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    """A one-voter quorum of this node: leader and only voter, always caught up."""
+    unknown = _unknown_partitions(body)
+    if unknown is not None:
+        return unknown
+    end = broker.image.provenance.offset + 1
+    now = time.time_ns() // 1_000_000
+    me = ReplicaInfo(broker.node_id, end, now, now)
+    return wire.describe_quorum_response(
+        QuorumInfo(broker.node_id, broker.controller.epoch, end, (me,), ())
+    )

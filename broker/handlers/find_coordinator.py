@@ -123,7 +123,7 @@ async def _ensure_topic(broker: BrokerState, key_type: int) -> ErrorCode:
         )
     if key_type == TRANSACTION:
         topic = internal_topic(broker.config, TRANSACTION_STATE)
-        return await create_internal_topic(broker.controller, topic)
+        return await create_internal_topic(broker.topics, topic)
     return ErrorCode.INVALID_REQUEST
 
 

@@ -75,7 +75,7 @@ async def handle(
         allow = body.allow_auto_topic_creation
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
-            created = await auto_create_topics(broker.controller, missing)
+            created = await auto_create_topics(broker.topics, missing)
         image = broker.image
         ctx = _Context(broker, image, body, request.listener)
         topics = [_requested(ctx, t, created, version) for t in wanted]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import trio
 
-from strom.broker.admin.forwarding import close_forwarder
+from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
@@ -156,6 +156,7 @@ class Broker:
             except RegistrationError as exc:
                 raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        state.topic_creator = ForwardingTopicCreator(state)
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from compat_tests.cluster.test_cluster import wait_for_leader
-from compat_tests.kafka_tools.tools import KafkaTools, ToolFailed
+from compat_tests.kafka_tools.tools import KafkaTools
 from strom.broker.testing.cluster import ClusterProcess
 from strom.broker.testing.pytest_plugin import StartCluster
 
@@ -27,26 +27,10 @@ def through_brokers(cluster: ClusterProcess) -> list[str]:
 @pytest.mark.parametrize(
     "bootstrap",
     [
-        pytest.param(
-            through_controllers,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=ToolFailed,
-                reason="--bootstrap-controller first sends DescribeCluster (KIP-919) to a "
-                "controller listener, which Strom answers only on broker listeners",
-            ),
-            id="bootstrap-controller",
-        ),
-        pytest.param(
-            through_brokers,
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=ToolFailed,
-                reason="a broker listener does not answer DescribeQuorum (Kafka's brokers "
-                "forward it to the active controller)",
-            ),
-            id="bootstrap-server",
-        ),
+        # DescribeCluster (KIP-919) to a controller listener, then DescribeQuorum there
+        pytest.param(through_controllers, id="bootstrap-controller"),
+        # DescribeQuorum to a broker listener, which forwards it to the active controller
+        pytest.param(through_brokers, id="bootstrap-server"),
     ],
 )
 def test_describe_status_shows_the_leader_and_three_voters(

@@ -1,10 +1,18 @@
 """Where new partitions' replicas go, and checks on assignments a client names.
 
-Placement is deterministic (no rack awareness): brokers that may lead
-(unfenced, not shutting down) sorted by id, then fenced ones; partition p's
-replicas are the `replication_factor` brokers starting at position
-p mod (#unfenced), so leadership rotates over unfenced brokers. Kafka's
-striped placer is randomised; the error cases and messages are Kafka's.
+Placement is deterministic: brokers that may lead (unfenced, not shutting
+down) first, then fenced ones, in a ring; partition p's first replica (its
+leader) is the broker at position p mod (#unfenced), so leadership rotates
+over the unfenced brokers, and its other replicas follow it in the ring.
+
+Rack-aware (`broker.rack`) when the brokers are on more than one rack (a broker
+without a rack counts as a rack of its own, as Kafka's KRaft placer treats it):
+the ring alternates racks (racks by name, brokers by id within a rack), and a
+partition's replicas are taken from the ring, from its leader on, skipping
+brokers on racks it already has until every rack has one of its replicas; so
+replication factor <= #racks puts every replica on a different rack. On one
+rack the ring is simply the brokers by id. Kafka's striped placer does the
+same striping, randomised; the error cases and messages are Kafka's.
 """
 
 from __future__ import annotations
@@ -40,11 +48,49 @@ def place(
             f"The target replication factor of {replication_factor} cannot be reached "
             f"because only {len(usable)} broker(s) are registered.",
         )
-    ring = unfenced + [b.broker_id for b in usable if b.fenced]
+    racks = {b.broker_id: b.rack or None for b in usable}  # "" is no rack, like null
+    ring = _alternate_racks(unfenced, racks) + _alternate_racks(
+        [b.broker_id for b in usable if b.fenced], racks
+    )
     return [
-        [ring[(p % len(unfenced) + i) % len(ring)] for i in range(replication_factor)]
+        _replicas(ring, p % len(unfenced), replication_factor, racks)
         for p in range(start_partition, start_partition + num_partitions)
     ]
+
+
+def _alternate_racks(brokers: list[int], racks: dict[int, str | None]) -> list[int]:
+    """The brokers with racks alternating: the first of each rack, then the second, ..."""
+    by_rack: dict[str | None, list[int]] = {}
+    for broker_id in sorted(brokers):
+        by_rack.setdefault(racks[broker_id], []).append(broker_id)
+    if len(by_rack) <= 1:
+        return sorted(brokers)
+    columns = [by_rack[rack] for rack in sorted(by_rack, key=lambda r: (r is None, r or ""))]
+    return [c[i] for i in range(max(map(len, columns))) for c in columns if i < len(c)]
+
+
+def _replicas(
+    ring: list[int], start: int, replication_factor: int, racks: dict[int, str | None]
+) -> list[int]:
+    """`replication_factor` brokers from `ring[start]` on, one per rack while racks remain."""
+    order = ring[start:] + ring[:start]
+    all_racks = {racks[b] for b in ring}
+    chosen: list[int] = []
+    used: set[str | None] = set()
+    for broker_id in order:
+        if len(chosen) == replication_factor:
+            return chosen
+        if racks[broker_id] not in used:
+            chosen.append(broker_id)
+            used.add(racks[broker_id])
+            if used == all_racks:
+                used = set()  # every rack has one: the next round may use each again
+    for broker_id in order:
+        if len(chosen) == replication_factor:
+            break
+        if broker_id not in chosen:
+            chosen.append(broker_id)
+    return chosen
 
 
 def check_manual_assignment(

@@ -26,6 +26,7 @@ from strom.wire.messages.broker_registration import (
 )
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
@@ -95,7 +96,8 @@ async def test_controller_listener_advertises_the_controller_apis(
     on_client = await client.request(request, 3, ApiVersionsResponse)
     client_keys = {k.api_key for k in on_client.api_keys}
     assert {0, 18, 19} <= client_keys
-    assert not {62, 63} & client_keys
+    assert not {62, 63, 67} & client_keys
+    assert {55, 60} <= client_keys & controller_keys  # DescribeQuorum, DescribeCluster: both
 
 
 @pytest.mark.parametrize("version", range(5))
@@ -188,3 +190,45 @@ async def test_a_broker_whose_lease_expires_is_fenced_and_its_partitions_go_offl
         DescribeClusterRequest(include_fenced_brokers=True), 2, DescribeClusterResponse
     )
     assert [(b.broker_id, b.is_fenced) for b in cluster.brokers] == [(1, False), (2, True)]
+
+
+async def test_describe_cluster_on_the_controller_listener_describes_the_controllers(
+    controller_client: KafkaClient,
+) -> None:
+    """KIP-919: `kafka-metadata-quorum --bootstrap-controller` asks a controller listener for
+    controllers; brokers are asked for on a broker listener."""
+    controllers = await controller_client.request(
+        DescribeClusterRequest(endpoint_type=2), 1, DescribeClusterResponse
+    )
+    assert (controllers.error_code, controllers.endpoint_type) == (ErrorCode.NONE, 2)
+    assert controllers.controller_id == 1
+    wrong = await controller_client.request(
+        DescribeClusterRequest(endpoint_type=1), 1, DescribeClusterResponse
+    )
+    assert wrong.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE
+    assert wrong.error_message is not None
+    assert "endpoint of type CONTROLLER" in wrong.error_message
+
+
+@pytest.mark.parametrize("on_controller_listener", [False, True])
+async def test_a_standalone_node_describes_itself_as_a_one_voter_quorum(
+    broker: EmbeddedBroker,
+    client: KafkaClient,
+    controller_client: KafkaClient,
+    on_controller_listener: bool,
+) -> None:
+    asked = controller_client if on_controller_listener else client
+    request = DescribeQuorumRequest(
+        topics=[
+            DescribeQuorumRequest.TopicData(
+                "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
+            )
+        ]
+    )
+    response = await asked.request(request, 2, DescribeQuorumResponse)
+    [partition] = response.topics[0].partitions
+    end = _offset(broker) + 1
+    assert (partition.error_code, partition.leader_id) == (ErrorCode.NONE, 1)
+    assert partition.high_watermark == end
+    assert [(v.replica_id, v.log_end_offset) for v in partition.current_voters] == [(1, end)]
+    assert partition.observers == []

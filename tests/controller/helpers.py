@@ -48,7 +48,12 @@ def register_local(
 
 
 def add_broker(
-    controller: Controller, broker_id: int, *, fenced: bool = False, shutting_down: bool = False
+    controller: Controller,
+    broker_id: int,
+    *,
+    fenced: bool = False,
+    shutting_down: bool = False,
+    rack: str | None = None,
 ) -> None:
     endpoint = RegisterBrokerRecord.BrokerEndpoint("PLAINTEXT", f"h{broker_id}", 9092, 0)
     controller.replay(
@@ -60,6 +65,7 @@ def add_broker(
                 end_points=[endpoint],
                 fenced=fenced,
                 in_controlled_shutdown=shutting_down,
+                rack=rack,
             )
         ]
     )

@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from strom.config import ConfigSource
+from strom.coordinator.controller import Controller
 from strom.coordinator.metadata.image import TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.config_record import ConfigRecord
@@ -295,3 +296,37 @@ def test_topic_config_records_resource() -> None:
     record = result.records[1]
     assert isinstance(record, ConfigRecord)
     assert (record.resource_type, record.resource_name) == (TOPIC_RESOURCE, "t")
+
+
+def _racked(racks: dict[int, str | None]) -> Controller:
+    """Node 1 (no rack) plus brokers with the given racks."""
+    controller = make_controller()
+    for broker_id, rack in racks.items():
+        add_broker(controller, broker_id, rack=rack)
+    return controller
+
+
+def test_rack_aware_placement_puts_each_replica_on_another_rack() -> None:
+    racks: dict[int, str | None] = {2: "a", 3: "a", 4: "b", 5: "b", 6: "c", 7: "c"}
+    controller = _racked(racks)
+    create(controller, topic("t", 12, 3))
+    t = controller.image.topic("t")
+    assert t is not None
+    every = {**racks, 1: None}
+    for p in t.partitions.values():
+        assert len({every[r] for r in p.replicas}) == 3, p.replicas
+    # leadership rotates over every broker (node 1's missing rack is a rack of its own)
+    leaders = [p.leader for p in t.partitions.values()]
+    assert sorted(set(leaders)) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_more_replicas_than_racks_uses_each_rack_before_repeating_one() -> None:
+    racks: dict[int, str | None] = {2: "a", 3: "a", 4: "b", 5: "b"}
+    controller = _racked({**racks})
+    create(controller, topic("t", 6, 4))
+    t = controller.image.topic("t")
+    assert t is not None
+    every = {**racks, 1: None}
+    for p in t.partitions.values():
+        assert len(set(p.replicas)) == 4
+        assert {every[r] for r in p.replicas[:3]} == {None, "a", "b"}, p.replicas

@@ -144,6 +144,24 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
         producer_ids = [await _init_producer_id(bootstrap) for bootstrap in bootstraps]
         assert len(set(producer_ids)) == 3
 
+        # the brokers' own topic creations go to the active controller too: auto-creation by
+        # Metadata on a node that is not the active controller
+        follower = next(b for i, b in enumerate(bootstraps, 1) if i != leader)
+
+        async def auto_created() -> bool:
+            client = await KafkaClient.connect(follower)
+            try:
+                request = MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name="auto")],
+                    allow_auto_topic_creation=True,
+                )
+                response = await client.request(request, 12, MetadataResponse)
+            finally:
+                await client.aclose()
+            return response.topics[0].error_code == ErrorCode.NONE
+
+        await _until(auto_created)
+
         await _create(bootstraps[leader - 1], "across")
 
         async def everywhere() -> bool:
