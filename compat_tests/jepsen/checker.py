@@ -26,6 +26,7 @@ log ("unacknowledged but present": allowed, the write happened), and consumer pr
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ class Send:
     offset: int | None = None
     """The offset the acknowledgement named (acked only)."""
     error: str = ""
+    sent_at: float = 0.0
+    """Seconds since the load began, when it was handed to the client."""
+    acked_at: float | None = None
+    """Seconds since the load began, when its acknowledgement arrived."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ class Read:
     offset: int
     value: str
     phase: Phase = "final"
+    at: float = 0.0
+    """Seconds since the load began, when the consumer received it."""
 
 
 @dataclass
@@ -103,6 +110,12 @@ class Report:
     end_offsets: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     """Producer error name -> how many values ended with it."""
+    last_send: float = 0.0
+    ack_gap: tuple[float, float] = (0.0, 0.0)
+    """Liveness, not safety: the longest stretch (from, to) of the load without a new
+    acknowledgement, counting the load's end as one."""
+    read_gap: tuple[float, float] = (0.0, 0.0)
+    """The same for the live consumer's reads."""
 
     @property
     def violations(self) -> dict[str, int]:
@@ -192,9 +205,23 @@ def check(history: History) -> Report:
             report.poll_rewinds.append((r.partition, before, r.offset))
         last[r.partition] = r.offset
 
+    report.last_send = max((s.sent_at for s in history.sends), default=0.0)
+    report.ack_gap = _longest_gap(
+        [s.acked_at for s in history.sends if s.acked_at is not None], report.last_send
+    )
+    report.read_gap = _longest_gap(
+        [r.at for r in history.reads if r.phase == "live"], report.last_send
+    )
+
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
     return report
+
+
+def _longest_gap(times: list[float], end: float) -> tuple[float, float]:
+    """The longest interval between consecutive times in [0, end] (0 and end included)."""
+    points = sorted([0.0, *(t for t in times if t <= end), end])
+    return max(itertools.pairwise(points), key=lambda ab: ab[1] - ab[0], default=(0.0, 0.0))
 
 
 def _holes(history: History) -> dict[int, list[tuple[int, int]]]:
@@ -258,6 +285,12 @@ def summary(report: Report, *, limit: int = 5) -> str:
         "live consumer progress: "
         + (", ".join(f"p{p}={n}" for p, n in report.live_progress.items()) or "nothing read"),
     ]
+    (a0, a1), (r0, r1) = report.ack_gap, report.read_gap
+    lines.append(
+        f"liveness over {report.last_send:.0f}s of load: longest stretch without an "
+        f"acknowledgement {a1 - a0:.1f}s (t+{a0:.1f}s to t+{a1:.1f}s), without a live read "
+        f"{r1 - r0:.1f}s (t+{r0:.1f}s to t+{r1:.1f}s)"
+    )
     if report.errors:
         top = sorted(report.errors.items(), key=lambda kv: -kv[1])[:limit]
         lines.append("producer errors: " + ", ".join(f"{name} x{n}" for name, n in top))

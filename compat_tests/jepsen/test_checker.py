@@ -175,3 +175,17 @@ def test_the_live_consumer_must_not_skip_or_rewind() -> None:
     assert report.poll_rewinds == [(0, 1, 0)]
     assert report.violations == {"live consumer skips": 2, "live consumer rewinds": 1}
     assert "LIVE CONSUMER skipped 2x, rewound 1x" in summary(report)
+
+
+def test_liveness_is_reported_not_judged() -> None:
+    history = valid()
+    for s, at in zip(history.sends, [1.0, 2.0, 9.0, 9.5, 10.0], strict=True):
+        s.sent_at, s.acked_at = at - 0.5, at
+    history.sends[4].sent_at = 12.0
+    history.reads[5:] = [Read(0, 0, "a0", "live", 1.5), Read(0, 1, "a1", "live", 2.5)]
+    report = check(history)
+    assert report.ok, summary(report)
+    assert report.last_send == 12.0
+    assert report.ack_gap == (2.0, 9.0)
+    assert report.read_gap == (2.5, 12.0)
+    assert "longest stretch without an acknowledgement 7.0s (t+2.0s to t+9.0s)" in summary(report)

@@ -81,6 +81,8 @@ class _Worker(threading.Thread):
     """A thread whose exception is re-raised where it is joined (`join_checked`)."""
 
     failure: BaseException | None = None
+    began = 0.0
+    """time.monotonic() when the load began: the history's times count from it."""
 
     def run(self) -> None:
         try:
@@ -136,9 +138,10 @@ class _Producer(_Worker):
         while not self.stop.is_set():
             partition = self.rng.randrange(self.opts.partitions)
             send = Send(f"{self.index}-{seq}", self.index, partition, seq)
+            send.sent_at = time.monotonic() - self.began
             try:
                 producer.produce(TOPIC, value=send.value.encode(), partition=partition,
-                                 on_delivery=_on_delivery(send))  # fmt: skip
+                                 on_delivery=_on_delivery(send, self.began))  # fmt: skip
             except BufferError:
                 producer.poll(0.1)
                 continue
@@ -181,12 +184,13 @@ def _name(error: Any) -> str:
     return error.name() if isinstance(error, KafkaError) else str(error)
 
 
-def _on_delivery(send: Send) -> Callable[[KafkaError | None, Message], None]:
+def _on_delivery(send: Send, began: float) -> Callable[[KafkaError | None, Message], None]:
     def report(err: KafkaError | None, msg: Message) -> None:
         if err is None:
             partition, offset = msg.partition(), msg.offset()
             assert partition == send.partition, (partition, send)
             send.outcome, send.offset = "acked", offset
+            send.acked_at = time.monotonic() - began
             return
         outcome: Outcome = "failed" if err.code() in DEFINITE_FAILURES else "indeterminate"
         send.outcome, send.error = outcome, err.name()
@@ -208,7 +212,7 @@ class _LiveConsumer(_Worker):
         try:
             while not self.stop.is_set():
                 for msg in consumer.consume(num_messages=1000, timeout=0.2):
-                    read = _read(msg, "live")
+                    read = _read(msg, "live", time.monotonic() - self.began)
                     if read is None:
                         self.errors += 1
                     else:
@@ -223,14 +227,14 @@ def _consumer(bootstrap: str, opts: Options) -> Consumer:
     return consumer
 
 
-def _read(msg: Message, phase: Any) -> Read | None:
+def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
     if msg.error() is not None:
         return None
     partition, offset, value = msg.partition(), msg.offset(), msg.value()
     assert partition is not None
     assert offset is not None
     assert isinstance(value, bytes)
-    return Read(partition, offset, value.decode(), phase)
+    return Read(partition, offset, value.decode(), phase, at)
 
 
 @contextlib.contextmanager
@@ -268,9 +272,10 @@ def run(
     stop_load, stop_reading = threading.Event(), threading.Event()
     producers = [_Producer(i, cluster.bootstrap, opts, stop_load) for i in range(opts.producers)]
     reader = _LiveConsumer(cluster.bootstrap, opts, stop_reading)
-    for thread in [*producers, reader]:
-        thread.start()
     load_began = time.monotonic()
+    for thread in [*producers, reader]:
+        thread.began = load_began
+        thread.start()
     try:
         try:
             for fault in plan:
