@@ -583,6 +583,28 @@ class BrokerConfig:
         "Allow out-of-sync replicas to become leader.",
         dynamic=True,
     )
+    auto_leader_rebalance_enable: bool = setting(
+        "auto.leader.rebalance.enable",
+        C.BOOLEAN,
+        True,
+        "The active controller periodically moves leadership back to each partition's "
+        "preferred (first) replica when it is in sync and active.",
+    )
+    leader_imbalance_check_interval_seconds: int = setting(
+        "leader.imbalance.check.interval.seconds",
+        C.LONG,
+        300,
+        "How often the active controller checks for partitions not led by their preferred "
+        "replica (and for leaderless partitions an unclean election may serve).",
+        validator=at_least(1),
+    )
+    leader_imbalance_per_broker_percentage: int = setting(
+        "leader.imbalance.per.broker.percentage",
+        C.INT,
+        10,
+        "Accepted and validated; like Kafka's KRaft controller, the rebalance does not use it.",
+        validator=at_least(0),
+    )
     compression_type: str = setting(
         "compression.type",
         C.STRING,

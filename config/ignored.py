@@ -18,9 +18,6 @@ IGNORED_KEYS = frozenset(
         "unstable.api.versions.enable",
         "unstable.feature.versions.enable",
         # Replication and leadership: a single node has no followers.
-        "auto.leader.rebalance.enable",
-        "leader.imbalance.check.interval.seconds",
-        "leader.imbalance.per.broker.percentage",
         "num.replica.fetchers",
         "num.replica.alter.log.dirs.threads",
         "replica.fetch.max.bytes",

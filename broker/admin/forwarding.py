@@ -2,9 +2,10 @@
 
 In a KRaft cluster a broker changes no metadata itself: CreateTopics, DeleteTopics,
 CreatePartitions, AlterConfigs and IncrementalAlterConfigs (the part its own preprocessing does
-not answer) go to the active controller, as Kafka's ForwardingManager sends them, and the
-controller's response goes back to the client; DescribeQuorum on a broker listener goes there too
-(only the Raft leader knows the voters' progress). Each handler does this behind one check,
+not answer), ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go to the
+active controller, as Kafka's ForwardingManager sends them, and the controller's response goes
+back to the client; DescribeQuorum on a broker listener goes there too (only the Raft leader
+knows the voters' progress). Each handler does this behind one check,
 `if not broker.controller.is_active`; on a single node (and on the active controller) the
 request is executed in-process instead.
 
@@ -37,13 +38,22 @@ from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+from strom.wire.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+)
+from strom.wire.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 
 if TYPE_CHECKING:
@@ -221,6 +231,43 @@ def _incremental_alter_configs(body: Message, _version: int, code: int) -> Messa
     )
 
 
+def _elect_leaders(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, ElectLeadersRequest)
+    result = ElectLeadersResponse.ReplicaElectionResult
+    partition = ElectLeadersResponse.PartitionResult
+    return ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            result(t.topic, [partition(p, code, None) for p in t.partitions])
+            for t in body.topic_partitions or []
+        ],
+    )
+
+
+def _alter_partition_reassignments(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterPartitionReassignmentsRequest)
+    response = AlterPartitionReassignmentsResponse
+    return response(
+        error_code=code,
+        error_message=None,
+        responses=[
+            response.ReassignableTopicResponse(
+                t.name,
+                [
+                    response.ReassignablePartitionResponse(p.partition_index, code, None)
+                    for p in t.partitions
+                ],
+            )
+            for t in body.topics
+        ],
+    )
+
+
+def _list_partition_reassignments(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, ListPartitionReassignmentsRequest)
+    return ListPartitionReassignmentsResponse(error_code=code, error_message=None)
+
+
 def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
     return DescribeQuorumResponse(error_code=code)
 
@@ -231,6 +278,9 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreatePartitionsRequest: _create_partitions,
     AlterConfigsRequest: _alter_configs,
     IncrementalAlterConfigsRequest: _incremental_alter_configs,
+    ElectLeadersRequest: _elect_leaders,
+    AlterPartitionReassignmentsRequest: _alter_partition_reassignments,
+    ListPartitionReassignmentsRequest: _list_partition_reassignments,
     DescribeQuorumRequest: _describe_quorum,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""

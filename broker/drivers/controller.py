@@ -68,6 +68,10 @@ from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -82,9 +86,14 @@ if TYPE_CHECKING:
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
 
 log = logging.getLogger("strom.controller")
@@ -156,6 +165,8 @@ class ControllerDriver:
         self._quiet_until = -math.inf
         self._unlogged = 0
         """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
+        self._leadership_check = trio.Event()
+        """Set to run the leadership check now (a config change may allow unclean elections)."""
         self.local_broker = BrokerLifecycle(
             config,
             LocalControllerChannel(self),
@@ -303,14 +314,60 @@ class ControllerDriver:
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int
     ) -> IncrementalAlterConfigsResponse:
-        return await self._run(
+        response = await self._run(
             partial(self._controller.incremental_alter_configs, request, version)
         )
+        self._leadership_check.set()
+        return response
 
     async def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse:
-        return await self._run(partial(self._controller.alter_configs, request, version))
+        response = await self._run(partial(self._controller.alter_configs, request, version))
+        self._leadership_check.set()
+        return response
+
+    async def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ElectLeadersResponse:
+        return await self._run(partial(self._controller.elect_leaders, request, version))
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> AlterPartitionReassignmentsResponse:
+        return await self._run(
+            partial(self._controller.alter_partition_reassignments, request, version)
+        )
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ListPartitionReassignmentsResponse:
+        return await self._run(
+            partial(self._controller.list_partition_reassignments, request, version)
+        )
+
+    async def check_leadership(self) -> None:
+        """One leadership check: unclean elections where topics allow them, then (with
+        auto.leader.rebalance.enable) preferred elections, pass after pass while capped."""
+        unclean = await self._run(self._controller.elect_unclean_leaders)
+        if unclean:
+            log.warning("elected %d leader(s) from outside the ISR (unclean election)", unclean)
+        if self._config.auto_leader_rebalance_enable:
+            while await self._run(self._controller.balance_leaders):
+                pass
+
+    async def watch_leadership(self) -> None:
+        """Run forever: the leadership check every leader.imbalance.check.interval.seconds,
+        and right after a config change."""
+        interval = self._config.leader_imbalance_check_interval_seconds
+        while True:
+            with trio.move_on_after(interval):
+                await self._leadership_check.wait()
+            self._leadership_check = trio.Event()
+            try:
+                await self.check_leadership()
+            except ControllerError as exc:  # the metadata log refused it: the next check retries
+                log.error("leadership check failed: %s", exc)
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -33,9 +37,14 @@ if TYPE_CHECKING:
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
 
 ImageListener = Callable[["MetadataImage"], Awaitable[None] | None]
@@ -106,6 +115,24 @@ class MetadataController(Protocol):
     async def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse: ...
+
+    async def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ElectLeadersResponse: ...
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> AlterPartitionReassignmentsResponse: ...
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ListPartitionReassignmentsResponse: ...
+
+    async def watch_leadership(self) -> None:
+        """Run forever: on the active controller, every leader.imbalance.check.interval.seconds
+        (and at once after a config change) elect unclean leaders where topics allow it and,
+        with auto.leader.rebalance.enable, move leadership back to preferred replicas."""
+        ...
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

@@ -92,11 +92,16 @@ from strom.wire.messages.broker_registration import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
+from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.wire.primitives import read_uvarint, uvarint
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
@@ -106,6 +111,10 @@ if TYPE_CHECKING:
     from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
 
 log = logging.getLogger("strom.controller")
@@ -282,6 +291,8 @@ class QuorumController:
             tuple[MetadataImage, MetadataDelta, int]
         ](math.inf)
         self._changed = trio.Event()
+        self._leadership_check = trio.Event()
+        """Set to run the leadership check now (a config change may allow unclean elections)."""
         self._active_epoch: int | None = None
         self._scope: trio.CancelScope | None = None
         self._stopped = trio.Event()
@@ -489,14 +500,88 @@ class QuorumController:
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int
     ) -> IncrementalAlterConfigsResponse:
-        return await self._run_admin(
+        response = await self._run_admin(
             partial(self._controller.incremental_alter_configs, request, version)
         )
+        self._leadership_check.set()
+        return response
 
     async def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse:
-        return await self._run_admin(partial(self._controller.alter_configs, request, version))
+        response = await self._run_admin(partial(self._controller.alter_configs, request, version))
+        self._leadership_check.set()
+        return response
+
+    async def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ElectLeadersResponse:
+        """ElectLeaders (API 43); when not active every partition (and v1+ the top level)
+        answers NOT_CONTROLLER."""
+        response = await self._run_admin(partial(self._controller.elect_leaders, request, version))
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            for result in response.replica_election_results:
+                for partition in result.partition_result:
+                    partition.error_code = ErrorCode.NOT_CONTROLLER
+                    partition.error_message = NOT_CONTROLLER_MESSAGE
+        return response
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> AlterPartitionReassignmentsResponse:
+        response = await self._run_admin(
+            partial(self._controller.alter_partition_reassignments, request, version)
+        )
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            for topic in response.responses:
+                for partition in topic.partitions:
+                    partition.error_code = ErrorCode.NOT_CONTROLLER
+                    partition.error_message = NOT_CONTROLLER_MESSAGE
+        return response
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ListPartitionReassignmentsResponse:
+        response = await self._run_admin(
+            partial(self._controller.list_partition_reassignments, request, version)
+        )
+        if response.error_code == ErrorCode.NOT_CONTROLLER:
+            response.topics = []
+        return response
+
+    async def check_leadership(self) -> None:
+        """One leadership check on the active controller (nothing elsewhere): unclean elections
+        where topics allow them, then (auto.leader.rebalance.enable) preferred elections."""
+        try:
+            unclean = await self._run(
+                lambda _offset: self._controller.elect_unclean_leaders(), wait=False
+            )
+            if unclean:
+                log.warning("elected %d leader(s) from outside the ISR (unclean election)", unclean)
+            if self._config.auto_leader_rebalance_enable:
+                while await self._run(
+                    lambda _offset: self._controller.balance_leaders(), wait=False
+                ):
+                    pass
+        except _NotActive:
+            return
+
+    async def watch_leadership(self) -> None:
+        """Run forever: while active, the leadership check every
+        leader.imbalance.check.interval.seconds and right after a config change."""
+        interval = self._config.leader_imbalance_check_interval_seconds
+        while True:
+            change = self._changed
+            if not self.is_active:
+                await change.wait()  # until this node may have become active
+                continue
+            with trio.move_on_after(interval):
+                await self._leadership_check.wait()
+            self._leadership_check = trio.Event()
+            try:
+                await self.check_leadership()
+            except ControllerError as exc:  # the metadata log refused it: the next check retries
+                log.error("leadership check failed: %s", exc)
 
     async def alter_partition(
         self, request: AlterPartitionRequest, version: int

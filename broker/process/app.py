@@ -191,6 +191,7 @@ class Broker:
                     if "broker" in config.roles:
                         accepting.start_soon(controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
+                    accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(state.groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)

@@ -14,6 +14,7 @@ import trio
 from strom.wire.connection import CLOSED, NEED_DATA, ClientConnection
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
+from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 
 R = TypeVar("R", bound=Message)
 
@@ -56,3 +57,20 @@ class KafkaClient:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+async def describe_quorum(address: str) -> DescribeQuorumResponse:
+    """DescribeQuorum (v2) of `__cluster_metadata-0` at `address`, as `kafka-metadata-quorum`
+    asks it (one connection, closed after the answer)."""
+    client = await KafkaClient.connect(address, "kafka-metadata-quorum")
+    try:
+        request = DescribeQuorumRequest(
+            topics=[
+                DescribeQuorumRequest.TopicData(
+                    "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
+                )
+            ]
+        )
+        return await client.request(request, 2, DescribeQuorumResponse)
+    finally:
+        await client.aclose()

@@ -17,6 +17,15 @@ connection is refused, as to a dead machine, instead of waiting in a queue nobod
 but stay bound to their ports (Linux releases a port the kernel chose when listening stops; the
 socket binds it again at once), so nothing else takes them before the restart.
 
+Network partitions (`partitionable=True`; `cluster.partition(node)`, `partition_halves(a, b)`,
+`cut(sources, destinations)`, `heal()`): every node listener gets a proxy of this process in front
+of it (`strom.broker.testing.network`), which `advertised.listeners` and `controller.quorum.voters`
+name, so every connection between two nodes crosses a link the harness can cut; a cut holds the
+bytes, as a dropped link does. Proxies rather than network namespaces: they need no privileges, no
+iptables and no host network state to clean up, keep ports kernel-chosen, and behave the same in
+CI containers (which often lack CAP_NET_ADMIN) as on a developer's machine; the test's own
+clients stay able to reach every node.
+
 Every node's storage is formatted with one shared cluster id (`strom format`), as an operator
 does. A node is up when its "Strom ... started" log line appears; the cluster is ready when
 every broker's Metadata lists every broker (`wait_for_brokers`). Nothing sleeps to synchronise:
@@ -47,6 +56,7 @@ import trio
 from strom.broker.testing.activation import BACKLOG, listening_socket, popen_activated
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
+from strom.broker.testing.network import Network
 from strom.coordinator.metadata.properties import new_cluster_id
 from strom.wire.errors import ProtocolError
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
@@ -75,6 +85,9 @@ class ClusterNode:
         """Listener name -> this process's listening socket (kept across restarts)."""
         self.ports = {name: int(sock.getsockname()[1]) for name, sock in sockets.items()}
         """Listener name -> port (also known once the sockets are closed)."""
+        self.fronts: dict[str, int] = {}
+        """Listener name -> port of its front (`ClusterProcess(partitionable=True)`): the port
+        other nodes and clients reach it on (advertised.listeners)."""
         self.overrides: dict[str, str] = {}
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
@@ -89,7 +102,12 @@ class ClusterNode:
     # --- addresses ---------------------------------------------------------------------------
 
     def port(self, listener: str) -> int:
+        """The port the node listens on."""
         return self.ports[listener]
+
+    def advertised_port(self, listener: str) -> int:
+        """The port others reach the listener on: its front's if it has one, else its own."""
+        return self.fronts.get(listener) or self.ports[listener]
 
     @property
     def is_broker(self) -> bool:
@@ -101,13 +119,13 @@ class ClusterNode:
 
     @property
     def bootstrap(self) -> str:
-        """host:port of this node's client listener."""
-        return f"{HOST}:{self.port(CLIENT_LISTENER)}"
+        """host:port of this node's client listener (as advertised)."""
+        return f"{HOST}:{self.advertised_port(CLIENT_LISTENER)}"
 
     @property
     def controller_address(self) -> str:
-        """host:port of this node's controller listener."""
-        return f"{HOST}:{self.port(CONTROLLER_LISTENER)}"
+        """host:port of this node's controller listener (as advertised)."""
+        return f"{HOST}:{self.advertised_port(CONTROLLER_LISTENER)}"
 
     @property
     def pid(self) -> int:
@@ -273,6 +291,7 @@ class ClusterProcess:
         overrides: Mapping[str, str] | None = None,
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         start_timeout: float = 60.0,
+        partitionable: bool = False,
     ) -> None:
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
@@ -282,6 +301,8 @@ class ClusterProcess:
         self.start_timeout = start_timeout
         self.cluster_id = new_cluster_id()
         self.nodes: list[ClusterNode] = []
+        self.network: Network | None = None
+        """With partitionable=True: the fronts every connection to a node goes through."""
         roles_of = (
             [("broker", "controller")] * combined
             if combined
@@ -295,13 +316,19 @@ class ClusterProcess:
                 if "controller" in roles:
                     sockets[CONTROLLER_LISTENER] = listening_socket(HOST)
                 self.nodes.append(ClusterNode(node_id, roles, root / f"node-{node_id}", sockets))
+            if partitionable:
+                self.network = Network(self._pids)
+                for node in self.nodes:
+                    for name, port in node.ports.items():
+                        node.fronts[name] = self.network.front(node.node_id, (HOST, port))[1]
         except BaseException:
             self._close_sockets()
             raise
         self.voters = ",".join(
             f"{n.node_id}@{n.controller_address}" for n in self.nodes if n.is_controller
         )
-        """controller.quorum.voters, the same on every node."""
+        """controller.quorum.voters as clients and tools see it (the advertised addresses); a
+        partitionable node names itself at its own listener (`_voters_for`)."""
         for node in self.nodes:
             node.overrides = {
                 **self._node_config(node),
@@ -320,14 +347,29 @@ class ClusterProcess:
         return {
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
-            "controller.quorum.voters": self.voters,
+            "controller.quorum.voters": self._voters_for(node),
             "controller.listener.names": CONTROLLER_LISTENER,
             "listeners": listeners,
+            **({"advertised.listeners": ",".join(
+                f"{name}://{HOST}:{port}" for name, port in node.fronts.items()
+            )} if node.fronts else {}),
             **({"inter.broker.listener.name": CLIENT_LISTENER} if node.is_broker else {}),
             "log.dirs": str(node.data_dir / "data"),
             "metadata.log.dir": str(node.data_dir / "metadata"),
             "group.initial.rebalance.delay.ms": "0",
         }
+
+    def _voters_for(self, node: ClusterNode) -> str:
+        """controller.quorum.voters as `node` has it: every voter at its advertised address
+        (its front, when partitionable), but the node itself at its own listener (a node never
+        crosses a link to reach itself, and its voters entry must name its own listener)."""
+        return ",".join(
+            f"{n.node_id}@{HOST}:{n.port(CONTROLLER_LISTENER)}"
+            if n is node
+            else f"{n.node_id}@{n.controller_address}"
+            for n in self.nodes
+            if n.is_controller
+        )
 
     # --- what tests use ----------------------------------------------------------------------
 
@@ -355,6 +397,34 @@ class ClusterProcess:
             if n.node_id == node_id:
                 return n
         raise KeyError(f"no node {node_id} (nodes: {[n.node_id for n in self.nodes]})")
+
+    # --- network partitions (partitionable=True) ----------------------------------------------
+
+    def partition(self, *nodes: int | ClusterNode) -> None:
+        """Isolate these nodes (one side, together) from every other node, both ways. Clients of
+        the test still reach every node."""
+        inside = _ids(nodes)
+        self.partition_halves(inside, [n.node_id for n in self.nodes if n.node_id not in inside])
+
+    def partition_halves(self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode]) -> None:
+        """Cut every link between a node of `a` and a node of `b`, both ways (a node in neither
+        keeps its links to both: a bridge)."""
+        side_a, side_b = _ids(a), _ids(b)
+        self._require_network().cut(side_a, side_b)
+        self._require_network().cut(side_b, side_a)
+
+    def cut(self, sources: Iterable[int | ClusterNode], destinations: Iterable[int | ClusterNode]) -> None:
+        """Cut one way: bytes from `sources` to `destinations` are held, the reverse flows."""
+        self._require_network().cut(_ids(sources), _ids(destinations))
+
+    def heal(self) -> None:
+        """Every cut link carries bytes again (the held ones first)."""
+        self._require_network().heal()
+
+    def _require_network(self) -> Network:
+        if self.network is None:
+            raise ClusterError("network partitions need ClusterProcess(partitionable=True)")
+        return self.network
 
     def report(self, lines: int = 200) -> str:
         """Every node's last log lines, for a failure report."""
@@ -443,8 +513,13 @@ class ClusterProcess:
                 process.wait()
 
     def _close_sockets(self) -> None:
+        if self.network is not None:
+            self.network.close()
         for node in self.nodes:
             node.close_sockets()
+
+    def _pids(self) -> dict[int, int]:
+        return {n.node_id: n.process.pid for n in self.nodes if n.process is not None and n.alive}
 
     def __enter__(self) -> ClusterProcess:
         try:
@@ -476,3 +551,7 @@ def _listed_brokers(address: str) -> set[int] | str:
         return trio.run(ask)
     except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def _ids(nodes: Iterable[int | ClusterNode]) -> list[int]:
+    return [n.node_id if isinstance(n, ClusterNode) else n for n in nodes]

@@ -39,7 +39,8 @@ def strom_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 @pytest.fixture
 def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StartCluster]:
     """Start clusters of `strom serve` children: `strom_cluster(combined=3)` or
-    `strom_cluster(controllers=3, brokers=2, overrides={...})` (`ClusterProcess`'s arguments),
+    `strom_cluster(controllers=3, brokers=2, overrides={...}, partitionable=True)`
+    (`ClusterProcess`'s arguments),
     started and ready; every one is stopped and its sockets closed at teardown."""
     clusters = request.node.stash.setdefault(_CLUSTERS, [])
 
@@ -50,6 +51,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         brokers: int = 0,
         overrides: Mapping[str, str] | None = None,
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
+        partitionable: bool = False,
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -58,6 +60,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             brokers=brokers,
             overrides=overrides,
             node_overrides=node_overrides,
+            partitionable=partitionable,
         )
         clusters.append(cluster)
         cluster.start()

@@ -42,6 +42,8 @@ MAIN_CLASSES = {
     "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
 }
 """Each `bin/<name>.sh` script of the Kafka release and the class it runs."""

@@ -17,7 +17,9 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
 - Fencing (or controlled shutdown) takes the broker out of every ISR it is in, keeping the last
   member as Kafka does without ELR, and re-elects the leaders it held among the remaining
   active in-sync replicas; with none, the partition is offline (leader -1), never led by a
-  fenced broker. Unfencing elects it for the offline partitions whose ISR it is in.
+  fenced broker, unless the topic allows unclean leader election: then the first active
+  replica outside the ISR leads (ISR = just it, RECOVERING; see election.py). Unfencing
+  re-runs the election of every leaderless partition with the broker acceptable again.
 
 Leases are the active controller's soft state (`BrokerLeases`), never in the log: a controller
 that becomes active gives every registered broker a fresh lease (`BrokerLeases.activate`).
@@ -26,11 +28,12 @@ Time comes in as `now_ms`; nothing here reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from strom.coordinator.controller.election import Election, plan_change
 from strom.coordinator.controller.result import ControllerError, ControllerResult
 from strom.coordinator.metadata.image import (
     METADATA_VERSION,
@@ -56,6 +59,8 @@ if TYPE_CHECKING:
         BrokerRegistrationResponse,
     )
 
+Unclean = Callable[[TopicImage], bool]
+"""Whether a topic allows unclean leader election (its effective config)."""
 NO_LEADER_CHANGE = -2
 FENCE, UNFENCE = 1, -1
 """BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
@@ -227,6 +232,7 @@ def broker_heartbeat(
     *,
     next_offset: int,
     now_ms: int,
+    unclean: Unclean = lambda _topic: False,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
     """Renew a lease and move the broker to its next state (see the module docstring).
 
@@ -257,12 +263,12 @@ def broker_heartbeat(
     records: list[Message] = []
     if following is not current:
         if following is BrokerState.UNFENCED:
-            records = _unfence(image, broker_id, registration.epoch)
+            records = _unfence(image, broker_id, registration.epoch, unclean)
         elif following is BrokerState.CONTROLLED_SHUTDOWN:
-            records = _enter_controlled_shutdown(image, broker_id, registration.epoch)
+            records = _enter_controlled_shutdown(image, broker_id, registration.epoch, unclean)
             session.controlled_shutdown_offset = next_offset + len(records) - 1
         elif current is not BrokerState.FENCED:  # FENCED or SHUTDOWN_NOW from a live state
-            records = _fence(image, broker_id, registration.epoch)
+            records = _fence(image, broker_id, registration.epoch, unclean)
     if following.fenced:
         session.controlled_shutdown_offset = -1
     response = BrokerHeartbeatResponse(
@@ -317,14 +323,17 @@ def _next_state(
 
 
 def fence_stale_broker(
-    image: MetadataImage, leases: BrokerLeases, now_ms: int
+    image: MetadataImage,
+    leases: BrokerLeases,
+    now_ms: int,
+    unclean: Unclean = lambda _topic: False,
 ) -> ControllerResult[int | None]:
     """Fence one unfenced broker whose lease has expired; response: its id (None: none is)."""
     for registration in image.brokers():
         if not registration.fenced and leases.expired(
             registration.broker_id, registration.epoch, now_ms
         ):
-            records = _fence(image, registration.broker_id, registration.epoch)
+            records = _fence(image, registration.broker_id, registration.epoch, unclean)
             return ControllerResult(registration.broker_id, records)
     return ControllerResult(None)
 
@@ -354,41 +363,40 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, PartitionIma
             yield topic, partition
 
 
-def _fence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
+def _fence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean) -> list[Message]:
     """Leaders and ISRs without the broker, then the fence itself (Kafka's order)."""
-    records = _remove_from_isrs(image, broker_id)
+    records = _remove_from_isrs(image, broker_id, unclean)
     records.append(BrokerRegistrationChangeRecord(broker_id, epoch, fenced=FENCE))
     return records
 
 
-def _enter_controlled_shutdown(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
-    records = _remove_from_isrs(image, broker_id)
+def _enter_controlled_shutdown(
+    image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean
+) -> list[Message]:
+    records = _remove_from_isrs(image, broker_id, unclean)
     records.append(BrokerRegistrationChangeRecord(broker_id, epoch, in_controlled_shutdown=FENCE))
     return records
 
 
-def _unfence(image: MetadataImage, broker_id: int, epoch: int) -> list[Message]:
-    """The unfence, then the broker leads the offline partitions whose ISR it is in."""
-    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
-
+def _unfence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean) -> list[Message]:
+    """The unfence, then every leaderless partition's election with the broker acceptable."""
     records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
 
     def usable(b: int) -> bool:
         return b == broker_id or _is_active(image, b)
 
     for topic, p in _partitions(image):
-        if p.leader == NO_LEADER and broker_id in p.isr:
-            leader = next((r for r in p.replicas if r in p.isr and usable(r)), broker_id)
-            records.append(
-                PartitionChangeRecord(partition_id=p.partition_id, topic_id=topic.topic_id,
-                                      leader=leader)
-            )  # fmt: skip
+        if p.leader != NO_LEADER:
+            continue
+        election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
+        change = plan_change(topic.topic_id, p, usable, election=election)
+        if change is not None:
+            records.append(change)
     return records
 
 
-def _remove_from_isrs(image: MetadataImage, broker_id: int) -> list[Message]:
+def _remove_from_isrs(image: MetadataImage, broker_id: int, unclean: Unclean) -> list[Message]:
     """Take the broker out of every ISR (never emptying one) and off every leadership."""
-    from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
@@ -397,16 +405,10 @@ def _remove_from_isrs(image: MetadataImage, broker_id: int) -> list[Message]:
     for topic, p in _partitions(image):
         if broker_id not in p.isr and p.leader != broker_id:
             continue
-        isr = [r for r in p.isr if r != broker_id] or list(p.isr)
-        leader = p.leader
-        if leader in (broker_id, NO_LEADER):
-            leader = next((r for r in p.replicas if r in isr and usable(r)), NO_LEADER)
-        change = PartitionChangeRecord(partition_id=p.partition_id, topic_id=topic.topic_id)
-        if tuple(isr) != p.isr:
-            change.isr = isr
-        if leader != p.leader:
-            change.leader = leader
-        if change.isr is not None or change.leader != NO_LEADER_CHANGE:
+        election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
+        isr = [r for r in p.isr if r != broker_id]
+        change = plan_change(topic.topic_id, p, usable, election=election, isr=isr)
+        if change is not None:
             records.append(change)
     return records
 

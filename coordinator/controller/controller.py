@@ -26,7 +26,12 @@ from strom.coordinator.controller.brokers import (
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
-from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.coordinator.metadata.image import (
+    METADATA_VERSION,
+    MetadataImage,
+    Provenance,
+    TopicImage,
+)
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
@@ -35,6 +40,10 @@ from strom.wire.message import Message
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -49,9 +58,14 @@ if TYPE_CHECKING:
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
         IncrementalAlterConfigsRequest,
         IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
 
 MIN_METADATA_VERSION = 7
@@ -215,12 +229,17 @@ class Controller:
     ) -> ControllerResult[BrokerHeartbeatResponse]:
         """BrokerHeartbeat; `next_offset` is where this command's records would be appended."""
         return broker_heartbeat(
-            self._image, self.leases, request, next_offset=next_offset, now_ms=now_ms
+            self._image,
+            self.leases,
+            request,
+            next_offset=next_offset,
+            now_ms=now_ms,
+            unclean=self._unclean,
         )
 
     def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
         """Fence one broker whose lease has expired (response: its id, or None)."""
-        return fence_stale_broker(self._image, self.leases, now_ms)
+        return fence_stale_broker(self._image, self.leases, now_ms, self._unclean)
 
     def next_lease_expiry(self) -> int | None:
         """When the earliest lease of an unfenced broker runs out (None: none to watch)."""
@@ -260,7 +279,63 @@ class Controller:
         from strom.coordinator.controller.isr import alter_partition
 
         _check_version(request, version)
-        return alter_partition(self._image, request, version)
+        default = self.context().config.unclean_leader_election_enable
+        return alter_partition(self._image, request, version, unclean_default=default)
+
+    def _unclean(self, topic: TopicImage) -> bool:
+        """The topic's effective unclean.leader.election.enable."""
+        from strom.coordinator.controller.election import unclean_enabled
+
+        default = self.context().config.unclean_leader_election_enable
+        return unclean_enabled(self._image, default, topic.name)
+
+    # --- leadership and reassignment (see leadership.py, reassignment.py) ------------
+
+    def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ControllerResult[ElectLeadersResponse]:
+        """ElectLeaders (API 43): preferred or unclean elections an operator asks for."""
+        from strom.coordinator.controller.leadership import elect_leaders
+
+        _check_version(request, version)
+        return elect_leaders(self.context(), request, version)
+
+    def balance_leaders(self) -> ControllerResult[bool]:
+        """auto.leader.rebalance.enable's pass: leadership back to preferred replicas (the
+        response: True if capped, run again)."""
+        from strom.coordinator.controller.leadership import balance_leaders
+
+        return balance_leaders(self._image)
+
+    def leaders_imbalanced(self) -> bool:
+        """Some partition is not led by its preferred replica."""
+        from strom.coordinator.controller.leadership import imbalanced
+
+        return imbalanced(self._image)
+
+    def elect_unclean_leaders(self) -> ControllerResult[int]:
+        """Leaderless partitions of topics that allow it get a leader outside the ISR."""
+        from strom.coordinator.controller.leadership import elect_unclean_leaders
+
+        default = self.context().config.unclean_leader_election_enable
+        return elect_unclean_leaders(self._image, default)
+
+    def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> ControllerResult[AlterPartitionReassignmentsResponse]:
+        from strom.coordinator.controller.reassignment import alter_partition_reassignments
+
+        _check_version(request, version)
+        return alter_partition_reassignments(self.context(), request, version)
+
+    def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ControllerResult[ListPartitionReassignmentsResponse]:
+        """ListPartitionReassignments (API 46): a read, no records."""
+        from strom.coordinator.controller.reassignment import list_partition_reassignments
+
+        _check_version(request, version)
+        return ControllerResult(list_partition_reassignments(self._image, request, version))
 
     # --- liveness (see liveness.py) -----------------------------------------------
 
@@ -269,9 +344,7 @@ class Controller:
         """The replicas brokers last reported unable to serve."""
         return self._offline
 
-    def heartbeat(
-        self, broker_id: int, broker_epoch: int, offline: Iterable[PartitionKey]
-    ) -> bool:
+    def heartbeat(self, broker_id: int, broker_epoch: int, offline: Iterable[PartitionKey]) -> bool:
         """A broker's report of the replicas it cannot serve (Kafka's BrokerHeartbeat with
         offlineLogDirs); replaces its previous report. True if anything changed."""
         self._check_broker_epoch(broker_id, broker_epoch)

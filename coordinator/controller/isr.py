@@ -19,17 +19,29 @@ Both epochs fence stale requests, checked in Kafka's order (ReplicationControlMa
 | a new member unregistered, fenced, shutting down, or of another broker epoch | INELIGIBLE_REPLICA |
 
 A valid request that changes nothing writes nothing and answers the current state; one that
-changes the ISR (or the leader recovery state) answers the state after its record. Without
-reassignments (not implemented yet) an ISR change never moves leadership, so Kafka's
-NEW_LEADER_ELECTED answer does not arise here.
+changes the ISR (or the leader recovery state) answers the state after its record. The record
+is planned like every partition change (`election.plan_change`): an ISR that now holds every
+replica a reassignment is adding completes that reassignment (see reassignment.py), and when
+that takes the requesting leader out of the replica set a new leader is elected in the same
+record and the answer is NEW_LEADER_ELECTED (Kafka's FENCED_LEADER_EPOCH for versions below 2
+does not arise: 2 is the oldest served), with no partition state: the old leader learns the new
+state from the metadata. Where the topic allows unclean leader election the plan may elect
+outside the ISR, as Kafka's does.
 """
 
 from __future__ import annotations
 
+from strom.coordinator.controller.election import (
+    NO_LEADER_CHANGE,
+    Election,
+    is_active,
+    merge,
+    plan_change,
+    unclean_enabled,
+)
 from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.image import MetadataImage, PartitionImage
 from strom.wire.errors import ErrorCode
-from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
 from strom.wire.message import Message
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
@@ -40,9 +52,16 @@ NO_BROKER_EPOCH = -1
 
 
 def alter_partition(
-    image: MetadataImage, request: AlterPartitionRequest, version: int
+    image: MetadataImage,
+    request: AlterPartitionRequest,
+    version: int,
+    *,
+    unclean_default: bool = False,
 ) -> ControllerResult[AlterPartitionResponse]:
-    """Validate each partition's new ISR against `image`; records for the valid changes."""
+    """Validate each partition's new ISR against `image`; records for the valid changes.
+
+    `unclean_default` is the broker's effective unclean.leader.election.enable (a topic's
+    override wins)."""
     registration = image.broker(request.broker_id)
     if registration is None or registration.epoch != request.broker_epoch:
         return ControllerResult(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
@@ -62,25 +81,26 @@ def alter_partition(
             if error is not ErrorCode.NONE or partition is None:
                 answers.append(_error(data, error))
                 continue
-            isr = tuple(broker_id for broker_id, _ in members)
+            isr = [broker_id for broker_id, _ in members]
+            unclean = unclean_enabled(image, unclean_default, topic.name)
+            record = plan_change(
+                topic.topic_id,
+                partition,
+                lambda b: is_active(image, b),
+                election=Election.UNCLEAN if unclean else Election.ONLINE,
+                isr=isr,
+                recovery=data.leader_recovery_state,
+            )
             after = partition
-            if (
-                isr != partition.isr
-                or data.leader_recovery_state != partition.leader_recovery_state
-            ):
-                change = PartitionChangeRecord(partition_id=partition.partition_id,
-                                               topic_id=topic.topic_id)  # fmt: skip
-                if isr != partition.isr:
-                    change.isr = list(isr)
-                if data.leader_recovery_state != partition.leader_recovery_state:
-                    change.leader_recovery_state = data.leader_recovery_state
-                records.append(change)
-                after = PartitionImage(
-                    partition.partition_id, partition.replicas, isr, partition.leader,
-                    partition.leader_epoch, partition.partition_epoch + 1,
-                    partition.removing_replicas, partition.adding_replicas,
-                    data.leader_recovery_state,
-                )  # fmt: skip
+            if record is not None:
+                records.append(record)
+                after = merge(partition, record)
+                if record.leader not in (NO_LEADER_CHANGE, request.broker_id):
+                    moved = ErrorCode.NEW_LEADER_ELECTED
+                    answers.append(
+                        _error(data, moved if version > 1 else ErrorCode.FENCED_LEADER_EPOCH)
+                    )
+                    continue
             answers.append(
                 AlterPartitionResponse.PartitionData(
                     partition_index=after.partition_id,

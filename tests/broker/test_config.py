@@ -444,7 +444,7 @@ def test_unknown_key() -> None:
     [
         "controller.quorum.auto.join.enable",
         "metadata.max.idle.interval.ms",
-        "auto.leader.rebalance.enable",
+        "early.start.listeners",
         "remote.log.storage.system.enable",
         "group.consumer.session.timeout.ms",
     ],

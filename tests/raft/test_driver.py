@@ -21,14 +21,14 @@ import trio
 from strom.broker.drivers.raft import RaftDriver, raft_config
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
-from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.client import KafkaClient, describe_quorum
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
 from strom.coordinator.raft.messages import FetchRequest, VoteRequest
 from strom.storage.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
-from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.describe_quorum import DescribeQuorumResponse
 from strom.wire.messages.fetch import FetchResponse
 from strom.wire.messages.vote import VoteResponse
 
@@ -203,18 +203,7 @@ async def quorum(tmp_path: Path, size: int = 3) -> AsyncIterator[Quorum]:
 async def _describe(
     address: Address,
 ) -> tuple[DescribeQuorumResponse.PartitionData, list[DescribeQuorumResponse.Node]]:
-    client = await KafkaClient.connect(str(address), "kafka-metadata-quorum")
-    try:
-        request = DescribeQuorumRequest(
-            topics=[
-                DescribeQuorumRequest.TopicData(
-                    "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
-                )
-            ]
-        )
-        response = await client.request(request, 2, DescribeQuorumResponse)
-    finally:
-        await client.aclose()
+    response = await describe_quorum(str(address))
     [topic] = response.topics
     [partition] = topic.partitions
     return partition, response.nodes

@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.client import KafkaClient, describe_quorum
 from strom.broker.testing.embedded import BrokerProcess
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
@@ -38,18 +37,7 @@ def _reserve_ports(count: int) -> tuple[list[socket.socket], list[int]]:
 
 
 async def _leader(controller: str) -> int:
-    client = await KafkaClient.connect(controller, "kafka-metadata-quorum")
-    try:
-        request = DescribeQuorumRequest(
-            topics=[
-                DescribeQuorumRequest.TopicData(
-                    "__cluster_metadata", [DescribeQuorumRequest.PartitionData(0)]
-                )
-            ]
-        )
-        response = await client.request(request, 2, DescribeQuorumResponse)
-    finally:
-        await client.aclose()
+    response = await describe_quorum(controller)
     [topic] = response.topics
     [partition] = topic.partitions
     return partition.leader_id
