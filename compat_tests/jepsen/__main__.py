@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
-        with queue_cluster(root) as (cluster, links):
+        with queue_cluster(root) as cluster:
             try:
-                result = run(cluster, links, opts)
+                result = run(cluster, opts)
             finally:
                 if args.keep:
                     for node in cluster.nodes:

@@ -11,8 +11,11 @@ one) before the next begins: with one of three nodes down both the controller qu
 and min.insync.replicas=2 can still make progress, so every stretch of the run should accept
 writes once leadership has moved.
 
-A partition isolates one node from the other two on the controller links (`links.py`: Raft
-and broker-to-controller traffic; replica fetches and clients still get through, see there).
+Network partitions (`ClusterProcess(partitionable=True)`, proxies in front of every node
+listener, `strom.broker.testing.network`): "isolate" cuts a node off from the other two,
+"isolate-leader" cuts off partition P's leader (a leader that may still take writes from the
+test's clients, which reach every node, while the others elect a new one). Every link between
+nodes is cut (Raft, heartbeats, replica fetches); the test's clients are never cut.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["kill-leader", "kill-controller", "pause", "partition"]
-KINDS: tuple[Kind, ...] = ("kill-leader", "kill-controller", "pause", "partition")
+Kind = Literal["kill-leader", "kill-controller", "pause", "isolate", "isolate-leader"]
+KINDS: tuple[Kind, ...] = ("kill-leader", "kill-controller", "pause", "isolate", "isolate-leader")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Fault:
     def describe(self) -> str:
         what = (
             f"{self.kind} of partition {self.partition}'s leader"
-            if self.kind == "kill-leader"
+            if self.kind in ("kill-leader", "isolate-leader")
             else self.kind
         )
         return f"t+{self.start:5.1f}s {what}, healed after {self.hold:.1f}s (pick {self.pick:.3f})"

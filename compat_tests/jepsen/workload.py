@@ -38,7 +38,6 @@ from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline
 from compat_tests.jepsen.checker import History, Outcome, Read, Send
-from compat_tests.jepsen.links import LinkProxies
 from compat_tests.jepsen.nemesis import Fault, choose, schedule
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 
@@ -238,24 +237,13 @@ def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
 
 
 @contextlib.contextmanager
-def queue_cluster(root: Path) -> Iterator[tuple[ClusterProcess, LinkProxies]]:
-    """A 3-node combined cluster whose controller links run through `LinkProxies` (installed
-    between choosing the ports and starting the nodes); everything closed on exit."""
-    cluster = ClusterProcess(root, combined=3)
-    links = LinkProxies(cluster)
-    try:
-        with cluster:
-            yield cluster, links
-    finally:
-        links.close()
+def queue_cluster(root: Path) -> Iterator[ClusterProcess]:
+    """A 3-node combined cluster whose node-to-node links can be cut (`partitionable`)."""
+    with ClusterProcess(root, combined=3, partitionable=True) as cluster:
+        yield cluster
 
 
-def run(
-    cluster: ClusterProcess,
-    links: LinkProxies,
-    opts: Options,
-    say: Callable[[str], None] = print,
-) -> Run:
+def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = print) -> Run:
     """Create the topic, run load + faults, heal, read everything; return the history."""
     plan = schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup)
     out = Run(History([], [], opts.partitions), plan)
@@ -282,12 +270,12 @@ def run(
                 wait = load_began + fault.start - time.monotonic()
                 if wait > 0:
                     stop_load.wait(wait)  # the schedule's clock, not a synchronisation
-                _inject(cluster, links, fault, log)
+                _inject(cluster, fault, log)
             stop_load.wait(opts.tail)
         finally:
             stop_load.set()
             log("load stopped; healing every node")
-            _heal_all(cluster, links, log)
+            _heal_all(cluster, log)
         for thread in producers:
             thread.join_checked()
     finally:
@@ -336,11 +324,9 @@ def _alive(cluster: ClusterProcess) -> list[int]:
     return [n.node_id for n in cluster.nodes if n.alive]
 
 
-def _inject(
-    cluster: ClusterProcess, links: LinkProxies, fault: Fault, log: Callable[[str], None]
-) -> None:
+def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -> None:
     victim: ClusterNode
-    if fault.kind == "kill-leader":
+    if fault.kind in ("kill-leader", "isolate-leader"):
         leader = _leader(cluster, fault.partition)
         node_id = leader if leader in _alive(cluster) else choose(fault, _alive(cluster))
         victim = cluster.node(node_id)
@@ -353,15 +339,16 @@ def _inject(
     else:
         victim = cluster.node(choose(fault, _alive(cluster)))
         why = ""
-    if fault.kind == "partition":
-        others = [n for n in _alive(cluster) if n != victim.node_id]
-        log(f"partition: node {victim.node_id} cut off from {others} for {fault.hold:.1f}s")
-        links.cut([victim.node_id], others)
+    if fault.kind in ("isolate", "isolate-leader"):
+        others = [n.node_id for n in cluster.nodes if n is not victim]
+        log(f"network partition: node {victim.node_id} {why} cut off from {others} for "
+            f"{fault.hold:.1f}s")  # fmt: skip
+        cluster.partition(victim)
         try:
             _hold(fault.hold)
         finally:
-            links.heal()
-        log("partition healed")
+            cluster.heal()
+        log("network healed")
         return
     if fault.kind == "pause":
         log(f"SIGSTOP node {victim.node_id} for {fault.hold:.1f}s")
@@ -384,8 +371,8 @@ def _hold(seconds: float) -> None:
     threading.Event().wait(seconds)  # how long the fault lasts: the schedule, not a sync
 
 
-def _heal_all(cluster: ClusterProcess, links: LinkProxies, log: Callable[[str], None]) -> None:
-    links.heal()
+def _heal_all(cluster: ClusterProcess, log: Callable[[str], None]) -> None:
+    cluster.heal()
     for node in cluster.nodes:
         if node.process is not None and not node.alive:
             node.start()
