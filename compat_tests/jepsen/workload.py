@@ -155,7 +155,9 @@ class _Producer(_Worker):
             seq += 1
             next_at += interval
             # serves delivery reports and paces the load (a rate, not a synchronisation)
-            producer.poll(max(0.0, next_at - time.monotonic()))
+            producer.poll(0)
+            while (wait := next_at - time.monotonic()) > 0:
+                producer.poll(wait)  # returns early when it served a delivery report
             if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
                 producer = self._replace(producer)
         self._flush(producer)
@@ -341,8 +343,8 @@ def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -
         why = ""
     if fault.kind in ("isolate", "isolate-leader"):
         others = [n.node_id for n in cluster.nodes if n is not victim]
-        log(f"network partition: node {victim.node_id} {why} cut off from {others} for "
-            f"{fault.hold:.1f}s")  # fmt: skip
+        log(f"network partition: node {victim.node_id} {why}{' ' if why else ''}cut off from "
+            f"{others} for {fault.hold:.1f}s")  # fmt: skip
         cluster.partition(victim)
         try:
             _hold(fault.hold)
