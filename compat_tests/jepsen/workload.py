@@ -153,7 +153,7 @@ class _Producer(_Worker):
                 continue
             self.sends.append(send)
             seq += 1
-            next_at += interval
+            next_at = max(next_at + interval, time.monotonic() - 1.0)  # no catch-up bursts
             # serves delivery reports and paces the load (a rate, not a synchronisation)
             producer.poll(0)
             while (wait := next_at - time.monotonic()) > 0:
