@@ -908,6 +908,31 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = setting(
         "replica.lag.time.max.ms", C.LONG, 30000, "Followers lagging longer leave the ISR."
     )
+    replica_fetch_max_bytes: int = setting(
+        "replica.fetch.max.bytes", C.INT, 1048576,
+        "A follower's fetch size per partition (a larger first batch still comes whole).",
+        validator=at_least(0),
+    )  # fmt: skip
+    replica_fetch_response_max_bytes: int = setting(
+        "replica.fetch.response.max.bytes", C.INT, 10485760,
+        "A follower's fetch size for the whole response.",
+        validator=at_least(0),
+    )  # fmt: skip
+    replica_fetch_wait_max_ms: int = setting(
+        "replica.fetch.wait.max.ms", C.INT, 500,
+        "How long a follower's fetch may wait at the leader for new data.",
+        validator=at_least(0),
+    )  # fmt: skip
+    replica_fetch_min_bytes: int = setting(
+        "replica.fetch.min.bytes", C.INT, 1,
+        "How many bytes a follower's fetch waits for at the leader.",
+        validator=at_least(1),
+    )  # fmt: skip
+    replica_fetch_backoff_ms: int = setting(
+        "replica.fetch.backoff.ms", C.INT, 1000,
+        "How long a follower waits after a failed fetch from its leader.",
+        validator=at_least(0),
+    )  # fmt: skip
 
     # --- what the configuration itself records, and what it derives ------------------------------
 

@@ -1,7 +1,8 @@
 """What a data directory (one of log.dirs) holds at start-up, before its logs are opened.
 
 The layout and crash rules are in `strom.storage.manager`. This reads the directory-level
-files (clean-shutdown marker, recovery-point, log-start and cleaner checkpoints), removes
+files (clean-shutdown marker, recovery-point, log-start, cleaner and high-watermark
+checkpoints), removes
 partitions left half-deleted by a crash, and lists the partition directories to open.
 """
 
@@ -18,6 +19,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -41,6 +43,7 @@ class DataDirScan:
     recovery_points: dict[TopicPartition, int] = field(default_factory=dict)
     log_starts: dict[TopicPartition, int] = field(default_factory=dict)
     clean_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    high_watermarks: dict[TopicPartition, int] = field(default_factory=dict)
     partitions: list[tuple[Path, TopicPartition]] = field(default_factory=list)
 
 
@@ -58,6 +61,10 @@ def scan_data_dir(directory: Path) -> DataDirScan:
         scan.clean_offsets = read_offsets(directory / CLEANER_FILE)
     except CheckpointError as exc:  # "everything is dirty", never an error
         log.warning("%s; the cleaner starts over in %s", exc, directory)
+    try:
+        scan.high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
+    except CheckpointError as exc:  # replicated logs start from their log start: safe, slower
+        log.warning("%s; high watermarks start at each log start in %s", exc, directory)
     for child in sorted(directory.iterdir()):
         if not child.is_dir():
             continue

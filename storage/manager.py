@@ -8,6 +8,8 @@ Per data directory::
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
     cleaner-offset-checkpoint          `topic partition offset`: the log cleaner's first
                                        dirty offset (written by `checkpoint_cleaner`)
+    replication-offset-checkpoint      `topic partition offset`: the high watermark (Kafka's
+                                       file): a replicated log reopens with it, not its end
     .kafka_cleanshutdown               clean-shutdown marker, JSON {"version":0,...}
 
 The checkpoints use Kafka's text format (strom.storage.checkpoint). Crash recovery:
@@ -47,6 +49,7 @@ from strom.storage.datadir import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_FILE,
     DELETE_SUFFIX,
+    HIGH_WATERMARK_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     TopicPartition,
@@ -127,6 +130,9 @@ class LogManager:
                 log_start_offset=scan.log_starts.get(tp),
             )
             opened.clean_offset = scan.clean_offsets.get(tp)
+            opened.checkpointed_high_watermark = scan.high_watermarks.get(
+                tp, opened.log_start_offset
+            )
             self.adopt(directory, opened)
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
@@ -278,6 +284,9 @@ class LogManager:
         )
         write_offsets(
             directory / LOG_START_FILE, {tp: p.log_start_offset for tp, p in logs.items()}
+        )
+        write_offsets(
+            directory / HIGH_WATERMARK_FILE, {tp: p.high_watermark for tp, p in logs.items()}
         )
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> None:

@@ -102,6 +102,10 @@ class PartitionLog:
         self.high_watermark_follows_appends = True
         """Single-replica partitions: an append is committed at once. A replicated partition
         turns this off; its leader moves the high watermark as followers catch up."""
+        self.checkpointed_high_watermark: int | None = None
+        """The high watermark in the replication-offset-checkpoint at load (LogManager; the log
+        start when the checkpoint has none): where a replicated log's high watermark restarts
+        (`restore_high_watermark`). None for a log created in this run, or once restored."""
         self.last_flush_ms = clock()
         self.flush_requested = False
         self.parent_unsynced = False
@@ -264,6 +268,18 @@ class PartitionLog:
         with self._lock:
             if self.epochs.assign(epoch, self.log_end_offset):
                 self.epochs.save(sync=False)  # re-derived on load from the batches if lost
+
+    def restore_high_watermark(self) -> None:
+        """A replicated log's first role after loading: its high watermark goes back to the
+        checkpointed one, as Kafka's replicas reopen; everything past it
+        may be a tail no other replica holds. Once only."""
+        with self._lock:
+            checkpointed, self.checkpointed_high_watermark = self.checkpointed_high_watermark, None
+            if checkpointed is None:
+                return
+            self.high_watermark = max(
+                self.log_start_offset, min(checkpointed, self.log_end_offset, self.high_watermark)
+            )
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, kept within [log start, log end]; the value set."""

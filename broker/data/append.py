@@ -5,6 +5,11 @@ Produce v3+ (exactly one magic-2 batch; zstd only from v7), writes to internal
 topics refused to clients, min.insync.replicas for acks=-1, then the log's own
 validation and idempotence checks (broker.log.validate / producer_state).
 
+acks=all: a partition with more than one replica answers once its high watermark passes the
+appended records, i.e. every member of the ISR holds them (`await_replication`, which the
+Produce handler runs for all its partitions together after appending them all). A
+single-replica partition is committed at append and never waits.
+
 Durability: an append only reaches the page cache. When the topic's
 `flush.messages` says the log is due (e.g. flush.messages=1), the fsync runs
 in a worker thread and the answer waits for it, so "acked" means "fsynced"
@@ -22,6 +27,7 @@ import trio
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.topics import is_internal_topic
+from strom.broker.replication.manager import Leadership, ReplicationManager
 from strom.broker.replication.partitions import report_storage
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
@@ -74,6 +80,9 @@ class AppendOutcome:
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)
+    awaiting: Leadership | None = None
+    """acks=all on a replicated partition: answered once the ISR holds the records
+    (`await_replication`)."""
 
     def response(self) -> PartitionResponse:
         if self.result is not None and self.error == ErrorCode.NONE:
@@ -150,10 +159,17 @@ async def append_partition(
     if not isinstance(found, Located):
         return AppendOutcome(index, found)
     partition, log = found
-    if acks == -1 and len(partition.isr) < MinIsrCache.of(broker).get(broker, topic):
-        return AppendOutcome(
-            index, ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=log.log_start_offset
-        )
+    replication = ReplicationManager.of(broker)
+    if acks == -1:
+        leadership = replication.leaders.get((topic, index))
+        if leadership is None and len(partition.replicas) > 1:
+            # the image names this broker leader, but it has not taken the role yet
+            return AppendOutcome(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        isr = partition.isr if leadership is None else leadership.replica_set.isr
+        if len(isr) < MinIsrCache.of(broker).get(broker, topic):
+            return AppendOutcome(
+                index, ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=log.log_start_offset
+            )
     try:
         result = log.append(batch, partition.leader_epoch, broker.clock())
     except LogAppendError as exc:
@@ -162,6 +178,7 @@ async def append_partition(
         start = -1 if exc.error in _NO_LOG_START else log.log_start_offset
         message = exc.message if exc.record_errors else None
         return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
+    leadership = replication.leader_appended((topic, index))
     if not result.duplicate:
         DataWaiters.of(broker).changed(topic, index)
         if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
@@ -170,4 +187,51 @@ async def append_partition(
             except KafkaStorageError:
                 report_storage(broker)
                 return AppendOutcome(index, ErrorCode.KAFKA_STORAGE_ERROR)
-    return AppendOutcome(index, ErrorCode.NONE, result)
+    outcome = AppendOutcome(index, ErrorCode.NONE, result)
+    if acks == -1 and leadership is not None:
+        outcome.awaiting = leadership
+    return outcome
+
+
+async def await_replication(
+    broker: BrokerState, pending: list[tuple[str, AppendOutcome]], timeout_ms: int
+) -> None:
+    """acks=all on replicated partitions: wait until each partition's high watermark passes
+    its records, then answer NONE or NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below
+    min.insync.replicas meanwhile); NOT_LEADER_OR_FOLLOWER if this broker stopped leading it;
+    REQUEST_TIMED_OUT once the request's `timeout_ms` passed (Kafka's produce purgatory)."""
+    if not pending:
+        return
+    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+    replication = ReplicationManager.of(broker)
+    min_isr = MinIsrCache.of(broker)
+    with DataWaiters.of(broker).watching((t, o.index) for t, o in pending) as watch:
+        while True:
+            waiting = []
+            for topic, outcome in pending:
+                leadership = outcome.awaiting
+                assert leadership is not None
+                assert outcome.result is not None
+                if replication.leaders.get((topic, outcome.index)) is not leadership:
+                    _fail(outcome, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                    continue
+                answer = leadership.replica_set.acks_all_outcome(
+                    outcome.result.last_offset, min_isr.get(broker, topic)
+                )
+                if answer is None:
+                    waiting.append((topic, outcome))
+                elif answer != ErrorCode.NONE:
+                    _fail(outcome, answer)
+            pending = waiting
+            if not pending:
+                return
+            if trio.current_time() >= deadline:
+                for _, outcome in pending:
+                    _fail(outcome, ErrorCode.REQUEST_TIMED_OUT)
+                return
+            with trio.move_on_at(deadline):
+                await watch.wait()
+
+
+def _fail(outcome: AppendOutcome, error: ErrorCode) -> None:
+    outcome.error, outcome.result, outcome.awaiting = error, None, None

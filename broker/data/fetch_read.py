@@ -25,6 +25,8 @@ import trio
 from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, last_stable_offset, locate
+from strom.broker.replication.divergence import diverging_epoch
+from strom.broker.replication.manager import ReplicationManager
 from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Records
@@ -120,6 +122,14 @@ _NOT_READ = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
 """Errors Kafka answers before reading (an empty aborted-transactions list, not null)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """A follower replica's fetch: its broker id and the broker epoch it names (-1: none)."""
+
+    replica_id: int
+    broker_epoch: int = -1
+
+
 def read_partitions(
     broker: BrokerState,
     image: MetadataImage,
@@ -127,13 +137,18 @@ def read_partitions(
     uses_topic_ids: bool,
     max_bytes: int,
     isolation_level: int,
+    replica: Replica | None = None,
 ) -> list[PartitionRead]:
-    """Read every partition in order within `max_bytes` (see the module docstring)."""
+    """Read every partition in order within `max_bytes` (see the module docstring); a
+    follower `replica` reads up to the log end and its fetch offsets feed the leader's
+    `ReplicationManager`."""
     out: list[PartitionRead] = []
     budget = max_bytes
     min_one = True
     for part in parts:
-        read = _read_one(broker, image, part, uses_topic_ids, budget, min_one, isolation_level)
+        read = _read_one(
+            broker, image, part, uses_topic_ids, budget, min_one, isolation_level, replica
+        )
         if read.size > 0:
             min_one = False
         budget = max(0, budget - read.size)
@@ -157,6 +172,7 @@ def _read_one(
     budget: int,
     min_one: bool,
     isolation_level: int,
+    replica: Replica | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
@@ -167,6 +183,8 @@ def _read_one(
     if not isinstance(found, Located):
         return PartitionRead(part, name, found)
     log = found.log
+    if replica is not None:
+        return _read_replica(broker, image, found, name, part, budget, min_one, replica)
     lso = last_stable_offset(log)
     read = PartitionRead(part, name, ErrorCode.NONE, log.high_watermark, lso, log.log_start_offset)
     read.zstd_topic = log.config.compression_type == "zstd"
@@ -183,18 +201,67 @@ def _read_one(
     return read
 
 
+def _read_replica(
+    broker: BrokerState,
+    image: MetadataImage,
+    found: Located,
+    name: str,
+    part: CachedPartition,
+    budget: int,
+    min_one: bool,
+    replica: Replica,
+) -> PartitionRead:
+    """A follower's fetch from this leader: checked against the assignment and the follower's
+    broker epoch, answered with a diverging epoch or records up to the log END, and recorded
+    (the high watermark may move) before the answer's high watermark is taken."""
+    partition, log = found
+    if replica.replica_id not in partition.replicas:
+        return PartitionRead(part, name, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    registration = image.broker(replica.replica_id)
+    if replica.broker_epoch >= 0 and (
+        registration is None or replica.broker_epoch < registration.epoch
+    ):  # a fetch from an older incarnation of the follower (Kafka: stale fetch state)
+        return PartitionRead(part, name, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    read = PartitionRead(part, name, ErrorCode.NONE)
+    try:
+        if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
+            _set_offsets(read, log)
+            return read
+        if not log.log_start_offset <= part.fetch_offset <= log.log_end_offset:
+            raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
+        ReplicationManager.of(broker).follower_fetched(
+            (name, part.partition), replica.replica_id, part.fetch_offset
+        )
+        max_bytes = max(0, min(part.max_bytes, budget))
+        read.result = log.read(part.fetch_offset, max_bytes, min_one, None)
+    except LogError as exc:
+        return PartitionRead(part, name, exc.error)
+    except OSError:
+        return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
+    _set_offsets(read, log)
+    return read
+
+
+def _set_offsets(read: PartitionRead, log: PartitionLog) -> None:
+    read.high_watermark = log.high_watermark
+    read.last_stable_offset = last_stable_offset(log)
+    read.log_start_offset = log.log_start_offset
+
+
 def _diverged(read: PartitionRead, log: PartitionLog, part: CachedPartition) -> bool:
     """v12+ LastFetchedEpoch: whether the log diverged from the fetcher (then `read` says where).
 
     Raises OffsetOutOfRange-like LogErrors the way Kafka's readRecords does.
     """
-    epoch, end = log.end_offset_for_epoch(part.last_fetched_epoch)
-    if epoch < 0 or end < 0 or part.fetch_offset < log.log_start_offset:
+    diverging = diverging_epoch(log, part.fetch_offset, part.last_fetched_epoch)
+    if part.fetch_offset < log.log_start_offset or (
+        diverging is not None and min(diverging) < 0
+    ):
         raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "cannot place the last fetched epoch")
-    if epoch < part.last_fetched_epoch or end < part.fetch_offset:
-        read.diverging = (epoch, end)
-        return True
-    return False
+    if diverging is None:
+        return False
+    read.diverging = diverging
+    return True
 
 
 async def load_records(reads: list[PartitionRead]) -> None:

@@ -6,7 +6,8 @@ Partition.localLogWithEpochOrThrow): the topic-partition must be in the metadata
 with no log here answers NOT_LEADER_OR_FOLLOWER (its replicas are on other
 brokers, or its log is not open yet) unless the log is offline for want of being
 opened (KAFKA_STORAGE_ERROR, Kafka's offline partition; a log whose disk failed
-is still found, and refuses appends itself); then a client-supplied current
+is still found, and refuses appends itself; a broker that has not yet followed any
+metadata image, a quorum member catching up at start, leads nothing); then a client-supplied current
 leader epoch must match the partition's (older: FENCED_LEADER_EPOCH, newer:
 UNKNOWN_LEADER_EPOCH; -1 means "not given"), and this broker must lead it
 (NOT_LEADER_OR_FOLLOWER: a follower replica has its log but does not serve).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from strom.broker.replication.manager import ReplicationManager
 from strom.config import ConfigError, effective_topic_config
 from strom.wire.errors import ErrorCode
 
@@ -51,8 +53,8 @@ def locate(
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     log = broker.logs.get(topic, index)
-    if log is None:
-        if broker.logs.is_offline(topic, index):
+    if log is None or not ReplicationManager.of(broker).followed:
+        if log is None and broker.logs.is_offline(topic, index):
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER  # no replica here (or not opened yet)
     error = leader_epoch_error(partition, current_leader_epoch)

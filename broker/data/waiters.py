@@ -1,7 +1,9 @@
 """Wake-ups for long-polling fetches when partition data changes.
 
 A Fetch that has not gathered `min_bytes` parks on the partitions it reads
-(Kafka's fetch purgatory). Produce calls `changed(topic, partition)` after an
+(Kafka's fetch purgatory). A produce with acks=all parks here too until the high watermark
+passes its records (Kafka's produce purgatory): the leader's `ReplicationManager` calls
+`changed` whenever a partition's high watermark moves. Produce calls `changed(topic, partition)` after an
 append, DeleteRecords after moving the log start, and any metadata change
 wakes everyone (a partition may have gone away). Each parked fetch owns one
 `Watch`, so waking is O(waiters of that partition) and a parked fetch
@@ -79,6 +81,9 @@ class DataWaiters:
 
 
 def _make(broker: BrokerState) -> DataWaiters:
+    from strom.broker.replication.manager import ReplicationManager
+
     waiters = DataWaiters()
     broker.controller.subscribe(lambda _image: waiters.wake_all())
+    ReplicationManager.of(broker).high_watermark_listeners.append(waiters.changed)
     return waiters

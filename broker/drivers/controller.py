@@ -68,6 +68,7 @@ from strom.wire.message import Message
 
 if TYPE_CHECKING:
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
@@ -368,6 +369,12 @@ class ControllerDriver:
                 await self.check_leadership()
             except ControllerError as exc:  # the metadata log refused it: the next check retries
                 log.error("leadership check failed: %s", exc)
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse:
+        """AlterPartition (API 56): a partition leader's ISR change."""
+        return await self._run(partial(self._controller.alter_partition, request, version))
 
     async def broker_registration(
         self, request: BrokerRegistrationRequest

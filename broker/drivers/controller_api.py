@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
@@ -115,6 +116,10 @@ class MetadataController(Protocol):
     async def alter_configs(
         self, request: AlterConfigsRequest, version: int
     ) -> AlterConfigsResponse: ...
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse: ...
 
     async def elect_leaders(
         self, request: ElectLeadersRequest, version: int

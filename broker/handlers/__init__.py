@@ -114,6 +114,7 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("begin_quorum_epoch", 53, 0, 1, listeners=CONTROLLER),
     _handler("end_quorum_epoch", 54, 0, 1, listeners=CONTROLLER),
     _handler("describe_quorum", 55, 0, 2, listeners=BOTH),
+    _handler("alter_partition", 56, 2, 3, listeners=CONTROLLER),
     _handler("fetch_snapshot", 59, 0, 1, listeners=CONTROLLER),
     _handler("describe_producers", 61, 0, 0),
     _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),

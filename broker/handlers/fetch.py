@@ -46,6 +46,7 @@ import trio
 from strom.broker.admin.cluster import current_leader
 from strom.broker.data.fetch_read import (
     PartitionRead,
+    Replica,
     load_records,
     read_partitions,
     topic_responses,
@@ -169,9 +170,18 @@ async def _read_until_ready(
 ) -> list[PartitionRead]:
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
 
+    replica_id = _replica_id(body)
+    replica = Replica(replica_id, body.replica_state.replica_epoch) if replica_id >= 0 else None
+
     def read() -> list[PartitionRead]:
         return read_partitions(
-            broker, broker.image, context.partitions, uses_ids, max_bytes, body.isolation_level
+            broker,
+            broker.image,
+            context.partitions,
+            uses_ids,
+            max_bytes,
+            body.isolation_level,
+            replica,
         )
 
     reads = read()

@@ -20,6 +20,12 @@ Behavior:
   and always for v12), Kafka asks the transaction coordinator; Strom has none
   yet, which Kafka reports as NOT_ENOUGH_REPLICAS ("Unable to verify the
   partition has been added to the transaction...") so clients retry.
+- acks=-1 on a partition with more than one replica: the answer waits until every ISR
+  member holds the records (the high watermark passes them), then NONE, or
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile,
+  NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT after timeout_ms (Kafka's
+  produce purgatory); all partitions of the request wait together. acks=1 answers after
+  the leader's append; single-replica partitions never wait.
 - acks=0 gets no response; if any partition failed the connection is closed
   instead, as Kafka does, so the producer notices and refreshes metadata.
 - Successful appends wake long-polling fetches on that partition.
@@ -38,7 +44,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.cluster import current_leader
-from strom.broker.data.append import AppendOutcome, append_partition, first_batch
+from strom.broker.data.append import (
+    AppendOutcome,
+    append_partition,
+    await_replication,
+    first_batch,
+)
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 from strom.wire.records import HEADER_SIZE, TRANSACTIONAL_MASK, peek_attributes, peek_producer
@@ -80,7 +91,7 @@ async def handle(
     verify = (
         version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
     )
-    responses: list[TopicResponse] = []
+    appended: list[tuple[str, list[AppendOutcome]]] = []
     for topic in body.topic_data:
         outcomes: list[AppendOutcome] = []
         for data in topic.partition_data:
@@ -90,7 +101,13 @@ async def handle(
             outcomes.append(
                 await _one(broker, request, topic.name, data, acks, verify, transactional)
             )
-        responses.append(TopicResponse(topic.name, [o.response() for o in outcomes]))
+        appended.append((topic.name, outcomes))
+    pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
+    if pending:
+        await await_replication(broker, pending, body.timeout_ms)
+    responses = [
+        TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
+    ]
     if acks == 0:
         failed = [
             f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
@@ -119,7 +136,9 @@ def _redirects(
         for p in topic.partition_responses:
             if p.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 continue
-            leader, epoch, node = current_leader(broker, image, topic.name, p.index, request.listener)
+            leader, epoch, node = current_leader(
+                broker, image, topic.name, p.index, request.listener
+            )
             p.current_leader = ProduceResponse.LeaderIdAndEpoch(leader, epoch)
             if node is not None:
                 endpoints[node.broker_id] = ProduceResponse.NodeEndpoint(*node[:4])

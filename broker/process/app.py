@@ -28,6 +28,7 @@ from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
 from strom.broker.process import activation
+from strom.broker.replication.manager import ReplicationManager
 from strom.broker.replication.partitions import (
     follow_image,
     heartbeat_loop,
@@ -160,8 +161,8 @@ class Broker:
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
-        await follow_image(state, controller.image)
-        controller.subscribe(lambda image: follow_image(state, image))
+        if quorum is None:
+            await _follow(state, controller)
         state.groups = GroupDriver.for_broker(state)
         await state.groups.load()
         server = Server(state)
@@ -186,6 +187,8 @@ class Broker:
                         await quorum.start(self.endpoints)
                     except RegistrationError as exc:
                         failure = exc
+                    else:  # unfenced: caught up with the metadata log
+                        await _follow(state, controller)
                 if failure is None:
                     accepting.start_soon(_flush_loop, state)
                     if "broker" in config.roles:
@@ -195,6 +198,7 @@ class Broker:
                     accepting.start_soon(state.groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
+                    accepting.start_soon(ReplicationManager.of(state).run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
                     log.info("shutting down: no new connections; finishing in-flight requests")
@@ -234,6 +238,19 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         return bound
+
+
+async def _follow(state: BrokerState, controller: MetadataController) -> None:
+    """Follow the metadata from now on: open and delete logs, lead and follow partitions.
+
+    A quorum member starts following only once it is unfenced, i.e. its metadata has caught up
+    with its registration (Kafka's brokers publish metadata only after the initial catch-up):
+    the image replayed from its own metadata log at start may be far behind, and acting on it
+    would delete logs of partitions created since, or lead a partition that has moved on.
+    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`ReplicationManager`'s
+    `followed`)."""
+    await follow_image(state, controller.image)
+    controller.subscribe(lambda image: follow_image(state, image))
 
 
 def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:

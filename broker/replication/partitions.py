@@ -2,10 +2,11 @@
 
 The controller decides which topics and partitions exist and where their
 replicas are; the broker only follows: a partition with a replica on this node
-gets a log (a follower replica's too: issue 12's replica fetcher appends to it),
+gets a log (a follower replica's too: the replica fetcher appends to it),
 one that is deleted or whose replicas no longer include this node loses it (as
 Kafka's ReplicaManager deletes a replica removed from a broker), and a topic
-config change reaches its logs without a restart. Which of those logs serve
+config change reaches its logs without a restart. Then the `ReplicationManager` makes the
+leader/follower transitions of the image (strom.broker.replication.manager). Which of those logs serve
 clients -- only the ones this node leads -- is `strom.broker.data.lookup`'s
 concern; the group coordinator follows the leadership of `__consumer_offsets`
 after each image (`GroupDriver.follow`).
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.broker.replication.manager import ReplicationManager
 from strom.config import BrokerConfig, ConfigError
 from strom.storage.config import LogConfig
 
@@ -136,8 +138,12 @@ async def follow_image(state: BrokerState, image: MetadataImage) -> None:
     plan = _plan(state, image)
     outcome: _Opened = ([], [])
     if plan.create:
+        # existing logs change roles now, not after the new ones are opened: meanwhile the
+        # handlers already read this image (a new leader must not commit at append)
+        ReplicationManager.of(state).follow(image)
         outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
+    ReplicationManager.of(state).follow(image)
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
         state.groups.follow()

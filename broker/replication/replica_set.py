@@ -98,6 +98,15 @@ class ReplicaSet:
         follower.last_fetch_ms = now_ms
         return self.advance(leader_end)
 
+    def reassigned(self, replicas: Iterable[int]) -> None:
+        """The replica set changed (a reassignment): new followers start unknown and outside
+        the ISR until they catch up; removed ones are forgotten."""
+        wanted = {r for r in replicas if r != self.leader_id}
+        for replica in wanted - self.followers.keys():
+            self.followers[replica] = Follower()
+        for replica in self.followers.keys() - wanted:
+            del self.followers[replica]
+
     def committed(self, isr: Iterable[int]) -> None:
         """The metadata now holds `isr` (an AlterPartition answered, or any ISR change)."""
         self.isr = frozenset(isr)

@@ -93,7 +93,12 @@ async def test_a_replica_that_moves_away_loses_its_log(cluster: BrokerState) -> 
 
 
 async def _produce_all(client: KafkaClient) -> list[int]:
-    return [(await produce(client, "placed", batch(), partition=p)).error_code for p in range(5)]
+    """acks=1: partition 2's follower (broker 2) runs nowhere, so acks=all would wait for it
+    (tests/broker/test_replication_leader.py)."""
+    return [
+        (await produce(client, "placed", batch(), partition=p, acks=1)).error_code
+        for p in range(5)
+    ]
 
 
 async def test_produce(cluster: BrokerState, client: KafkaClient) -> None:
@@ -282,7 +287,7 @@ async def test_produce_names_the_current_leader(
     cluster: BrokerState, client: KafkaClient, version: int
 ) -> None:
     """KIP-951 (Produce v10+): NOT_LEADER_OR_FOLLOWER carries the leader and its endpoint."""
-    request = produce_request("placed", batch(), partition=0)
+    request = produce_request("placed", batch(), partition=0, acks=1)  # no follower runs
     request.topic_data[0].partition_data += [
         produce_request("placed", batch(), partition=p).topic_data[0].partition_data[0]
         for p in (2, 3)
@@ -334,7 +339,7 @@ async def test_kafka_python_reads_the_redirect(broker: EmbeddedBroker, cluster: 
     request = kp_producer.ProduceRequest(
         version=10,
         transactional_id=None,
-        acks=-1,
+        acks=1,  # partition 2's follower runs nowhere: acks=all would time out
         timeout_ms=5000,
         topic_data=[
             T(

@@ -137,3 +137,16 @@ def test_invariants_under_any_fetch_sequence(
             if proposed is not None:
                 assert 1 in proposed
                 replicas.committed(proposed)
+
+
+def test_a_reassignment_adds_and_forgets_followers() -> None:
+    rs = ReplicaSet(
+        1, [1, 2], [1, 2], high_watermark=0, leader_epoch_start=0, lag_time_max_ms=1000, now_ms=0
+    )
+    rs.reassigned([1, 2, 3])
+    assert set(rs.followers) == {2, 3}
+    assert rs.followers[3].log_end_offset == -1
+    rs.follower_fetched(3, 0, 0, now_ms=1)
+    assert rs.proposal(0, 2, eligible=[1, 2, 3]) == frozenset({1, 2, 3})
+    rs.reassigned([1, 3])
+    assert set(rs.followers) == {3}

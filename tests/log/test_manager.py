@@ -14,6 +14,7 @@ from strom.storage import LogConfig, LogManager
 from strom.storage.checkpoint import read_offsets
 from strom.storage.datadir import (
     CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     parse_log_dir_name,
@@ -248,3 +249,26 @@ def test_read_result_outlives_topic_deletion(tmp_path: Path) -> None:
     other = m.create("u", 0, LogConfig())
     other.append(batch([b"other"]), 0, T0)
     assert decode_all(pending.read_bytes()) == [(0, b"still here")]
+
+
+def test_a_replicated_log_reopens_at_its_checkpointed_high_watermark(tmp_path: Path) -> None:
+    """replication-offset-checkpoint: a log past its high watermark may hold a tail no other
+    replica has, so a replicated log restarts with the checkpointed high watermark, not its
+    end (`restore_high_watermark`, called when the broker gives the log its first role)."""
+    m = manager([tmp_path])
+    log = m.create("t", 0, LogConfig())
+    log.high_watermark_follows_appends = False
+    for i in range(4):
+        log.append(batch([b"a%d" % i]), 0, T0)
+    log.update_high_watermark(3)
+    log.restore_high_watermark()  # a log created in this run: nothing to restore
+    assert log.high_watermark == 3
+    m.close()
+    assert read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("t", 0): 3}
+    reopened = get_log(manager([tmp_path]), "t", 0)
+    assert reopened.high_watermark == 4  # single-replica reading: everything appended
+    reopened.restore_high_watermark()
+    assert reopened.high_watermark == 3
+    reopened.update_high_watermark(4)
+    reopened.restore_high_watermark()  # once only
+    assert reopened.high_watermark == 4

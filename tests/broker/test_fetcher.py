@@ -1,0 +1,124 @@
+"""The follower's handling of its leader's Fetch answers (`LeaderFetcher`), on real logs and a
+stand-in for the broker: what it asks for, appends byte for byte, high watermark, divergence."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import trio
+
+from strom.broker.replication.fetcher import FetchTarget, LeaderFetcher
+from strom.config import BrokerConfig
+from strom.config.quorum import Address
+from strom.storage.partition import PartitionLog
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.fetch import FetchResponse
+from tests.log.helpers import T0, batch, open_log, read_everything
+
+pytestmark = pytest.mark.trio
+
+TOPIC_ID = uuid.UUID(int=7)
+KEY = ("t", 0)
+
+
+class _Logs:
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+
+    def get(self, topic: str, index: int) -> PartitionLog | None:
+        return self.log if (topic, index) == KEY else None
+
+    def truncate_to(self, topic: str, index: int, offset: int) -> None:
+        assert (topic, index) == KEY
+        self.log.truncate_to(offset)
+
+
+def _fetcher(log: PartitionLog, leader_epoch: int = 1) -> LeaderFetcher:
+    broker: Any = SimpleNamespace(
+        node_id=2,
+        config=BrokerConfig.from_properties({}),
+        logs=_Logs(log),
+        clock=lambda: T0,
+        controller=SimpleNamespace(broker_epoch=42),
+    )
+    manager: Any = SimpleNamespace(
+        broker=broker,
+        targets={KEY: FetchTarget(TOPIC_ID, 1, leader_epoch)},
+        targets_changed=trio.Event(),
+    )
+    return LeaderFetcher(manager, 1)
+
+
+def _answer(partition: FetchResponse.PartitionData) -> FetchResponse:
+    return FetchResponse(
+        responses=[FetchResponse.FetchableTopicResponse(topic_id=TOPIC_ID, partitions=[partition])]
+    )
+
+
+async def test_the_request_names_the_replica_and_the_local_log(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"a"]), 0, T0)
+    fetcher = _fetcher(log)
+    request = fetcher._request(fetcher._mine())
+    assert (request.replica_state.replica_id, request.replica_state.replica_epoch) == (2, 42)
+    assert request.replica_id == -1
+    [topic] = request.topics
+    assert topic.topic_id == TOPIC_ID
+    [p] = topic.partitions
+    assert (p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch) == (1, 0, 1)
+
+
+async def test_records_are_appended_as_the_leader_wrote_them(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    for value in (b"a", b"b", b"c"):
+        leader.append(batch([value]), 1, T0)
+    follower = open_log(tmp_path / "follower" / "t-0")
+    follower.high_watermark_follows_appends = False
+    chunk = leader.read(0, 1 << 20).read_bytes()
+    partition = FetchResponse.PartitionData(0, ErrorCode.NONE, high_watermark=2, records=chunk)
+    fetcher = _fetcher(follower)
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert follower.log_end_offset == 3
+    assert follower.high_watermark == 2  # the leader's, within the local log
+    assert read_everything(follower) == read_everything(leader)
+    assert follower.read(0, 1 << 20).read_bytes() == chunk  # byte for byte
+
+
+async def test_a_diverging_epoch_truncates(tmp_path: Path) -> None:
+    follower = open_log(tmp_path / "t-0")
+    for epoch in (0, 0, 1, 1):
+        follower.append(batch([b"x"]), epoch, T0)
+    partition = FetchResponse.PartitionData(
+        0, ErrorCode.NONE, high_watermark=2,
+        diverging_epoch=FetchResponse.EpochEndOffset(epoch=0, end_offset=2),
+    )  # fmt: skip
+    fetcher = _fetcher(follower, leader_epoch=2)
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert follower.log_end_offset == 2
+    assert follower.latest_epoch() == 0
+
+
+async def test_an_error_backs_the_partition_off(tmp_path: Path) -> None:
+    follower = open_log(tmp_path / "t-0")
+    fetcher = _fetcher(follower)
+    partition = FetchResponse.PartitionData(0, ErrorCode.FENCED_LEADER_EPOCH)
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert KEY in fetcher._delayed
+
+
+async def test_an_answer_for_an_older_epoch_is_ignored(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    leader.append(batch([b"a"]), 1, T0)
+    follower = open_log(tmp_path / "follower" / "t-0")
+    fetcher = _fetcher(follower)
+    sent = fetcher._mine()
+    fetcher.manager.targets = {KEY: FetchTarget(TOPIC_ID, 1, 2)}  # the image moved on
+    partition = FetchResponse.PartitionData(
+        0, ErrorCode.NONE, high_watermark=1, records=leader.read(0, 1 << 20).read_bytes()
+    )
+    await fetcher._apply(sent, _answer(partition), Address("127.0.0.1", 1))
+    assert follower.log_end_offset == 0

@@ -1,0 +1,267 @@
+"""The leader side of replication on one in-process node (`ReplicationManager`, the Fetch
+handler's replica reads, Produce acks=all, AlterPartition through the node's controller).
+
+Brokers 2 and 3 register with the node's controller but run nowhere; this test plays broker 2
+by sending the Fetch requests a follower sends. Partition 0 of "rep" is led here with
+replicas [1, 2]; "single" has one replica, here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+from strom.broker.replication.manager import ReplicationManager
+from strom.broker.state import BrokerState
+from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.embedded import EmbeddedBroker
+from strom.wire.errors import ErrorCode
+from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from strom.wire.messages.fetch import FetchRequest, FetchResponse
+from strom.wire.messages.produce import ProduceResponse
+from tests.broker.cluster_helpers import (
+    CLUSTER_OVERRIDES,
+    create_placed,
+    fence,
+    register,
+    state_of,
+)
+from tests.broker.test_produce_helpers import batch, fetch_request, produce, produce_request
+
+pytestmark = pytest.mark.trio
+
+TOPIC = "rep"
+SINGLE = "single"
+
+
+@pytest.fixture
+def broker_overrides() -> dict[str, str]:
+    return {**CLUSTER_OVERRIDES, "replica.lag.time.max.ms": "1000"}
+
+
+@pytest.fixture
+async def cluster(broker: EmbeddedBroker) -> BrokerState:
+    state = state_of(broker)
+    _Epochs.of(state).epochs[2] = await register(state, 2)
+    _Epochs.of(state).epochs[3] = await register(state, 3)
+    await create_placed(state, TOPIC, [[1, 2]])
+    await create_placed(state, SINGLE, [[1]])
+    return state
+
+
+class _Epochs:
+    def __init__(self) -> None:
+        self.epochs: dict[int, int] = {}
+
+    @classmethod
+    def of(cls, state: BrokerState) -> _Epochs:
+        return state.service(cls, lambda _s: cls())
+
+
+def replica_fetch(
+    state: BrokerState,
+    offset: int,
+    *,
+    replica: int = 2,
+    epoch: int = -1,
+    last_fetched_epoch: int = -1,
+) -> FetchRequest:
+    request = fetch_request(TOPIC, offset)
+    topic = state.image.topic(TOPIC)
+    assert topic is not None
+    request.topics[0].topic_id = topic.topic_id
+    request.replica_state = FetchRequest.ReplicaState(replica, epoch)
+    request.topics[0].partitions[0].last_fetched_epoch = last_fetched_epoch
+    return request
+
+
+async def fetch_one(client: KafkaClient, request: FetchRequest) -> FetchResponse.PartitionData:
+    """Fetch v15 (replica_state) for a replica's request, v12 (topic names) for a consumer's."""
+    version = 15 if request.replica_state.replica_id >= 0 else 12
+    response = await client.request(request, version, FetchResponse)
+    [topic] = response.responses
+    [partition] = topic.partitions
+    return partition
+
+
+async def test_acks_all_times_out_without_the_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    request = produce_request(TOPIC, batch(), 0, acks=-1)
+    request.timeout_ms = 50
+    response = await client.request(request, 9, ProduceResponse)
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.REQUEST_TIMED_OUT
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    assert (log.log_end_offset, log.high_watermark) == (1, 0)
+    consumer = await fetch_one(client, fetch_request(TOPIC, 0))  # up to the high watermark
+    assert (consumer.error_code, consumer.high_watermark) == (ErrorCode.NONE, 0)
+    assert not consumer.records
+
+
+async def test_a_single_replica_partition_commits_at_append(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    answer = await produce(client, SINGLE, batch(), acks=-1)
+    assert answer.error_code == ErrorCode.NONE
+    log = cluster.logs.get(SINGLE, 0)
+    assert log is not None
+    assert log.high_watermark == log.log_end_offset == 1
+    assert ReplicationManager.of(cluster).leaders.keys() == {(TOPIC, 0)}
+
+
+async def test_replica_fetch_reads_to_the_log_end_and_moves_the_high_watermark(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    assert (await produce(client, TOPIC, batch(), acks=1)).error_code == ErrorCode.NONE
+    first = await fetch_one(client, replica_fetch(cluster, 0))
+    assert first.error_code == ErrorCode.NONE
+    assert first.high_watermark == 0
+    assert len(first.records or b"") > 0  # past the high watermark: a follower reads to the end
+    second = await fetch_one(client, replica_fetch(cluster, 1, last_fetched_epoch=0))
+    assert second.error_code == ErrorCode.NONE
+    assert second.high_watermark == 1
+    consumer = await fetch_one(client, fetch_request(TOPIC, 0))
+    assert consumer.high_watermark == 1
+    assert len(consumer.records or b"") > 0
+
+
+async def test_acks_all_completes_when_the_follower_catches_up(
+    cluster: BrokerState, client: KafkaClient, broker: EmbeddedBroker
+) -> None:
+    follower = await KafkaClient.connect(broker.bootstrap)
+    outcome: list[int] = []
+
+    async def acks_all() -> None:
+        outcome.append((await produce(client, TOPIC, batch(), acks=-1)).error_code)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(acks_all)
+            log = cluster.logs.get(TOPIC, 0)
+            assert log is not None
+            with trio.fail_after(5):
+                while log.log_end_offset == 0:
+                    await trio.testing.wait_all_tasks_blocked()
+                    await trio.lowlevel.checkpoint()
+            assert not outcome
+            answer = await fetch_one(follower, replica_fetch(cluster, 1, last_fetched_epoch=0))
+            assert answer.high_watermark == 1
+    finally:
+        await follower.aclose()
+    assert outcome == [ErrorCode.NONE]
+
+
+@pytest.mark.parametrize("replica", [3, 7])
+async def test_a_fetch_from_a_replica_not_assigned_is_refused(
+    cluster: BrokerState, client: KafkaClient, replica: int
+) -> None:
+    answer = await fetch_one(client, replica_fetch(cluster, 0, replica=replica))
+    assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_fetch_from_an_older_incarnation_is_refused(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    epoch = _Epochs.of(cluster).epochs[2]
+    assert (
+        await fetch_one(client, replica_fetch(cluster, 0, epoch=epoch))
+    ).error_code == ErrorCode.NONE
+    stale = await fetch_one(client, replica_fetch(cluster, 0, epoch=epoch - 1))
+    assert stale.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_a_diverged_follower_gets_the_diverging_epoch(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    assert (await produce(client, TOPIC, batch(), acks=1)).error_code == ErrorCode.NONE
+    # the follower holds epoch 0 up to offset 3; this leader's epoch 0 ends at 1
+    answer = await fetch_one(client, replica_fetch(cluster, 3, last_fetched_epoch=0))
+    assert answer.error_code == ErrorCode.NONE
+    assert (answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset) == (0, 1)
+    # an epoch newer than any the leader knows cannot be placed (Kafka: OFFSET_OUT_OF_RANGE)
+    newer = await fetch_one(client, replica_fetch(cluster, 1, last_fetched_epoch=5))
+    assert newer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert not answer.records
+
+
+async def test_a_stale_leader_epoch_is_fenced(cluster: BrokerState, client: KafkaClient) -> None:
+    request = replica_fetch(cluster, 0)
+    request.topics[0].partitions[0].current_leader_epoch = 3
+    assert (await fetch_one(client, request)).error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+async def test_a_lagging_follower_leaves_the_isr(cluster: BrokerState) -> None:
+    """No fetch from broker 2 for longer than replica.lag.time.max.ms: the leader proposes
+    ISR [1] through AlterPartition and the controller commits it."""
+    manager = ReplicationManager.of(cluster)
+    start = cluster.clock()
+    cluster.clock = lambda: start + 60_000
+    manager.check_isr()
+    with trio.fail_after(5):
+        while (p := cluster.image.partition(TOPIC, 0)) is not None and p.isr != (1,):
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.lowlevel.checkpoint()
+    assert manager.leaders[(TOPIC, 0)].replica_set.isr == {1}
+
+
+async def test_alter_partition_through_the_controller(cluster: BrokerState) -> None:
+    topic = cluster.image.topic(TOPIC)
+    assert topic is not None
+    partition = topic.partitions[0]
+    request = AlterPartitionRequest(
+        broker_id=1,
+        broker_epoch=cluster.controller.broker_epoch,
+        topics=[
+            AlterPartitionRequest.TopicData(
+                topic.topic_id,
+                [
+                    AlterPartitionRequest.PartitionData(
+                        partition_index=0,
+                        leader_epoch=partition.leader_epoch,
+                        new_isr_with_epochs=[AlterPartitionRequest.BrokerState(1, -1)],
+                        partition_epoch=partition.partition_epoch,
+                    )
+                ],
+            )
+        ],
+    )
+    response = await cluster.controller.alter_partition(request, 3)
+    assert isinstance(response, AlterPartitionResponse)
+    [answer] = response.topics[0].partitions
+    assert (answer.error_code, answer.isr) == (ErrorCode.NONE, [1])
+    stale = await cluster.controller.alter_partition(request, 3)
+    assert stale.topics[0].partitions[0].error_code == ErrorCode.INVALID_UPDATE_VERSION
+
+
+async def test_acks_all_completes_when_the_controller_drops_the_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """The follower is fenced (its session ended): the controller takes it out of the ISR, and
+    the leader's high watermark moves at once to what the smaller ISR holds."""
+    outcome: list[int] = []
+
+    async def acks_all() -> None:
+        outcome.append((await produce(client, TOPIC, batch(), acks=-1)).error_code)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(acks_all)
+        log = cluster.logs.get(TOPIC, 0)
+        assert log is not None
+        with trio.fail_after(5):
+            while log.log_end_offset == 0:
+                await trio.testing.wait_all_tasks_blocked()
+                await trio.lowlevel.checkpoint()
+        assert not outcome
+        # at once, not at the next periodic ISR check (replica.lag.time.max.ms / 2 = 500 ms)
+        with trio.fail_after(0.3):
+            await fence(cluster, 2, _Epochs.of(cluster).epochs[2])
+            while not outcome:
+                await trio.testing.wait_all_tasks_blocked()
+                await trio.lowlevel.checkpoint()
+    assert outcome == [ErrorCode.NONE]
+    partition = cluster.image.partition(TOPIC, 0)
+    assert partition is not None
+    assert partition.isr == (1,)
