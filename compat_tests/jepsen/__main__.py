@@ -8,12 +8,14 @@ on any violation.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import random
 import sys
 import tempfile
 from pathlib import Path
 
-from compat_tests.jepsen.checker import check, summary
+from compat_tests.jepsen.checker import Send, check, summary
 from compat_tests.jepsen.nemesis import schedule
 from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
 
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=Options.partitions)
     parser.add_argument("--producers", type=int, default=Options.producers)
     parser.add_argument("--rate", type=float, default=Options.rate, help="values/s per producer")
+    parser.add_argument("--history", type=Path, default=None,
+                        help="write the history (every send and read) here as JSON lines")  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the nodes' data and logs in this directory")  # fmt: skip
     args = parser.parse_args(argv)
@@ -43,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                 if args.keep:
                     for node in cluster.nodes:
                         (root / f"node-{node.node_id}.log").write_text(node.tail(5000))
+    if args.history:
+        with args.history.open("w") as out:
+            for item in [*result.history.sends, *result.history.reads]:
+                kind = "send" if isinstance(item, Send) else "read"
+                out.write(json.dumps({"type": kind, **dataclasses.asdict(item)}) + "\n")
     report = check(result.history)
     print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
     print(summary(report))
