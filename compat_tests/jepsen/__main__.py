@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from compat_tests.jepsen.checker import Send, check, summary
+from compat_tests.jepsen.checker import check, summary
 from compat_tests.jepsen.nemesis import schedule
 from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
 
@@ -49,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                         (root / f"node-{node.node_id}.log").write_text(node.tail(5000))
     if args.history:
         with args.history.open("w") as out:
-            for item in [*result.history.sends, *result.history.reads]:
-                kind = "send" if isinstance(item, Send) else "read"
-                out.write(json.dumps({"type": kind, **dataclasses.asdict(item)}) + "\n")
+            for send in result.history.sends:
+                out.write(json.dumps({"type": "send", **dataclasses.asdict(send)}) + "\n")
+            for read in result.history.reads:
+                out.write(json.dumps({"type": "read", **dataclasses.asdict(read)}) + "\n")
     report = check(result.history)
     print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
     print(summary(report))
