@@ -1,0 +1,63 @@
+"""Long mode: `python -m compat_tests.jepsen --faults 100 --seed N` (see docs/replication.md).
+
+Starts its own 3-node cluster in a temporary directory, prints the seed and fault schedule
+first (so a run can be repeated), the faults as injected, then the checker's summary; exits 1
+on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from compat_tests.jepsen.checker import check, summary
+from compat_tests.jepsen.nemesis import schedule
+from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compat_tests.jepsen", description=__doc__)
+    parser.add_argument("--seed", type=int, default=None, help="default: a random seed")
+    parser.add_argument("--faults", type=int, default=Options.faults)
+    parser.add_argument("--partitions", type=int, default=Options.partitions)
+    parser.add_argument("--producers", type=int, default=Options.producers)
+    parser.add_argument("--rate", type=float, default=Options.rate, help="values/s per producer")
+    parser.add_argument("--history", type=Path, default=None,
+                        help="write the history (every send and read) here as JSON lines")  # fmt: skip
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="keep the nodes' data and logs in this directory")  # fmt: skip
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    opts = Options(seed=seed, faults=args.faults, partitions=args.partitions,
+                   producers=args.producers, rate=args.rate)  # fmt: skip
+    print(
+        describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup))
+    )
+    with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
+        root = args.keep or Path(tmp)
+        with queue_cluster(root) as cluster:
+            try:
+                result = run(cluster, opts)
+            finally:
+                if args.keep:
+                    for node in cluster.nodes:
+                        (root / f"node-{node.node_id}.log").write_text(node.tail(5000))
+    if args.history:
+        with args.history.open("w") as out:
+            for send in result.history.sends:
+                out.write(json.dumps({"type": "send", **dataclasses.asdict(send)}) + "\n")
+            for read in result.history.reads:
+                out.write(json.dumps({"type": "read", **dataclasses.asdict(read)}) + "\n")
+    report = check(result.history)
+    print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
+    print(summary(report))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

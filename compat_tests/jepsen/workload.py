@@ -1,0 +1,432 @@
+"""The queue workload: producers, a live consumer and a nemesis against a 3-node cluster.
+
+Producers (confluent-kafka, enable.idempotence, acks=all) send unique values ("<producer>-<n>")
+to partitions drawn from the seed and record each value's fate from its delivery report:
+acknowledged with (partition, offset), or not (the error; a timeout is indeterminate: the write
+may or may not have happened). A consumer assigned every partition from the beginning reads
+throughout, recording (partition, offset, value). Meanwhile the nemesis injects the scheduled
+faults (`nemesis.schedule`) and heals each. At the end the load stops, every node is healed,
+and a fresh consumer reads each partition from offset 0 to its high watermark: the final read
+the checker holds the acknowledgements against.
+
+Threads, not trio: librdkafka's clients are blocking and run their own threads; the nemesis
+(signals, restarts, DescribeQuorum) runs on the calling thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from compat_tests.cluster.quorum import quorum_state
+from compat_tests.confluent_kafka import ck
+from compat_tests.helpers import Deadline
+from compat_tests.jepsen.checker import History, Outcome, Read, Send
+from compat_tests.jepsen.nemesis import Fault, choose, schedule
+from strom.broker.testing.cluster import ClusterNode, ClusterProcess
+
+TOPIC = "jepsen-queue"
+DEFINITE_FAILURES = {
+    KafkaError._PURGE_QUEUE,  # never left the client
+    KafkaError.NOT_ENOUGH_REPLICAS,  # refused before the append
+    KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+}
+"""Errors after which the value is certainly not in the log; any other error is indeterminate."""
+
+
+@dataclass
+class Options:
+    seed: int = 1
+    faults: int = 4
+    partitions: int = 3
+    producers: int = 2
+    rate: float = 100.0
+    """Values per second, per producer."""
+    warmup: float = 3.0
+    tail: float = 3.0
+    """Seconds of load after the last fault is healed."""
+    drain_timeout: float = 60.0
+    message_timeout_ms: int = 30_000
+
+
+@dataclass
+class Run:
+    """What a run did: the history for the checker, and the log of faults as injected."""
+
+    history: History
+    plan: list[Fault]
+    log: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class _Worker(threading.Thread):
+    """A thread whose exception is re-raised where it is joined (`join_checked`)."""
+
+    failure: BaseException | None = None
+    began = 0.0
+    """time.monotonic() when the load began: the history's times count from it."""
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:
+            self.failure = exc
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def join_checked(self) -> None:
+        self.join()
+        if self.failure is not None:
+            raise self.failure
+
+
+class _Producer(_Worker):
+    def __init__(self, index: int, bootstrap: str, opts: Options, stop: threading.Event) -> None:
+        super().__init__(name=f"jepsen-producer-{index}", daemon=True)
+        self.index = index
+        self.bootstrap = bootstrap
+        self.opts = opts
+        self.stop = stop
+        self.sends: list[Send] = []
+        self.rng = random.Random(f"{opts.seed}/{index}")
+        self.restarts = 0
+        self.fatal = ""
+        """A fatal error librdkafka reported (the producer must be replaced)."""
+        self.fatal_errors: list[str] = []
+
+    def on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self.fatal = err.name()
+
+    def client(self) -> Producer:
+        return ck.producer(
+            self.bootstrap,
+            **{
+                "enable.idempotence": True,
+                "message.timeout.ms": self.opts.message_timeout_ms,
+                "linger.ms": 2,
+                "client.id": f"jepsen-producer-{self.index}",
+                "error_cb": self.on_error,
+                "log_level": 2,  # connection refusals to a killed node are the point here
+            },
+        )
+
+    def work(self) -> None:
+        producer = self.client()
+        interval = 1.0 / self.opts.rate
+        next_at = time.monotonic()
+        seq = 0
+        while not self.stop.is_set():
+            partition = self.rng.randrange(self.opts.partitions)
+            send = Send(f"{self.index}-{seq}", self.index, partition, seq)
+            send.sent_at = time.monotonic() - self.began
+            try:
+                producer.produce(TOPIC, value=send.value.encode(), partition=partition,
+                                 on_delivery=_on_delivery(send, self.began))  # fmt: skip
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            except KafkaException as exc:  # produce() refuses after a fatal error
+                send.outcome, send.error = "failed", _name(exc.args[0])
+                self.sends.append(send)
+                seq += 1
+                self.fatal = self.fatal or str(exc.args[0])
+                producer = self._replace(producer)
+                continue
+            self.sends.append(send)
+            seq += 1
+            next_at = max(next_at + interval, time.monotonic() - 1.0)  # no catch-up bursts
+            # serves delivery reports and paces the load (a rate, not a synchronisation)
+            producer.poll(0)
+            while (wait := next_at - time.monotonic()) > 0:
+                producer.poll(wait)  # returns early when it served a delivery report
+            if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
+                producer = self._replace(producer)
+        self._flush(producer)
+        for send in self.sends:
+            if send.outcome == "pending":
+                send.outcome, send.error = "indeterminate", "no delivery report"
+
+    def _flush(self, producer: Producer) -> None:
+        """Wait for outstanding delivery reports; after a fatal error some never come (those
+        values stay pending, then count as indeterminate)."""
+        try:
+            producer.flush(self.opts.message_timeout_ms / 1000 + 5)
+        except KafkaException as exc:
+            self.fatal_errors.append(str(exc.args[0]))
+
+    def _replace(self, producer: Producer) -> Producer:
+        self.fatal_errors.append(self.fatal)
+        self._flush(producer)
+        self.restarts += 1
+        self.fatal = ""
+        return self.client()
+
+
+def _name(error: Any) -> str:
+    return error.name() if isinstance(error, KafkaError) else str(error)
+
+
+def _on_delivery(send: Send, began: float) -> Callable[[KafkaError | None, Message], None]:
+    def report(err: KafkaError | None, msg: Message) -> None:
+        if err is None:
+            partition, offset = msg.partition(), msg.offset()
+            assert partition == send.partition, (partition, send)
+            send.outcome, send.offset = "acked", offset
+            send.acked_at = time.monotonic() - began
+            return
+        outcome: Outcome = "failed" if err.code() in DEFINITE_FAILURES else "indeterminate"
+        send.outcome, send.error = outcome, err.name()
+
+    return report
+
+
+class _LiveConsumer(_Worker):
+    def __init__(self, bootstrap: str, opts: Options, stop: threading.Event) -> None:
+        super().__init__(name="jepsen-consumer", daemon=True)
+        self.bootstrap = bootstrap
+        self.opts = opts
+        self.stop = stop
+        self.reads: list[Read] = []
+        self.errors = 0
+
+    def work(self) -> None:
+        consumer = _consumer(self.bootstrap, self.opts)
+        try:
+            while not self.stop.is_set():
+                for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                    read = _read(msg, "live", time.monotonic() - self.began)
+                    if read is None:
+                        self.errors += 1
+                    else:
+                        self.reads.append(read)
+        finally:
+            consumer.close()
+
+
+def _consumer(bootstrap: str, opts: Options) -> Consumer:
+    consumer = ck.consumer(bootstrap, **{"auto.offset.reset": "earliest", "log_level": 2})
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(opts.partitions)])
+    return consumer
+
+
+def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
+    if msg.error() is not None:
+        return None
+    partition, offset, value = msg.partition(), msg.offset(), msg.value()
+    assert partition is not None
+    assert offset is not None
+    assert isinstance(value, bytes)
+    return Read(partition, offset, value.decode(), phase, at)
+
+
+@contextlib.contextmanager
+def queue_cluster(root: Path) -> Iterator[ClusterProcess]:
+    """A 3-node combined cluster whose node-to-node links can be cut (`partitionable`)."""
+    with ClusterProcess(root, combined=3, partitionable=True) as cluster:
+        yield cluster
+
+
+def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = print) -> Run:
+    """Create the topic, run load + faults, heal, read everything; return the history."""
+    plan = schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup)
+    out = Run(History([], [], opts.partitions), plan)
+
+    def log(line: str) -> None:
+        stamped = f"[{time.monotonic() - begun:6.1f}s] {line}"
+        out.log.append(stamped)
+        say(stamped)
+
+    begun = time.monotonic()
+    _create_topic(cluster, opts)
+    log(f"topic {TOPIC}: {opts.partitions} partitions, replication factor 3, "
+        "min.insync.replicas=2")  # fmt: skip
+    stop_load, stop_reading = threading.Event(), threading.Event()
+    producers = [_Producer(i, cluster.bootstrap, opts, stop_load) for i in range(opts.producers)]
+    reader = _LiveConsumer(cluster.bootstrap, opts, stop_reading)
+    load_began = time.monotonic()
+    for thread in [*producers, reader]:
+        thread.began = load_began
+        thread.start()
+    try:
+        try:
+            for fault in plan:
+                wait = load_began + fault.start - time.monotonic()
+                if wait > 0:
+                    stop_load.wait(wait)  # the schedule's clock, not a synchronisation
+                _inject(cluster, fault, log)
+            stop_load.wait(opts.tail)
+        finally:
+            stop_load.set()
+            log("load stopped; healing every node")
+            _heal_all(cluster, log)
+        for thread in producers:
+            thread.join_checked()
+    finally:
+        stop_reading.set()  # also when the run failed: no client outlives it
+    log("producers flushed: " + ", ".join(f"producer {p.index} sent {len(p.sends)}"
+                                          f" (replaced {p.restarts}x)" for p in producers))  # fmt: skip
+    for p in producers:
+        for fatal in p.fatal_errors:
+            log(f"producer {p.index}: fatal error {fatal}")
+    reader.join_checked()
+    out.history.sends = [s for p in producers for s in p.sends]
+    out.history.reads = list(reader.reads)
+    _final_read(cluster, opts, out.history, log)
+    out.seconds = time.monotonic() - begun
+    return out
+
+
+def _create_topic(cluster: ClusterProcess, opts: Options) -> None:
+    state = quorum_state(cluster)
+    via = cluster.node(state.leader_id).bootstrap if state is not None else cluster.bootstrap
+    new = ck.NewTopic(TOPIC, num_partitions=opts.partitions, replication_factor=3,
+                      config={"min.insync.replicas": "2"})  # fmt: skip
+    admin = ck.admin(via)  # kept referenced until the answer: dropping it aborts the request
+    futures = admin.create_topics([new], operation_timeout=ck.TIMEOUT, request_timeout=ck.TIMEOUT)
+    ck.result(futures[TOPIC])
+    deadline = Deadline(30)
+    while not all(_leader(cluster, p) is not None for p in range(opts.partitions)):
+        if deadline.expired:
+            raise AssertionError(f"{TOPIC}'s partitions have no leaders after 30s")
+        time.sleep(0.1)  # polling the metadata against the deadline
+
+
+def _leader(cluster: ClusterProcess, partition: int) -> int | None:
+    try:
+        md = ck.admin(cluster.bootstrap).list_topics(TOPIC, timeout=5)
+    except KafkaException:
+        return None
+    topic = md.topics.get(TOPIC)
+    if topic is None or topic.error is not None or partition not in topic.partitions:
+        return None
+    leader = int(topic.partitions[partition].leader)
+    return leader if leader >= 0 else None
+
+
+def _alive(cluster: ClusterProcess) -> list[int]:
+    return [n.node_id for n in cluster.nodes if n.alive]
+
+
+def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -> None:
+    victim: ClusterNode
+    if fault.kind in ("kill-leader", "isolate-leader"):
+        leader = _leader(cluster, fault.partition)
+        node_id = leader if leader in _alive(cluster) else choose(fault, _alive(cluster))
+        victim = cluster.node(node_id)
+        why = f"partition {fault.partition}'s leader" if leader == node_id else "(no leader known)"
+    elif fault.kind == "kill-controller":
+        state = quorum_state(cluster)
+        node_id = state.leader_id if state is not None else choose(fault, _alive(cluster))
+        victim = cluster.node(node_id)
+        why = "the active controller" if state is not None else "(no active controller found)"
+    else:
+        victim = cluster.node(choose(fault, _alive(cluster)))
+        why = ""
+    if fault.kind in ("isolate", "isolate-leader"):
+        others = [n.node_id for n in cluster.nodes if n is not victim]
+        log(f"network partition: node {victim.node_id} {why}{' ' if why else ''}cut off from "
+            f"{others} for {fault.hold:.1f}s")  # fmt: skip
+        cluster.partition(victim)
+        try:
+            _hold(fault.hold)
+        finally:
+            cluster.heal()
+        log("network healed")
+        return
+    if fault.kind == "pause":
+        log(f"SIGSTOP node {victim.node_id} for {fault.hold:.1f}s")
+        victim.pause()
+        try:
+            _hold(fault.hold)
+        finally:
+            victim.resume()
+        log(f"SIGCONT node {victim.node_id}")
+        return
+    log(f"kill -9 node {victim.node_id} {why}, down for {fault.hold:.1f}s")
+    victim.kill9()
+    _hold(fault.hold)
+    victim.start()
+    victim.wait_started()
+    log(f"node {victim.node_id} restarted")
+
+
+def _hold(seconds: float) -> None:
+    threading.Event().wait(seconds)  # how long the fault lasts: the schedule, not a sync
+
+
+def _heal_all(cluster: ClusterProcess, log: Callable[[str], None]) -> None:
+    cluster.heal()
+    for node in cluster.nodes:
+        if node.process is not None and not node.alive:
+            node.start()
+            node.wait_started()
+            log(f"node {node.node_id} restarted")
+        elif node.alive:
+            node.resume()
+    cluster.wait_for_brokers(60)
+
+
+def _final_read(
+    cluster: ClusterProcess, opts: Options, history: History, log: Callable[[str], None]
+) -> None:
+    deadline = Deadline(opts.drain_timeout)
+    consumer = _consumer(cluster.bootstrap, opts)
+    try:
+        ends: dict[int, int] = {}
+        for p in range(opts.partitions):
+            while p not in ends:
+                try:
+                    _, ends[p] = consumer.get_watermark_offsets(
+                        TopicPartition(TOPIC, p), timeout=5, cached=False
+                    )
+                except KafkaException as exc:
+                    if deadline.expired:
+                        log(f"final read: no high watermark for partition {p}: {exc}")
+                        history.final_complete = False
+                        return
+        history.end_offsets = ends
+        log("final read to end offsets " + ", ".join(f"p{p}={o}" for p, o in ends.items()))
+        position = dict.fromkeys(range(opts.partitions), 0)
+        errors: dict[str, int] = {}
+        while any(position[p] < ends[p] for p in ends):
+            if deadline.expired:
+                log(f"final read: reached {position} of {ends} in {opts.drain_timeout}s; "
+                    f"consumer errors: {errors or 'none'}")  # fmt: skip
+                history.final_complete = False
+                return
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                read = _read(msg, "final")
+                if read is not None:
+                    history.reads.append(read)
+                    position[read.partition] = max(position[read.partition], read.offset + 1)
+                else:
+                    name = f"p{msg.partition()} {_name(msg.error())}"
+                    errors[name] = errors.get(name, 0) + 1
+    finally:
+        consumer.close()
+
+
+def describe_plan(opts: Options, plan: list[Fault]) -> str:
+    head = (f"seed {opts.seed}: {opts.faults} faults, {opts.producers} producers x "
+            f"{opts.rate:g}/s, {opts.partitions} partitions (repeat: python -m compat_tests.jepsen "
+            f"--seed {opts.seed} --faults {opts.faults})")  # fmt: skip
+    return "\n".join([head, *(f"  {f.describe()}" for f in plan)])
