@@ -31,6 +31,7 @@ from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.describe_quorum import DescribeQuorumResponse
 from strom.wire.messages.fetch import FetchResponse
 from strom.wire.messages.vote import VoteResponse
+from tests.raft.waiting import until as wait_until
 
 CLUSTER_ID = "raft-driver-test-cluster"
 TIMEOUT_S = 30
@@ -131,19 +132,7 @@ class Quorum:
 
     async def until(self, done: Callable[[], bool]) -> None:
         """Wait for `done()` to hold, re-checking at every change any driver reports."""
-        with trio.fail_after(TIMEOUT_S):
-            while True:
-                changes = [driver.next_change() for driver in self.running()]
-                if done():
-                    return
-                async with trio.open_nursery() as waiters:
-                    for change in changes:
-
-                        async def wake(event: trio.Event = change) -> None:
-                            await event.wait()
-                            waiters.cancel_scope.cancel()
-
-                        waiters.start_soon(wake)
+        await wait_until(done, lambda: [d.next_change() for d in self.running()], TIMEOUT_S)
 
     def agreed_leader(self) -> RaftDriver | None:
         """The leader every running node follows in one epoch, if there is one."""

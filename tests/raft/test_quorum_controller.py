@@ -37,6 +37,7 @@ from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
+from tests.raft.waiting import until as wait_until
 
 CLUSTER_ID = "quorum-controller-test"
 TIMEOUT_S = 30
@@ -139,19 +140,7 @@ class Cluster:
 
     async def until(self, done: Callable[[], bool]) -> None:
         """Wait for `done()`, re-checking at every publish or Raft change of any node."""
-        with trio.fail_after(TIMEOUT_S):
-            while True:
-                changes = [c.next_change() for c in self.running()]
-                if done():
-                    return
-                async with trio.open_nursery() as waiters:
-                    for change in changes:
-
-                        async def wake(event: trio.Event = change) -> None:
-                            await event.wait()
-                            waiters.cancel_scope.cancel()
-
-                        waiters.start_soon(wake)
+        await wait_until(done, lambda: [c.next_change() for c in self.running()], TIMEOUT_S)
 
     def agreed_active(self) -> QuorumController | None:
         """The one active controller, once every running node (observers too) knows it."""
