@@ -53,6 +53,7 @@ from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
 from strom.coordinator.metadata.properties import (
     ensure_meta_properties,
+    log_directory_ids,
     read_bootstrap_checkpoint,
 )
 from strom.coordinator.metadata.records import MetadataError
@@ -171,7 +172,9 @@ class ControllerDriver:
         self.local_broker = BrokerLifecycle(
             config,
             LocalControllerChannel(self),
-            registration=controller.local_registration,
+            registration=partial(
+                controller.local_registration, log_dirs=log_directory_ids(config.data_dirs)
+            ),
             metadata_offset=lambda: self.image.provenance.offset,
         )
         """This node's broker, registered with and heartbeating to this controller."""
@@ -398,7 +401,9 @@ class ControllerDriver:
         """Fence every broker whose lease has run out, one command each; their ids."""
         fenced: list[int] = []
         while True:
-            broker_id = await self._run(lambda: self._controller.fence_stale_broker(_monotonic_ms()))
+            broker_id = await self._run(
+                lambda: self._controller.fence_stale_broker(_monotonic_ms())
+            )
             if broker_id is None:
                 return fenced
             log.info("fenced broker %d: its session timed out", broker_id)

@@ -77,6 +77,7 @@ from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.properties import (
     ensure_meta_properties,
+    log_directory_ids,
     read_bootstrap_checkpoint,
     read_meta_properties,
 )
@@ -304,7 +305,9 @@ class QuorumController:
         self.local_broker = BrokerLifecycle(
             config,
             self._channel,
-            registration=controller.local_registration,
+            registration=partial(
+                controller.local_registration, log_dirs=log_directory_ids(config.data_dirs)
+            ),
             metadata_offset=lambda: self.image.provenance.offset,
         )
         """This node's broker (a broker-role node), registered with the active controller."""
