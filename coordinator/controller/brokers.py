@@ -17,12 +17,17 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
   seen the change; `want_fence` fences it. A heartbeat with another epoch is STALE_BROKER_EPOCH.
 - Leases: a broker that has not heartbeated for `broker.session.timeout.ms` is fenced
   (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`).
-- Fencing (or controlled shutdown) takes the broker out of every ISR it is in, keeping the last
-  member as Kafka does without ELR, and re-elects the leaders it held among the remaining
-  active in-sync replicas; with none, the partition is offline (leader -1), never led by a
-  fenced broker, unless the topic allows unclean leader election: then the first active
-  replica outside the ISR leads (ISR = just it, RECOVERING; see election.py). Unfencing
-  re-runs the election of every leaderless partition with the broker acceptable again.
+- Fencing (or controlled shutdown) takes the broker out of every ISR it is in and re-elects
+  the leaders it held among the remaining active in-sync replicas. Without eligible leader
+  replicas (KIP-966) the last member stays in the ISR; with them (feature
+  `eligible.leader.replicas.version` >= 1) an ISR that falls below the topic's
+  min.insync.replicas moves its leavers into the ELR and may empty (see election.py). With
+  no replica to lead, the partition is offline (leader -1), never led by a fenced broker,
+  unless the topic allows unclean leader election: then the first active replica outside the
+  ISR leads (ISR = just it, RECOVERING). Unfencing re-runs the election of every leaderless
+  partition with the broker acceptable again: an ELR member may lead once the ISR is empty.
+- With ELR, a re-registration without a matching `previous_broker_epoch` (an unclean
+  shutdown) takes the broker out of every ISR and ELR first.
 
 Leases are the active controller's soft state (`BrokerLeases`), never in the log: a controller
 that becomes active gives every registered broker a fresh lease (`BrokerLeases.activate`).
@@ -64,6 +69,13 @@ if TYPE_CHECKING:
 
 Unclean = Callable[[TopicImage], bool]
 """Whether a topic allows unclean leader election (its effective config)."""
+MinIsr = Callable[[TopicImage], "int | None"]
+"""A topic's min.insync.replicas when eligible leader replicas are enabled, else None."""
+
+
+def _no_elr(_topic: TopicImage) -> int | None:
+    return None
+
 NO_LEADER_CHANGE = -2
 FENCE, UNFENCE = 1, -1
 """BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
@@ -156,6 +168,7 @@ def register_broker(
     broker_epoch: int,
     now_ms: int,
     unclean: Unclean = lambda _topic: False,
+    elr: MinIsr = _no_elr,
 ) -> ControllerResult[BrokerRegistrationResponse]:
     """Register a broker incarnation (fenced); `broker_epoch` is the offset of the command's
     first record.
@@ -166,6 +179,13 @@ def register_broker(
     ISRs by catching up. (A partition whose only in-sync replica it is keeps it: nothing else
     could lead, and the new incarnation resumes once unfenced.) Its epoch is the offset of
     its own RegisterBrokerRecord, after those records; the record itself fences the old one.
+
+    With eligible leader replicas enabled, a registration whose `previous_broker_epoch` is not
+    the epoch of the registered incarnation (its clean-shutdown marker is missing or stale: the
+    previous process did not stop cleanly) is an unclean shutdown, as in Kafka: the broker
+    leaves every ISR and every ELR (its log may lack acknowledged records) and its leaderships
+    move, before its new registration record. (A registration repeated by the same
+    incarnation is not a restart and changes no partition.)
     """
     from strom.wire.messages.broker_registration import BrokerRegistrationResponse
 
@@ -173,10 +193,17 @@ def register_broker(
     replaced: list[Message] = []
     if (
         existing is not None
+        and image.elr_enabled
+        and existing.incarnation_id != request.incarnation_id
+        and request.previous_broker_epoch != existing.epoch
+    ):
+        replaced = _remove_after_unclean_shutdown(image, existing.broker_id, unclean, elr)
+    elif (
+        existing is not None
         and existing.incarnation_id != request.incarnation_id
         and not existing.fenced
     ):
-        replaced = _remove_from_isrs(image, existing.broker_id, unclean, shared_only=True)
+        replaced = _remove_from_isrs(image, existing.broker_id, unclean, elr, shared_only=True)
     epoch = broker_epoch + len(replaced)
     try:
         record = _registration_record(image, leases, request, cluster_id, epoch, now_ms)
@@ -256,6 +283,7 @@ def broker_heartbeat(
     next_offset: int,
     now_ms: int,
     unclean: Unclean = lambda _topic: False,
+    elr: MinIsr = _no_elr,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
     """Renew a lease and move the broker to its next state (see the module docstring).
 
@@ -286,12 +314,14 @@ def broker_heartbeat(
     records: list[Message] = []
     if following is not current:
         if following is BrokerState.UNFENCED:
-            records = _unfence(image, broker_id, registration.epoch, unclean)
+            records = _unfence(image, broker_id, registration.epoch, unclean, elr)
         elif following is BrokerState.CONTROLLED_SHUTDOWN:
-            records = _enter_controlled_shutdown(image, broker_id, registration.epoch, unclean)
+            records = _enter_controlled_shutdown(
+                image, broker_id, registration.epoch, unclean, elr
+            )
             session.controlled_shutdown_offset = next_offset + len(records) - 1
         elif current is not BrokerState.FENCED:  # FENCED or SHUTDOWN_NOW from a live state
-            records = _fence(image, broker_id, registration.epoch, unclean)
+            records = _fence(image, broker_id, registration.epoch, unclean, elr)
     if following.fenced:
         session.controlled_shutdown_offset = -1
     response = BrokerHeartbeatResponse(
@@ -350,13 +380,14 @@ def fence_stale_broker(
     leases: BrokerLeases,
     now_ms: int,
     unclean: Unclean = lambda _topic: False,
+    elr: MinIsr = _no_elr,
 ) -> ControllerResult[int | None]:
     """Fence one unfenced broker whose lease has expired; response: its id (None: none is)."""
     for registration in image.brokers():
         if not registration.fenced and leases.expired(
             registration.broker_id, registration.epoch, now_ms
         ):
-            records = _fence(image, registration.broker_id, registration.epoch, unclean)
+            records = _fence(image, registration.broker_id, registration.epoch, unclean, elr)
             return ControllerResult(registration.broker_id, records)
     return ControllerResult(None)
 
@@ -386,22 +417,26 @@ def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, PartitionIma
             yield topic, partition
 
 
-def _fence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean) -> list[Message]:
+def _fence(
+    image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean, elr: MinIsr
+) -> list[Message]:
     """Leaders and ISRs without the broker, then the fence itself (Kafka's order)."""
-    records = _remove_from_isrs(image, broker_id, unclean)
+    records = _remove_from_isrs(image, broker_id, unclean, elr)
     records.append(BrokerRegistrationChangeRecord(broker_id, epoch, fenced=FENCE))
     return records
 
 
 def _enter_controlled_shutdown(
-    image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean
+    image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean, elr: MinIsr
 ) -> list[Message]:
-    records = _remove_from_isrs(image, broker_id, unclean)
+    records = _remove_from_isrs(image, broker_id, unclean, elr)
     records.append(BrokerRegistrationChangeRecord(broker_id, epoch, in_controlled_shutdown=FENCE))
     return records
 
 
-def _unfence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean) -> list[Message]:
+def _unfence(
+    image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean, elr: MinIsr
+) -> list[Message]:
     """The unfence, then every leaderless partition's election with the broker acceptable."""
     records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
 
@@ -412,17 +447,24 @@ def _unfence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean)
         if p.leader != NO_LEADER:
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
-        change = plan_change(topic.topic_id, p, usable, election=election)
+        change = plan_change(topic.topic_id, p, usable, election=election, min_isr=elr(topic))
         if change is not None:
             records.append(change)
     return records
 
 
 def _remove_from_isrs(
-    image: MetadataImage, broker_id: int, unclean: Unclean, *, shared_only: bool = False
+    image: MetadataImage,
+    broker_id: int,
+    unclean: Unclean,
+    elr: MinIsr,
+    *,
+    shared_only: bool = False,
 ) -> list[Message]:
-    """Take the broker out of every ISR (never emptying one) and off every leadership;
-    `shared_only`: only where another replica is in sync with it."""
+    """Take the broker out of every ISR and off every leadership; `shared_only`: only where
+    another replica is in sync with it. Without ELR the last member stays in the ISR; with
+    ELR an ISR that falls below min.insync.replicas moves its leavers into the ELR (and may
+    empty: see election.py)."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
@@ -435,7 +477,38 @@ def _remove_from_isrs(
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         isr = [r for r in p.isr if r != broker_id]
-        change = plan_change(topic.topic_id, p, usable, election=election, isr=isr)
+        change = plan_change(
+            topic.topic_id, p, usable, election=election, isr=isr, min_isr=elr(topic)
+        )
+        if change is not None:
+            records.append(change)
+    return records
+
+
+def _remove_after_unclean_shutdown(
+    image: MetadataImage, broker_id: int, unclean: Unclean, elr: MinIsr
+) -> list[Message]:
+    """Kafka's handleBrokerUncleanShutdown: the broker leaves every ISR and ELR it is in and
+    every leadership, and may not be elected by these changes."""
+
+    def usable(b: int) -> bool:
+        return b != broker_id and _is_active(image, b)
+
+    records: list[Message] = []
+    for topic, p in _partitions(image):
+        if broker_id not in p.isr and broker_id not in p.elr and p.leader != broker_id:
+            continue
+        election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
+        isr = [r for r in p.isr if r != broker_id]
+        change = plan_change(
+            topic.topic_id,
+            p,
+            usable,
+            election=election,
+            isr=isr,
+            min_isr=elr(topic),
+            unclean_shutdown=[broker_id],
+        )
         if change is not None:
             records.append(change)
     return records

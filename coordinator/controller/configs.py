@@ -12,7 +12,9 @@ in Kafka). Topic resources: legal name, known keys and valid values
 Records: one ConfigRecord per key whose value changes (value null deletes);
 broker resources get a record for every key named even when unchanged, as
 Kafka does to make brokers reload. AlterConfigs replaces the resource's whole
-override set, so keys it omits are deleted.
+override set, so keys it omits are deleted. With eligible leader replicas enabled, a
+change of min.insync.replicas is followed by a ClearElrRecord (the topic's, or every topic's
+for a broker resource), as in Kafka.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from typing import Protocol, TypeVar
 
 from strom.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
 from strom.config.alter import AlterOp, list_altered
+from strom.coordinator.controller.election import MIN_ISR_KEY
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
 from strom.coordinator.controller.topics import check_topic_configs
 from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.message import Message
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -83,11 +87,26 @@ def _each(
                 raise ControllerError(
                     ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
                 )
-            records.extend(plan(ctx, resource))
+            planned = plan(ctx, resource)
+            records.extend(planned)
+            records.extend(_clear_elr(ctx, planned))
         except ControllerError as exc:
             error = exc.error
         outcomes.append((resource, error))
     return outcomes, records
+
+
+def _clear_elr(ctx: Context, planned: list[Message]) -> list[Message]:
+    """With eligible leader replicas enabled, a min.insync.replicas record clears the ELR of
+    its topic, or of every topic for a broker resource (Kafka's ClearElrRecord): the ELR was
+    computed against the old value."""
+    if not ctx.image.elr_enabled:
+        return []
+    return [
+        ClearElrRecord(r.resource_name if r.resource_type == TOPIC_RESOURCE else "")
+        for r in planned
+        if isinstance(r, ConfigRecord) and r.name == MIN_ISR_KEY
+    ]
 
 
 def _incremental(

@@ -229,6 +229,7 @@ class Controller:
             broker_epoch=broker_epoch,
             now_ms=now_ms,
             unclean=self._unclean,
+            elr=self._elr,
         )
 
     def broker_heartbeat(
@@ -242,11 +243,12 @@ class Controller:
             next_offset=next_offset,
             now_ms=now_ms,
             unclean=self._unclean,
+            elr=self._elr,
         )
 
     def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
         """Fence one broker whose lease has expired (response: its id, or None)."""
-        return fence_stale_broker(self._image, self.leases, now_ms, self._unclean)
+        return fence_stale_broker(self._image, self.leases, now_ms, self._unclean, self._elr)
 
     def next_lease_expiry(self) -> int | None:
         """When the earliest lease of an unfenced broker runs out (None: none to watch)."""
@@ -286,8 +288,14 @@ class Controller:
         from strom.coordinator.controller.isr import alter_partition
 
         _check_version(request, version)
-        default = self.context().config.unclean_leader_election_enable
-        return alter_partition(self._image, request, version, unclean_default=default)
+        config = self.context().config
+        return alter_partition(
+            self._image,
+            request,
+            version,
+            unclean_default=config.unclean_leader_election_enable,
+            min_isr_default=config.min_insync_replicas,
+        )
 
     def _unclean(self, topic: TopicImage) -> bool:
         """The topic's effective unclean.leader.election.enable."""
@@ -295,6 +303,13 @@ class Controller:
 
         default = self.context().config.unclean_leader_election_enable
         return unclean_enabled(self._image, default, topic.name)
+
+    def _elr(self, topic: TopicImage) -> int | None:
+        """The topic's min.insync.replicas with eligible leader replicas enabled, else None."""
+        from strom.coordinator.controller.election import elr_min_isr
+
+        default = self.context().config.min_insync_replicas
+        return elr_min_isr(self._image, default, topic.name)
 
     # --- leadership and reassignment (see leadership.py, reassignment.py) ------------
 
@@ -312,7 +327,9 @@ class Controller:
         response: True if capped, run again)."""
         from strom.coordinator.controller.leadership import balance_leaders
 
-        return balance_leaders(self._image)
+        return balance_leaders(
+            self._image, min_isr_default=self.context().config.min_insync_replicas
+        )
 
     def leaders_imbalanced(self) -> bool:
         """Some partition is not led by its preferred replica."""
@@ -324,8 +341,10 @@ class Controller:
         """Leaderless partitions of topics that allow it get a leader outside the ISR."""
         from strom.coordinator.controller.leadership import elect_unclean_leaders
 
-        default = self.context().config.unclean_leader_election_enable
-        return elect_unclean_leaders(self._image, default)
+        config = self.context().config
+        return elect_unclean_leaders(
+            self._image, config.unclean_leader_election_enable, config.min_insync_replicas
+        )
 
     def alter_partition_reassignments(
         self, request: AlterPartitionReassignmentsRequest, version: int

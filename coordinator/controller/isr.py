@@ -26,7 +26,9 @@ that takes the requesting leader out of the replica set a new leader is elected 
 record and the answer is NEW_LEADER_ELECTED (Kafka's FENCED_LEADER_EPOCH for versions below 2
 does not arise: 2 is the oldest served), with no partition state: the old leader learns the new
 state from the metadata. Where the topic allows unclean leader election the plan may elect
-outside the ISR, as Kafka's does.
+outside the ISR, as Kafka's does. With eligible leader replicas enabled, a shrink below the
+topic's min.insync.replicas moves the leavers into the ELR and an ISR of at least
+min.insync.replicas empties it (election.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 from strom.coordinator.controller.election import (
     NO_LEADER_CHANGE,
     Election,
+    elr_min_isr,
     is_active,
     merge,
     plan_change,
@@ -57,11 +60,13 @@ def alter_partition(
     version: int,
     *,
     unclean_default: bool = False,
+    min_isr_default: int = 1,
 ) -> ControllerResult[AlterPartitionResponse]:
     """Validate each partition's new ISR against `image`; records for the valid changes.
 
-    `unclean_default` is the broker's effective unclean.leader.election.enable (a topic's
-    override wins)."""
+    `unclean_default` and `min_isr_default` are the broker's effective
+    unclean.leader.election.enable and min.insync.replicas (a topic's override wins; the
+    latter matters only with eligible leader replicas enabled)."""
     registration = image.broker(request.broker_id)
     if registration is None or registration.epoch != request.broker_epoch:
         return ControllerResult(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
@@ -90,6 +95,7 @@ def alter_partition(
                 election=Election.UNCLEAN if unclean else Election.ONLINE,
                 isr=isr,
                 recovery=data.leader_recovery_state,
+                min_isr=elr_min_isr(image, min_isr_default, topic.name),
             )
             after = partition
             if record is not None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from strom.coordinator.controller.election import (
     Election,
+    elr_min_isr,
     is_active,
     merge,
     plan_change,
@@ -74,7 +75,7 @@ def elect_leaders(
         ]
         return ControllerResult(response)
     image = context.image
-    planner = _Planner(image)
+    planner = _Planner(image, context.config.min_insync_replicas)
     results = response.replica_election_results
     if request.topic_partitions is None:
         for name in image.topic_names():  # every topic has an entry, maybe empty (as Kafka)
@@ -101,8 +102,9 @@ def elect_leaders(
 class _Planner:
     """Plans changes against the image plus the changes planned so far in one command."""
 
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, min_isr_default: int) -> None:
         self.image = image
+        self.min_isr_default = min_isr_default
         self.records: list[Message] = []
         self._planned: dict[tuple[uuid.UUID, int], PartitionImage] = {}
 
@@ -112,7 +114,11 @@ class _Planner:
 
     def change(self, topic: TopicImage, partition: PartitionImage, election: Election) -> bool:
         record = plan_change(
-            topic.topic_id, partition, lambda b: is_active(self.image, b), election=election
+            topic.topic_id,
+            partition,
+            lambda b: is_active(self.image, b),
+            election=election,
+            min_isr=elr_min_isr(self.image, self.min_isr_default, topic.name),
         )
         if record is None:
             return False
@@ -156,11 +162,12 @@ def imbalanced(image: MetadataImage) -> bool:
 
 
 def balance_leaders(
-    image: MetadataImage, limit: int = MAX_ELECTIONS_PER_IMBALANCE
+    image: MetadataImage, limit: int = MAX_ELECTIONS_PER_IMBALANCE, *, min_isr_default: int = 1
 ) -> ControllerResult[bool]:
     """Preferred elections where the first replica is in the ISR and active but does not lead;
-    the response is True when `limit` cut the pass short (run it again at once)."""
-    planner = _Planner(image)
+    the response is True when `limit` cut the pass short (run it again at once).
+    `min_isr_default`: the effective min.insync.replicas (used with ELR enabled)."""
+    planner = _Planner(image, min_isr_default)
     for topic, partition in _partitions(image):
         if partition.leader == preferred_leader(partition):
             continue
@@ -170,11 +177,13 @@ def balance_leaders(
     return ControllerResult(False, planner.records)
 
 
-def elect_unclean_leaders(image: MetadataImage, default: bool) -> ControllerResult[int]:
+def elect_unclean_leaders(
+    image: MetadataImage, default: bool, min_isr_default: int = 1
+) -> ControllerResult[int]:
     """Leaders, from outside the ISR if need be, for the leaderless partitions of topics whose
     `unclean.leader.election.enable` is true (`default`: the broker's effective value); the
     response is how many partitions got one."""
-    planner = _Planner(image)
+    planner = _Planner(image, min_isr_default)
     elected = 0
     for topic, partition in _partitions(image):
         if partition.leader != NO_LEADER or not unclean_enabled(image, default, topic.name):

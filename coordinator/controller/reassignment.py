@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from strom.coordinator.controller.election import (
     Election,
+    elr_min_isr,
     is_active,
     merge,
     plan_change,
@@ -92,13 +93,18 @@ def alter_partition_reassignments(
                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         f"Unable to find partition {wanted.name}:{target.partition_index}.",
                     )
+                min_isr = elr_min_isr(image, context.config.min_insync_replicas, wanted.name)
                 if target.replicas is None:
                     unclean = unclean_enabled(
                         image, context.config.unclean_leader_election_enable, wanted.name
                     )
-                    record = _cancel(image, topic.topic_id, wanted.name, partition, unclean)
+                    record = _cancel(
+                        image, topic.topic_id, wanted.name, partition, unclean, min_isr
+                    )
                 else:
-                    record = _change(image, topic.topic_id, partition, target.replicas)
+                    record = _change(
+                        image, topic.topic_id, partition, target.replicas, min_isr
+                    )
                 if record is not None:
                     records.append(record)
                     planned[key] = merge(partition, record)
@@ -113,7 +119,11 @@ def alter_partition_reassignments(
 
 
 def _change(
-    image: MetadataImage, topic_id: uuid.UUID, partition: PartitionImage, target: list[int]
+    image: MetadataImage,
+    topic_id: uuid.UUID,
+    partition: PartitionImage,
+    target: list[int],
+    min_isr: int | None,
 ) -> PartitionChangeRecord | None:
     check_manual_assignment(image, target, None)
     current = list(partition.replicas)
@@ -127,6 +137,7 @@ def _change(
         replicas=replicas if replicas != current else None,
         removing=removing or None,
         adding=adding or None,
+        min_isr=min_isr,
     )
 
 
@@ -136,6 +147,7 @@ def _cancel(
     name: str,
     partition: PartitionImage,
     unclean_allowed: bool,
+    min_isr: int | None,
 ) -> PartitionChangeRecord | None:
     if not reassigning(partition):
         raise ControllerError(
@@ -166,6 +178,7 @@ def _cancel(
         isr=isr,
         removing=[],
         adding=[],
+        min_isr=min_isr,
     )
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from strom.wire.formats.metadata.broker_registration_change_record import (
         BrokerRegistrationChangeRecord,
     )
+    from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
     from strom.wire.formats.metadata.config_record import ConfigRecord
     from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
     from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
@@ -131,7 +132,8 @@ class MetadataDelta:
         self._partitions(r.topic_id)[r.partition_id] = PartitionImage(
             r.partition_id, tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch,
             r.partition_epoch, tuple(r.removing_replicas), tuple(r.adding_replicas),
-            r.leader_recovery_state,
+            r.leader_recovery_state, tuple(r.eligible_leader_replicas or ()),
+            tuple(r.last_known_elr or ()),
         )  # fmt: skip
         self.changed_partitions.add((r.topic_id, r.partition_id))
 
@@ -153,8 +155,33 @@ class MetadataDelta:
             old.removing_replicas if r.removing_replicas is None else tuple(r.removing_replicas),
             old.adding_replicas if r.adding_replicas is None else tuple(r.adding_replicas),
             old.leader_recovery_state if r.leader_recovery_state < 0 else r.leader_recovery_state,
+            old.elr if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
+            old.last_known_elr if r.last_known_elr is None else tuple(r.last_known_elr),
         )
         self.changed_partitions.add((r.topic_id, r.partition_id))
+
+    def _clear_elr(self, r: ClearElrRecord) -> None:
+        """Empty the ELR and last known ELR of one topic's partitions (every topic's when the
+        name is empty), as a min.insync.replicas change does; each cleared partition's epoch
+        is bumped, as a PartitionChangeRecord would."""
+        if r.topic_name:
+            topic_id = self._names.get(r.topic_name)
+            if topic_id is None and r.topic_name not in self._gone:
+                found = self.base.topics_by_name.get(r.topic_name)
+                topic_id = None if found is None else found.topic_id
+            if topic_id is None:
+                return  # nothing to clear (Kafka writes one per min.insync.replicas change)
+            topic_ids = [topic_id]
+        else:
+            topic_ids = list(self._topic_map())
+        for topic_id in topic_ids:
+            parts = self._partitions(topic_id)
+            for index, p in list(parts.items()):
+                if p.elr or p.last_known_elr:
+                    parts[index] = dataclasses.replace(
+                        p, elr=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1
+                    )
+                    self.changed_partitions.add((topic_id, index))
 
     def _remove_topic(self, r: RemoveTopicRecord) -> None:
         topics = self._topic_map()
@@ -282,6 +309,7 @@ _HANDLERS: dict[str, Any] = {
     "TopicRecord": MetadataDelta._topic,
     "PartitionRecord": MetadataDelta._partition,
     "PartitionChangeRecord": MetadataDelta._partition_change,
+    "ClearElrRecord": MetadataDelta._clear_elr,
     "RemoveTopicRecord": MetadataDelta._remove_topic,
     "ConfigRecord": MetadataDelta._config,
     "RegisterBrokerRecord": MetadataDelta._register_broker,

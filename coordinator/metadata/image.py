@@ -28,6 +28,8 @@ BROKER_RESOURCE = ConfigResource.BROKER.value
 """ConfigRecord resource types (Kafka's ConfigResource.Type ids)."""
 
 METADATA_VERSION = "metadata.version"
+ELR_VERSION = "eligible.leader.replicas.version"
+"""Kafka's feature for eligible leader replicas (KIP-966): level 1 enables them."""
 NO_LEADER = -1
 
 ConfigKey = tuple[int, str]
@@ -57,6 +59,12 @@ class PartitionImage:
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: int = 0
+    elr: tuple[int, ...] = ()
+    """Eligible leader replicas (KIP-966): out of the ISR since it fell below
+    min.insync.replicas, yet holding every committed record; may lead when the ISR is empty."""
+    last_known_elr: tuple[int, ...] = ()
+    """The last leader before the ISR emptied (Kafka's lastKnownElr in its last-known-leader
+    use): the fallback leader when both the ISR and the ELR are empty."""
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -181,6 +189,11 @@ class MetadataImage:
     def metadata_version(self) -> int:
         """The finalized metadata.version level (0 before bootstrap)."""
         return self.features.get(METADATA_VERSION, 0)
+
+    @property
+    def elr_enabled(self) -> bool:
+        """eligible.leader.replicas.version is finalized at 1 or more (KIP-966)."""
+        return self.features.get(ELR_VERSION, 0) >= 1
 
     # --- building -------------------------------------------------------------
 

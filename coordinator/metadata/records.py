@@ -59,12 +59,25 @@ def record_type(type_id: int) -> type[Message] | None:
     return cls
 
 _WRITE_VERSIONS: dict[str, int] = {"PartitionRecord": 0, "PartitionChangeRecord": 0}
-"""Versions Strom writes where the newest needs data it does not track (log dirs, ELR)."""
+"""Versions Strom writes where the newest needs data it does not track (log directories)."""
+ELR_RECORD_VERSION = 2
+"""PartitionRecord / PartitionChangeRecord version whose tagged fields carry the eligible
+leader replicas and last known ELR (KIP-966); written only for a record that sets them (so a
+cluster without `eligible.leader.replicas.version` writes what it always has). Strom tracks no
+log directories: a v2 PartitionRecord's Directories array is empty."""
 
 
 def write_version(record: Message) -> int:
     """The schema version a record is written at: the newest, except as noted above."""
-    return _WRITE_VERSIONS.get(record.NAME, record.MAX_VERSION)
+    version = _WRITE_VERSIONS.get(record.NAME)
+    if version is None:
+        return record.MAX_VERSION
+    if (
+        getattr(record, "eligible_leader_replicas", None) is not None
+        or getattr(record, "last_known_elr", None) is not None
+    ):
+        return ELR_RECORD_VERSION
+    return version
 
 
 def encode_record(record: Message, version: int | None = None) -> bytes:

@@ -123,6 +123,8 @@ def image_records(image: MetadataImage) -> Iterator[Message]:
                 adding_replicas=list(p.adding_replicas), leader=p.leader,
                 leader_recovery_state=p.leader_recovery_state, leader_epoch=p.leader_epoch,
                 partition_epoch=p.partition_epoch,
+                eligible_leader_replicas=list(p.elr) if p.elr else None,
+                last_known_elr=list(p.last_known_elr) if p.last_known_elr else None,
             )  # fmt: skip
     for (rtype, rname), values in sorted(image.configs.items()):
         for key in sorted(values):
