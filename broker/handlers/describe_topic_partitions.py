@@ -18,7 +18,9 @@ Behavior:
   or listener-less brokers, or reported offline by their broker (a failed log
   dir, a log that cannot be opened), are offline, and such a leader reads -1
   (`strom.broker.admin.leadership`, shared with Metadata). Eligible
-  leader replicas and last known ELR are empty lists (Strom keeps no ELR).
+  leader replicas and the last known ELR (KIP-966) as the metadata holds them (empty
+  lists unless `eligible.leader.replicas.version` is enabled): `kafka-topics --describe`
+  prints them as "Elr:" and "LastKnownElr:".
 - Every topic answered carries its authorized operations (all of them, no
   authorizer; see `strom.broker.admin.authz`).
 
@@ -144,7 +146,7 @@ def _partition(
         leader_epoch=partition.leader_epoch,
         replica_nodes=list(partition.replicas),
         isr_nodes=list(partition.isr),
-        eligible_leader_replicas=[],
-        last_known_elr=[],
+        eligible_leader_replicas=list(partition.elr),
+        last_known_elr=list(partition.last_known_elr),
         offline_replicas=offline,
     )

@@ -6,7 +6,8 @@ the metadata directory (`strom.coordinator.metadata.properties.format_directorie
 as kafka-storage's: `--cluster-id/-t` (required, a Kafka Uuid string: `strom random-uuid`),
 `--config/-c` (optional here: without it Strom's defaults apply, as for `strom serve`),
 `--override` (Strom's), `--ignore-formatted/-g` (skip formatted directories instead of
-failing), and KIP-853's `--standalone/-s`, `--initial-controllers/-I`,
+failing), `--feature/-f NAME=LEVEL` (a feature level to finalize on the new cluster: only
+`eligible.leader.replicas.version` 0-1 besides metadata.version), and KIP-853's `--standalone/-s`, `--initial-controllers/-I`,
 `--no-initial-controllers/-N`. `--add-scram/-S` is refused: Strom has no SASL yet.
 
 Failures print one line to stderr and exit 1, as kafka-storage does.
@@ -22,7 +23,8 @@ from typing import Any
 
 from strom.config import BrokerConfig, ConfigError, load_config
 from strom.config.quorum import NOT_YET, VOTERS_KEY, Address, is_own_controller
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION
+from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, check_features
+from strom.coordinator.metadata.image import METADATA_VERSION
 from strom.coordinator.metadata.properties import (
     METADATA_VERSION_NAMES,
     format_directories,
@@ -44,6 +46,8 @@ def add_storage_commands(sub: Any) -> None:
     fmt.add_argument("--cluster-id", "-t", required=True, help="the cluster id to use")
     fmt.add_argument("--ignore-formatted", "-g", action="store_true")
     fmt.add_argument("--add-scram", "-S", action="append", help=argparse.SUPPRESS)
+    fmt.add_argument("--feature", "-f", metavar="NAME=LEVEL", action="append", default=[],
+                     help="finalize a feature level, e.g. eligible.leader.replicas.version=1")  # fmt: skip
     quorum = fmt.add_mutually_exclusive_group()
     quorum.add_argument("--standalone", "-s", action="store_true",
                         help="initialize a single-node controller quorum (this node)")  # fmt: skip
@@ -85,6 +89,7 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
             "the configuration; use the same cluster id"
         )
     own_directory = _check_quorum_flags(config, args)
+    features = _features(args.feature)
     formatted = format_directories(
         config.data_dirs,
         config.metadata_dir,
@@ -95,10 +100,32 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
         metadata_version=LATEST_METADATA_VERSION,
         timestamp=time.time_ns() // 1_000_000,
         metadata_directory_id=own_directory,
+        features=features,
     )
     if not formatted:
         print("All of the log directories are already formatted.")
     return formatted
+
+
+def _features(flags: list[str]) -> dict[str, int]:
+    """`--feature NAME=LEVEL` flags, checked against what this node supports."""
+    features: dict[str, int] = {}
+    for flag in flags:
+        name, sep, level = flag.partition("=")
+        name = name.strip()
+        if not sep or not name or not level.strip().isdigit():
+            raise StorageToolError(f"Can't parse feature={flag}. The format is NAME=LEVEL.")
+        if name == METADATA_VERSION:
+            raise StorageToolError(
+                f"--feature {METADATA_VERSION} is refused: Strom writes "
+                f"{METADATA_VERSION_NAMES[LATEST_METADATA_VERSION]}; remove it"
+            )
+        features[name] = int(level)
+    try:
+        check_features(LATEST_METADATA_VERSION, features)
+    except ValueError as exc:
+        raise StorageToolError(str(exc)) from exc
+    return features
 
 
 def _check_quorum_flags(config: BrokerConfig, args: argparse.Namespace) -> uuid.UUID | None:

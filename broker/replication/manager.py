@@ -52,6 +52,7 @@ from strom.broker.replication.read_replica import (
     select_read_replica,
 )
 from strom.broker.replication.replica_set import ReplicaSet
+from strom.config import ConfigError, effective_topic_config
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
     from strom.broker.state import BrokerState
     from strom.config.quorum import Address
-    from strom.coordinator.metadata.image import MetadataImage, PartitionImage
+    from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
     from strom.storage.partition import PartitionLog
 
 log = logging.getLogger("strom.replication")
@@ -127,7 +128,19 @@ class ReplicationManager:
         now = self.broker.clock()
         leaders: dict[Key, Leadership] = {}
         targets: dict[Key, FetchTarget] = {}
-        lag = image.broker_config_layers(self.broker.config).effective().replica_lag_time_max_ms
+        effective = image.broker_config_layers(self.broker.config).effective()
+        lag = effective.replica_lag_time_max_ms
+
+        def strict_min_isr(topic: TopicImage) -> int:
+            """The topic's min.insync.replicas when ELR is enabled (strict min ISR), else 0."""
+            if not image.elr_enabled:
+                return 0
+            overrides = image.topic_config_overrides(topic.name)
+            try:
+                return effective_topic_config(effective, overrides).min_insync_replicas
+            except ConfigError:  # validated by the controller; never refuse to serve
+                return effective.min_insync_replicas
+
         for topic in image.topics_by_name.values():
             for partition in topic.partitions.values():
                 if me not in partition.replicas:
@@ -150,8 +163,11 @@ class ReplicationManager:
                         or current.leader_epoch != partition.leader_epoch
                         or current.log is not plog
                     ):
-                        current = self._become_leader(plog, topic.topic_id, partition, lag, now)
+                        current = self._become_leader(
+                            plog, topic.topic_id, partition, lag, now, strict_min_isr(topic)
+                        )
                     else:
+                        current.replica_set.min_isr = strict_min_isr(topic)
                         if partition.replicas != current.replicas:
                             current.replica_set.reassigned(partition.replicas)
                             current.replicas = partition.replicas
@@ -183,6 +199,7 @@ class ReplicationManager:
         partition: PartitionImage,
         lag_ms: int,
         now: int,
+        min_isr: int = 0,
     ) -> Leadership:
         plog.start_leader_epoch(partition.leader_epoch)
         plog.high_watermark_follows_appends = False
@@ -195,6 +212,7 @@ class ReplicationManager:
             lag_time_max_ms=lag_ms,
             now_ms=now,
         )
+        replica_set.min_isr = min_isr
         log.info(
             "leading %s in epoch %d (replicas %s, isr %s, log end %d, high watermark %d)",
             plog.name, partition.leader_epoch, list(partition.replicas), list(partition.isr),

@@ -9,6 +9,10 @@ Kafka's `Partition` does, and nothing here touches a log, a socket or a clock of
   the metadata), the members counted are the union of the committed and the proposed ISR (Kafka's
   "maximal ISR"): a follower being added counts at once, one being removed still counts, so
   the high watermark is safe under either outcome.
+- **Strict min ISR** (with eligible leader replicas, KIP-966): while the committed ISR is
+  smaller than `min_isr` (the topic's min.insync.replicas, capped at the replication factor)
+  the high watermark does not move, as in Kafka 4: every replica the controller moves into
+  the ELR then holds every committed record. `min_isr` 0 (ELR disabled) turns the rule off.
 - **Caught up**: a follower is caught up at a fetch whose offset reaches the leader's log end
   offset at that moment, and also, as of the previous fetch's time, when it reaches the
   leader's log end offset as it was at the previous fetch (Kafka's lastCaughtUpTimeMs rule:
@@ -73,6 +77,8 @@ class ReplicaSet:
         self.pending: frozenset[int] | None = None
         """An ISR proposed in an AlterPartition not yet answered (None: none in flight)."""
         self.high_watermark = high_watermark
+        self.min_isr = 0
+        """Strict min ISR (see the module docstring); 0: off."""
         self.leader_epoch_start = leader_epoch_start
         self.lag_time_max_ms = lag_time_max_ms
         # A follower starts out as caught up "now": a new leader gives its ISR a full lag
@@ -138,6 +144,8 @@ class ReplicaSet:
 
     def advance(self, leader_end: int) -> bool:
         """Move the high watermark to the smallest log end offset counted; True if it moved."""
+        if len(self.isr) < min(self.min_isr, len(self.followers) + 1):
+            return False  # strict min ISR
         ends = [leader_end]
         for replica in self.counted():
             if replica == self.leader_id:

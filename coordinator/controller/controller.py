@@ -27,6 +27,7 @@ from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
+    ELR_VERSION,
     METADATA_VERSION,
     MetadataImage,
     Provenance,
@@ -72,6 +73,13 @@ MIN_METADATA_VERSION = 7
 """3.3-IV3: the oldest metadata.version level Kafka 4.0 supports."""
 LATEST_METADATA_VERSION = 25
 """4.0-IV3: Kafka 4.0's latest production level, written at bootstrap."""
+ELR_MIN_METADATA_VERSION = 24
+"""4.0-IV2: the metadata.version eligible.leader.replicas.version 1 depends on (Kafka's rule)."""
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {ELR_VERSION: (0, 1)}
+"""Features other than metadata.version this node supports: name -> (min, max) level.
+eligible.leader.replicas.version defaults to 0 on a new cluster: Kafka enables it by default
+only from metadata.version 4.1-IV0, and Strom bootstraps 4.0-IV3 (`strom format --feature
+eligible.leader.replicas.version=1` enables it)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 LONG_MAX = 2**63 - 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -164,6 +172,7 @@ class Controller:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
             raise ValueError(f"unsupported metadata.version level {metadata_version}")
+        check_features(metadata_version, features or {})
         records: list[Message] = [FeatureLevelRecord(METADATA_VERSION, metadata_version)]
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
@@ -199,7 +208,11 @@ class Controller:
             features=[
                 BrokerRegistrationRequest.Feature(
                     METADATA_VERSION, MIN_METADATA_VERSION, LATEST_METADATA_VERSION
-                )
+                ),
+                *(
+                    BrokerRegistrationRequest.Feature(name, low, high)
+                    for name, (low, high) in sorted(SUPPORTED_FEATURES.items())
+                ),
             ],
             rack=self._config.broker_rack,
             log_dirs=list(log_dirs),
@@ -421,6 +434,25 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+
+def check_features(metadata_version: int, features: Mapping[str, int]) -> None:
+    """ValueError (one line) unless every feature level is supported and its dependencies on
+    metadata.version hold."""
+    for name, level in sorted(features.items()):
+        if name == METADATA_VERSION:
+            continue
+        supported = SUPPORTED_FEATURES.get(name)
+        if supported is None:
+            raise ValueError(f"unsupported feature: {name}")
+        low, high = supported
+        if not low <= level <= high:
+            raise ValueError(f"unsupported {name} level {level} (supported: {low}-{high})")
+        if name == ELR_VERSION and level >= 1 and metadata_version < ELR_MIN_METADATA_VERSION:
+            raise ValueError(
+                f"{name}={level} requires metadata.version {ELR_MIN_METADATA_VERSION} "
+                f"(4.0-IV2) or later, not {metadata_version}"
+            )
 
 
 def _check_version(request: Message, version: int) -> None:

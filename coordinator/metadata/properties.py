@@ -192,12 +192,14 @@ def format_directories(
     metadata_version: int,
     timestamp: int,
     metadata_directory_id: uuid.UUID | None = None,
+    features: Mapping[str, int] | None = None,
 ) -> list[tuple[Path, str]]:
     """`kafka-storage format`: write `meta.properties` into every unformatted directory and
     `bootstrap.checkpoint` into the metadata directory; returns (directory, description)
     for each one formatted, in order. MetadataError when a directory is already formatted
     (unless `ignore_formatted`) or belongs to another cluster or node. `metadata_directory_id`:
-    the metadata directory's id when `--initial-controllers` names it (KIP-853)."""
+    the metadata directory's id when `--initial-controllers` names it (KIP-853); `features`:
+    other feature levels to finalize (`--feature`), written beside metadata.version."""
     try:
         parse_kafka_uuid(cluster_id)
     except ValueError as exc:
@@ -222,7 +224,8 @@ def format_directories(
         directory.mkdir(parents=True, exist_ok=True)
         directory_id = new_uuid()
         if directory == metadata:
-            write_bootstrap_checkpoint(directory, {METADATA_VERSION: metadata_version}, timestamp)
+            levels = {**(features or {}), METADATA_VERSION: metadata_version}
+            write_bootstrap_checkpoint(directory, levels, timestamp)
             directory_id = metadata_directory_id or directory_id
         write_meta_properties(
             directory,

@@ -161,3 +161,31 @@ async def test_offline_replicas_and_leaders() -> None:
     assert (partition.leader_id, partition.leader_epoch) == (-1, 3)
     assert (partition.replica_nodes, partition.isr_nodes) == ([2, 1, 5], [2, 1])
     assert partition.offline_replicas == [2, 5]
+
+
+async def test_eligible_leader_replicas_and_last_known_elr() -> None:
+    topic_id = uuid.uuid4()
+    image = MetadataImage.EMPTY.apply_all(
+        [
+            _registration(1, fenced=True),
+            _registration(2, fenced=True),
+            _registration(3, fenced=True),
+            TopicRecord("t", topic_id),
+            PartitionRecord(
+                partition_id=0,
+                topic_id=topic_id,
+                replicas=[1, 2, 3],
+                isr=[],
+                leader=-1,
+                leader_epoch=4,
+                eligible_leader_replicas=[2, 3],
+                last_known_elr=[1],
+            ),
+        ]
+    )
+    state = cast(BrokerState, _State(image))
+    context = RequestContext(75, 0, 1, None, "127.0.0.1", 1, "PLAINTEXT")
+    response = await describe_topic_partitions.handle(state, context, Request())
+    [partition] = response.topics[0].partitions
+    assert (partition.isr_nodes, partition.leader_id) == ([], -1)
+    assert (partition.eligible_leader_replicas, partition.last_known_elr) == ([2, 3], [1])

@@ -41,6 +41,22 @@ def test_a_follower_outside_the_isr_does_not_hold_the_high_watermark_back() -> N
     assert replicas.high_watermark == 10
 
 
+def test_strict_min_isr_holds_the_high_watermark_below_min_insync_replicas() -> None:
+    replicas = _set((1, 2))
+    replicas.min_isr = 3  # ELR enabled, min.insync.replicas=3: an ISR of 2 commits nothing
+    assert not replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)
+    assert replicas.high_watermark == 0
+    replicas.committed((1, 2, 3))
+    replicas.follower_fetched(3, 10, leader_end=10, now_ms=2)
+    assert replicas.high_watermark == 10
+    capped = _set((1, 2, 3))
+    capped.min_isr = 5  # capped at the replication factor (3)
+    capped.follower_fetched(2, 4, leader_end=4, now_ms=1)
+    assert capped.follower_fetched(3, 4, leader_end=4, now_ms=1)
+    off = _set((1,))
+    assert off.advance(7) and off.high_watermark == 7  # min_isr 0: the rule is off
+
+
 def test_a_lagging_follower_leaves_the_isr_after_the_lag_time_only() -> None:
     replicas = _set()
     replicas.follower_fetched(2, 10, leader_end=10, now_ms=1000)
