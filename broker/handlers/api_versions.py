@@ -11,7 +11,8 @@ Behavior:
   node registered with the controller, FinalizedFeatures the levels in the metadata image
   (min level = max level = the finalized level), and FinalizedFeaturesEpoch the image's last
   metadata offset (-1 before any). Admin#describeFeatures and `kafka-features.sh describe`
-  read exactly these.
+  read exactly these. Below v4 a supported range starting at 0 is reported from 1 (and one
+  of only 0 is left out), as Kafka does: older clients refuse a minimum of 0 (KIP-1022).
 
 Version notes: v1 adds ThrottleTimeMs; v3 is flexible and adds client software
 fields and (tagged) features; the response header is always v0.
@@ -66,9 +67,11 @@ async def handle(
     if request.api_version >= 3:
         image = broker.image
         registration = image.broker(broker.node_id)
+        old = request.api_version < 4  # clients before KIP-1022 refuse a minimum of 0
         response.supported_features = [
-            ApiVersionsResponse.SupportedFeatureKey(name, low, high)
+            ApiVersionsResponse.SupportedFeatureKey(name, max(low, 1) if old else low, high)
             for name, low, high in sorted(registration.features if registration else ())
+            if high > 0 or not old
         ]
         response.finalized_features = [
             ApiVersionsResponse.FinalizedFeatureKey(name, level, level)

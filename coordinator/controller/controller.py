@@ -172,7 +172,7 @@ class Controller:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
             raise ValueError(f"unsupported metadata.version level {metadata_version}")
-        check_features(metadata_version, features or {})
+        check_features(metadata_version, features or {}, known_only=True)
         records: list[Message] = [FeatureLevelRecord(METADATA_VERSION, metadata_version)]
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
@@ -436,14 +436,19 @@ class Controller:
         return alter_configs(self.context(), request, version)
 
 
-def check_features(metadata_version: int, features: Mapping[str, int]) -> None:
+def check_features(
+    metadata_version: int, features: Mapping[str, int], *, known_only: bool = False
+) -> None:
     """ValueError (one line) unless every feature level is supported and its dependencies on
-    metadata.version hold."""
+    metadata.version hold; `known_only`: let features this node does not know pass (a
+    bootstrap checkpoint Kafka's tool wrote may finalize them; they are recorded, unused)."""
     for name, level in sorted(features.items()):
         if name == METADATA_VERSION:
             continue
         supported = SUPPORTED_FEATURES.get(name)
         if supported is None:
+            if known_only:
+                continue
             raise ValueError(f"unsupported feature: {name}")
         low, high = supported
         if not low <= level <= high:
