@@ -10,7 +10,10 @@ Per data directory::
                                        dirty offset (written by `checkpoint_cleaner`)
     replication-offset-checkpoint      `topic partition offset`: the high watermark (Kafka's
                                        file): a replicated log reopens with it, not its end
-    .kafka_cleanshutdown               clean-shutdown marker, JSON {"version":0,...}
+    .kafka_cleanshutdown               clean-shutdown marker, JSON
+                                       {"version":0,"brokerEpoch":N} (Kafka's file): N is
+                                       the broker epoch of the process that wrote it (-1:
+                                       never registered)
 
 The checkpoints use Kafka's text format (strom.storage.checkpoint). Crash recovery:
 the marker is written last by `close()` after every log of the directory has
@@ -20,7 +23,10 @@ recovery point. Checkpoints are rewritten by `checkpoint()` (the trio layer
 calls it every log.flush.offset.checkpoint.interval.ms, in a worker thread)
 and on close; a lost or stale checkpoint only costs a longer scan (recovery
 point) or brings back records below a not-yet-checkpointed log start offset,
-exactly as in Kafka. `__cluster_metadata-*` directories belong to the KRaft
+exactly as in Kafka. The marker's broker epoch is what the next start sends as
+BrokerRegistration's PreviousBrokerEpoch (`previous_broker_epoch`: -1 unless every directory
+had a marker naming the same epoch): the controller takes a mismatch for an unclean shutdown
+(KIP-966). `__cluster_metadata-*` directories belong to the KRaft
 layer and are skipped.
 
 Storage failures: a log whose write, flush or swap failed is offline (it refuses
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import json
 import logging
 import os
 import threading
@@ -91,17 +98,26 @@ class LogManager:
         broker on the next metadata change)."""
         self._cleaner_lock = threading.Lock()
         self._deleter = DirectoryDeleter()
+        self.broker_epoch = -1
+        """This process's broker epoch, written into the clean-shutdown markers by `close`."""
+        self.previous_broker_epoch = -1
+        """The epoch the markers `load` found named (-1: an unclean shutdown, or none)."""
+        self._marker_epochs: list[int] = []
 
     # --- start-up ---------------------------------------------------------------------------
 
     def load(self) -> None:
         """Open every partition directory, recovering those without a clean-shutdown marker."""
+        self._marker_epochs = []
         for directory in self.dirs:
             try:
                 self._load_dir(directory)
             except (OSError, LogError) as exc:
                 log.error("log dir %s is offline: %s", directory, exc)
                 self.offline_dirs.add(directory)
+        epochs = set(self._marker_epochs)
+        if len(self._marker_epochs) == len(self.dirs) and len(epochs) == 1:
+            self.previous_broker_epoch = epochs.pop()
 
     def _load_dir(self, directory: Path) -> None:
         scan = scan_data_dir(directory)
@@ -137,6 +153,7 @@ class LogManager:
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
         if scan.clean:
+            self._marker_epochs.append(_marker_epoch(directory / CLEAN_SHUTDOWN_FILE))
             (directory / CLEAN_SHUTDOWN_FILE).unlink()
             fsync_dir(directory)
         log.info("log dir %s ready in %.3fs", directory, time.monotonic() - started)
@@ -343,8 +360,18 @@ class LogManager:
                 self._checkpoint_dir(directory)
                 if ok:
                     marker = directory / CLEAN_SHUTDOWN_FILE
-                    atomic_replace(marker, b'{"version":0,"brokerEpoch":-1}')
+                    body = {"version": 0, "brokerEpoch": self.broker_epoch}
+                    atomic_replace(marker, json.dumps(body, separators=(",", ":")).encode())
             except OSError as exc:
                 log.error("could not checkpoint %s: %s", directory, exc)
         for p in self._logs.values():
             p.close(clean=False)
+
+
+def _marker_epoch(path: Path) -> int:
+    """The broker epoch a clean-shutdown marker names (-1 if it names none or is unreadable)."""
+    try:
+        value = json.loads(path.read_bytes()).get("brokerEpoch", -1)
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1

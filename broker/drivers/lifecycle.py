@@ -76,6 +76,9 @@ class BrokerLifecycle:
         """This process's incarnation: a restart is a new one (Kafka's incarnation id)."""
         self.broker_epoch = -1
         """The epoch of the current registration (-1: not registered)."""
+        self.previous_broker_epoch = -1
+        """The epoch the previous process's clean-shutdown markers named (-1: none, or an
+        unclean shutdown), sent as PreviousBrokerEpoch (KIP-966)."""
         self.endpoints: list[Listener] = []
         self.fenced = True
         self._registered_with: list[tuple[str, str, int]] | None = None
@@ -126,6 +129,7 @@ class BrokerLifecycle:
 
     async def _register(self, endpoints: list[Listener]) -> None:
         request = self._registration(endpoints, self.incarnation_id)
+        request.previous_broker_epoch = self.previous_broker_epoch
         while True:
             response = await self._channel.register(request)
             if response.error_code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:

@@ -126,6 +126,7 @@ class Broker:
                 ),
             )
             await trio.to_thread.run_sync(logs.load)
+            controller.local_broker.previous_broker_epoch = logs.previous_broker_epoch
             self.cleaner = LogCleaner(logs, CleanerSettings.of(config), wall_clock_ms)
             self.cleaner.start()
             try:
@@ -133,6 +134,7 @@ class Broker:
             finally:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self.cleaner.shutdown)
+                    logs.broker_epoch = controller.local_broker.broker_epoch
                     await trio.to_thread.run_sync(logs.close)
                     log.info("Strom stopped; logs closed cleanly")
         finally:

@@ -94,6 +94,16 @@ def test_registers_then_heartbeats_until_unfenced() -> None:
     assert len(channel.sent) == 4
 
 
+def test_registration_sends_the_previous_broker_epoch() -> None:
+    channel = ScriptedController([BrokerRegistrationResponse(broker_epoch=9)], [_beat(False)])
+    lifecycle = _lifecycle(channel)
+    assert lifecycle.previous_broker_epoch == -1
+    lifecycle.previous_broker_epoch = 3  # what the clean-shutdown markers named
+    trio.run(lifecycle.register, [Listener("PLAINTEXT", "h", 1)])
+    [request] = [m for m in channel.sent if isinstance(m, BrokerRegistrationRequest)]
+    assert request.previous_broker_epoch == 3
+
+
 def test_duplicate_registration_is_retried_and_stale_epoch_registers_again() -> None:
     channel = ScriptedController(
         [

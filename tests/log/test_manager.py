@@ -60,6 +60,25 @@ def test_close_writes_checkpoints_and_marker_then_load_restores(tmp_path: Path) 
     assert read_everything(a2) == [(2, b"a2"), (3, b"a3")]
 
 
+def test_the_marker_carries_the_broker_epoch_to_the_next_start(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = manager(dirs)
+    assert m.previous_broker_epoch == -1  # a first start: no marker
+    m.broker_epoch = 42
+    m.close()
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).read_text() == '{"version":0,"brokerEpoch":42}'
+    m2 = manager(dirs)
+    assert m2.previous_broker_epoch == 42
+    m2.close()  # never registered: -1
+    assert manager(dirs).previous_broker_epoch == -1
+    m3 = manager(dirs)  # the previous one was not closed: no markers
+    assert m3.previous_broker_epoch == -1
+    m3.broker_epoch = 7
+    m3.close()
+    (dirs[1] / CLEAN_SHUTDOWN_FILE).unlink()  # one directory without its marker: unclean
+    assert manager(dirs).previous_broker_epoch == -1
+
+
 def test_delete_renames_then_removes(tmp_path: Path) -> None:
     m = manager([tmp_path])
     log = m.create("t", 0, LogConfig())
