@@ -13,7 +13,9 @@ Behavior:
 Version notes: v0 flexible (KIP-631); v1 adds IsMigratingZkBroker; v2 LogDirs (Strom's
 brokers send their `directory.id`s: a restart on the same directories replaces the previous
 incarnation at once); v3
-PreviousBrokerEpoch (KIP-966, accepted and not used: Strom has no ELR); v4 the same with
+PreviousBrokerEpoch (KIP-966: Strom's brokers send the epoch their clean-shutdown markers
+name; with eligible leader replicas enabled a mismatch is an unclean shutdown that takes the
+broker out of every ISR and ELR, see coordinator/controller/brokers.py); v4 the same with
 kraft.version features.
 """
 
