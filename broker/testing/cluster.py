@@ -278,7 +278,8 @@ class ClusterProcess:
     `controllers=C, brokers=M`: C controller-only voters (ids 1..C) and M broker-only nodes
     (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
     `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
-    between restarts (`node.overrides`).
+    between restarts (`node.overrides`). `features`: levels `strom format --feature` finalizes
+    (e.g. eligible.leader.replicas.version=1).
     """
 
     def __init__(
@@ -292,12 +293,14 @@ class ClusterProcess:
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         start_timeout: float = 60.0,
         partitionable: bool = False,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
         if not combined and (controllers < 1 or brokers < 1):
             raise ValueError("a cluster needs combined nodes, or controllers and brokers")
         self.root = root
+        self.features = dict(features or {})
         self.start_timeout = start_timeout
         self.cluster_id = new_cluster_id()
         self.nodes: list[ClusterNode] = []
@@ -479,6 +482,8 @@ class ClusterProcess:
                     "--ignore-formatted"]  # fmt: skip
             for key, value in node.overrides.items():
                 args += ["--override", f"{key}={value}"]
+            for name, level in sorted(self.features.items()):
+                args += ["--feature", f"{name}={level}"]
             running.append((node, subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, env=child_environment(),

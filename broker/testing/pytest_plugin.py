@@ -52,6 +52,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         overrides: Mapping[str, str] | None = None,
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         partitionable: bool = False,
+        features: Mapping[str, int] | None = None,
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -61,6 +62,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             overrides=overrides,
             node_overrides=node_overrides,
             partitionable=partitionable,
+            features=features,
         )
         clusters.append(cluster)
         cluster.start()
