@@ -37,11 +37,12 @@ import trio
 
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
+    LocalControllerChannel,
     MetadataController,
     monotonic_ms,
+    prepare_node_directories,
     wall_clock_ms,
 )
-from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
@@ -54,10 +55,6 @@ from strom.coordinator.controller.result import (
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
-from strom.coordinator.metadata.properties import (
-    ensure_meta_properties,
-    read_bootstrap_checkpoint,
-)
 from strom.coordinator.metadata.records import MetadataError
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
@@ -70,14 +67,7 @@ from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from strom.wire.messages.broker_heartbeat import (
-        BrokerHeartbeatRequest,
-        BrokerHeartbeatResponse,
-    )
-    from strom.wire.messages.broker_registration import (
-        BrokerRegistrationRequest,
-        BrokerRegistrationResponse,
-    )
+    pass
 
 log = logging.getLogger("strom.controller")
 
@@ -98,14 +88,7 @@ def _load(
             "single node cannot reuse it; configure controller.quorum.voters as this node had "
             "it, or use an empty metadata.log.dir"
         )
-    cluster_id = ensure_meta_properties(
-        config.data_dirs,
-        directory,
-        node_id=config.node_id,
-        cluster_id=config.cluster_id,
-        new_uuid=new_uuid,
-    )
-    bootstrap = read_bootstrap_checkpoint(directory)
+    cluster_id, bootstrap = prepare_node_directories(config, new_uuid)
     metadata_log, image = load_metadata(directory, segment_bytes=config.metadata_log_segment_bytes)
     return cluster_id, metadata_log, image, bootstrap
 
@@ -135,12 +118,7 @@ class ControllerDriver(MetadataController):
         self._quiet_until = -math.inf
         self._unlogged = 0
         """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
-        self.local_broker = BrokerLifecycle(
-            config,
-            LocalControllerChannel(self),
-            registration=controller.local_registration,
-            metadata_offset=lambda: self.image.provenance.offset,
-        )
+        self.local_broker = self._local_broker_through(LocalControllerChannel(self))
         """This node's broker, registered with and heartbeating to this controller."""
 
     @classmethod
@@ -321,15 +299,3 @@ class ControllerDriver(MetadataController):
         log.info("metadata snapshot %s written", snapshot_id.file_name)
         return snapshot_id
 
-
-class LocalControllerChannel:
-    """A broker's `ControllerChannel` to the controller in its own process."""
-
-    def __init__(self, controller: ControllerDriver) -> None:
-        self._controller = controller
-
-    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        return await self._controller.broker_registration(request)
-
-    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        return await self._controller.broker_heartbeat(request)

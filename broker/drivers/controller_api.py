@@ -23,14 +23,19 @@ from __future__ import annotations
 import inspect
 import logging
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
+from strom.config import BrokerConfig
 from strom.coordinator.controller.result import ControllerError
+from strom.coordinator.metadata.properties import ensure_meta_properties, read_bootstrap_checkpoint
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message, Struct
 from strom.wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsResponse
@@ -40,8 +45,7 @@ from strom.wire.messages.elect_leaders import ElectLeadersResponse
 from strom.wire.messages.list_partition_reassignments import ListPartitionReassignmentsResponse
 
 if TYPE_CHECKING:
-    from strom.broker.drivers.lifecycle import BrokerLifecycle
-    from strom.config import BrokerConfig, Listener
+    from strom.config import Listener
     from strom.config.quorum import Address
     from strom.coordinator.controller.controller import Controller
     from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
@@ -91,6 +95,23 @@ def wall_clock_ms() -> int:
 def monotonic_ms() -> int:
     """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
     return time.monotonic_ns() // 1_000_000
+
+
+def prepare_node_directories(
+    config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
+) -> tuple[str, dict[str, int] | None]:
+    """Blocking start-up, after a host's own checks: meta.properties in every directory (see
+    `ensure_meta_properties`), then the bootstrap checkpoint `strom format` may have written.
+    (cluster id, bootstrap feature levels or None)."""
+    directory = Path(config.metadata_dir)
+    cluster_id = ensure_meta_properties(
+        config.data_dirs,
+        directory,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        new_uuid=new_uuid,
+    )
+    return cluster_id, read_bootstrap_checkpoint(directory)
 
 
 class NotActiveController(Exception):
@@ -145,6 +166,16 @@ class MetadataController(ABC):
         self._listeners: list[DeltaListener] = []
         self._leadership_check = trio.Event()
         """Set to run the leadership check now (a config change may allow unclean elections)."""
+
+    def _local_broker_through(self, channel: ControllerChannel) -> BrokerLifecycle:
+        """This node's broker, registering and heartbeating through `channel` (for a host's
+        `local_broker`)."""
+        return BrokerLifecycle(
+            self._config,
+            channel,
+            registration=self._controller.local_registration,
+            metadata_offset=lambda: self.image.provenance.offset,
+        )
 
     # --- what each host does its own way ----------------------------------------------------
 
@@ -410,3 +441,16 @@ class MetadataController(ABC):
                 await self.check_leadership()
             except ControllerError as exc:  # the metadata log refused it: the next check retries
                 log.error("leadership check failed: %s", exc)
+
+
+class LocalControllerChannel:
+    """A broker's `ControllerChannel` to the controller in its own process."""
+
+    def __init__(self, controller: MetadataController) -> None:
+        self._controller = controller
+
+    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
+        return await self._controller.broker_registration(request)
+
+    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self._controller.broker_heartbeat(request)

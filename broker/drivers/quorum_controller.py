@@ -56,7 +56,7 @@ import logging
 import math
 import struct
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -64,12 +64,14 @@ import trio
 
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
+    LocalControllerChannel,
     MetadataController,
     NotActiveController,
     monotonic_ms,
+    prepare_node_directories,
     wall_clock_ms,
 )
-from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
+from strom.broker.drivers.lifecycle import ControllerChannel
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
@@ -78,8 +80,6 @@ from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.properties import (
-    ensure_meta_properties,
-    read_bootstrap_checkpoint,
     read_meta_properties,
 )
 from strom.coordinator.metadata.records import MetadataError, decode_record, encode_record
@@ -99,6 +99,7 @@ from strom.wire.primitives import read_uvarint, uvarint
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
+A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 _TIMESTAMP = struct.Struct(">q")
 _SNAPSHOT_HEADER = struct.Struct(">4sqiq")
 _SNAPSHOT_MAGIC = b"SQC1"
@@ -184,14 +185,7 @@ def _load(
             "a member of a multi-node quorum needs the cluster id every member shares: run "
             "`strom format --cluster-id ID` on each node (or set cluster.id)"
         )
-    cluster_id = ensure_meta_properties(
-        config.data_dirs,
-        directory,
-        node_id=config.node_id,
-        cluster_id=config.cluster_id,
-        new_uuid=new_uuid,
-    )
-    return cluster_id, read_bootstrap_checkpoint(directory)
+    return prepare_node_directories(config, new_uuid)
 
 
 class QuorumController(MetadataController):
@@ -241,12 +235,7 @@ class QuorumController(MetadataController):
             remote(self._active_address, changes=self.next_change) if remote is not None else None,
             config.controller_quorum_retry_backoff_ms,
         )
-        self.local_broker = BrokerLifecycle(
-            config,
-            self._channel,
-            registration=controller.local_registration,
-            metadata_offset=lambda: self.image.provenance.offset,
-        )
+        self.local_broker = self._local_broker_through(self._channel)
         """This node's broker (a broker-role node), registered with the active controller."""
 
     @classmethod
@@ -532,25 +521,22 @@ class QuorumChannel:
         self, controller: QuorumController, remote: ControllerChannel | None, backoff_ms: int
     ) -> None:
         self._controller = controller
+        self._local = LocalControllerChannel(controller)
         self._remote = remote
         self._backoff_s = backoff_ms / 1000
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        while True:
-            if self._controller.is_active or self._remote is None:
-                response = await self._controller.broker_registration(request)
-            else:
-                response = await self._remote.register(request)
-            if response.error_code != ErrorCode.NOT_CONTROLLER:
-                return response
-            await self._backoff()
+        return await self._until_answered(lambda channel: channel.register(request))
 
     async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self._until_answered(lambda channel: channel.heartbeat(request))
+
+    async def _until_answered(self, ask: Callable[[ControllerChannel], Awaitable[A]]) -> A:
+        """`ask` the local controller when it is active (or there is no remote), else the
+        remote one; again after the backoff while the answer is NOT_CONTROLLER."""
         while True:
-            if self._controller.is_active or self._remote is None:
-                response = await self._controller.broker_heartbeat(request)
-            else:
-                response = await self._remote.heartbeat(request)
+            remote = None if self._controller.is_active else self._remote
+            response = await ask(self._local if remote is None else remote)
             if response.error_code != ErrorCode.NOT_CONTROLLER:
                 return response
             await self._backoff()
