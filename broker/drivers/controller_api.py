@@ -35,7 +35,11 @@ import trio
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
 from strom.config import BrokerConfig
 from strom.coordinator.controller.result import ControllerError
-from strom.coordinator.metadata.properties import ensure_meta_properties, read_bootstrap_checkpoint
+from strom.coordinator.metadata.properties import (
+    ensure_meta_properties,
+    log_directory_ids,
+    read_bootstrap_checkpoint,
+)
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message, Struct
 from strom.wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsResponse
@@ -173,7 +177,10 @@ class MetadataController(ABC):
         return BrokerLifecycle(
             self._config,
             channel,
-            registration=self._controller.local_registration,
+            registration=partial(
+                self._controller.local_registration,
+                log_dirs=log_directory_ids(self._config.data_dirs),
+            ),
             metadata_offset=lambda: self.image.provenance.offset,
         )
 

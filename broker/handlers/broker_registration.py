@@ -7,10 +7,12 @@ Behavior:
   whose offset is the broker's epoch (the response's `broker_epoch`); the broker is unfenced
   by a later heartbeat. Errors, without a message field on the wire: INCONSISTENT_CLUSTER_ID
   (another cluster id), DUPLICATE_BROKER_REGISTRATION (another incarnation of that id still
-  holds a lease), UNSUPPORTED_VERSION (the broker cannot run the finalized metadata.version),
+  holds a lease and names none of the same log directories), UNSUPPORTED_VERSION (the broker cannot run the finalized metadata.version),
   BROKER_ID_NOT_REGISTERED (a ZooKeeper-migrating broker).
 
-Version notes: v0 flexible (KIP-631); v1 adds IsMigratingZkBroker; v2 LogDirs; v3
+Version notes: v0 flexible (KIP-631); v1 adds IsMigratingZkBroker; v2 LogDirs (Strom's
+brokers send their `directory.id`s: a restart on the same directories replaces the previous
+incarnation at once); v3
 PreviousBrokerEpoch (KIP-966, accepted and not used: Strom has no ELR); v4 the same with
 kraft.version features.
 """

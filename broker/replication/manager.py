@@ -22,7 +22,10 @@ transitions Kafka's makeLeaders / makeFollowers make:
 Leader side, per replica fetch (`follower_fetched`, from the Fetch handler): the follower's
 fetch offset is its log end; the `ReplicaSet` may move the high watermark, which is then set
 on the log and wakes parked consumer fetches and acks=all produces (`DataWaiters`: both park
-there). A follower outside the ISR that caught up is proposed at once; lagging ISR members are
+there). A follower's fetch also carries its log start offset; when that moves the same
+listeners are told, since the partition's low watermark (`low_watermark`, the smallest log
+start of the live replicas) may have reached what a waiting DeleteRecords asked for. A
+follower outside the ISR that caught up is proposed at once; lagging ISR members are
 dropped by `isr_loop`, every `replica.lag.time.max.ms` / 2 (Kafka's ISR expiration schedule).
 Proposals go to the active controller as AlterPartition (latest version) from one sender task,
 batched, with the same retries as the broker's other controller requests
@@ -109,8 +112,8 @@ class ReplicationManager:
         """Followed partitions whose consumers this follower served records (KIP-392); each is
         logged once while followed."""
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
-        """Told when a led partition's high watermark moved (DataWaiters wakes parked fetches
-        and acks=all produces)."""
+        """Told when a led partition's high watermark or a follower's log start moved
+        (DataWaiters wakes parked fetches, acks=all produces and DeleteRecords)."""
 
     @classmethod
     def of(cls, broker: BrokerState) -> ReplicationManager:
@@ -224,12 +227,27 @@ class ReplicationManager:
             return
         plog = leadership.log
         now = self.broker.clock()
+        follower = leadership.replica_set.followers.get(replica_id)
+        start_before = None if follower is None else follower.log_start_offset
         if leadership.replica_set.follower_fetched(
             replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset
         ):
             self._set_high_watermark(key, leadership)
+        elif follower is not None and follower.log_start_offset != start_before:
+            self._notify(key)  # the low watermark may have moved: DeleteRecords waits on it
         if replica_id not in leadership.replica_set.isr:
             self._propose(key, leadership, now)
+
+    def low_watermark(self, key: Key) -> int | None:
+        """DeleteRecords' low watermark of a replicated partition led here (Kafka's
+        lowWatermarkIfLeader: the smallest log start of this leader and of every follower on a
+        registered, unfenced broker); None when this broker does not lead it replicated."""
+        leadership = self.leaders.get(key)
+        if leadership is None:
+            return None
+        image = self.broker.image
+        alive = {b for b in leadership.replicas if (r := image.broker(b)) and not r.fenced}
+        return leadership.replica_set.low_watermark(leadership.log.log_start_offset, alive)
 
     def preferred_read_replica(
         self, key: Key, fetch_offset: int, client_rack: str, listener: str
@@ -278,6 +296,9 @@ class ReplicationManager:
 
     def _set_high_watermark(self, key: Key, leadership: Leadership) -> None:
         leadership.log.update_high_watermark(leadership.replica_set.high_watermark)
+        self._notify(key)
+
+    def _notify(self, key: Key) -> None:
         for listener in self.high_watermark_listeners:
             listener(*key)
 

@@ -20,6 +20,11 @@ Kafka's `Partition` does, and nothing here touches a log, a socket or a clock of
 - **acks=all**: a produce whose last offset is below the high watermark is replicated to the
   whole ISR; `min.insync.replicas` is checked before the append (NOT_ENOUGH_REPLICAS) and
   again when it completes (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as Kafka does.
+- **Low watermark** (DeleteRecords): the smallest log start offset among the leader and every
+  assigned follower on a live (registered, unfenced) broker, ISR member or not, as Kafka's
+  `Partition.lowWatermarkIfLeader`. A follower's log start is unknown (-1) until it fetched
+  from this leadership, so a new leader's low watermark waits for each live follower's first
+  fetch (Kafka resets the followers' states on leadership).
 
 The driver that owns a partition's leadership feeds it fetches and the committed ISR from each
 metadata image, sends the AlterPartition it proposes, and completes waiting produces when
@@ -28,7 +33,7 @@ metadata image, sends the AlterPartition it proposes, and completes waiting prod
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 from strom.wire.errors import ErrorCode
@@ -173,6 +178,15 @@ class ReplicaSet:
             return None
         self.pending = proposed
         return proposed
+
+    def low_watermark(self, leader_log_start: int, alive: Container[int]) -> int:
+        """DeleteRecords' low watermark: the smallest log start of this leader (`leader_log_start`)
+        and of the followers whose brokers are `alive` (see the module docstring)."""
+        low = leader_log_start
+        for replica, follower in self.followers.items():
+            if replica in alive and follower.log_start_offset < low:
+                low = follower.log_start_offset
+        return low
 
     def check_before_append(self, min_insync_replicas: int) -> ErrorCode:
         """acks=all: may the produce be appended at all?"""

@@ -8,6 +8,8 @@ replica -2, one Produce's exact error code).
 - kill -9 of the partition leader: the controller elects another ISR member, producing goes on,
   no acknowledged record is lost and a consumer reads each record once; the old leader, started
   again, catches up.
+- A leader killed and started again at once hands its leadership over as soon as its new
+  process registers (on the same log directories), not after its lease runs out.
 - A leader whose tail never reached the others (its followers paused while it took acks=1
   records) truncates that tail when it returns as a follower.
 - With a replica gone and min.insync.replicas=3, acks=all is NOT_ENOUGH_REPLICAS.
@@ -209,6 +211,45 @@ def test_acks_all_replicates_and_survives_kill9_of_the_leader(strom_cluster: Sta
     wait_until(lambda: ends_equal(cluster.nodes, topic, 500), timeout=30,
                what="the old leader caught up", interval=0.1)  # fmt: skip
     settled(cluster, topic, 3)  # back in the ISR
+
+
+def test_a_leader_restarted_after_kill9_hands_over_without_waiting_for_its_lease(
+    strom_cluster: StartCluster,
+) -> None:
+    """kill -9 of a partition leader and an immediate restart: the new process registers on
+    the same log directories, which proves the old one gone, so the controller moves the
+    leadership at once instead of after broker.session.timeout.ms (60 s here)."""
+    cluster = strom_cluster(combined=3, overrides={**FAST, "broker.session.timeout.ms": "60000"})
+    controller = wait_for_leader(cluster).leader_id
+    victim, *others = [n for n in (1, 2, 3) if n != controller] + [controller]
+    topic = "restarted"
+    admin = ck.admin(cluster.bootstrap)
+    new = ck.NewTopic(topic, num_partitions=1, replica_assignment=[[victim, *others]],
+                      config={"min.insync.replicas": "2"})  # fmt: skip
+    for future in admin.create_topics([new], operation_timeout=30, request_timeout=30).values():
+        future.result(timeout=30)
+    for node in cluster.nodes:
+        wait_for_topics(node, topic)
+    assert settled(cluster, topic, 3)[0] == victim
+    produce(cluster.bootstrap, topic, list(values(100)))
+
+    killed = time.monotonic()
+    cluster.node(victim).restart(clean=False)
+
+    def moved() -> int | None:
+        state = partition_state(cluster.node(controller), topic)
+        return state[0] if state is not None and state[0] not in (-1, victim) else None
+
+    leader = wait_until(moved, timeout=30, what="a leader other than the restarted node",
+                        interval=0.1)  # fmt: skip
+    moved_after = time.monotonic() - killed
+    print(f"\nleadership moved {moved_after:.2f}s after the kill -9 (lease: 60 s)")
+    assert leader in others
+    produce(cluster.bootstrap, topic, list(values(100, 100)))
+    wait_until(lambda: ends_equal(cluster.nodes, topic, 200), timeout=30,
+               what="the restarted node caught up", interval=0.1)  # fmt: skip
+    settled(cluster, topic, 3)  # back in the ISR, by catching up
+    assert consume_all(cluster.bootstrap, topic, 200) == list(values(200))
 
 
 def test_a_returning_leader_truncates_its_unreplicated_tail(strom_cluster: StartCluster) -> None:

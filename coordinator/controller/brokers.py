@@ -5,7 +5,10 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
 
 - BrokerRegistration (API 62) writes a RegisterBrokerRecord, fenced, whose offset is the
   broker's epoch. A different incarnation of a broker id whose session is still valid is
-  refused (DUPLICATE_BROKER_REGISTRATION); a broker that cannot run the finalized
+  refused (DUPLICATE_BROKER_REGISTRATION), unless it names one of the previous incarnation's
+  log directories (their `directory.id`s): only one process holds a directory's lock, so the
+  previous one is gone (a kill -9 and restart) and is replaced at once, where Kafka waits for
+  its lease to run out; a broker that cannot run the finalized
   metadata.version is refused (UNSUPPORTED_VERSION); another cluster id, INCONSISTENT_CLUSTER_ID.
 - BrokerHeartbeat (API 63) renews the broker's lease and moves it between Kafka's states:
   FENCED -> UNFENCED once its metadata offset reaches its registration record's offset;
@@ -152,16 +155,35 @@ def register_broker(
     cluster_id: str,
     broker_epoch: int,
     now_ms: int,
+    unclean: Unclean = lambda _topic: False,
 ) -> ControllerResult[BrokerRegistrationResponse]:
-    """Register a broker incarnation (fenced); `broker_epoch` is the offset its record gets."""
+    """Register a broker incarnation (fenced); `broker_epoch` is the offset of the command's
+    first record.
+
+    A new incarnation of a broker whose previous one is still unfenced first takes that one
+    out of every ISR it shares with another replica (its leaderships move to them), as its
+    lease running out would: the previous process is gone, and the new one rejoins those
+    ISRs by catching up. (A partition whose only in-sync replica it is keeps it: nothing else
+    could lead, and the new incarnation resumes once unfenced.) Its epoch is the offset of
+    its own RegisterBrokerRecord, after those records; the record itself fences the old one.
+    """
     from strom.wire.messages.broker_registration import BrokerRegistrationResponse
 
+    existing = image.broker(request.broker_id)
+    replaced: list[Message] = []
+    if (
+        existing is not None
+        and existing.incarnation_id != request.incarnation_id
+        and not existing.fenced
+    ):
+        replaced = _remove_from_isrs(image, existing.broker_id, unclean, shared_only=True)
+    epoch = broker_epoch + len(replaced)
     try:
-        record = _registration_record(image, leases, request, cluster_id, broker_epoch, now_ms)
+        record = _registration_record(image, leases, request, cluster_id, epoch, now_ms)
     except ControllerError as exc:
         return ControllerResult(BrokerRegistrationResponse(error_code=exc.error.code))
-    leases.sessions[record.broker_id] = Session(broker_epoch, now_ms)
-    return ControllerResult(BrokerRegistrationResponse(broker_epoch=broker_epoch), [record])
+    leases.sessions[record.broker_id] = Session(epoch, now_ms)
+    return ControllerResult(BrokerRegistrationResponse(broker_epoch=epoch), [*replaced, record])
 
 
 def _registration_record(
@@ -182,6 +204,7 @@ def _registration_record(
         existing is not None
         and existing.incarnation_id != request.incarnation_id
         and leases.has_valid_session(existing.broker_id, existing.epoch, now_ms)
+        and not set(existing.log_dirs) & set(request.log_dirs)
     ):
         raise ControllerError(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION,
@@ -395,8 +418,11 @@ def _unfence(image: MetadataImage, broker_id: int, epoch: int, unclean: Unclean)
     return records
 
 
-def _remove_from_isrs(image: MetadataImage, broker_id: int, unclean: Unclean) -> list[Message]:
-    """Take the broker out of every ISR (never emptying one) and off every leadership."""
+def _remove_from_isrs(
+    image: MetadataImage, broker_id: int, unclean: Unclean, *, shared_only: bool = False
+) -> list[Message]:
+    """Take the broker out of every ISR (never emptying one) and off every leadership;
+    `shared_only`: only where another replica is in sync with it."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
@@ -404,6 +430,8 @@ def _remove_from_isrs(image: MetadataImage, broker_id: int, unclean: Unclean) ->
     records: list[Message] = []
     for topic, p in _partitions(image):
         if broker_id not in p.isr and p.leader != broker_id:
+            continue
+        if shared_only and p.isr == (broker_id,):
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         isr = [r for r in p.isr if r != broker_id]

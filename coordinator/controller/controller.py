@@ -171,10 +171,15 @@ class Controller:
         return records
 
     def local_registration(
-        self, endpoints: Sequence[Listener], incarnation_id: uuid.UUID
+        self,
+        endpoints: Sequence[Listener],
+        incarnation_id: uuid.UUID,
+        *,
+        log_dirs: Sequence[uuid.UUID] = (),
     ) -> BrokerRegistrationRequest:
         """The BrokerRegistration request this node's broker sends: its endpoints (with their
-        security protocols), rack, and the metadata.version range it supports."""
+        security protocols), rack, log directory ids, and the metadata.version range it
+        supports."""
         from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 
         protocols = self._config.protocol_map
@@ -197,6 +202,7 @@ class Controller:
                 )
             ],
             rack=self._config.broker_rack,
+            log_dirs=list(log_dirs),
         )
 
     # --- brokers: registration, heartbeats, leases (see `brokers`) -------------------------------
@@ -222,6 +228,7 @@ class Controller:
             cluster_id=self.cluster_id,
             broker_epoch=broker_epoch,
             now_ms=now_ms,
+            unclean=self._unclean,
         )
 
     def broker_heartbeat(

@@ -88,6 +88,18 @@ def read_meta_properties(directory: Path) -> dict[str, str] | None:
     return values
 
 
+def log_directory_ids(data_dirs: Iterable[str | Path]) -> list[uuid.UUID]:
+    """The `directory.id` of each formatted data directory (BrokerRegistration's LogDirs):
+    the controller takes a registration naming a directory of a still-registered incarnation
+    as proof that the incarnation is gone, since only one process holds a directory's lock."""
+    ids = []
+    for directory in data_dirs:
+        props = read_meta_properties(Path(directory))
+        if props is not None and (text := props.get("directory.id")):
+            ids.append(parse_kafka_uuid(text))
+    return ids
+
+
 def write_meta_properties(
     directory: Path, *, cluster_id: str, node_id: int, directory_id: uuid.UUID, by: str
 ) -> None:

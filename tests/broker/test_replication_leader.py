@@ -2,11 +2,14 @@
 handler's replica reads, Produce acks=all, AlterPartition through the node's controller).
 
 Brokers 2 and 3 register with the node's controller but run nowhere; this test plays broker 2
-by sending the Fetch requests a follower sends. Partition 0 of "rep" is led here with
+by sending the Fetch requests a follower sends (with its log start offset, which DeleteRecords
+on a replicated partition waits for). Partition 0 of "rep" is led here with
 replicas [1, 2]; "single" has one replica, here.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 import trio
@@ -19,6 +22,7 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.messages.produce import ProduceResponse
 from tests.broker.cluster_helpers import (
@@ -67,6 +71,7 @@ def replica_fetch(
     replica: int = 2,
     epoch: int = -1,
     last_fetched_epoch: int = -1,
+    log_start: int = -1,
 ) -> FetchRequest:
     request = fetch_request(TOPIC, offset)
     topic = state.image.topic(TOPIC)
@@ -74,6 +79,7 @@ def replica_fetch(
     request.topics[0].topic_id = topic.topic_id
     request.replica_state = FetchRequest.ReplicaState(replica, epoch)
     request.topics[0].partitions[0].last_fetched_epoch = last_fetched_epoch
+    request.topics[0].partitions[0].log_start_offset = log_start
     return request
 
 
@@ -265,3 +271,118 @@ async def test_acks_all_completes_when_the_controller_drops_the_follower(
     partition = cluster.image.partition(TOPIC, 0)
     assert partition is not None
     assert partition.isr == (1,)
+
+
+# --- DeleteRecords waits for the low watermark ---------------------------------------------------
+
+
+async def delete_records(
+    client: KafkaClient, topic: str, offset: int, timeout_ms: int = 5000
+) -> DeleteRecordsResponse.DeleteRecordsPartitionResult:
+    request = DeleteRecordsRequest(
+        topics=[
+            DeleteRecordsRequest.DeleteRecordsTopic(
+                topic, [DeleteRecordsRequest.DeleteRecordsPartition(0, offset)]
+            )
+        ],
+        timeout_ms=timeout_ms,
+    )
+    response = await client.request(request, 2, DeleteRecordsResponse)
+    [partition] = response.topics[0].partitions
+    return partition
+
+
+async def _replicated(state: BrokerState, client: KafkaClient, count: int) -> None:
+    """`count` records on the leader, fetched by the follower (log start 0): high watermark
+    `count`."""
+    for _ in range(count):
+        assert (await produce(client, TOPIC, batch(), acks=1)).error_code == ErrorCode.NONE
+    await fetch_one(client, replica_fetch(state, 0, log_start=0))
+    answer = await fetch_one(client, replica_fetch(state, count, last_fetched_epoch=0, log_start=0))
+    assert answer.high_watermark == count
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with trio.fail_after(5):
+        while not condition():
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.lowlevel.checkpoint()
+
+
+async def test_delete_records_waits_for_the_followers_log_start(
+    cluster: BrokerState, client: KafkaClient, broker: EmbeddedBroker
+) -> None:
+    """The leader's log start moves at once, the answer only once the follower's fetch says its
+    log start reached the offset (Kafka's DelayedDeleteRecords on the low watermark)."""
+    await _replicated(cluster, client, 3)
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    follower = await KafkaClient.connect(broker.bootstrap)
+    answers: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = []
+
+    async def delete() -> None:
+        answers.append(await delete_records(client, TOPIC, 2))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(delete)
+            await _until(lambda: log.log_start_offset == 2)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not answers  # the follower still starts at 0
+            # the follower learns the leader's log start from a fetch answer ...
+            answer = await fetch_one(follower, replica_fetch(cluster, 3, last_fetched_epoch=0,
+                                                             log_start=0))  # fmt: skip
+            assert answer.log_start_offset == 2
+            await trio.testing.wait_all_tasks_blocked()
+            assert not answers
+            # ... and reports its own, moved, in the next fetch
+            await fetch_one(follower, replica_fetch(cluster, 3, last_fetched_epoch=0, log_start=2))
+            await _until(lambda: bool(answers))
+    finally:
+        await follower.aclose()
+    [result] = answers
+    assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 2)
+    manager = ReplicationManager.of(cluster)
+    assert manager.low_watermark((TOPIC, 0)) == 2
+
+
+async def test_delete_records_times_out_without_the_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    await _replicated(cluster, client, 3)
+    result = await delete_records(client, TOPIC, -1, timeout_ms=50)  # -1: the high watermark
+    # the low watermark as it was after the leader's deletion: the follower's log start
+    assert (result.error_code, result.low_watermark) == (ErrorCode.REQUEST_TIMED_OUT, 0)
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    assert log.log_start_offset == 3  # the leader's deletion stands
+
+
+async def test_delete_records_stops_waiting_for_a_fenced_follower(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """Only replicas on live brokers count: once the follower's broker is fenced the low
+    watermark is the leader's log start, and the waiting request completes."""
+    await _replicated(cluster, client, 3)
+    answers: list[DeleteRecordsResponse.DeleteRecordsPartitionResult] = []
+
+    async def delete() -> None:
+        answers.append(await delete_records(client, TOPIC, 1))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(delete)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not answers
+        await fence(cluster, 2, _Epochs.of(cluster).epochs[2])
+        await _until(lambda: bool(answers))
+    [result] = answers
+    assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 1)
+
+
+async def test_delete_records_on_a_single_replica_answers_at_once(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    for _ in range(2):
+        assert (await produce(client, SINGLE, batch(), acks=1)).error_code == ErrorCode.NONE
+    result = await delete_records(client, SINGLE, 1, timeout_ms=0)
+    assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 1)

@@ -166,6 +166,45 @@ def test_another_incarnation_waits_for_the_session_to_expire() -> None:
     assert (broker.incarnation_id, broker.epoch) == (uuid.UUID(int=99), replaced.broker_epoch)
 
 
+def test_a_new_incarnation_on_the_same_log_dirs_replaces_a_live_one_at_once() -> None:
+    """A kill -9 and restart: the new process holds the old one's directory locks, so the old
+    incarnation is gone; it is fenced (out of the ISR, leadership moved) without waiting for
+    its lease, and the new one registers after those records."""
+    cluster = Cluster()
+    disk = uuid.UUID(int=0xD15C)
+    old = cluster.register(2, log_dirs=[disk]).broker_epoch
+    assert not cluster.heartbeat(2, old).is_fenced
+    cluster.topic_on("pair", 2, 1)
+    other_disk = cluster.register(2, incarnation=98, log_dirs=[uuid.UUID(int=7)])
+    assert other_disk.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION  # maybe alive
+    before = cluster.offset
+    restarted = cluster.register(2, incarnation=99, log_dirs=[disk])
+    assert restarted.error_code == ErrorCode.NONE
+    pair = cluster.partition("pair")
+    assert (pair.leader, pair.isr) == (1, (1,))
+    assert restarted.broker_epoch == cluster.offset - 1 > before  # its record's own offset
+    broker = cluster.controller.image.broker(2)
+    assert broker is not None
+    assert (broker.incarnation_id, broker.epoch, broker.fenced) == (
+        uuid.UUID(int=99),
+        restarted.broker_epoch,
+        True,
+    )
+    assert cluster.heartbeat(2, old).error_code == ErrorCode.STALE_BROKER_EPOCH
+    assert not cluster.heartbeat(2, restarted.broker_epoch).is_fenced
+    assert cluster.partition("pair").isr == (1,)  # it rejoins by catching up, not by restarting
+
+
+def test_a_new_incarnation_after_the_lease_ran_out_fences_the_old_one_first() -> None:
+    cluster = Cluster()
+    cluster.join(2)
+    cluster.topic_on("pair", 2, 1)
+    cluster.now = SESSION_MS + 1  # expired, but no fencing pass has run yet
+    assert cluster.register(2, incarnation=99).error_code == ErrorCode.NONE
+    pair = cluster.partition("pair")
+    assert (pair.leader, pair.isr) == (1, (1,))
+
+
 # --- heartbeats and epochs ---------------------------------------------------------------------
 
 
