@@ -28,9 +28,10 @@ ControllerApis does, so the sender retries elsewhere.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from strom.broker.admin.deadline import before_deadline
 from strom.broker.drivers.controller_channel import ActiveControllerClient, Changes, Lookup
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.config import BrokerConfig
@@ -66,6 +67,7 @@ FORWARD_RETRY_TIMEOUT_MS = 60_000
 """How long a forwarded request may retry (Kafka's KRaft broker: its forwarding channel's)."""
 
 R = TypeVar("R", bound=Message)
+Q = TypeVar("Q", bound=Message)
 
 
 class Received(Protocol):
@@ -177,6 +179,28 @@ async def forward(
     except ControllerUnavailable as exc:
         log.warning("forwarding %s to the controller failed: %s", body.NAME, exc)
         return error_response(body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, response_type)
+
+
+async def forward_or_run(
+    broker: BrokerState,
+    request: Received,
+    body: Q,
+    response_type: type[R],
+    *,
+    timeout_ms: int,
+    run: Callable[[Q, int], Awaitable[R]],
+) -> R:
+    """A controller request with only a deadline to honour here (ElectLeaders, the reassignment
+    APIs): forwarded when this node is not the active controller, else `run(body, version)` if
+    it starts within `timeout_ms` (see `strom.broker.admin.deadline`); past it every entry
+    answers REQUEST_TIMED_OUT and nothing changes."""
+    if not broker.controller.is_active:
+        return await forward(broker, request, body, response_type)
+    version = request.api_version
+    response = await before_deadline(timeout_ms, lambda: run(body, version))
+    if response is None:
+        return error_response(body, version, ErrorCode.REQUEST_TIMED_OUT, response_type)
+    return response
 
 
 def error_response(body: Message, version: int, code: ErrorCode, response_type: type[R]) -> R:

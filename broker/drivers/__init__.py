@@ -3,7 +3,8 @@
 A driver owns the state machine, serializes the commands it is given, feeds it time, writes the
 records it emits durably and reports the outcome back to it as an input; it depends on narrow
 interfaces (a log to append to, a publish callback), never on the whole broker state.
-`controller`: the metadata controller and its log. `groups`: the classic group coordinator over
+`controller`: the metadata controller and its log; `quorum_controller` the same controller on
+the Raft quorum; `controller_api` what both share (`MetadataController`, their base class). `groups`: the classic group coordinator over
 `__consumer_offsets` (`group_loading` reads it back at start-up, in a worker thread; the
 broker's appends, acks=all, are `strom.broker.data.offsets_topic`'s).
 `topics`: the one path by which the broker creates topics on its own behalf (auto-creation,

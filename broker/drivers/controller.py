@@ -24,24 +24,28 @@ simply tries again, so the controller works again as soon as the disk does.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from strom.broker.drivers.controller_api import DeltaListener, ImageListener
-from strom.broker.drivers.lifecycle import BrokerLifecycle
+from strom.broker.drivers.controller_api import (
+    SNAPSHOT_INTERVAL_BYTES,
+    LocalControllerChannel,
+    MetadataController,
+    monotonic_ms,
+    prepare_node_directories,
+    wall_clock_ms,
+)
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
-from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import (
     ApiError,
     ControllerError,
@@ -51,11 +55,6 @@ from strom.coordinator.controller.result import (
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
-from strom.coordinator.metadata.properties import (
-    ensure_meta_properties,
-    log_directory_ids,
-    read_bootstrap_checkpoint,
-)
 from strom.coordinator.metadata.records import MetadataError
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
@@ -68,52 +67,13 @@ from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-    from strom.wire.messages.alter_partition_reassignments import (
-        AlterPartitionReassignmentsRequest,
-        AlterPartitionReassignmentsResponse,
-    )
-    from strom.wire.messages.broker_heartbeat import (
-        BrokerHeartbeatRequest,
-        BrokerHeartbeatResponse,
-    )
-    from strom.wire.messages.broker_registration import (
-        BrokerRegistrationRequest,
-        BrokerRegistrationResponse,
-    )
-    from strom.wire.messages.create_partitions import (
-        CreatePartitionsRequest,
-        CreatePartitionsResponse,
-    )
-    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
-    from strom.wire.messages.incremental_alter_configs import (
-        IncrementalAlterConfigsRequest,
-        IncrementalAlterConfigsResponse,
-    )
-    from strom.wire.messages.list_partition_reassignments import (
-        ListPartitionReassignmentsRequest,
-        ListPartitionReassignmentsResponse,
-    )
+    pass
 
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
-SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
-"""Kafka's metadata.log.max.record.bytes.between.snapshots default."""
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
 """A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _monotonic_ms() -> int:
-    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
-    return time.monotonic_ns() // 1_000_000
 
 
 def _load(
@@ -128,20 +88,14 @@ def _load(
             "single node cannot reuse it; configure controller.quorum.voters as this node had "
             "it, or use an empty metadata.log.dir"
         )
-    cluster_id = ensure_meta_properties(
-        config.data_dirs,
-        directory,
-        node_id=config.node_id,
-        cluster_id=config.cluster_id,
-        new_uuid=new_uuid,
-    )
-    bootstrap = read_bootstrap_checkpoint(directory)
+    cluster_id, bootstrap = prepare_node_directories(config, new_uuid)
     metadata_log, image = load_metadata(directory, segment_bytes=config.metadata_log_segment_bytes)
     return cluster_id, metadata_log, image, bootstrap
 
 
-class ControllerDriver:
-    """Serialized, durable controller commands. Create with `await ControllerDriver.open(config)`."""
+class ControllerDriver(MetadataController):
+    """Serialized, durable controller commands. Create with `await ControllerDriver.open(config)`;
+    the commands themselves are `MetadataController`'s, over `_run_command` here."""
 
     def __init__(
         self,
@@ -153,30 +107,18 @@ class ControllerDriver:
         clock: Callable[[], int],
         snapshot_interval_bytes: int,
     ) -> None:
-        self._config = config
-        self._controller = controller
+        super().__init__(config, controller, cluster_id=cluster_id)
         self._log = metadata_log
-        self.cluster_id = cluster_id
         self._clock = clock
         self._snapshot_interval = snapshot_interval_bytes
         self._since_snapshot = 0
         self._epoch = max(metadata_log.last_epoch, controller.image.provenance.epoch, 0) + 1
         self._lock = trio.Lock()
-        self._listeners: list[DeltaListener] = []
         self._closed = False
         self._quiet_until = -math.inf
         self._unlogged = 0
         """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
-        self._leadership_check = trio.Event()
-        """Set to run the leadership check now (a config change may allow unclean elections)."""
-        self.local_broker = BrokerLifecycle(
-            config,
-            LocalControllerChannel(self),
-            registration=partial(
-                controller.local_registration, log_dirs=log_directory_ids(config.data_dirs)
-            ),
-            metadata_offset=lambda: self.image.provenance.offset,
-        )
+        self.local_broker = self._local_broker_through(LocalControllerChannel(self))
         """This node's broker, registered with and heartbeating to this controller."""
 
     @classmethod
@@ -184,7 +126,7 @@ class ControllerDriver:
         cls,
         config: BrokerConfig,
         *,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
@@ -201,7 +143,7 @@ class ControllerDriver:
             features = bootstrap
         controller = Controller(config, new_uuid=new_uuid, image=image, cluster_id=cluster_id)
         own_broker = config.node_id if "broker" in config.roles else None
-        controller.activate(_monotonic_ms(), except_broker=own_broker)
+        controller.activate(monotonic_ms(), except_broker=own_broker)
         driver = cls(
             config,
             controller,
@@ -226,28 +168,9 @@ class ControllerDriver:
     # --- reading ---------------------------------------------------------------
 
     @property
-    def image(self) -> MetadataImage:
-        """The latest published image."""
-        return self._controller.image
-
-    @property
-    def node_id(self) -> int:
-        return self._controller.node_id
-
-    @property
-    def broker_epoch(self) -> int:
-        """This node's broker epoch (the offset of its latest registration)."""
-        return self.local_broker.broker_epoch
-
-    @property
     def epoch(self) -> int:
         """The Raft epoch this node writes under."""
         return self._epoch
-
-    @property
-    def offline_replicas(self) -> OfflineReplicas:
-        """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
-        return self._controller.offline_replicas
 
     @property
     def is_active(self) -> bool:
@@ -263,24 +186,6 @@ class ControllerDriver:
         """Its voter entry, if controller.quorum.voters names this node (else None: a standalone
         node has no controller address of its own)."""
         return self._config.quorum_voters.get(node_id)
-
-    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
-        """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat
-        offlineLogDirs). Controller state only: nothing to append, so it never waits for
-        the lock nor fails on a full disk. True if the report changed anything."""
-        try:
-            return self._controller.heartbeat(self.node_id, self.broker_epoch, offline)
-        except ControllerError:  # (re-)registering: the report after it counts
-            return False
-
-    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
-        """Call `listener(image)` after each change (awaited if it returns an awaitable)."""
-        return self.subscribe_deltas(lambda image, _delta: listener(image))
-
-    def subscribe_deltas(self, listener: DeltaListener) -> Callable[[], None]:
-        """Call `listener(image, delta)` after each change; returns an unsubscribe function."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
 
     # --- life cycle ------------------------------------------------------------
 
@@ -298,138 +203,7 @@ class ControllerDriver:
                 self._closed = True
                 self._log.close()
 
-    # --- commands --------------------------------------------------------------
-
-    async def create_topics(
-        self, request: CreateTopicsRequest, version: int
-    ) -> CreateTopicsResponse:
-        return await self._run(partial(self._controller.create_topics, request, version))
-
-    async def delete_topics(
-        self, request: DeleteTopicsRequest, version: int
-    ) -> DeleteTopicsResponse:
-        return await self._run(partial(self._controller.delete_topics, request, version))
-
-    async def create_partitions(
-        self, request: CreatePartitionsRequest, version: int
-    ) -> CreatePartitionsResponse:
-        return await self._run(partial(self._controller.create_partitions, request, version))
-
-    async def incremental_alter_configs(
-        self, request: IncrementalAlterConfigsRequest, version: int
-    ) -> IncrementalAlterConfigsResponse:
-        response = await self._run(
-            partial(self._controller.incremental_alter_configs, request, version)
-        )
-        self._leadership_check.set()
-        return response
-
-    async def alter_configs(
-        self, request: AlterConfigsRequest, version: int
-    ) -> AlterConfigsResponse:
-        response = await self._run(partial(self._controller.alter_configs, request, version))
-        self._leadership_check.set()
-        return response
-
-    async def elect_leaders(
-        self, request: ElectLeadersRequest, version: int
-    ) -> ElectLeadersResponse:
-        return await self._run(partial(self._controller.elect_leaders, request, version))
-
-    async def alter_partition_reassignments(
-        self, request: AlterPartitionReassignmentsRequest, version: int
-    ) -> AlterPartitionReassignmentsResponse:
-        return await self._run(
-            partial(self._controller.alter_partition_reassignments, request, version)
-        )
-
-    async def list_partition_reassignments(
-        self, request: ListPartitionReassignmentsRequest, version: int
-    ) -> ListPartitionReassignmentsResponse:
-        return await self._run(
-            partial(self._controller.list_partition_reassignments, request, version)
-        )
-
-    async def check_leadership(self) -> None:
-        """One leadership check: unclean elections where topics allow them, then (with
-        auto.leader.rebalance.enable) preferred elections, pass after pass while capped."""
-        unclean = await self._run(self._controller.elect_unclean_leaders)
-        if unclean:
-            log.warning("elected %d leader(s) from outside the ISR (unclean election)", unclean)
-        if self._config.auto_leader_rebalance_enable:
-            while await self._run(self._controller.balance_leaders):
-                pass
-
-    async def watch_leadership(self) -> None:
-        """Run forever: the leadership check every leader.imbalance.check.interval.seconds,
-        and right after a config change."""
-        interval = self._config.leader_imbalance_check_interval_seconds
-        while True:
-            with trio.move_on_after(interval):
-                await self._leadership_check.wait()
-            self._leadership_check = trio.Event()
-            try:
-                await self.check_leadership()
-            except ControllerError as exc:  # the metadata log refused it: the next check retries
-                log.error("leadership check failed: %s", exc)
-
-    async def alter_partition(
-        self, request: AlterPartitionRequest, version: int
-    ) -> AlterPartitionResponse:
-        """AlterPartition (API 56): a partition leader's ISR change."""
-        return await self._run(partial(self._controller.alter_partition, request, version))
-
-    async def broker_registration(
-        self, request: BrokerRegistrationRequest
-    ) -> BrokerRegistrationResponse:
-        """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
-        return await self._run(
-            lambda: self._controller.broker_registration(
-                request, broker_epoch=self._log.end_offset, now_ms=_monotonic_ms()
-            )
-        )
-
-    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
-        return await self._run(
-            lambda: self._controller.broker_heartbeat(
-                request, next_offset=self._log.end_offset, now_ms=_monotonic_ms()
-            )
-        )
-
-    async def fence_stale_brokers(self) -> list[int]:
-        """Fence every broker whose lease has run out, one command each; their ids."""
-        fenced: list[int] = []
-        while True:
-            broker_id = await self._run(
-                lambda: self._controller.fence_stale_broker(_monotonic_ms())
-            )
-            if broker_id is None:
-                return fenced
-            log.info("fenced broker %d: its session timed out", broker_id)
-            fenced.append(broker_id)
-
-    async def watch_leases(self) -> None:
-        """Run forever: fence brokers as their leases (broker.session.timeout.ms) run out."""
-        timeout = self._config.broker_session_timeout_ms
-        while True:
-            expiry = self._controller.next_lease_expiry()
-            wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
-            await trio.sleep(max(0, wait) / 1000)
-            await self.fence_stale_brokers()
-
-    async def allocate_producer_ids(self) -> tuple[int, int]:
-        """A fresh block of producer ids for this broker: (first id, count).
-
-        Raises ControllerError (STALE_BROKER_EPOCH) if the broker is not registered.
-        """
-        return await self.allocate_producer_ids_for(self.node_id, self.broker_epoch)
-
-    async def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
-        """AllocateProducerIds (API 67) for any registered broker: (first id, count)."""
-        return await self._run(
-            lambda: self._controller.allocate_producer_ids(broker_id, broker_epoch)
-        )
+    # --- snapshots -------------------------------------------------------------
 
     async def snapshot(self) -> SnapshotId | None:
         """Write a snapshot of the current image now (None if one exists for it)."""
@@ -445,10 +219,17 @@ class ControllerDriver:
         if self._closed:
             raise trio.ClosedResourceError("the controller is closed")
 
-    async def _run(self, command: Callable[[], ControllerResult[R]]) -> R:
+    async def _await_activation(self) -> None:
+        """A single node is active from `open` on: nothing to wait for."""
+
+    async def _run_command(
+        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+    ) -> R:
+        """Run `command(next offset of the metadata log)` under the lock, append its records;
+        never NotActiveController (`wait` has nothing to wait for: this node is always active)."""
         async with self._lock:
             self._check_open()
-            result = command()
+            result = command(self._log.end_offset)
             if result.records:
                 try:
                     await self._commit(result.records)
@@ -488,13 +269,7 @@ class ControllerDriver:
             )
             self._controller.adopt(delta)
             image = self._controller.image
-            for listener in list(self._listeners):
-                try:
-                    outcome = listener(image, delta)
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception:
-                    log.exception("metadata listener %r failed", listener)
+            await self._publish(image, delta)
             self._since_snapshot += batch.size
             if self._since_snapshot >= self._snapshot_interval:
                 try:
@@ -524,15 +299,3 @@ class ControllerDriver:
         log.info("metadata snapshot %s written", snapshot_id.file_name)
         return snapshot_id
 
-
-class LocalControllerChannel:
-    """A broker's `ControllerChannel` to the controller in its own process."""
-
-    def __init__(self, controller: ControllerDriver) -> None:
-        self._controller = controller
-
-    async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        return await self._controller.broker_registration(request)
-
-    async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        return await self._controller.broker_heartbeat(request)

@@ -52,33 +52,34 @@ is active, otherwise through `remote` (a `ControllerChannel` to the active contr
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import struct
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import trio
 
-from strom.broker.drivers.controller_api import DeltaListener, ImageListener
-from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
+from strom.broker.drivers.controller_api import (
+    SNAPSHOT_INTERVAL_BYTES,
+    LocalControllerChannel,
+    MetadataController,
+    NotActiveController,
+    monotonic_ms,
+    prepare_node_directories,
+    wall_clock_ms,
+)
+from strom.broker.drivers.lifecycle import ControllerChannel
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
-from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
-from strom.coordinator.controller.result import ControllerError, ControllerResult
+from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.properties import (
-    ensure_meta_properties,
-    log_directory_ids,
-    read_bootstrap_checkpoint,
     read_meta_properties,
 )
 from strom.coordinator.metadata.records import MetadataError, decode_record, encode_record
@@ -87,55 +88,21 @@ from strom.coordinator.raft.messages import NO_LEADER
 from strom.storage.raft_disk import holds_single_node_log
 from strom.storage.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
-from strom.wire.message import Message, Struct
+from strom.wire.message import Message
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from strom.wire.primitives import read_uvarint, uvarint
-
-if TYPE_CHECKING:
-    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
-    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
-    from strom.wire.messages.alter_partition_reassignments import (
-        AlterPartitionReassignmentsRequest,
-        AlterPartitionReassignmentsResponse,
-    )
-    from strom.wire.messages.create_partitions import (
-        CreatePartitionsRequest,
-        CreatePartitionsResponse,
-    )
-    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
-    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
-    from strom.wire.messages.incremental_alter_configs import (
-        IncrementalAlterConfigsRequest,
-        IncrementalAlterConfigsResponse,
-    )
-    from strom.wire.messages.list_partition_reassignments import (
-        ListPartitionReassignmentsRequest,
-        ListPartitionReassignmentsResponse,
-    )
 
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
-M = TypeVar("M", bound=Message)
-SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
-"""Kafka's metadata.log.max.record.bytes.between.snapshots default."""
-NOT_CONTROLLER_MESSAGE = "this node is not the active controller"
+A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 _TIMESTAMP = struct.Struct(">q")
 _SNAPSHOT_HEADER = struct.Struct(">4sqiq")
 _SNAPSHOT_MAGIC = b"SQC1"
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 # --- the entry and snapshot encodings (see the module docstring) ---------------------------------
@@ -192,25 +159,6 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     return delta.apply(Provenance(offset, epoch, timestamp)), delta
 
 
-def not_controller(response: M) -> M:
-    """`response` with every item (or the response itself) failed with NOT_CONTROLLER."""
-    if "error_code" in response.FIELDS:
-        response.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
-        if "error_message" in response.FIELDS:
-            response.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
-        return response
-    for name in response.FIELDS:
-        items = getattr(response, name)
-        if not isinstance(items, list):
-            continue
-        for item in items:
-            if isinstance(item, Struct) and "error_code" in item.FIELDS:
-                item.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
-                if "error_message" in item.FIELDS:
-                    item.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
-    return response
-
-
 class RemoteChannelFactory(Protocol):
     """Makes the channel to the active controller from where it is (`lookup`) and an event
     source set when that may have changed (`changes`)."""
@@ -218,10 +166,6 @@ class RemoteChannelFactory(Protocol):
     def __call__(
         self, lookup: Callable[[], Address | None], *, changes: Callable[[], trio.Event]
     ) -> ControllerChannel: ...
-
-
-class _NotActive(Exception):
-    """Leadership was lost (or never held) before the records were committed."""
 
 
 def _load(
@@ -241,19 +185,13 @@ def _load(
             "a member of a multi-node quorum needs the cluster id every member shares: run "
             "`strom format --cluster-id ID` on each node (or set cluster.id)"
         )
-    cluster_id = ensure_meta_properties(
-        config.data_dirs,
-        directory,
-        node_id=config.node_id,
-        cluster_id=config.cluster_id,
-        new_uuid=new_uuid,
-    )
-    return cluster_id, read_bootstrap_checkpoint(directory)
+    return prepare_node_directories(config, new_uuid)
 
 
-class QuorumController:
+class QuorumController(MetadataController):
     """One node's controller on the Raft quorum. Create with `await QuorumController.open(config)`,
-    then keep `run` going (a task) until `close`; see the module docstring."""
+    then keep `run` going (a task) until `close`; see the module docstring. The commands are
+    `MetadataController`'s, over `_run_command` here."""
 
     def __init__(
         self,
@@ -267,9 +205,7 @@ class QuorumController:
         snapshot_interval_bytes: int,
         remote: RemoteChannelFactory | None,
     ) -> None:
-        self._config = config
-        self._controller = controller
-        self.cluster_id = cluster_id
+        super().__init__(config, controller, cluster_id=cluster_id)
         self._metadata_version = metadata_version
         self._features = dict(features or {})
         self._clock = clock
@@ -279,7 +215,6 @@ class QuorumController:
         self.raft = RaftDriver.from_config(config, cluster_id, self)
         """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
         self._lock = trio.Lock()
-        self._listeners: list[DeltaListener] = []
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -292,8 +227,6 @@ class QuorumController:
             tuple[MetadataImage, MetadataDelta, int]
         ](math.inf)
         self._changed = trio.Event()
-        self._leadership_check = trio.Event()
-        """Set to run the leadership check now (a config change may allow unclean elections)."""
         self._active_epoch: int | None = None
         self._scope: trio.CancelScope | None = None
         self._stopped = trio.Event()
@@ -302,14 +235,7 @@ class QuorumController:
             remote(self._active_address, changes=self.next_change) if remote is not None else None,
             config.controller_quorum_retry_backoff_ms,
         )
-        self.local_broker = BrokerLifecycle(
-            config,
-            self._channel,
-            registration=partial(
-                controller.local_registration, log_dirs=log_directory_ids(config.data_dirs)
-            ),
-            metadata_offset=lambda: self.image.provenance.offset,
-        )
+        self.local_broker = self._local_broker_through(self._channel)
         """This node's broker (a broker-role node), registered with the active controller."""
 
     @classmethod
@@ -317,7 +243,7 @@ class QuorumController:
         cls,
         config: BrokerConfig,
         *,
-        clock: Callable[[], int] = _wall_clock_ms,
+        clock: Callable[[], int] = wall_clock_ms,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
@@ -349,26 +275,9 @@ class QuorumController:
     # --- reading ---------------------------------------------------------------------------
 
     @property
-    def image(self) -> MetadataImage:
-        """This replica's image (committed commands only)."""
-        return self._controller.image
-
-    @property
-    def node_id(self) -> int:
-        return self._controller.node_id
-
-    @property
-    def broker_epoch(self) -> int:
-        return self.local_broker.broker_epoch
-
-    @property
     def epoch(self) -> int:
         """The Raft epoch this node knows."""
         return self.raft.epoch
-
-    @property
-    def offline_replicas(self) -> OfflineReplicas:
-        return self._controller.offline_replicas
 
     @property
     def is_active(self) -> bool:
@@ -392,21 +301,6 @@ class QuorumController:
     def _active_address(self) -> Address | None:
         leader = self.active_controller_id
         return None if leader is None else self.controller_address(leader)
-
-    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
-        """This broker's unservable replicas, into the local replica's soft state (see the
-        module docstring)."""
-        try:
-            return self._controller.heartbeat(self.node_id, self.broker_epoch, offline)
-        except ControllerError:
-            return False
-
-    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
-        return self.subscribe_deltas(lambda image, _delta: listener(image))
-
-    def subscribe_deltas(self, listener: DeltaListener) -> Callable[[], None]:
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
 
     def next_change(self) -> trio.Event:
         """Set at the next publish or Raft change (take it before reading the state)."""
@@ -483,209 +377,26 @@ class QuorumController:
             self._scope.cancel()
         self._notify()
 
-    # --- commands -----------------------------------------------------------------------------
-
-    async def create_topics(
-        self, request: CreateTopicsRequest, version: int
-    ) -> CreateTopicsResponse:
-        return await self._run_admin(partial(self._controller.create_topics, request, version))
-
-    async def delete_topics(
-        self, request: DeleteTopicsRequest, version: int
-    ) -> DeleteTopicsResponse:
-        return await self._run_admin(partial(self._controller.delete_topics, request, version))
-
-    async def create_partitions(
-        self, request: CreatePartitionsRequest, version: int
-    ) -> CreatePartitionsResponse:
-        return await self._run_admin(partial(self._controller.create_partitions, request, version))
-
-    async def incremental_alter_configs(
-        self, request: IncrementalAlterConfigsRequest, version: int
-    ) -> IncrementalAlterConfigsResponse:
-        response = await self._run_admin(
-            partial(self._controller.incremental_alter_configs, request, version)
-        )
-        self._leadership_check.set()
-        return response
-
-    async def alter_configs(
-        self, request: AlterConfigsRequest, version: int
-    ) -> AlterConfigsResponse:
-        response = await self._run_admin(partial(self._controller.alter_configs, request, version))
-        self._leadership_check.set()
-        return response
-
-    async def elect_leaders(
-        self, request: ElectLeadersRequest, version: int
-    ) -> ElectLeadersResponse:
-        """ElectLeaders (API 43); when not active every partition (and v1+ the top level)
-        answers NOT_CONTROLLER."""
-        response = await self._run_admin(partial(self._controller.elect_leaders, request, version))
-        if response.error_code == ErrorCode.NOT_CONTROLLER:
-            for result in response.replica_election_results:
-                for partition in result.partition_result:
-                    partition.error_code = ErrorCode.NOT_CONTROLLER
-                    partition.error_message = NOT_CONTROLLER_MESSAGE
-        return response
-
-    async def alter_partition_reassignments(
-        self, request: AlterPartitionReassignmentsRequest, version: int
-    ) -> AlterPartitionReassignmentsResponse:
-        response = await self._run_admin(
-            partial(self._controller.alter_partition_reassignments, request, version)
-        )
-        if response.error_code == ErrorCode.NOT_CONTROLLER:
-            for topic in response.responses:
-                for partition in topic.partitions:
-                    partition.error_code = ErrorCode.NOT_CONTROLLER
-                    partition.error_message = NOT_CONTROLLER_MESSAGE
-        return response
-
-    async def list_partition_reassignments(
-        self, request: ListPartitionReassignmentsRequest, version: int
-    ) -> ListPartitionReassignmentsResponse:
-        response = await self._run_admin(
-            partial(self._controller.list_partition_reassignments, request, version)
-        )
-        if response.error_code == ErrorCode.NOT_CONTROLLER:
-            response.topics = []
-        return response
-
-    async def check_leadership(self) -> None:
-        """One leadership check on the active controller (nothing elsewhere): unclean elections
-        where topics allow them, then (auto.leader.rebalance.enable) preferred elections."""
-        try:
-            unclean = await self._run(
-                lambda _offset: self._controller.elect_unclean_leaders(), wait=False
-            )
-            if unclean:
-                log.warning("elected %d leader(s) from outside the ISR (unclean election)", unclean)
-            if self._config.auto_leader_rebalance_enable:
-                while await self._run(
-                    lambda _offset: self._controller.balance_leaders(), wait=False
-                ):
-                    pass
-        except _NotActive:
-            return
-
-    async def watch_leadership(self) -> None:
-        """Run forever: while active, the leadership check every
-        leader.imbalance.check.interval.seconds and right after a config change."""
-        interval = self._config.leader_imbalance_check_interval_seconds
-        while True:
-            change = self._changed
-            if not self.is_active:
-                await change.wait()  # until this node may have become active
-                continue
-            with trio.move_on_after(interval):
-                await self._leadership_check.wait()
-            self._leadership_check = trio.Event()
-            try:
-                await self.check_leadership()
-            except ControllerError as exc:  # the metadata log refused it: the next check retries
-                log.error("leadership check failed: %s", exc)
-
-    async def alter_partition(
-        self, request: AlterPartitionRequest, version: int
-    ) -> AlterPartitionResponse:
-        """AlterPartition (API 56): a partition leader's ISR change (NOT_CONTROLLER in its
-        top-level error code when this node is not the active controller)."""
-        return await self._run_admin(partial(self._controller.alter_partition, request, version))
-
-    async def broker_registration(
-        self, request: BrokerRegistrationRequest
-    ) -> BrokerRegistrationResponse:
-        """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
-        refused = BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
-        try:
-            return await self._run(
-                lambda offset: self._controller.broker_registration(
-                    request, broker_epoch=offset, now_ms=_monotonic_ms()
-                )
-            )
-        except _NotActive:
-            return refused
-
-    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
-        refused = BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
-        try:
-            return await self._run(
-                lambda offset: self._controller.broker_heartbeat(
-                    request, next_offset=offset, now_ms=_monotonic_ms()
-                )
-            )
-        except _NotActive:
-            return refused
-
-    async def fence_stale_brokers(self) -> list[int]:
-        """Fence every broker whose lease has run out (the active controller only)."""
-        fenced: list[int] = []
-        while True:
-            try:
-                broker_id = await self._run(
-                    lambda _offset: self._controller.fence_stale_broker(_monotonic_ms()), wait=False
-                )
-            except _NotActive:
-                return fenced
-            if broker_id is None:
-                return fenced
-            log.info("fenced broker %d: its session timed out", broker_id)
-            fenced.append(broker_id)
-
-    async def watch_leases(self) -> None:
-        """Run forever: while active, fence brokers as their leases run out."""
-        timeout = self._config.broker_session_timeout_ms
-        while True:
-            change = self._changed
-            if not self.is_active:
-                await change.wait()  # until this node may have become active
-                continue
-            expiry = self._controller.next_lease_expiry()
-            wait = timeout if expiry is None else min(timeout, expiry + 1 - _monotonic_ms())
-            await trio.sleep(max(0, wait) / 1000)
-            await self.fence_stale_brokers()
-
-    async def allocate_producer_ids(self) -> tuple[int, int]:
-        """A block of producer ids for this node's broker; ControllerError(NOT_CONTROLLER)
-        unless this node is the active controller (elsewhere the broker sends AllocateProducerIds
-        to the active one: strom.broker.data.producer_ids)."""
-        return await self.allocate_producer_ids_for(self.node_id, self.broker_epoch)
-
-    async def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
-        """AllocateProducerIds (API 67) for any registered broker, on the active controller."""
-        try:
-            return await self._run(
-                lambda _offset: self._controller.allocate_producer_ids(broker_id, broker_epoch)
-            )
-        except _NotActive as exc:
-            raise ControllerError(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) from exc
-
     # --- internals ---------------------------------------------------------------------------
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
 
-    async def _run_admin(self, command: Callable[[], ControllerResult[M]]) -> M:
-        try:
-            return await self._run(lambda _offset: command())
-        except _NotActive:
-            # planned against this replica only to shape the answer; nothing is written
-            return not_controller(command().response)
-
-    async def _run(self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True) -> R:
-        """Plan `command(next offset)` as the active controller, commit its records, answer;
-        _NotActive when this node is not (or stops being) the active controller."""
+    async def _run_command(
+        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+    ) -> R:
+        """Plan `command(next offset of the Raft log)` as the active controller, commit its
+        records, answer; NotActiveController when this node is not (or stops being) the active
+        controller."""
         if self._closed:
             raise trio.ClosedResourceError("the controller is closed")
         if wait:
-            await self._until_active()
+            await self._await_catch_up()
         async with self._lock:
             epoch = self._active_epoch
             if not self.is_active or epoch is None:
-                raise _NotActive
+                raise NotActiveController
             core = self.raft.core
             assert core is not None
             result = command(core.log.end_offset)
@@ -693,7 +404,15 @@ class QuorumController:
                 await self._commit(result.records, epoch)
             return result.response
 
-    async def _until_active(self) -> None:
+    async def _await_activation(self) -> None:
+        """Wait (however long) until this node is the active controller."""
+        while True:
+            change = self._changed
+            if self.is_active:
+                return
+            await change.wait()
+
+    async def _await_catch_up(self) -> None:
         """Wait while this node leads but is still catching up (request timeout at most)."""
         with trio.move_on_after(self._config.controller_quorum_request_timeout_ms / 1000):
             while True:
@@ -707,17 +426,17 @@ class QuorumController:
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
-            raise _NotActive
+            raise NotActiveController
         first = self.raft.propose(encode_entries(records, self._clock()))
         if first is None:
-            raise _NotActive
+            raise NotActiveController
         last = first + len(records) - 1
         while True:
             change = self._changed
             if self._published >= last:
                 return
             if self.raft.epoch != epoch or self._closed:
-                raise _NotActive
+                raise NotActiveController
             await change.wait()
 
     def _caught_up(self) -> bool:
@@ -772,13 +491,13 @@ class QuorumController:
         # A broker of this process not registered yet cannot still be running elsewhere (its
         # directories are locked here): no lease, so its new registration is not refused.
         except_broker = own if self.local_broker.broker_epoch < 0 else None
-        self._controller.activate(_monotonic_ms(), except_broker=except_broker)
+        self._controller.activate(monotonic_ms(), except_broker=except_broker)
         records = self._controller.bootstrap(self._metadata_version, self._features)
         if records:
             try:
                 async with self._lock:
                     await self._commit(records, epoch)
-            except _NotActive:
+            except NotActiveController:
                 return
             log.info("node %d bootstrapped the cluster metadata", self.node_id)
         if self.raft.epoch == epoch and self.raft.leader_id == self.node_id:
@@ -788,13 +507,7 @@ class QuorumController:
 
     async def _publish_loop(self) -> None:
         async for image, delta, offset in self._publish_queue:
-            for listener in list(self._listeners):
-                try:
-                    outcome = listener(image, delta)
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception:
-                    log.exception("metadata listener %r failed", listener)
+            await self._publish(image, delta)
             self._published = offset
             self._notify()
 
@@ -808,25 +521,22 @@ class QuorumChannel:
         self, controller: QuorumController, remote: ControllerChannel | None, backoff_ms: int
     ) -> None:
         self._controller = controller
+        self._local = LocalControllerChannel(controller)
         self._remote = remote
         self._backoff_s = backoff_ms / 1000
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        while True:
-            if self._controller.is_active or self._remote is None:
-                response = await self._controller.broker_registration(request)
-            else:
-                response = await self._remote.register(request)
-            if response.error_code != ErrorCode.NOT_CONTROLLER:
-                return response
-            await self._backoff()
+        return await self._until_answered(lambda channel: channel.register(request))
 
     async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        return await self._until_answered(lambda channel: channel.heartbeat(request))
+
+    async def _until_answered(self, ask: Callable[[ControllerChannel], Awaitable[A]]) -> A:
+        """`ask` the local controller when it is active (or there is no remote), else the
+        remote one; again after the backoff while the answer is NOT_CONTROLLER."""
         while True:
-            if self._controller.is_active or self._remote is None:
-                response = await self._controller.broker_heartbeat(request)
-            else:
-                response = await self._remote.heartbeat(request)
+            remote = None if self._controller.is_active else self._remote
+            response = await ask(self._local if remote is None else remote)
             if response.error_code != ErrorCode.NOT_CONTROLLER:
                 return response
             await self._backoff()

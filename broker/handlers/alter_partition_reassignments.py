@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.deadline import before_deadline
-from strom.broker.admin.forwarding import error_response, forward
-from strom.wire.errors import ErrorCode
+from strom.broker.admin.forwarding import forward_or_run
 from strom.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -36,19 +34,15 @@ API_KEY = 45
 MIN_VERSION = 0
 MAX_VERSION = 0
 
-Response = AlterPartitionReassignmentsResponse
-
 
 async def handle(
     broker: BrokerState, request: RequestContext, body: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
-    if not broker.controller.is_active:
-        return await forward(broker, request, body, Response)
-
-    async def reassign() -> AlterPartitionReassignmentsResponse:
-        return await broker.controller.alter_partition_reassignments(body, request.api_version)
-
-    response = await before_deadline(body.timeout_ms, reassign)
-    if response is None:
-        return error_response(body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, Response)
-    return response
+    return await forward_or_run(
+        broker,
+        request,
+        body,
+        AlterPartitionReassignmentsResponse,
+        timeout_ms=body.timeout_ms,
+        run=broker.controller.alter_partition_reassignments,
+    )

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.deadline import before_deadline
-from strom.broker.admin.forwarding import error_response, forward
-from strom.wire.errors import ErrorCode
+from strom.broker.admin.forwarding import forward_or_run
 from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 
 if TYPE_CHECKING:
@@ -40,15 +38,11 @@ MAX_VERSION = 2
 async def handle(
     broker: BrokerState, request: RequestContext, body: ElectLeadersRequest
 ) -> ElectLeadersResponse:
-    if not broker.controller.is_active:
-        return await forward(broker, request, body, ElectLeadersResponse)
-
-    async def elect() -> ElectLeadersResponse:
-        return await broker.controller.elect_leaders(body, request.api_version)
-
-    response = await before_deadline(body.timeout_ms, elect)
-    if response is None:
-        return error_response(
-            body, request.api_version, ErrorCode.REQUEST_TIMED_OUT, ElectLeadersResponse
-        )
-    return response
+    return await forward_or_run(
+        broker,
+        request,
+        body,
+        ElectLeadersResponse,
+        timeout_ms=body.timeout_ms,
+        run=broker.controller.elect_leaders,
+    )

@@ -14,17 +14,18 @@ from __future__ import annotations
 from collections import Counter
 
 from strom.coordinator.controller.placement import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
     active_replicas,
     check_manual_assignment,
     partition_record,
     place,
 )
-from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
-MAX_PARTITIONS_PER_REQUEST = 10_000
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
@@ -41,10 +42,8 @@ def create_partitions(
         image = ctx.image.topic(t.name)
         added += max(0, t.count - image.num_partitions) if image is not None else 0
     if added > MAX_PARTITIONS_PER_REQUEST:
-        error = ApiError(
-            ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request."
-        )
-        response.results.extend(Result(t.name, error.code, error.message) for t in unique)
+        code, message = TOO_MANY_PARTITIONS
+        response.results.extend(Result(t.name, code, message) for t in unique)
         return ControllerResult(response)
     records: list[Message] = []
     for topic in unique:

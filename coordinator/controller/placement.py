@@ -20,10 +20,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from strom.coordinator.controller.result import ControllerError
+from strom.coordinator.controller.result import ApiError, ControllerError
 from strom.coordinator.metadata.image import MetadataImage
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.partition_record import PartitionRecord
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""The most partitions one CreateTopics or CreatePartitions may add (Kafka's controller limit)."""
+TOO_MANY_PARTITIONS = ApiError(
+    ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request."
+)
+"""What every topic of a request over MAX_PARTITIONS_PER_REQUEST answers."""
 
 
 def place(

@@ -21,6 +21,8 @@ from strom.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate
 from strom.config.resolve import entry_source
 from strom.coordinator.controller.names import colliding_topic, invalid_topic_name
 from strom.coordinator.controller.placement import (
+    MAX_PARTITIONS_PER_REQUEST,
+    TOO_MANY_PARTITIONS,
     active_replicas,
     check_manual_assignment,
     partition_record,
@@ -34,7 +36,6 @@ from strom.wire.formats.metadata.topic_record import TopicRecord
 from strom.wire.message import Message
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
-MAX_PARTITIONS_PER_REQUEST = 10_000
 Topic = CreateTopicsRequest.CreatableTopic
 Result = CreateTopicsResponse.CreatableTopicResult
 
@@ -47,11 +48,8 @@ def create_topics(
     counts = Counter(t.name for t in request.topics)
     unique = [t for t in request.topics if counts[t.name] == 1]
     if _total_partitions(ctx, unique) > MAX_PARTITIONS_PER_REQUEST:
-        message = "Excessively large number of partitions per request."
         for topic in request.topics:
-            response.topics.append(
-                _error(topic.name, ApiError(ErrorCode.POLICY_VIOLATION, message))
-            )
+            response.topics.append(_error(topic.name, TOO_MANY_PARTITIONS))
         return ControllerResult(response)
     records: list[Message] = []
     for topic in unique:

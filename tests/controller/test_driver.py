@@ -339,7 +339,7 @@ def test_records_that_would_not_apply_are_never_written(tmp_path: Path) -> None:
         before = driver.image
         bad = ControllerResult(None, [RemoveTopicRecord(uuid.UUID(int=42))])
         with pytest.raises(MetadataError):
-            await driver._run(lambda: bad)
+            await driver._run_command(lambda _offset: bad)
         assert driver.image is before
         await driver.close()
         again = await _open(_config(tmp_path))  # the log still replays
