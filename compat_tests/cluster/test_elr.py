@@ -15,6 +15,8 @@ shows what `kafka-topics --describe` prints as "Elr:" and "LastKnownElr:".
 
 from __future__ import annotations
 
+import re
+
 from compat_tests.cluster.test_cluster import wait_for_topics
 from compat_tests.cluster.test_replication import (
     FAST,
@@ -28,6 +30,7 @@ from compat_tests.cluster.test_replication import (
 )
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import wait_until
+from compat_tests.kafka_tools.tools import KafkaTools
 from strom.broker.testing.cluster import ClusterNode
 from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode
@@ -102,6 +105,11 @@ def test_an_elr_member_leads_after_the_last_isr_member_dies(strom_cluster: Start
     first.start()  # a broker to ask (not in the ISR or ELR: it cannot lead)
     first.wait_started()
     until(first, topic, (-1, [], [2, 4], [2]))
+    out = KafkaTools.for_tests().run("kafka-topics", "--bootstrap-server", first.bootstrap,
+                                     "--describe", "--topic", topic)  # fmt: skip
+    assert re.search(
+        r"Leader: none\tReplicas: 2,3,4\tIsr: \tElr: 2,4\tLastKnownElr: 2", out.stdout
+    ), out.describe()
 
     first.stop()  # so that nothing joins the ISR before the check below
 
