@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from strom.coordinator.metadata.properties import read_bootstrap_checkpoint
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -204,7 +206,7 @@ def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> Non
         ("1", cluster_id, "1")
     }
     assert len({m["directory.id"] for m in metas}) == 3  # each directory its own id
-    assert (tmp_path / "meta" / "bootstrap.checkpoint").exists()
+    assert read_bootstrap_checkpoint(tmp_path / "meta") == {"metadata.version": 25}
     assert not (tmp_path / "a" / "bootstrap.checkpoint").exists()
 
     again = run_cli("format", "-c", str(config), "-t", cluster_id)
@@ -235,6 +237,14 @@ def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> Non
           "--override", "controller.listener.names=CONTROLLER", "--standalone"],
          "You cannot specify --standalone or --initial-controllers when "
          "controller.quorum.voters is set"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--feature", "eligible.leader.replicas.version"],
+         "Can't parse feature=eligible.leader.replicas.version"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--feature", "metadata.version=20"],
+         "--feature metadata.version is refused"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--feature", "share.version=1"],
+         "unsupported feature: share.version"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--feature", "eligible.leader.replicas.version=2"],
+         "unsupported eligible.leader.replicas.version level 2"),
     ],
 )  # fmt: skip
 def test_format_refusals_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -243,6 +253,20 @@ def test_format_refusals_are_one_line(tmp_path: Path, args: list[str], message: 
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert message in result.stderr
     assert not (tmp_path / "data" / "meta.properties").exists()
+
+
+def test_format_finalizes_a_feature(tmp_path: Path) -> None:
+    cluster_id = run_cli("random-uuid").stdout.strip()
+    result = run_cli(
+        "format", "--override", f"log.dirs={tmp_path / 'data'}",
+        "--override", f"metadata.log.dir={tmp_path / 'meta'}", "-t", cluster_id,
+        "--feature", "eligible.leader.replicas.version=1",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert read_bootstrap_checkpoint(tmp_path / "meta") == {
+        "metadata.version": 25,
+        "eligible.leader.replicas.version": 1,
+    }
 
 
 def test_a_formatted_node_serves_its_cluster_id(tmp_path: Path) -> None:
