@@ -84,18 +84,18 @@ def unclean_enabled(image: MetadataImage, default: bool, topic_name: str) -> boo
 
 
 def elr_min_isr(image: MetadataImage, default: int, topic_name: str) -> int | None:
-    """The topic's min.insync.replicas when eligible leader replicas are enabled, else None
-    (plan_change's `min_isr`). `default` is the broker's effective value (dynamic cluster
-    default over the static config); the topic's override wins."""
+    """The topic's effective min.insync.replicas when eligible leader replicas are enabled,
+    else None (plan_change's `min_isr`). `default` is the broker's effective value (dynamic
+    cluster default over the static config); the topic's override wins; capped at the
+    replication factor (partition 0's replica count), as Kafka's getTopicEffectiveMinIsr."""
     if not image.elr_enabled:
         return None
-    value = image.topic_config_overrides(topic_name).get(MIN_ISR_KEY)
-    if value is not None:
-        try:
-            return int(value.strip())
-        except ValueError:  # validated when written
-            pass
-    return default
+    value = default
+    override = image.topic_config_overrides(topic_name).get(MIN_ISR_KEY)
+    if override is not None and override.strip().isdigit():  # validated when written
+        value = int(override.strip())
+    first = image.partition(topic_name, 0)
+    return value if first is None else min(value, len(first.replicas))
 
 
 def plan_change(

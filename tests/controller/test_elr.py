@@ -194,6 +194,13 @@ def test_an_unclean_restart_of_an_isr_member_takes_it_out_of_the_isr() -> None:
     assert _state(cluster) == (2, (2, 4), (), ())
 
 
+def test_min_isr_above_the_replication_factor_is_capped() -> None:
+    cluster = _elr_cluster(min_isr=5)  # effective 3: an ISR of 3 has no ELR
+    assert _state(cluster) == (2, (2, 3, 4), (), ())
+    _fence(cluster, 4)
+    assert _state(cluster) == (2, (2, 3), (4,), ())
+
+
 def test_controlled_shutdown_populates_the_elr() -> None:
     cluster = _elr_cluster(min_isr=3)
     cluster.heartbeat(2, _epoch(cluster, 2), want_shut_down=True)
