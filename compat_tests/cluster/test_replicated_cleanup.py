@@ -16,10 +16,9 @@ repo's raw client for one replica's log start (ListOffsets earliest as the debug
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from compat_tests.cluster.test_cluster import wait_for_leader, wait_for_topics
 from compat_tests.cluster.test_replication import (
@@ -31,6 +30,7 @@ from compat_tests.cluster.test_replication import (
 )
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline, wait_until
+from compat_tests.retention.test_confluent import produce
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode
@@ -83,28 +83,6 @@ def create(cluster: ClusterProcess, topic: str, config: dict[str, str]) -> int:
     return leader
 
 
-def produce(
-    producer: Producer, topic: str, items: Sequence[tuple[bytes | None, bytes, int | None]]
-) -> None:
-    """acks=all produce of (key, value, timestamp) to partition 0, failing on any error."""
-    failed: list[object] = []
-
-    def report(err: object, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
-
-    for key, value, ts in items:
-        if ts is None:
-            producer.produce(topic, value=value, key=key, partition=0, on_delivery=report)
-        else:
-            producer.produce(
-                topic, value=value, key=key, partition=0, on_delivery=report, timestamp=ts
-            )
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert not failed, failed[:3]
-
-
 def read_from_start(bootstrap: str, topic: str, end: int) -> list[tuple[int, bytes | None, bytes]]:
     """(offset, key, value) of partition 0 from the earliest offset up to `end`."""
     consumer = ck.consumer(bootstrap)
@@ -140,7 +118,12 @@ def test_delete_records_reaches_every_replica_before_the_answer(
     wait_for_leader(cluster)
     topic = "deleted"
     leader = create(cluster, topic, {})
-    produce(ck.producer(cluster.bootstrap), topic, [(None, b"v%d" % i, None) for i in range(100)])
+    produce(
+        ck.producer(cluster.bootstrap),
+        topic,
+        [(None, b"v%d" % i, None) for i in range(100)],
+        flush_timeout=60,
+    )
     wait_until(lambda: ends_equal(cluster.nodes, topic, 100), timeout=20,
                what="every replica's log ends at 100", interval=0.1)  # fmt: skip
 
@@ -170,8 +153,18 @@ def test_retention_deletes_old_segments_on_the_followers(strom_cluster: StartClu
     leader = create(cluster, topic, {"retention.ms": "60000", "segment.bytes": "1024"})
     producer = ck.producer(cluster.bootstrap, **{"linger.ms": 0, "batch.num.messages": 1})
     old = int(time.time() * 1000) - 600_000  # ten minutes old: past retention.ms
-    produce(producer, topic, [(None, b"old-%02d" % i + b"." * 100, old + i) for i in range(40)])
-    produce(producer, topic, [(None, b"new-%02d" % i + b"." * 100, None) for i in range(40)])
+    produce(
+        producer,
+        topic,
+        [(None, b"old-%02d" % i + b"." * 100, old + i) for i in range(40)],
+        flush_timeout=60,
+    )
+    produce(
+        producer,
+        topic,
+        [(None, b"new-%02d" % i + b"." * 100, None) for i in range(40)],
+        flush_timeout=60,
+    )
     wait_until(lambda: ends_equal(cluster.nodes, topic, 80), timeout=20,
                what="every replica's log ends at 80", interval=0.1)  # fmt: skip
 
@@ -221,7 +214,7 @@ def test_compaction_survives_a_leader_change(strom_cluster: StartCluster) -> Non
         for r in range(rounds)
         for k in range(keys)
     ]
-    produce(producer, topic, items)
+    produce(producer, topic, items, flush_timeout=60)
     total = keys * rounds
     wait_until(lambda: ends_equal(cluster.nodes, topic, total), timeout=20,
                what=f"every replica's log ends at {total}", interval=0.1)  # fmt: skip

@@ -26,9 +26,13 @@ def cleaned_through(broker: BrokerProcess, topic: str, offset: int) -> bool:
 
 
 def produce(
-    producer: Producer, topic: str, items: Sequence[tuple[bytes | None, bytes | None, int | None]]
+    producer: Producer,
+    topic: str,
+    items: Sequence[tuple[bytes | None, bytes | None, int | None]],
+    flush_timeout: float = ck.TIMEOUT,
 ) -> list[Message]:
-    """Produce (key, value, timestamp) records to partition 0; the delivered messages."""
+    """Produce (key, value, timestamp) records to partition 0, failing on any error; the
+    delivered messages."""
     delivered: list[Message] = []
     errors: list[KafkaError] = []
 
@@ -45,7 +49,7 @@ def produce(
             producer.produce(
                 topic, value=value, key=key, partition=0, on_delivery=report, timestamp=ts
             )
-    assert producer.flush(ck.TIMEOUT) == 0
+    assert producer.flush(flush_timeout) == 0
     assert not errors, errors[:3]
     return delivered
 
