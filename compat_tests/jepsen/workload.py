@@ -211,7 +211,8 @@ class _LiveConsumer(_Worker):
         self.opts = opts
         self.stop = stop
         self.reads: list[Read] = []
-        self.errors = 0
+        self.errors: dict[str, int] = {}
+        """Errors received instead of records, by "p<partition> NAME"."""
 
     def work(self) -> None:
         extra: dict[str, Any] = {}
@@ -224,7 +225,8 @@ class _LiveConsumer(_Worker):
                 for msg in consumer.consume(num_messages=1000, timeout=0.2):
                     read = _read(msg, "live", time.monotonic() - self.began)
                     if read is None:
-                        self.errors += 1
+                        name = f"p{msg.partition()} {_name(msg.error())}"
+                        self.errors[name] = self.errors.get(name, 0) + 1
                     else:
                         self.reads.append(read)
         finally:
@@ -317,6 +319,7 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     reader.join_checked()
     out.history.sends = [s for p in producers for s in p.sends]
     out.history.reads = list(reader.reads)
+    out.history.live_errors = dict(reader.errors)
     _final_read(cluster, opts, out.history, log)
     out.seconds = time.monotonic() - begun
     return out
