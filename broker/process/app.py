@@ -151,8 +151,16 @@ class Broker:
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
         """Serve until shutdown. A single node registers its broker before it accepts; a quorum
-        member first serves its listeners and runs its Raft replica (the other voters must reach
-        it to elect), then registers with the active controller."""
+        member first serves its controller listeners and runs its Raft replica (the other voters
+        must reach it to elect), then registers with the active controller, and serves its
+        other listeners only once it is unfenced and follows the metadata, as Kafka's broker
+        enables request processing only after "the broker to be unfenced". Until then the
+        sockets are bound and connections wait in the backlog: a restarted node's image is
+        empty or stale (its Raft replica applies nothing before the quorum's high watermark
+        reaches it), and answering clients from it told them the cluster had no brokers and
+        their topics did not exist (librdkafka then decommissioned every broker it knew, marked
+        the topic non-existent and took its assigned partitions off their brokers; see
+        docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
@@ -182,11 +190,16 @@ class Broker:
         failure: RegistrationError | None = None
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as accepting:
-                for lst, sockets in bound:
-                    for socket_listener in sockets:
-                        accepting.start_soon(
-                            server.serve_listener, socket_listener, lst.name, connections
-                        )
+
+                def serve(controller_listeners: bool) -> None:
+                    for lst, sockets in bound:
+                        if (lst.name in config.controller_listeners) == controller_listeners:
+                            for socket_listener in sockets:
+                                accepting.start_soon(
+                                    server.serve_listener, socket_listener, lst.name, connections
+                                )
+
+                serve(controller_listeners=True)
                 if quorum is not None:
                     await accepting.start(quorum.run)
                     try:
@@ -196,6 +209,7 @@ class Broker:
                     else:  # unfenced: caught up with the metadata log
                         await _follow(state, controller)
                 if failure is None:
+                    serve(controller_listeners=False)  # see _serve's docstring
                     accepting.start_soon(_flush_loop, state)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:

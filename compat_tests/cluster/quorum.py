@@ -97,8 +97,12 @@ async def _topics(address: str) -> set[str]:
 
 
 def topics_on(node: ClusterNode) -> set[str]:
-    """The topics in this one broker's Metadata answer."""
-    return trio.run(_topics, node.bootstrap)
+    """The topics in this one broker's Metadata answer (none while it does not answer yet: a
+    restarted node serves clients only once it is unfenced)."""
+    try:
+        return trio.run(_topics, node.bootstrap)
+    except trio.TooSlowError:
+        return set()
 
 
 def leader_seen_by(nodes: list[ClusterNode]) -> QuorumState | None:

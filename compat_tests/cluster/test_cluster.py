@@ -6,16 +6,20 @@ up after a restart. Prints the measurements docs/cluster.md ("Measured") quotes.
 
 from __future__ import annotations
 
+import threading
 import time
 
+import trio
 from confluent_kafka import TopicPartition
 
 from compat_tests.cluster.quorum import QuorumState, describe_quorum, quorum_state, topics_on
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import now_ms, sample_records, topic_name, wait_until
+from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.cluster import ClusterNode, ClusterProcess
 from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 ELECTION_TIMEOUT_S = 1.0
 """controller.quorum.election.timeout.ms's default; fetch.timeout.ms (how long followers go
@@ -185,3 +189,56 @@ def test_paused_leader_and_clean_stop_of_the_leader(strom_cluster: StartCluster)
                     topic, 1)  # fmt: skip
     leader.restart()
     wait_for_topics(leader, topic, timeout=30)
+
+
+def test_a_restarted_node_answers_clients_only_once_it_is_unfenced(
+    strom_cluster: StartCluster,
+) -> None:
+    """Kafka's broker enables request processing only once it is unfenced. Node 1 restarted
+    without a quorum cannot catch up: a Metadata request sent to it then is answered only after
+    the other voters are back, and lists the topic and node 1 itself. (Answered at once from
+    the restarted node's empty image, it listed no broker and said the topic did not exist:
+    librdkafka then dropped every broker and took the topic's partitions off their brokers.)"""
+    cluster = strom_cluster(combined=3)
+    wait_for_leader(cluster)
+    topic = topic_name("restart")
+    ck.create_topic(ck.admin(cluster.bootstrap), topic, 3)
+    for node in cluster.nodes:
+        wait_for_topics(node, topic)
+    for node in cluster.nodes:
+        node.kill9()
+    first = cluster.node(1)
+    first.start()
+    first.wait_started()  # alone: no quorum, so it cannot be unfenced
+
+    answers: list[MetadataResponse | BaseException] = []
+
+    async def ask() -> None:
+        with trio.fail_after(60):
+            client = await KafkaClient.connect(first.bootstrap)
+            try:
+                answers.append(
+                    await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+                )
+            finally:
+                await client.aclose()
+
+    def run() -> None:
+        try:
+            trio.run(ask)
+        except BaseException as exc:  # reported by the assertion below
+            answers.append(exc)
+
+    asking = threading.Thread(target=run, daemon=True)
+    asking.start()
+    for node in cluster.nodes[1:]:
+        node.start()
+    for node in cluster.nodes[1:]:
+        node.wait_started()
+    asking.join(90)
+    [answer] = answers
+    assert isinstance(answer, MetadataResponse), answer
+    brokers = {b.node_id for b in answer.brokers}
+    topics = {t.name for t in answer.topics if t.error_code == ErrorCode.NONE}
+    assert 1 in brokers, brokers
+    assert topic in topics, topics

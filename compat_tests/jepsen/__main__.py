@@ -31,10 +31,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the history (every send and read) here as JSON lines")  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None,
                         help="keep the nodes' data and logs in this directory")  # fmt: skip
+    parser.add_argument("--consumer-debug", default="", metavar="CONTEXTS",
+                        help="librdkafka debug contexts for the live consumer, e.g. "
+                        "fetch,topic,metadata,broker; logged to live-consumer.log in --keep")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.consumer_debug and not args.keep:
+        parser.error("--consumer-debug needs --keep (where its log goes)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     opts = Options(seed=seed, faults=args.faults, partitions=args.partitions,
-                   producers=args.producers, rate=args.rate)  # fmt: skip
+                   producers=args.producers, rate=args.rate,
+                   consumer_debug=args.consumer_debug,
+                   consumer_log=args.keep / "live-consumer.log" if args.keep else None)  # fmt: skip
     print(
         describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup))
     )

@@ -76,6 +76,8 @@ class History:
     """Each partition's high watermark when the final read began (what it had to reach)."""
     final_complete: bool = True
     """The final read reached every end offset before its deadline."""
+    live_errors: dict[str, int] = field(default_factory=dict)
+    """Errors the live consumer received instead of records, by name ("p<partition> NAME")."""
 
 
 @dataclass
@@ -116,6 +118,12 @@ class Report:
     acknowledgement, counting the load's end as one."""
     read_gap: tuple[float, float] = (0.0, 0.0)
     """The same for the live consumer's reads."""
+    live_behind: dict[int, tuple[int, float, int, float]] = field(default_factory=dict)
+    """Liveness: partition -> (last offset the live consumer read there or -1, when (t+s),
+    acknowledged values at later offsets, when the last of them was acknowledged). The live
+    consumer stops only after the producers have flushed, so it should have read every
+    acknowledged value; a partition listed here is one where it stopped receiving."""
+    live_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def violations(self) -> dict[str, int]:
@@ -213,9 +221,37 @@ def check(history: History) -> Report:
         [r.at for r in history.reads if r.phase == "live"], report.last_send
     )
 
+    report.live_behind = _live_behind(history)
+    report.live_errors = dict(history.live_errors)
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
     return report
+
+
+LIVE_STALL_S = 10.0
+"""A partition's acknowledgements this long after the live consumer's last read there (and
+past its offset) mean the consumer stopped receiving, not that it lagged one poll behind."""
+
+
+def _live_behind(history: History) -> dict[int, tuple[int, float, int, float]]:
+    """Partitions whose acknowledged values go past the live consumer's last read there, the
+    last of them acknowledged over LIVE_STALL_S after that read."""
+    last: dict[int, tuple[int, float]] = {}
+    for r in history.reads:
+        if r.phase == "live" and r.offset > last.get(r.partition, (-1, 0.0))[0]:
+            last[r.partition] = (r.offset, r.at)
+    behind: dict[int, tuple[int, float, int, float]] = {}
+    for partition in range(history.partitions):
+        offset, at = last.get(partition, (-1, 0.0))
+        later = [
+            s for s in history.sends
+            if s.partition == partition and s.outcome == "acked"
+            and s.offset is not None and s.offset > offset
+        ]  # fmt: skip
+        acked_at = max((s.acked_at or 0.0 for s in later), default=0.0)
+        if later and acked_at - at > LIVE_STALL_S:
+            behind[partition] = (offset, at, len(later), acked_at)
+    return behind
 
 
 def _longest_gap(times: list[float], end: float) -> tuple[float, float]:
@@ -294,6 +330,18 @@ def summary(report: Report, *, limit: int = 5) -> str:
     if report.errors:
         top = sorted(report.errors.items(), key=lambda kv: -kv[1])[:limit]
         lines.append("producer errors: " + ", ".join(f"{name} x{n}" for name, n in top))
+    if report.live_errors:
+        top = sorted(report.live_errors.items(), key=lambda kv: -kv[1])[:limit]
+        lines.append("live consumer errors: " + ", ".join(f"{name} x{n}" for name, n in top))
+    if report.live_behind:
+        lines.append(
+            "LIVE CONSUMER STOPPED RECEIVING (liveness, not a violation): "
+            + "; ".join(
+                f"p{p} last read offset {o} at t+{at:.1f}s, {n} acknowledged values after it "
+                f"(the last acknowledged at t+{acked:.1f}s)"
+                for p, (o, at, n, acked) in sorted(report.live_behind.items())
+            )
+        )
 
     def examples(items: list[str]) -> str:
         more = f" (+{len(items) - limit} more)" if len(items) > limit else ""

@@ -189,3 +189,37 @@ def test_liveness_is_reported_not_judged() -> None:
     assert report.ack_gap == (2.0, 9.0)
     assert report.read_gap == (2.5, 12.0)
     assert "longest stretch without an acknowledgement 7.0s (t+2.0s to t+9.0s)" in summary(report)
+
+
+def test_a_live_consumer_that_stops_receiving_is_reported_not_judged() -> None:
+    """p0 acknowledged a3..a5 from t+20s to t+40s, but the live consumer's last p0 read was
+    a2 at t+5s: it stopped receiving (the long run's symptom); liveness, so still VALID."""
+    history = valid()
+    history.reads.append(Read(0, 2, "a2", "live", at=5.0))
+    for i, at in enumerate((20.0, 30.0, 40.0), start=3):
+        send = acked(f"a{i}", 0, i, 0, i)
+        send.acked_at = at
+        history.sends.append(send)
+        history.reads.append(Read(0, i, send.value))
+    history.end_offsets[0] = 6
+    history.live_errors = {"p0 _TRANSPORT": 2}
+    report = check(history)
+    assert report.ok, summary(report)
+    assert report.live_behind == {0: (2, 5.0, 3, 40.0)}
+    text = summary(report)
+    assert "LIVE CONSUMER STOPPED RECEIVING" in text
+    assert "p0 last read offset 2 at t+5.0s, 3 acknowledged values after it" in text
+    assert "live consumer errors: p0 _TRANSPORT x2" in text
+
+
+def test_a_live_consumer_one_poll_behind_at_the_end_is_not_a_stall() -> None:
+    history = valid()
+    history.reads.append(Read(0, 2, "a2", "live", at=5.0))
+    late = acked("a3", 0, 3, 0, 3)
+    late.acked_at = 5.5  # acknowledged just before the live consumer was stopped
+    history.sends.append(late)
+    history.reads.append(Read(0, 3, "a3"))
+    history.end_offsets[0] = 4
+    report = check(history)
+    assert report.live_behind == {}
+    assert "STOPPED RECEIVING" not in summary(report)

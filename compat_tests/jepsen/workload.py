@@ -16,6 +16,7 @@ Threads, not trio: librdkafka's clients are blocking and run their own threads; 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -64,6 +65,10 @@ class Options:
     """Seconds of load after the last fault is healed."""
     drain_timeout: float = 60.0
     message_timeout_ms: int = 30_000
+    consumer_debug: str = ""
+    """librdkafka `debug` contexts for the live consumer (e.g. "fetch,topic,metadata,broker"),
+    logged to `consumer_log`: what it was doing when it stopped receiving."""
+    consumer_log: Path | None = None
 
 
 @dataclass
@@ -206,24 +211,48 @@ class _LiveConsumer(_Worker):
         self.opts = opts
         self.stop = stop
         self.reads: list[Read] = []
-        self.errors = 0
+        self.errors: dict[str, int] = {}
+        """Errors received instead of records, by "p<partition> NAME"."""
 
     def work(self) -> None:
-        consumer = _consumer(self.bootstrap, self.opts)
+        extra: dict[str, Any] = {}
+        if self.opts.consumer_debug and self.opts.consumer_log is not None:
+            extra = {"debug": self.opts.consumer_debug, "log_level": 7,
+                     "logger": _debug_logger(self.opts.consumer_log, self.began)}  # fmt: skip
+        consumer = _consumer(self.bootstrap, self.opts, **extra)
         try:
             while not self.stop.is_set():
                 for msg in consumer.consume(num_messages=1000, timeout=0.2):
                     read = _read(msg, "live", time.monotonic() - self.began)
                     if read is None:
-                        self.errors += 1
+                        name = f"p{msg.partition()} {_name(msg.error())}"
+                        self.errors[name] = self.errors.get(name, 0) + 1
                     else:
                         self.reads.append(read)
         finally:
             consumer.close()
 
 
-def _consumer(bootstrap: str, opts: Options) -> Consumer:
-    consumer = ck.consumer(bootstrap, **{"auto.offset.reset": "earliest", "log_level": 2})
+def _debug_logger(path: Path, began: float) -> logging.Logger:
+    """A logger writing librdkafka's debug lines to `path`, each stamped with the seconds since
+    the load began (the run log's clock)."""
+
+    class Stamp(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"[{time.monotonic() - began:7.2f}s] {record.getMessage()}"
+
+    logger = logging.getLogger(f"jepsen.consumer.{path}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(Stamp())
+    logger.addHandler(handler)
+    return logger
+
+
+def _consumer(bootstrap: str, opts: Options, **extra: Any) -> Consumer:
+    config: dict[str, Any] = {"auto.offset.reset": "earliest", "log_level": 2, **extra}
+    consumer = ck.consumer(bootstrap, **config)
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(opts.partitions)])
     return consumer
 
@@ -290,6 +319,7 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     reader.join_checked()
     out.history.sends = [s for p in producers for s in p.sends]
     out.history.reads = list(reader.reads)
+    out.history.live_errors = dict(reader.errors)
     _final_read(cluster, opts, out.history, log)
     out.seconds = time.monotonic() - begun
     return out
