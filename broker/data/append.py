@@ -211,37 +211,32 @@ async def await_replication(
     its records, then answer NONE or NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below
     min.insync.replicas meanwhile); NOT_LEADER_OR_FOLLOWER if this broker stopped leading it;
     REQUEST_TIMED_OUT once the request's `timeout_ms` passed (Kafka's produce purgatory)."""
-    if not pending:
-        return
-    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
     replication = ReplicationManager.of(broker)
     min_isr = MinIsrCache.of(broker)
-    with DataWaiters.of(broker).watching((t, o.index) for t, o in pending) as watch:
-        while True:
-            waiting = []
-            for topic, outcome in pending:
-                leadership = outcome.awaiting
-                assert leadership is not None
-                assert outcome.result is not None
-                if replication.leaders.get((topic, outcome.index)) is not leadership:
-                    _fail(outcome, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                    continue
-                answer = leadership.replica_set.acks_all_outcome(
-                    outcome.result.last_offset, min_isr.get(broker, topic)
-                )
-                if answer is None:
-                    waiting.append((topic, outcome))
-                elif answer != ErrorCode.NONE:
-                    _fail(outcome, answer)
-            pending = waiting
-            if not pending:
-                return
-            if trio.current_time() >= deadline:
-                for _, outcome in pending:
-                    _fail(outcome, ErrorCode.REQUEST_TIMED_OUT)
-                return
-            with trio.move_on_at(deadline):
-                await watch.wait()
+
+    def settled(item: tuple[str, AppendOutcome]) -> bool:
+        topic, outcome = item
+        leadership = outcome.awaiting
+        assert leadership is not None
+        assert outcome.result is not None
+        if replication.leaders.get((topic, outcome.index)) is not leadership:
+            _fail(outcome, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return True
+        answer = leadership.replica_set.acks_all_outcome(
+            outcome.result.last_offset, min_isr.get(broker, topic)
+        )
+        if answer is None:
+            return False
+        if answer != ErrorCode.NONE:
+            _fail(outcome, answer)
+        return True
+
+    def key(item: tuple[str, AppendOutcome]) -> tuple[str, int]:
+        return item[0], item[1].index
+
+    timed_out = await DataWaiters.of(broker).settle(pending, key, settled, timeout_ms)
+    for _, outcome in timed_out:
+        _fail(outcome, ErrorCode.REQUEST_TIMED_OUT)
 
 
 def _fail(outcome: AppendOutcome, error: ErrorCode) -> None:

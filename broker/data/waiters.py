@@ -2,7 +2,8 @@
 
 A Fetch that has not gathered `min_bytes` parks on the partitions it reads
 (Kafka's fetch purgatory). A produce with acks=all parks here too until the high watermark
-passes its records (Kafka's produce purgatory): the leader's `ReplicationManager` calls
+passes its records (Kafka's produce purgatory), and a DeleteRecords until the low watermark
+reaches its offsets (`settle` runs both): the leader's `ReplicationManager` calls
 `changed` whenever a partition's high watermark moves. Produce calls `changed(topic, partition)` after an
 append, DeleteRecords after moving the log start, and any metadata change
 wakes everyone (a partition may have gone away). Each parked fetch owns one
@@ -12,9 +13,9 @@ never holds up any other connection.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from strom.broker.state import BrokerState
 
 Key = tuple[str, int]
+T = TypeVar("T")
 
 
 class Watch:
@@ -74,6 +76,29 @@ class DataWaiters:
                     watches.discard(watch)
                     if not watches:
                         del self._waiting[key]
+
+    async def settle(
+        self,
+        pending: Sequence[T],
+        key: Callable[[T], Key],
+        settled: Callable[[T], bool],
+        timeout_ms: int,
+    ) -> list[T]:
+        """A request's partitions parked until each is `settled` (checked again whenever one
+        of their partitions changes; `settled` records the answer), or until `timeout_ms`
+        passed; the ones still unsettled then, in order (acks=all produces and DeleteRecords:
+        Kafka's purgatories)."""
+        if not pending:
+            return []
+        deadline = trio.current_time() + max(timeout_ms, 0) / 1000
+        waiting = list(pending)
+        with self.watching(key(item) for item in waiting) as watch:
+            while True:
+                waiting = [item for item in waiting if not settled(item)]
+                if not waiting or trio.current_time() >= deadline:
+                    return waiting
+                with trio.move_on_at(deadline):
+                    await watch.wait()
 
     def parked(self) -> int:
         """How many (fetch, partition) registrations exist (for tests)."""

@@ -39,8 +39,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import trio
-
 from strom.broker.data.lookup import Located, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.replication.manager import ReplicationManager
@@ -129,30 +127,22 @@ async def _await_low_watermark(
 ) -> None:
     """Until every pending partition's low watermark reached its offset (NONE), its leadership
     moved (NOT_LEADER_OR_FOLLOWER) or `timeout_ms` passed (they keep REQUEST_TIMED_OUT)."""
-    if not pending:
-        return
-    deadline = trio.current_time() + max(timeout_ms, 0) / 1000
     replication = ReplicationManager.of(broker)
-    with DataWaiters.of(broker).watching(
-        (w.topic, w.result.partition_index) for w in pending
-    ) as watch:
-        while True:
-            waiting = []
-            for w in pending:
-                key = (w.topic, w.result.partition_index)
-                leadership = replication.leaders.get(key)
-                if leadership is None or leadership.log is not w.log:
-                    w.result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    w.result.low_watermark = INVALID_LOW_WATERMARK
-                    continue
-                low_watermark = replication.low_watermark(key)
-                if low_watermark is not None and low_watermark >= w.required:
-                    w.result.error_code = ErrorCode.NONE
-                    w.result.low_watermark = low_watermark
-                    continue
-                waiting.append(w)
-            pending = waiting
-            if not pending or trio.current_time() >= deadline:
-                return
-            with trio.move_on_at(deadline):
-                await watch.wait()
+
+    def key(w: _Pending) -> tuple[str, int]:
+        return w.topic, w.result.partition_index
+
+    def settled(w: _Pending) -> bool:
+        leadership = replication.leaders.get(key(w))
+        if leadership is None or leadership.log is not w.log:
+            w.result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            w.result.low_watermark = INVALID_LOW_WATERMARK
+            return True
+        low_watermark = replication.low_watermark(key(w))
+        if low_watermark is None or low_watermark < w.required:
+            return False
+        w.result.error_code = ErrorCode.NONE
+        w.result.low_watermark = low_watermark
+        return True
+
+    await DataWaiters.of(broker).settle(pending, key, settled, timeout_ms)
