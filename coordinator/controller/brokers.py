@@ -191,19 +191,12 @@ def register_broker(
 
     existing = image.broker(request.broker_id)
     replaced: list[Message] = []
-    if (
-        existing is not None
-        and image.elr_enabled
-        and existing.incarnation_id != request.incarnation_id
-        and request.previous_broker_epoch != existing.epoch
-    ):
-        replaced = _remove_after_unclean_shutdown(image, existing.broker_id, unclean, elr)
-    elif (
-        existing is not None
-        and existing.incarnation_id != request.incarnation_id
-        and not existing.fenced
-    ):
-        replaced = _remove_from_isrs(image, existing.broker_id, unclean, elr, shared_only=True)
+    if existing is not None and existing.incarnation_id != request.incarnation_id:
+        broker_id = existing.broker_id
+        if image.elr_enabled and request.previous_broker_epoch != existing.epoch:
+            replaced = _remove_from_isrs(image, broker_id, unclean, elr, unclean_shutdown=True)
+        elif not existing.fenced:
+            replaced = _remove_from_isrs(image, broker_id, unclean, elr, shared_only=True)
     epoch = broker_epoch + len(replaced)
     try:
         record = _registration_record(image, leases, request, cluster_id, epoch, now_ms)
@@ -460,43 +453,24 @@ def _remove_from_isrs(
     elr: MinIsr,
     *,
     shared_only: bool = False,
+    unclean_shutdown: bool = False,
 ) -> list[Message]:
     """Take the broker out of every ISR and off every leadership; `shared_only`: only where
     another replica is in sync with it. Without ELR the last member stays in the ISR; with
     ELR an ISR that falls below min.insync.replicas moves its leavers into the ELR (and may
-    empty: see election.py)."""
+    empty: see election.py). `unclean_shutdown` (Kafka's handleBrokerUncleanShutdown): the
+    broker restarted without a clean shutdown, so it leaves every ELR too and may not be
+    elected by these changes."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
 
     records: list[Message] = []
     for topic, p in _partitions(image):
-        if broker_id not in p.isr and p.leader != broker_id:
+        in_elr = unclean_shutdown and broker_id in p.elr
+        if broker_id not in p.isr and p.leader != broker_id and not in_elr:
             continue
         if shared_only and p.isr == (broker_id,):
-            continue
-        election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
-        isr = [r for r in p.isr if r != broker_id]
-        change = plan_change(
-            topic.topic_id, p, usable, election=election, isr=isr, min_isr=elr(topic)
-        )
-        if change is not None:
-            records.append(change)
-    return records
-
-
-def _remove_after_unclean_shutdown(
-    image: MetadataImage, broker_id: int, unclean: Unclean, elr: MinIsr
-) -> list[Message]:
-    """Kafka's handleBrokerUncleanShutdown: the broker leaves every ISR and ELR it is in and
-    every leadership, and may not be elected by these changes."""
-
-    def usable(b: int) -> bool:
-        return b != broker_id and _is_active(image, b)
-
-    records: list[Message] = []
-    for topic, p in _partitions(image):
-        if broker_id not in p.isr and broker_id not in p.elr and p.leader != broker_id:
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         isr = [r for r in p.isr if r != broker_id]
@@ -507,7 +481,7 @@ def _remove_after_unclean_shutdown(
             election=election,
             isr=isr,
             min_isr=elr(topic),
-            unclean_shutdown=[broker_id],
+            unclean_shutdown=[broker_id] if unclean_shutdown else (),
         )
         if change is not None:
             records.append(change)
