@@ -50,6 +50,7 @@ from strom.config.resolve import (
     describe_cluster_defaults,
     effective_topic_config,
     resolve_topic_config,
+    topic_min_insync_replicas,
     validate_topic_overrides,
 )
 from strom.config.topic import TOPIC_KEYS, TopicConfig
@@ -98,5 +99,6 @@ __all__ = [
     "parse_protocol_map",
     "read_properties_file",
     "resolve_topic_config",
+    "topic_min_insync_replicas",
     "validate_topic_overrides",
 ]

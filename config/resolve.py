@@ -98,6 +98,16 @@ def effective_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -
     return TopicConfig(**values)
 
 
+def topic_min_insync_replicas(broker: BrokerConfig, overrides: Mapping[str, str]) -> int:
+    """A topic's effective min.insync.replicas over `broker`; `broker`'s own when the
+    overrides do not validate (the controller validated them: a broker never refuses to serve
+    over them)."""
+    try:
+        return effective_topic_config(broker, overrides).min_insync_replicas
+    except ConfigError:
+        return broker.min_insync_replicas
+
+
 def resolve_topic_config(
     broker: BrokerConfig,
     overrides: Mapping[str, str],

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from strom.broker.replication.manager import ReplicationManager
-from strom.config import ConfigError, effective_topic_config
+from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -103,9 +103,6 @@ class MinIsrCache:
         value = self._values.get(topic)
         if value is None:
             overrides = image.topic_config_overrides(topic)
-            try:
-                value = effective_topic_config(broker.config, overrides).min_insync_replicas
-            except ConfigError:  # validated by the controller; never refuse to serve
-                value = broker.config.min_insync_replicas
+            value = topic_min_insync_replicas(broker.config, overrides)
             self._values[topic] = value
         return value

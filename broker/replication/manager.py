@@ -52,7 +52,7 @@ from strom.broker.replication.read_replica import (
     select_read_replica,
 )
 from strom.broker.replication.replica_set import ReplicaSet
-from strom.config import ConfigError, effective_topic_config
+from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
@@ -135,11 +135,7 @@ class ReplicationManager:
             """The topic's min.insync.replicas when ELR is enabled (strict min ISR), else 0."""
             if not image.elr_enabled:
                 return 0
-            overrides = image.topic_config_overrides(topic.name)
-            try:
-                return effective_topic_config(effective, overrides).min_insync_replicas
-            except ConfigError:  # validated by the controller; never refuse to serve
-                return effective.min_insync_replicas
+            return topic_min_insync_replicas(effective, image.topic_config_overrides(topic.name))
 
         for topic in image.topics_by_name.values():
             for partition in topic.partitions.values():
