@@ -57,7 +57,7 @@ from strom.coordinator.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 
 NONE = int(ErrorCode.NONE)

@@ -50,7 +50,7 @@ from strom.coordinator.raft.messages import (
     RaftMessage,
     VoteResponse,
 )
-from strom.storage.raft_store import Entry, MemoryRaftStore
+from strom.storage.raft.raft_store import Entry, MemoryRaftStore
 
 RESPONSES = (
     VoteResponse,
