@@ -1,6 +1,6 @@
 """Coordinators: pure state machines, no I/O.
 
-The controller (`controller/`) and the metadata image it builds (`metadata/`), the Raft quorum
+The controller (`controller/`) and the metadata image it builds (`metadata/`), the Raft core
 (`raft/`), the classic group coordinator (`groups/`) and the transaction coordinator
 (`transactions/`). Each takes
 requests, time and randomness as inputs and returns records to make durable and effects
