@@ -12,6 +12,7 @@ segment's descriptor to a socket (the network layer's).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 from pathlib import Path
@@ -39,7 +40,7 @@ def use(disk: Disk) -> Disk:
 # --- the interface, forwarded -------------------------------------------------------------------
 
 
-def open(path: Path, flags: int, mode: int = 0o644) -> int:  # noqa: A001 - os.open's name
+def open(path: Path, flags: int, mode: int = 0o644) -> int:
     return _current.open(path, flags, mode)
 
 
@@ -162,7 +163,5 @@ def glob(directory: Path, pattern: str) -> list[Path]:
 
 
 def unlink_missing_ok(path: Path) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         _current.unlink(path)
-    except FileNotFoundError:
-        pass

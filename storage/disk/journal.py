@@ -299,13 +299,13 @@ def _apply(model: DiskModel, op: int, path: Path, data: bytes) -> None:
         model.truncate(model.file(path), size)
     elif op == SIZE:
         (size,) = _U64.unpack_from(data)
-        node = model.create(path)
-        if len(node.data) != size:
-            model.truncate(node, size)
+        created = model.create(path)
+        if len(created.data) != size:
+            model.truncate(created, size)
     elif op == FSYNC:
-        node = model.lookup(path)
-        if node is not None:
-            model.sync(node)
+        found = model.lookup(path)
+        if found is not None:
+            model.sync(found)
     elif op == RENAME:
         (length,) = _U16.unpack_from(data)
         model.rename(path, Path(data[2 : 2 + length].decode()))
@@ -327,7 +327,7 @@ def power_cut(journal: Path, root: Path, rng: random.Random, *, keep: Keep = "ra
     model, skipped = replay(journal)
     before = {p: (len(n.data), bytes(n.data)) for p, n in model.walk(root) if isinstance(n, FileNode)}
     model.crash(rng, root, keep=keep)
-    after = {p: n for p, n in model.walk(root)}
+    after = dict(model.walk(root))
     shortened = sum(
         1 for p, (size, data) in before.items()
         if isinstance(n := after.get(p), FileNode) and bytes(n.data) != data

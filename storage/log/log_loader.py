@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import TMP_SUFFIX
 from strom.storage.fileio import scan_headers
 from strom.storage.log.epoch import FILE_NAME as EPOCH_FILE
@@ -116,7 +117,9 @@ def load_partition(
     started = time.monotonic()
     complete_swaps(directory)
     _remove_leftovers(directory)
-    bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
+    bases = sorted(
+        int(p.stem) for p in disk.glob(directory, f"*{LOG_SUFFIX}") if p.stem.isdigit()
+    )
     segments = [new_segment(directory, base, config, now_ms, active=False) for base in bases]
     if not segments:
         segments = [new_segment(directory, log_start_offset or 0, config, now_ms)]
@@ -170,13 +173,13 @@ def load_partition(
 
 
 def _remove_leftovers(directory: Path) -> None:
-    logs = {p.stem for p in directory.glob(f"*{LOG_SUFFIX}")}
-    for path in directory.iterdir():
+    logs = {p.stem for p in disk.glob(directory, f"*{LOG_SUFFIX}")}
+    for path in [directory / name for name in disk.listdir(directory)]:
         orphan = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and path.stem not in logs
         if path.name.endswith(TMP_SUFFIX) or orphan or path.suffix == ".deleted":
             log.info("removing leftover file %s", path)
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                disk.unlink(path)
 
 
 def _recover_segments(

@@ -39,12 +39,12 @@ holding the old list keep a coherent picture.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import fsync_dir, fsync_file
 from strom.storage.fileio import SegmentFile
 from strom.storage.log.clean_view import CleanView
@@ -146,7 +146,7 @@ class PartitionLog:
         rng: random.Random | None = None,
     ) -> PartitionLog:
         """Open or create the log in `directory` (created if missing), recovering if unclean."""
-        directory.mkdir(parents=True, exist_ok=True)
+        disk.makedirs(directory)
         loaded = load_partition(
             directory,
             config,
@@ -476,7 +476,7 @@ class PartitionLog:
                     snapshots.append(self.epochs.path)
                     self.epochs.unsynced = False
             for fd in fds:
-                os.fsync(fd)
+                disk.fsync(fd)
             for path in snapshots:  # missing_ok: deleted meanwhile (see strom.storage.durable)
                 fsync_file(path, missing_ok=True)
             fsync_dir(self.directory, missing_ok=True)  # renamed meanwhile for deletion
@@ -489,7 +489,7 @@ class PartitionLog:
             raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
         finally:
             for fd in fds:
-                os.close(fd)
+                disk.close(fd)
         with self._lock:
             self.recovery_point = max(self.recovery_point, target)
             self.last_flush_ms = self.clock()
@@ -691,7 +691,7 @@ class PartitionLog:
             if self.closed:
                 return None
             files = [s.open_file() for s in segments]  # held until dup'd: dropping one closes it
-            return [os.dup(f.fd) for f in files]
+            return [disk.dup(f.fd) for f in files]
 
     def replace_segments(self, old: list[LogSegment], base: int | None, generation: int) -> bool:
         """Swap `old` (consecutive closed segments) for the published swap at `base` (None: the

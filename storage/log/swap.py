@@ -40,6 +40,7 @@ import logging
 import os
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import fsync_dir
 from strom.storage.fileio import ValidatingScan
 from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
@@ -61,37 +62,37 @@ def discard(directory: Path, base: int) -> None:
     for kind in _KINDS:
         for suffix in (CLEANED, SWAP):
             with contextlib.suppress(FileNotFoundError):
-                _path(directory, base, kind, suffix).unlink()
+                disk.unlink(_path(directory, base, kind, suffix))
 
 
 def publish(directory: Path, base: int) -> None:
     """Step 2: make the fsynced `.cleaned` files the committed `.swap` set."""
     for kind in _KINDS:
-        os.rename(_path(directory, base, kind, CLEANED), _path(directory, base, kind, SWAP))
+        disk.replace(_path(directory, base, kind, CLEANED), _path(directory, base, kind, SWAP))
     fsync_dir(directory)
 
 
 def install(directory: Path, base: int) -> None:
     """Step 4 (after the old segments are gone): give the `.swap` files their live names."""
     for kind in _KINDS:
-        os.rename(_path(directory, base, kind, SWAP), _path(directory, base, kind))
+        disk.replace(_path(directory, base, kind, SWAP), _path(directory, base, kind))
 
 
 def complete_swaps(directory: Path) -> list[int]:
     """Finish or roll back interrupted replacements (see the module docstring); bases swapped."""
     done: list[int] = []
-    for swap in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP}")):
+    for swap in disk.glob(directory, f"*{LOG_SUFFIX}{SWAP}"):
         stem = swap.name[: -len(LOG_SUFFIX + SWAP)]
         if not stem.isdigit():
             continue
         base = int(stem)
         if _complete_one(directory, base, swap):
             done.append(base)
-    for path in directory.iterdir():
+    for path in [directory / name for name in disk.listdir(directory)]:
         if path.name.endswith((CLEANED, SWAP)):
             log.info("removing uncommitted cleaner file %s", path)
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                disk.unlink(path)
     if done:
         fsync_dir(directory)
     return done
@@ -99,36 +100,36 @@ def complete_swaps(directory: Path) -> list[int]:
 
 def _complete_one(directory: Path, base: int, swap: Path) -> bool:
     old_base = _path(directory, base, LOG_SUFFIX)
-    fd = os.open(swap, os.O_RDWR)
+    fd = disk.open(swap, os.O_RDWR)
     try:
-        scan = ValidatingScan(fd, 0, os.fstat(fd).st_size, base)
+        scan = ValidatingScan(fd, 0, disk.fsize(fd), base)
         end = base
         for _, header in scan:
             end = header.next_offset
         if scan.problem is not None:
-            if old_base.exists():
+            if disk.exists(old_base):
                 log.warning("%s: dropping a corrupt uncommitted swap (%s)", swap, scan.problem)
-                swap.unlink()
+                disk.unlink(swap)
                 return False
             log.warning("%s: keeping the valid prefix of a swap (%s)", swap, scan.problem)
-            os.ftruncate(fd, scan.valid_end)
-            os.fsync(fd)
+            disk.ftruncate(fd, scan.valid_end)
+            disk.fsync(fd)
     finally:
-        os.close(fd)
+        disk.close(fd)
     if end == base:
-        swap.unlink()
+        disk.unlink(swap)
         return False
-    for segment in directory.glob(f"*{LOG_SUFFIX}"):
+    for segment in disk.glob(directory, f"*{LOG_SUFFIX}"):
         if segment.stem.isdigit() and base <= int(segment.stem) < end:
-            segment.unlink()
+            disk.unlink(segment)
             for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 with contextlib.suppress(FileNotFoundError):
-                    _path(directory, int(segment.stem), kind).unlink()
+                    disk.unlink(_path(directory, int(segment.stem), kind))
     for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         for suffix in ("", SWAP):
             with contextlib.suppress(FileNotFoundError):
-                _path(directory, base, kind, suffix).unlink()
-    os.rename(swap, old_base)
+                disk.unlink(_path(directory, base, kind, suffix))
+    disk.replace(swap, old_base)
     log.info(
         "%s: completed an interrupted segment swap at %d (offsets < %d)", directory.name, base, end
     )

@@ -51,7 +51,7 @@ def test_synced_bytes_and_names_survive_and_nothing_else_with_keep_none() -> Non
     disk.write(fd, b"world")
     disk.power_cut(random.Random(1), ROOT, keep="none")
     assert disk.read_file(ROOT / "a") == b"hello "
-    with pytest.raises(OSError) as failed:
+    with pytest.raises(OSError, match="Bad file descriptor") as failed:
         disk.write(fd, b"!")  # the process died with the power
     assert failed.value.errno == errno.EBADF
 
@@ -107,7 +107,7 @@ def test_a_full_disk_refuses_and_changes_nothing() -> None:
     disk.capacity = 10
     fd = disk.open(ROOT / "f", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     disk.write(fd, b"12345678")
-    with pytest.raises(OSError) as full:
+    with pytest.raises(OSError, match="No space left") as full:
         disk.write(fd, b"abc")
     assert full.value.errno == errno.ENOSPC
     assert disk.read_file(ROOT / "f") == b"12345678"
@@ -118,7 +118,7 @@ def test_a_failing_fsync_syncs_nothing() -> None:
     disk.fail_fsync = lambda path: path.name == "f"
     fd = disk.open(ROOT / "f", os.O_WRONLY | os.O_CREAT)
     disk.write(fd, b"data")
-    with pytest.raises(OSError) as failed:
+    with pytest.raises(OSError, match="Input/output error") as failed:
         disk.fsync(fd)
     assert failed.value.errno == errno.EIO
     assert disk.model.file(ROOT / "f").synced == b""
