@@ -105,8 +105,8 @@ def _run(memory: MemoryDisk, script: list[Step], seed: int, keep: str) -> None:
     records = read_everything(again)
     offsets = [offset for offset, _ in records]
     assert offsets == list(range(again.log_start_offset, again.log_end_offset))
-    for offset, value in records:
-        assert written[offset] == value, f"offset {offset} holds {value!r}"
+    for offset, held in records:
+        assert written[offset] == held, f"offset {offset} holds {held!r}"
     assert again.log_end_offset >= flushed, (again.log_end_offset, flushed)
 
 
