@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import random
 import re
 import signal
 import socket
@@ -58,6 +59,8 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.network import Network
 from strom.coordinator.metadata.properties import new_cluster_id
+from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, power_cut
+from strom.storage.disk.model import Keep
 from strom.wire.errors import ProtocolError
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
@@ -89,6 +92,8 @@ class ClusterNode:
         """Listener name -> port of its front (`ClusterProcess(partitionable=True)`): the port
         other nodes and clients reach it on (advertised.listeners)."""
         self.overrides: dict[str, str] = {}
+        self.environment: dict[str, str] = {}
+        """Extra environment of the child (e.g. the journaling disk of `power_cut`)."""
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
         """The node's last log lines, across restarts."""
@@ -155,7 +160,9 @@ class ClusterNode:
             if self.starts > 1:
                 self.output.append(f"--- node {self.node_id}: start {self.starts} ---")
             self._started = threading.Event()
-            process = popen_activated(args, list(self.sockets.items()), child_environment())
+            process = popen_activated(
+                args, list(self.sockets.items()), {**child_environment(), **self.environment}
+            )
             self.process = process
             started, generation = self._started, self.starts
         threading.Thread(
@@ -222,6 +229,27 @@ class ClusterNode:
         process.wait()
         self._after_exit()
 
+    @property
+    def journal(self) -> Path:
+        """Where its journaling disk journals (`ClusterProcess(power_cuts=True)`)."""
+        return self.data_dir.parent / f"node-{self.node_id}.journal"
+
+    @property
+    def journaled(self) -> Path:
+        """What its journaling disk journals: the partition logs (its log.dirs)."""
+        return self.data_dir / "data"
+
+    def power_cut(self, rng: random.Random, *, keep: Keep = "random") -> str:
+        """SIGKILL, then what a power loss does to its disk: what it had not fsynced is lost
+        (wholly with keep="none", else in part, the last write maybe torn). Needs
+        `ClusterProcess(power_cuts=True)`. Returns what the cut did, in one line."""
+        if JOURNAL_ENV not in self.environment:
+            raise ClusterError(f"node {self.node_id} runs without a journaling disk")
+        self.kill9()
+        if not self.journal.exists():
+            return f"node {self.node_id}: nothing journaled yet"
+        return power_cut(self.journal, self.journaled, rng, keep=keep)
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""
         process = self._require()
@@ -279,7 +307,9 @@ class ClusterProcess:
     (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
     `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
     between restarts (`node.overrides`). `features`: levels `strom format --feature` finalizes
-    (e.g. eligible.leader.replicas.version=1).
+    (e.g. eligible.leader.replicas.version=1). `power_cuts`: every node's partition logs run
+    on a journaling disk, so `node.power_cut()` can cut a node's power
+    (strom.storage.disk.journal; the metadata log is not journaled).
     """
 
     def __init__(
@@ -294,6 +324,7 @@ class ClusterProcess:
         start_timeout: float = 60.0,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        power_cuts: bool = False,
     ) -> None:
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
@@ -338,6 +369,10 @@ class ClusterProcess:
                 **(overrides or {}),
                 **(node_overrides or {}).get(node.node_id, {}),
             }
+            if power_cuts:
+                node.environment = {
+                    JOURNAL_ENV: str(node.journal), ROOT_ENV: str(node.journaled)
+                }
         self.format_seconds = 0.0
         """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0
