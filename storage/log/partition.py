@@ -495,6 +495,12 @@ class PartitionLog:
             self.last_flush_ms = self.clock()
             self.flush_requested = False
 
+    def flush_owed(self) -> bool:
+        """flush.messages says this append must be flushed before it is acknowledged (leader)
+        or fetched past (follower), as Kafka flushes inside the append: unflushed messages
+        reached it."""
+        return self.log_end_offset - self.recovery_point >= self.config.flush_messages
+
     def flush_due(self, now_ms: int) -> bool:
         """Whether flush.messages / flush.ms (or a just-rolled segment) call for a flush now."""
         unflushed = self.log_end_offset - self.recovery_point
