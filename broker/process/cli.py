@@ -24,7 +24,7 @@ from strom.broker.process import limits, malloc, socket_activation
 from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
 from strom.broker.process.storage_tool import add_storage_commands, run_storage_command
-from strom.config import ConfigError, load_config
+from strom.config import ConfigError, load_config, planted
 from strom.storage import disk
 from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, JournalingDisk
 
@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         socket_activation.close_all(inherited)
         return 2
     setup_logging(config.python_log_level)
+    try:
+        _planted_bugs()
+    except ValueError as exc:
+        log.error("%s: %s", planted.ENV, exc)
+        socket_activation.close_all(inherited)
+        return 2
     _journaling_disk()
     malloc.tune()
     limits.raise_open_files()
@@ -72,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", describe_failure(exc))
         return 1
     return 0
+
+
+def _planted_bugs() -> None:
+    """Test mode: STROM_PLANTED_BUGS puts fixed bugs back (strom.config.planted)."""
+    names = planted.from_environment()
+    if names:
+        planted.plant(names)
+        log.warning("test mode: planted bugs %s (%s)", ", ".join(sorted(names)), planted.ENV)
 
 
 def _journaling_disk() -> None:

@@ -58,6 +58,7 @@ from strom.broker.testing.activated_child import BACKLOG, listening_socket, pope
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.network import Network
+from strom.config.planted import ENV as PLANTED_ENV
 from strom.coordinator.metadata.properties import new_cluster_id
 from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, power_cut
 from strom.storage.disk.model import Keep
@@ -309,7 +310,8 @@ class ClusterProcess:
     between restarts (`node.overrides`). `features`: levels `strom format --feature` finalizes
     (e.g. eligible.leader.replicas.version=1). `power_cuts`: every node's partition logs run
     on a journaling disk, so `node.power_cut()` can cut a node's power
-    (strom.storage.disk.journal; the metadata log is not journaled).
+    (strom.storage.disk.journal; the metadata log is not journaled). `planted`: fixed bugs
+    every node puts back (strom.config.planted; tests that prove a check catches them).
     """
 
     def __init__(
@@ -325,6 +327,7 @@ class ClusterProcess:
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
         power_cuts: bool = False,
+        planted: Iterable[str] = (),
     ) -> None:
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
@@ -354,7 +357,7 @@ class ClusterProcess:
                 self.network = Network(self._pids)
                 for node in self.nodes:
                     for name, port in node.ports.items():
-                        node.fronts[name] = self.network.front(node.node_id, (HOST, port))[1]
+                        node.fronts[name] = self.network.front(node.node_id, (HOST, port), name)[1]
         except BaseException:
             self._close_sockets()
             raise
@@ -373,6 +376,8 @@ class ClusterProcess:
                 node.environment = {
                     JOURNAL_ENV: str(node.journal), ROOT_ENV: str(node.journaled)
                 }
+            if planted:
+                node.environment[PLANTED_ENV] = ",".join(planted)
         self.format_seconds = 0.0
         """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0
@@ -444,16 +449,26 @@ class ClusterProcess:
         inside = _ids(nodes)
         self.partition_halves(inside, [n.node_id for n in self.nodes if n.node_id not in inside])
 
-    def partition_halves(self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode]) -> None:
+    def partition_halves(
+        self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode], listener: str = ""
+    ) -> None:
         """Cut every link between a node of `a` and a node of `b`, both ways (a node in neither
-        keeps its links to both: a bridge)."""
+        keeps its links to both: a bridge); `listener`: only connections to that listener
+        (CLIENT_LISTENER: the replica fetches between brokers, while Raft, heartbeats and
+        AlterPartition, on the controller listeners, flow)."""
         side_a, side_b = _ids(a), _ids(b)
-        self._require_network().cut(side_a, side_b)
-        self._require_network().cut(side_b, side_a)
+        self._require_network().cut(side_a, side_b, listener)
+        self._require_network().cut(side_b, side_a, listener)
 
-    def cut(self, sources: Iterable[int | ClusterNode], destinations: Iterable[int | ClusterNode]) -> None:
-        """Cut one way: bytes from `sources` to `destinations` are held, the reverse flows."""
-        self._require_network().cut(_ids(sources), _ids(destinations))
+    def cut(
+        self,
+        sources: Iterable[int | ClusterNode],
+        destinations: Iterable[int | ClusterNode],
+        listener: str = "",
+    ) -> None:
+        """Cut one way: bytes from `sources` to `destinations` are held, the reverse flows
+        (`listener`: only on connections to that listener name)."""
+        self._require_network().cut(_ids(sources), _ids(destinations), listener)
 
     def heal(self) -> None:
         """Every cut link carries bytes again (the held ones first)."""

@@ -53,6 +53,8 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        power_cuts: bool = False,
+        planted: tuple[str, ...] = (),
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -63,6 +65,8 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             node_overrides=node_overrides,
             partitionable=partitionable,
             features=features,
+            power_cuts=power_cuts,
+            planted=planted,
         )
         clusters.append(cluster)
         cluster.start()
