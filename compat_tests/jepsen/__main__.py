@@ -1,8 +1,10 @@
-"""Long mode: `python -m compat_tests.jepsen --faults 100 --seed N` (see docs/replication.md).
+"""Long mode: `python -m compat_tests.jepsen --faults 100 --seed N --mix hard` (see
+docs/replication.md).
 
-Starts its own 3-node cluster in a temporary directory, prints the seed and fault schedule
-first (so a run can be repeated), the faults as injected, then the checker's summary; exits 1
-on any violation.
+Starts its own 3-node cluster in a temporary directory (eligible leader replicas on unless
+`--elr 0`), prints the seed and fault schedule first (so a run can be repeated), the faults as
+injected, then the checker's summary; exits 1 on any violation. `--faults 0 --duration S`: a
+run with no faults.
 """
 
 from __future__ import annotations
@@ -16,14 +18,22 @@ import tempfile
 from pathlib import Path
 
 from compat_tests.jepsen.checker import check, summary
-from compat_tests.jepsen.nemesis import schedule
-from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
+from compat_tests.jepsen.workload import ELR, Options, describe_plan, plan_of, queue_cluster, run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compat_tests.jepsen", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="default: a random seed")
     parser.add_argument("--faults", type=int, default=Options.faults)
+    parser.add_argument("--mix", choices=("classic", "hard"), default="hard")
+    parser.add_argument("--elr", type=int, choices=(0, 1), default=1,
+                        help="eligible.leader.replicas.version the cluster is formatted with")  # fmt: skip
+    parser.add_argument("--whole-cluster-power-cuts", action="store_true",
+                        help="also cut every node's power at once (loses what nobody flushed)")  # fmt: skip
+    parser.add_argument("--duration", type=float, default=60.0,
+                        help="seconds of load with --faults 0")  # fmt: skip
+    parser.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config of the queue topic (e.g. flush.messages=1)")  # fmt: skip
     parser.add_argument("--partitions", type=int, default=Options.partitions)
     parser.add_argument("--producers", type=int, default=Options.producers)
     parser.add_argument("--rate", type=float, default=Options.rate, help="values/s per producer")
@@ -38,16 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.consumer_debug and not args.keep:
         parser.error("--consumer-debug needs --keep (where its log goes)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    opts = Options(seed=seed, faults=args.faults, partitions=args.partitions,
-                   producers=args.producers, rate=args.rate,
+    opts = Options(seed=seed, faults=args.faults, mix=args.mix, partitions=args.partitions,
+                   producers=args.producers, rate=args.rate, duration=args.duration,
+                   whole_cluster_power_cuts=args.whole_cluster_power_cuts,
+                   topic_config=dict(kv.split("=", 1) for kv in args.topic_config),
                    consumer_debug=args.consumer_debug,
                    consumer_log=args.keep / "live-consumer.log" if args.keep else None)  # fmt: skip
-    print(
-        describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup))
-    )
+    print(describe_plan(opts, plan_of(opts)) + f"\n  ({ELR}={args.elr})")
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
-        with queue_cluster(root) as cluster:
+        with queue_cluster(root, elr=args.elr) as cluster:
             try:
                 result = run(cluster, opts)
             finally:
