@@ -470,6 +470,14 @@ class ClusterProcess:
         (`listener`: only on connections to that listener name)."""
         self._require_network().cut(_ids(sources), _ids(destinations), listener)
 
+    def heal_between(
+        self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode], listener: str = ""
+    ) -> None:
+        """Undo `partition_halves(a, b, listener)` only: other cuts stay."""
+        side_a, side_b = _ids(a), _ids(b)
+        self._require_network().restore(side_a, side_b, listener)
+        self._require_network().restore(side_b, side_a, listener)
+
     def heal(self) -> None:
         """Every cut link carries bytes again (the held ones first)."""
         self._require_network().heal()

@@ -84,6 +84,14 @@ class Network:
                         self._cut.add((a, b, listener))
             self._changed.notify_all()
 
+    def restore(self, sources: Iterable[int], destinations: Iterable[int], listener: str = "") -> None:
+        """Undo `cut(sources, destinations, listener)`: those links carry bytes again."""
+        with self._changed:
+            for a in sources:
+                for b in destinations:
+                    self._cut.discard((a, b, listener))
+            self._changed.notify_all()
+
     def heal(self) -> None:
         """Every link carries bytes again, the held ones first."""
         with self._changed:

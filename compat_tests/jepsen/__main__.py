@@ -18,7 +18,17 @@ import tempfile
 from pathlib import Path
 
 from compat_tests.jepsen.checker import check, summary
-from compat_tests.jepsen.workload import ELR, Options, describe_plan, plan_of, queue_cluster, run
+from compat_tests.jepsen.scenarios import SCENARIOS
+from compat_tests.jepsen.workload import (
+    ELR,
+    Options,
+    cluster_settings,
+    describe_plan,
+    plan_of,
+    run,
+)
+from strom.broker.testing.cluster import ClusterProcess
+from strom.config.planted import BUGS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of load with --faults 0")  # fmt: skip
     parser.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
                         help="a config of the queue topic (e.g. flush.messages=1)")  # fmt: skip
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
+                        help="a scripted nemesis instead of the seed's schedule (scenarios.py)")  # fmt: skip
+    parser.add_argument("--plant", action="append", default=[], choices=sorted(BUGS),
+                        help="put a fixed bug back in every node (strom.config.planted)")  # fmt: skip
     parser.add_argument("--partitions", type=int, default=Options.partitions)
     parser.add_argument("--producers", type=int, default=Options.producers)
     parser.add_argument("--rate", type=float, default=Options.rate, help="values/s per producer")
@@ -48,18 +62,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.consumer_debug and not args.keep:
         parser.error("--consumer-debug needs --keep (where its log goes)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    opts = Options(seed=seed, faults=args.faults, mix=args.mix, partitions=args.partitions,
-                   producers=args.producers, rate=args.rate, duration=args.duration,
+    scenario = SCENARIOS[args.scenario] if args.scenario else None
+    topic_config = dict(scenario.topic_config) if scenario else {}
+    topic_config.update(kv.split("=", 1) for kv in args.topic_config)
+    opts = Options(seed=seed, faults=0 if scenario else args.faults, mix=args.mix,
+                   partitions=args.partitions, producers=args.producers, rate=args.rate,
+                   duration=args.duration,
                    whole_cluster_power_cuts=args.whole_cluster_power_cuts,
-                   topic_config=dict(kv.split("=", 1) for kv in args.topic_config),
-                   consumer_debug=args.consumer_debug,
+                   topic_config=topic_config, consumer_debug=args.consumer_debug,
                    consumer_log=args.keep / "live-consumer.log" if args.keep else None)  # fmt: skip
-    print(describe_plan(opts, plan_of(opts)) + f"\n  ({ELR}={args.elr})")
+    if scenario:
+        print(f"scenario {scenario.name} ({ELR}={args.elr}, planted: {args.plant or 'nothing'})")
+    else:
+        print(describe_plan(opts, plan_of(opts)) + f"\n  ({ELR}={args.elr})")
+    settings = cluster_settings(args.elr, split=bool(scenario and scenario.split),
+                                planted=tuple(args.plant))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
-        with queue_cluster(root, elr=args.elr) as cluster:
+        with ClusterProcess(root, **settings) as cluster:
             try:
-                result = run(cluster, opts)
+                result = run(cluster, opts, nemesis=scenario.nemesis if scenario else None)
             finally:
                 if args.keep:
                     for node in cluster.nodes:
@@ -71,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             for read in result.history.reads:
                 out.write(json.dumps({"type": "read", **dataclasses.asdict(read)}) + "\n")
     report = check(result.history)
-    print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
+    what = f"scenario {scenario.name}" if scenario else f"seed {opts.seed}, {len(result.plan)} faults"
+    print(f"--- {what}, {result.seconds:.0f}s ---")
     print(summary(report))
     return 0 if report.ok else 1
 

@@ -16,12 +16,11 @@ Threads, not trio: librdkafka's clients are blocking and run their own threads; 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,18 +286,14 @@ def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
     return Read(partition, offset, value.decode(), phase, at)
 
 
-def cluster_settings(elr: int) -> dict[str, Any]:
-    """ClusterProcess arguments of the queue cluster (also the CI test's `strom_cluster`)."""
-    return {"combined": 3, "partitionable": True, "power_cuts": True,
-            "overrides": dict(TIMEOUTS), "features": {ELR: elr}}  # fmt: skip
-
-
-@contextlib.contextmanager
-def queue_cluster(root: Path, elr: int = 1) -> Iterator[ClusterProcess]:
-    """A 3-node combined cluster whose node-to-node links can be cut (`partitionable`) and
-    whose nodes' power can be cut (`power_cuts`), with the feature `ELR` at `elr`."""
-    with ClusterProcess(root, **cluster_settings(elr)) as cluster:
-        yield cluster
+def cluster_settings(
+    elr: int, *, split: bool = False, planted: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """ClusterProcess arguments of the queue cluster (also the CI test's `strom_cluster`): 3
+    combined nodes, or with `split` 3 controllers (ids 1-3) and 3 brokers (ids 4-6)."""
+    nodes = {"controllers": 3, "brokers": 3} if split else {"combined": 3}
+    return {**nodes, "partitionable": True, "power_cuts": True, "overrides": dict(TIMEOUTS),
+            "features": {ELR: elr}, "planted": planted}  # fmt: skip
 
 
 def plan_of(opts: Options) -> list[Fault]:
@@ -308,10 +303,19 @@ def plan_of(opts: Options) -> list[Fault]:
     )  # fmt: skip
 
 
-def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = print) -> Run:
-    """Create the topic, run load + faults, heal, read everything, compare the replicas; return
-    the history."""
-    plan = plan_of(opts)
+Nemesis = Callable[[Injector, Callable[[str], None]], None]
+"""A scripted nemesis (scenarios.py): runs during the load, through the injector's cluster."""
+
+
+def run(
+    cluster: ClusterProcess,
+    opts: Options,
+    say: Callable[[str], None] = print,
+    nemesis: Nemesis | None = None,
+) -> Run:
+    """Create the topic, run load + faults (the seed's schedule, or `nemesis`), heal, read
+    everything, compare the replicas; return the history."""
+    plan = plan_of(opts) if nemesis is None else []
     out = Run(History([], [], opts.partitions), plan)
 
     def log(line: str) -> None:
@@ -333,12 +337,15 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     injector = Injector(cluster, TOPIC, opts.seed, log)
     try:
         try:
+            if nemesis is not None:
+                stop_load.wait(opts.warmup)  # the load's own clock, not a synchronisation
+                nemesis(injector, log)
             for fault in plan:
                 wait = load_began + fault.start - time.monotonic()
                 if wait > 0:
                     stop_load.wait(wait)  # the schedule's clock, not a synchronisation
                 injector.inject(fault)
-            stop_load.wait(max(opts.tail, opts.duration if not plan else 0.0))
+            stop_load.wait(max(opts.tail, opts.duration if not plan and not nemesis else 0.0))
         finally:
             stop_load.set()
             log("load stopped; healing every node")
@@ -359,8 +366,9 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     _final_read(cluster, opts, out.history, log)
     if out.history.final_complete and out.history.end_offsets:
         checked = compare(
-            {n.node_id: n.data_dir / "data" for n in cluster.nodes}, TOPIC, out.history.end_offsets
-        )
+            {n.node_id: n.data_dir / "data" for n in cluster.brokers}, TOPIC,
+            out.history.end_offsets,
+        )  # fmt: skip
         out.history.replicas_divergent = checked.divergent
         out.history.replicas_behind = checked.behind
         out.history.replicas_compared = checked.compared
@@ -370,7 +378,9 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
 
 def _create_topic(cluster: ClusterProcess, opts: Options) -> None:
     state = quorum_state(cluster)
-    via = cluster.node(state.leader_id).bootstrap if state is not None else cluster.bootstrap
+    via = cluster.bootstrap
+    if state is not None and cluster.node(state.leader_id).is_broker:
+        via = cluster.node(state.leader_id).bootstrap
     new = ck.NewTopic(TOPIC, num_partitions=opts.partitions, replication_factor=3,
                       config={"min.insync.replicas": "2", **opts.topic_config})  # fmt: skip
     admin = ck.admin(via)  # kept referenced until the answer: dropping it aborts the request
