@@ -12,7 +12,7 @@ committed at append and answers at once, as before replication existed.
 
 The driver answers OffsetCommit, SyncGroup, OffsetDelete and DeleteGroups only once the
 wait says NONE; any other outcome goes through the coordinator's error mapping
-(`strom.coordinator.groups.coordinator.storage_error`).
+(`strom.coordinator.groups.outbox.storage_error`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from strom.broker.drivers.topics import (
     create_internal_topic,
     internal_topic,
 )
-from strom.broker.replication.manager import ReplicationManager
 from strom.broker.replication.partitions import report_storage
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, PartitionLog
 from strom.wire.errors import ErrorCode
 

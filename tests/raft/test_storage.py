@@ -8,21 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from strom.coordinator.raft.core import RaftCore, Role
+from strom.coordinator.raft.core import RaftCore
 from strom.coordinator.raft.effects import (
     AppendEntries,
     InstallSnapshot,
     PersistQuorumState,
     TruncateTo,
 )
-from strom.storage.quorum_state import (
+from strom.coordinator.raft.states import Role
+from strom.storage.raft.quorum_state import (
     QuorumStateError,
     read_quorum_state,
     write_quorum_state,
 )
-from strom.storage.raft_disk import LOG_DIR_NAME, DiskRaftStore
-from strom.storage.raft_log import RaftLogDir, RaftLogError
-from strom.storage.raft_store import Entry, MemoryRaftStore, QuorumState, RaftStore, SnapshotId
+from strom.storage.raft.raft_disk import LOG_DIR_NAME, DiskRaftStore
+from strom.storage.raft.raft_log import RaftLogDir, RaftLogError
+from strom.storage.raft.raft_store import Entry, MemoryRaftStore, QuorumState, RaftStore, SnapshotId
 
 VOTERS = frozenset({1, 2, 3})
 

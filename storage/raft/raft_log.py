@@ -38,7 +38,7 @@ from pathlib import Path
 import crc32c
 
 from strom.storage.durable import atomic_replace, fsync_dir
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ProtocolError
 from strom.wire.records import Record, build_batch, decode_batch, iter_batches, validate_batch
 from strom.wire.records.record import ControlType, control_key
