@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from strom.storage.open_txns import CompletedTxn, OpenTransactions
-from strom.storage.txn_index import ENTRY_SIZE, AbortedTxn, TxnIndex
+from strom.storage.log.open_txns import CompletedTxn, OpenTransactions
+from strom.storage.log.txn_index import ENTRY_SIZE, AbortedTxn, TxnIndex
 
 
 def test_entry_layout_is_kafkas_34_bytes(tmp_path: Path) -> None:
