@@ -62,8 +62,9 @@ class TransactionVerifier(Protocol):
     what Produce answers. A partition missing from the result counts as NONE.
     """
 
-    def __call__(self, broker: BrokerState, request: VerifyRequest) -> Awaitable[dict[Key, ErrorCode]]:
-        ...
+    def __call__(
+        self, broker: BrokerState, request: VerifyRequest
+    ) -> Awaitable[dict[Key, ErrorCode]]: ...
 
 
 class TransactionVerification:

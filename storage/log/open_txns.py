@@ -71,10 +71,11 @@ class OpenTransactions:
         if txn.last_offset >= high_watermark:
             self._unreplicated.append(txn)
 
-    def on_high_watermark(self, high_watermark: int) -> None:
-        """Forget completed transactions whose markers are now below the high watermark."""
+    def forget_below(self, offset: int) -> None:
+        """Forget completed transactions whose markers are below `offset`: the high watermark
+        passed them, or the log start (retention, DeleteRecords) did."""
         unreplicated = self._unreplicated
-        while unreplicated and unreplicated[0].last_offset < high_watermark:
+        while unreplicated and unreplicated[0].last_offset < offset:
             unreplicated.popleft()
 
     def clear(self) -> None:

@@ -106,7 +106,9 @@ class TxnIndex:
                 finally:
                     os.close(fd)
             entries = []
-            for version, pid, first, last, lso in ENTRY.iter_unpack(data[: len(data) - len(data) % ENTRY_SIZE]):
+            for version, pid, first, last, lso in ENTRY.iter_unpack(
+                data[: len(data) - len(data) % ENTRY_SIZE]
+            ):
                 if version != VERSION:
                     self.corrupt = True
                     break
@@ -140,7 +142,9 @@ class TxnIndex:
             return False
         previous = self.base_offset - 1
         for txn in entries:
-            if not (previous < txn.last_offset < next_offset and txn.first_offset <= txn.last_offset):
+            if not (
+                previous < txn.last_offset < next_offset and txn.first_offset <= txn.last_offset
+            ):
                 return False
             previous = txn.last_offset
         return True

@@ -32,7 +32,11 @@ def test_no_file_until_the_first_entry(tmp_path: Path) -> None:
 def test_round_trip_and_lazy_load(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000100.txnindex"
     index = TxnIndex(path, 100)
-    entries = [AbortedTxn(1, 90, 100, 101), AbortedTxn(2, 101, 105, 106), AbortedTxn(1, 106, 110, 111)]
+    entries = [
+        AbortedTxn(1, 90, 100, 101),
+        AbortedTxn(2, 101, 105, 106),
+        AbortedTxn(1, 106, 110, 111),
+    ]
     for e in entries:
         index.append(e)
     assert index.pending == 3
@@ -48,7 +52,7 @@ def test_round_trip_and_lazy_load(tmp_path: Path) -> None:
 def test_markers_must_move_forward(tmp_path: Path) -> None:
     index = TxnIndex(tmp_path / "x.txnindex", 0)
     index.append(AbortedTxn(1, 0, 5, 6))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="does not follow"):
         index.append(AbortedTxn(2, 1, 5, 6))
 
 
@@ -105,7 +109,7 @@ def test_open_transactions_first_unstable_offset() -> None:
     txns.complete(done, high_watermark=15)  # marker above the high watermark: still unstable
     assert txns.first_unstable_offset() == 10
     assert txns.first_undecided_offset() == 12
-    txns.on_high_watermark(21)
+    txns.forget_below(21)
     assert txns.first_unstable_offset() == 12
     other = CompletedTxn(2, 12, 22, aborted=False)
     assert txns.last_stable_offset_after(other) == 23
@@ -117,7 +121,7 @@ def test_open_transactions_restore_sorts() -> None:
     txns = OpenTransactions()
     txns.restore({30: 3, 10: 1, 20: 2}, [CompletedTxn(4, 5, 40, False)])
     assert txns.first_unstable_offset() == 5
-    txns.on_high_watermark(41)
+    txns.forget_below(41)
     assert txns.first_unstable_offset() == 10
     txns.begin(9, 15)  # out of order (a rebuild): still sorted
     assert list(txns._ongoing) == [10, 15, 20, 30]
