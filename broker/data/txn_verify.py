@@ -32,12 +32,16 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from strom.storage.log.producer_state import SENTINEL, VerificationGuard
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
 
 Key = tuple[str, int]
+
+SUPPORTS_EPOCH_BUMP_VERSION = 12
+"""Produce v12 comes from transactions v2 clients (KIP-890 part 2)."""
 
 
 @dataclass(frozen=True)
@@ -102,3 +106,55 @@ def produce_error(error: ErrorCode) -> tuple[ErrorCode, str | None]:
             f"Underlying error: {error.name}"
         )
     return error, None
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A partition the coordinator did not verify: what Produce answers for it."""
+
+    error: ErrorCode
+    message: str | None
+
+
+async def verify_partitions(
+    broker: BrokerState,
+    transactional_id: str,
+    produce_version: int,
+    batches: dict[Key, tuple[int, int, int]],
+) -> dict[Key, VerificationGuard | Refused]:
+    """The produce path's hook, before appending transactional batches: `batches` maps each
+    partition to its first batch's (producer id, epoch, base sequence). Per partition, the
+    guard to append under (SENTINEL when its transaction is already ongoing there) or the
+    refusal to answer; a partition missing from the result (no verifier installed, or no
+    log here, which the append then reports) is appended without verification."""
+    verifier = TransactionVerification.of(broker).verifier
+    if verifier is None or not batches:
+        return {}
+    out: dict[Key, VerificationGuard | Refused] = {}
+    asking: list[Key] = []
+    producer_id, producer_epoch = -1, -1
+    for key, (producer_id, producer_epoch, sequence) in batches.items():
+        log = broker.logs.get(*key)
+        if log is None:
+            continue
+        guard = log.start_verification(
+            producer_id,
+            sequence,
+            producer_epoch,
+            supports_epoch_bump=produce_version >= SUPPORTS_EPOCH_BUMP_VERSION,
+        )
+        if guard is None:
+            out[key] = SENTINEL
+        else:
+            out[key] = guard
+            asking.append(key)
+    if asking:
+        request = VerifyRequest(
+            transactional_id, producer_id, producer_epoch, asking, produce_version
+        )
+        errors = await verifier(broker, request)
+        for key in asking:
+            error = errors.get(key, ErrorCode.NONE)
+            if error != ErrorCode.NONE:
+                out[key] = Refused(*produce_error(error))
+    return out
