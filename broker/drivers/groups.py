@@ -8,7 +8,7 @@ are released; a single timer task sleeps until the machine's next deadline
 (or until a request moves it) and calls `tick`.
 
 The records the machine emits are appended, in order, to the group's
-partition (`OffsetsTopic.append`, on the event-loop thread), and each outcome
+partition (`CoordinatorTopic.append`, on the event-loop thread), and each outcome
 goes back to it with `write_completed`; only then does it act on them and
 release the replies waiting on them. Writes go with acks=all semantics, as
 Kafka's coordinator writes them: on a single-replica partition the append is
@@ -18,9 +18,9 @@ same wait acks=all produces use) before reporting the outcome. So an
 OffsetCommit or SyncGroup is answered only once every ISR member holds its
 records, and a commit survives the leader's failover.
 
-The driver reaches the broker only through `OffsetsTopic` (which partitions of
+The driver reaches the broker only through a `CoordinatorTopic` (which partitions of
 `__consumer_offsets` this node leads, their logs, appending to them, creating
-the topic; the broker's is strom.broker.data.offsets_topic), a clock and a few
+the topic; the broker's is strom.broker.data.coordinator_topics), a clock and a few
 config values, so it runs without a broker in tests.
 
 Leadership: a node coordinates exactly the groups whose `__consumer_offsets`
@@ -41,13 +41,14 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated
 from strom.broker.drivers.group_loading import read_partition
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.coordinator.groups.api import (
@@ -65,7 +66,6 @@ from strom.coordinator.groups.api import (
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
 from strom.coordinator.groups.records import partition_for
-from strom.storage import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
@@ -89,33 +89,6 @@ def group_config(c: BrokerConfig) -> GroupConfig:
     )
 
 
-class OffsetsTopic(Protocol):
-    """`__consumer_offsets` as the group driver needs it."""
-
-    def partitions(self) -> list[int] | None:
-        """The topic's partition ids; None before it exists."""
-        ...
-
-    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
-        """The partition's log and leader epoch while this node leads it; None otherwise."""
-        ...
-
-    def append(self, partition: int, batch: bytes | bytearray, now: int) -> ErrorCode | Replicated:
-        """Append one batch as the coordinator, acks=all: an error if nothing was written
-        (e.g. NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS), NONE if the records are committed
-        already (one replica), else the wait for the ISR to hold them."""
-        ...
-
-    async def create(self) -> ErrorCode:
-        """Create the topic (as Kafka does, on first use); NONE once it exists."""
-        ...
-
-
-Replicated = Callable[[], Awaitable[ErrorCode]]
-"""Waits until a written batch is committed (the high watermark passed it): NONE, or why not
-(NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT)."""
-
-
 def _new_uuid() -> str:
     return str(uuid.uuid4())
 
@@ -133,7 +106,7 @@ class GroupDriver:
 
     def __init__(
         self,
-        topic: OffsetsTopic,
+        topic: CoordinatorTopic,
         config: GroupConfig,
         *,
         num_partitions: int,
