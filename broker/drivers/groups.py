@@ -62,6 +62,7 @@ from strom.coordinator.groups.api import (
     Released,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
     Write,
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
@@ -129,6 +130,9 @@ class GroupDriver:
         exactly the groups that hash to them."""
         self.loading: dict[int, int] = {}
         """Partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the load's id."""
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
+        """Transaction markers written to a partition while it loads: applied after the load
+        (applying one the load already read is harmless)."""
         self._load_ids = itertools.count(1)
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
         self._to_wait, self._wait_queue = trio.open_memory_channel[tuple[int, Replicated]](
@@ -175,6 +179,7 @@ class GroupDriver:
         self.owned -= lost
         for partition in lost:
             self.loading.pop(partition, None)
+            self._markers_while_loading.pop(partition, None)
         dropped = self.machine.unload(
             self.now(), lambda group_id: partition_for(group_id, self._num_partitions) in lost
         )
@@ -196,6 +201,8 @@ class GroupDriver:
             del self.loading[partition]
             self.machine.load(loaded, self.now())
             self.owned.add(partition)
+            for producer_id, commit in self._markers_while_loading.pop(partition, []):
+                self.complete_transaction(partition, producer_id, commit)
             self._settle()
             log.info("loaded %s-%d: now coordinating its groups", CONSUMER_OFFSETS, partition)
 
@@ -304,6 +311,34 @@ class GroupDriver:
         )
         return result.errors
 
+    async def txn_commit(self, req: TxnCommitRequest) -> dict[PartitionKey, ErrorCode]:
+        """TxnOffsetCommit, answered once the transaction's offsets are written (call `ready`
+        and verify the transaction first); they count once its COMMIT marker is written."""
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        result = await self._request(
+            partial(self.machine.txn_commit, req=req),
+            CommitResult,
+            lambda error: CommitResult(dict.fromkeys(keys, error)),
+        )
+        return result.errors
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker of `producer_id` is now committed in `__consumer_offsets`
+        partition `partition` (WriteTxnMarkers): the producer's transactional offsets of that
+        partition's groups become visible or are dropped. Returns how many were committed."""
+        if partition in self.loading:  # the load may have read the log before the marker
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, commit))
+            return 0
+        if partition not in self.owned:
+            return 0  # not led here: the next leader replays the marker from the log
+        return self.run_sync(
+            lambda: self.machine.complete_transaction(
+                producer_id,
+                commit,
+                lambda group_id: partition_for(group_id, self._num_partitions) == partition,
+            )
+        )
+
     async def delete_offsets(
         self, group_id: str, partitions: list[PartitionKey]
     ) -> OffsetDeleteResult:
@@ -388,7 +423,14 @@ class GroupDriver:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         now = self.now()
-        batch = build_batch([Record(k, v, timestamp=now) for k, v in write.records])
+        records = [Record(k, v, timestamp=now) for k, v in write.records]
+        if write.producer is None:
+            batch = build_batch(records)
+        else:  # a transaction's offsets: its transactional batch, as Kafka's coordinator writes
+            producer_id, producer_epoch = write.producer
+            batch = build_batch(
+                records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
+            )
         outcome = self.topic.append(index, batch, now)
         if isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
             log.error(
