@@ -324,7 +324,7 @@ class ProducerAppend:
                 " expected a transactional batch",
             )
         self._staged.add(pid)
-        entry.add(header, first_offset, first_offset + header.last_offset_delta, timestamp)
+        entry.add(header, first_offset, header.last_offset_at(first_offset), timestamp)
         if open_before < 0 <= entry.current_txn_first_offset:
             self.events.append((pid, first_offset))
 
