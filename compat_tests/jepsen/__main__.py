@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     topic_config = dict(scenario.topic_config) if scenario else {}
     topic_config.update(kv.split("=", 1) for kv in args.topic_config)
     opts = Options(seed=seed, faults=0 if scenario else args.faults, mix=args.mix,
+                   message_timeout_ms=scenario.message_timeout_ms if scenario else 30_000,
                    partitions=args.partitions, producers=args.producers, rate=args.rate,
                    duration=args.duration,
                    whole_cluster_power_cuts=args.whole_cluster_power_cuts,
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(describe_plan(opts, plan_of(opts)) + f"\n  ({ELR}={args.elr})")
     settings = cluster_settings(args.elr, split=bool(scenario and scenario.split),
-                                planted=tuple(args.plant))  # fmt: skip
+                                planted=tuple(args.plant),
+                                overrides=scenario.overrides if scenario else None)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
         with ClusterProcess(root, **settings) as cluster:

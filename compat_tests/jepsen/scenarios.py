@@ -12,7 +12,7 @@ configuration does not protect against the fault (eligible leader replicas off).
 | scenario | what it does (P: partition 0, L: its leader, F and G: its followers) | caught as |
 |---|---|---|
 | last-replica-standing | KIP-966's case: P's followers lose their replication links until the ISR is L alone, L loses its unsynced data in a power cut, the links heal and L restarts | lost, with eligible leader replicas off (L leads again with the shorter log); valid with them on (a follower in the ELR leads) |
-| unanswered-expansion | split roles (3 controllers, 3 brokers). F falls out of P's ISR; the controllers' bytes to L are dropped; F catches up and L's AlterPartition adding it commits unanswered; F stops fetching; L and G are killed, so F leads | lost with isr-forgets-unanswered-proposal planted (the high watermark passed F) |
+| unanswered-expansion | split roles (3 controllers, 3 brokers), `broker.session.timeout.ms=40000` (longer than the 30 s a leader retries an AlterPartition). F falls out of P's ISR; the controllers' bytes to L are dropped; F catches up and L's AlterPartition adding it commits unanswered; F stops fetching again; L gives up on the AlterPartition after 30 s and L and G take writes; L and G are killed, and F leads once their leases ran out | lost with isr-forgets-unanswered-proposal planted (the high watermark passed F) |
 | restarted-follower | G falls out of P's ISR; F's power is cut and F restarts unable to fetch; L is killed | lost with isr-trusts-old-incarnation planted (F was put back in the ISR on its previous incarnation's log end, and leads) |
 | restart-same-epoch | eligible leader replicas off, min.insync.replicas=1: P's followers lose their replication links until the ISR is L alone, L's power is cut and it restarts at once, takes new writes past what the followers hold, then the links heal | replica divergence with restart-keeps-leader-epoch planted (L appended in the epoch the followers hold; without it they truncate to L: the records only L held are lost, by configuration, not forked) |
 """
@@ -41,6 +41,12 @@ class Scenario:
     nemesis: Callable[[Injector, Say], None]
     split: bool = False
     """3 controllers and 3 brokers instead of 3 combined nodes."""
+    overrides: dict[str, str] = field(default_factory=dict)
+    """Broker configs on top of the queue cluster's (`workload.TIMEOUTS`)."""
+    message_timeout_ms: int = 30_000
+    """The producers' message.timeout.ms: past it librdkafka re-sends under a new producer
+    epoch, which stores a value twice (see the Results); a scenario that stalls a partition
+    for longer raises it."""
     topic_config: dict[str, str] = field(default_factory=dict)
     plant: str = ""
     """The bug this scenario catches (empty: it is about a configuration)."""
@@ -122,15 +128,14 @@ def unanswered_expansion(injector: Injector, say: Say) -> None:
         f"{leader.node_id} proposes it into the ISR; the change commits, the answer is held")  # fmt: skip
     _wait_for(f"the controllers count {f.node_id} in the ISR",
               lambda: _isr(cluster) == {leader.node_id, f.node_id, g.node_id}, say)  # fmt: skip
-    _pause(34)  # the leader's AlterPartition gives up after 30 s of retries
     cluster.partition_halves([f], [leader], listener=CLIENT_LISTENER)
     say(f"replication link between {f.node_id} and {leader.node_id} cut again; load goes on")
-    _pause(6)
+    _pause(36)  # the leader's AlterPartition gives up after 30 s of retries; then more writes
     leader.kill9()
     g.kill9()
     say(f"kill -9 of {leader.node_id} and {g.node_id}: only {f.node_id} of the ISR is left")
     _wait_for(f"{f.node_id} leads partition {PARTITION}",
-              lambda: leader_of(cluster, TOPIC, PARTITION) == f.node_id, say)  # fmt: skip
+              lambda: leader_of(cluster, TOPIC, PARTITION) == f.node_id, say, timeout=90)  # fmt: skip
     _pause(3)
     cluster.heal()
     say("network healed")
@@ -181,6 +186,7 @@ SCENARIOS = {
     for s in (
         Scenario("last-replica-standing", last_replica_standing),
         Scenario("unanswered-expansion", unanswered_expansion, split=True,
+                 overrides={"broker.session.timeout.ms": "40000"}, message_timeout_ms=180_000,
                  plant="isr-forgets-unanswered-proposal"),
         Scenario("restarted-follower", restarted_follower, plant="isr-trusts-old-incarnation"),
         Scenario("restart-same-epoch", restart_same_epoch,

@@ -15,8 +15,11 @@ from strom.broker.testing.pytest_plugin import StartCluster
 
 def _run(strom_cluster: StartCluster, scenario: Scenario, *, elr: int, planted: bool) -> tuple[dict[str, int], str]:
     plant = (scenario.plant,) if planted and scenario.plant else ()
-    cluster = strom_cluster(**cluster_settings(elr, split=scenario.split, planted=plant))
-    opts = Options(seed=1, faults=0, topic_config=dict(scenario.topic_config))
+    cluster = strom_cluster(
+        **cluster_settings(elr, split=scenario.split, planted=plant, overrides=scenario.overrides)
+    )
+    opts = Options(seed=1, faults=0, topic_config=dict(scenario.topic_config),
+                   message_timeout_ms=scenario.message_timeout_ms)  # fmt: skip
     result = run(cluster, opts, nemesis=scenario.nemesis)
     report = check(result.history)
     text = "\n".join([f"scenario {scenario.name}, planted {plant or 'nothing'}, ELR {elr}",

@@ -179,9 +179,12 @@ class _Producer(_Worker):
             seq += 1
             next_at = max(next_at + interval, time.monotonic() - 1.0)  # no catch-up bursts
             # serves delivery reports and paces the load (a rate, not a synchronisation)
-            producer.poll(0)
-            while (wait := next_at - time.monotonic()) > 0:
-                producer.poll(wait)  # returns early when it served a delivery report
+            try:
+                producer.poll(0)
+                while (wait := next_at - time.monotonic()) > 0:
+                    producer.poll(wait)  # returns early when it served a delivery report
+            except KafkaException as exc:  # a fatal error raised from poll()
+                self.fatal = self.fatal or _name(exc.args[0])
             if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
                 producer = self._replace(producer)
         self._flush(producer)
@@ -287,13 +290,18 @@ def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
 
 
 def cluster_settings(
-    elr: int, *, split: bool = False, planted: tuple[str, ...] = ()
+    elr: int,
+    *,
+    split: bool = False,
+    planted: tuple[str, ...] = (),
+    overrides: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """ClusterProcess arguments of the queue cluster (also the CI test's `strom_cluster`): 3
     combined nodes, or with `split` 3 controllers (ids 1-3) and 3 brokers (ids 4-6)."""
     nodes = {"controllers": 3, "brokers": 3} if split else {"combined": 3}
-    return {**nodes, "partitionable": True, "power_cuts": True, "overrides": dict(TIMEOUTS),
-            "features": {ELR: elr}, "planted": planted}  # fmt: skip
+    return {**nodes, "partitionable": True, "power_cuts": True,
+            "overrides": {**TIMEOUTS, **(overrides or {})}, "features": {ELR: elr},
+            "planted": planted}  # fmt: skip
 
 
 def plan_of(opts: Options) -> list[Fault]:
