@@ -9,6 +9,8 @@ Its folders, by concern:
 - `admin/`: the broker's half of admin requests (configs, loggers, internal topics).
 - `drivers/`: the trio drivers that host the pure state machines of `strom.coordinator`
   (the controller and the group coordinator): they feed them requests, time and durability.
+- `security/`: TLS contexts from the ssl.* keys, the listeners' TLS (handshake, reloads), who a
+  connection is (principals).
 - `replication/`: this broker's partitions kept in step with the metadata image; followers,
   the ISR and leader changes (issue 12) live here.
 - `process/`: start-up, the command line, logging, process limits.

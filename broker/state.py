@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
+    from strom.broker.security.listeners import ListenerTls
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
@@ -50,6 +51,8 @@ class BrokerState:
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
+    tls: ListenerTls | None = None
+    """The TLS contexts of this broker's SSL listeners (set by the broker process)."""
     _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
 
     def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:

@@ -41,8 +41,16 @@ from strom.config.quorum import (
     parse_voters,
     runs_quorum,
 )
+from strom.config.security import (
+    SSL_SETTING_KEYS,
+    SslSettings,
+    listener_value,
+    parse_listener_settings,
+    parse_principal_mapping_rules,
+)
 from strom.config.unsupported import refuse_security_key, refuse_security_protocol
 from strom.config.validators import (
+    Validator,
     at_least,
     between,
     either,
@@ -951,12 +959,144 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
 
+    # --- security: TLS (the ssl.* keys, each also per listener as listener.name.<l>.ssl.*) ---------
+    # Kafka's names and defaults. The keystore and truststore keys can change at runtime for one
+    # broker (a certificate rotation: AlterConfigs reloads them); Strom reads PEM and PKCS12
+    # stores (KIP-651 PEM, inline or in files), not JKS. See docs/security.md.
+    ssl_protocol: str = setting(
+        "ssl.protocol", C.STRING, "TLSv1.3",
+        "The TLS protocol family of the SSL context; ssl.enabled.protocols says which versions "
+        "are negotiated.",
+        validator=one_of("TLSv1.3", "TLSv1.2", "TLS"),
+    )  # fmt: skip
+    ssl_enabled_protocols: tuple[str, ...] = setting(
+        "ssl.enabled.protocols", C.LIST, ("TLSv1.2", "TLSv1.3"),
+        "TLS versions a listener accepts (TLSv1 and TLSv1.1 are refused: OpenSSL and Java "
+        "disable them as insecure).",
+        validator=subset_of("TLSv1.2", "TLSv1.3", allow_empty=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_cipher_suites: tuple[str, ...] = setting(
+        "ssl.cipher.suites", C.LIST, (),
+        "TLS 1.2 cipher suites, by their IANA (Java) or OpenSSL names; empty: OpenSSL's secure "
+        "defaults. TLS 1.3 suites are always OpenSSL's (all AEAD).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_type: str = setting(
+        "ssl.keystore.type", C.STRING, "JKS",
+        "PEM or PKCS12 (JKS, Kafka's default, cannot be read by Strom: convert it with keytool "
+        "-importkeystore -deststoretype PKCS12).",
+        validator=one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_location: str | None = setting(
+        "ssl.keystore.location", C.STRING, None,
+        "The key store file: this listener's certificate chain and private key.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_password: str | None = setting(
+        "ssl.keystore.password", C.PASSWORD, None,
+        "Password of a PKCS12 key store (of a PEM file's key: ssl.key.password).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", C.PASSWORD, None,
+        "Password of the private key (an encrypted PEM key).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_key: str | None = setting(
+        "ssl.keystore.key", C.PASSWORD, None,
+        "The private key itself, in PEM (PKCS#8, possibly encrypted with ssl.key.password); "
+        "needs ssl.keystore.type=PEM and ssl.keystore.certificate.chain (KIP-651).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_certificate_chain: str | None = setting(
+        "ssl.keystore.certificate.chain", C.PASSWORD, None,
+        "The certificate chain itself, in PEM (KIP-651).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_type: str = setting(
+        "ssl.truststore.type", C.STRING, "JKS",
+        "PEM or PKCS12 (JKS cannot be read by Strom).",
+        validator=one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_location: str | None = setting(
+        "ssl.truststore.location", C.STRING, None,
+        "The trust store file: the CA certificates client certificates (and peers) are checked "
+        "against; unset: the system's CA certificates.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_password: str | None = setting(
+        "ssl.truststore.password", C.PASSWORD, None, "Password of a PKCS12 trust store.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_certificates: str | None = setting(
+        "ssl.truststore.certificates", C.PASSWORD, None,
+        "Trusted certificates themselves, in PEM (KIP-651); needs ssl.truststore.type=PEM.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_client_auth: str = setting(
+        "ssl.client.auth", C.STRING, "none",
+        "required: a client must present a certificate its trust store accepts (mTLS); "
+        "requested: a certificate is asked for and checked if sent; none: not asked for.",
+        validator=one_of("required", "requested", "none"),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_endpoint_identification_algorithm: str | None = setting(
+        "ssl.endpoint.identification.algorithm", C.STRING, "https",
+        "https: a node connecting to another over TLS checks the peer certificate's host name; "
+        "empty: it does not.",
+        validator=one_of("https", ""),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_principal_mapping_rules: str = setting(
+        "ssl.principal.mapping.rules", C.STRING, "DEFAULT",
+        "Rules mapping a client certificate's distinguished name to a user name: "
+        "RULE:pattern/replacement/[LU], ..., DEFAULT (the whole name).",
+    )  # fmt: skip
+    ssl_keymanager_algorithm: str = setting(
+        "ssl.keymanager.algorithm", C.STRING, "SunX509",
+        "Accepted for compatibility; ignored (a JVM setting).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_trustmanager_algorithm: str = setting(
+        "ssl.trustmanager.algorithm", C.STRING, "PKIX",
+        "Accepted for compatibility; ignored (a JVM setting).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_secure_random_implementation: str | None = setting(
+        "ssl.secure.random.implementation", C.STRING, None,
+        "Accepted for compatibility; ignored (OpenSSL's random generator is used).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_provider: str | None = setting(
+        "ssl.provider", C.STRING, None, "Accepted for compatibility; ignored (a JVM setting)."
+    )
+    ssl_engine_factory_class: str | None = setting(
+        "ssl.engine.factory.class", C.CLASS, None,
+        "A custom Java SSL engine factory: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    ssl_allow_dn_changes: bool = setting(
+        "ssl.allow.dn.changes", C.BOOLEAN, False,
+        "Whether a reloaded key store may carry a certificate with another distinguished name.",
+    )  # fmt: skip
+    ssl_allow_san_changes: bool = setting(
+        "ssl.allow.san.changes", C.BOOLEAN, False,
+        "Whether a reloaded key store may carry a certificate with other subject alternative "
+        "names.",
+    )  # fmt: skip
+
     # --- what the configuration itself records, and what it derives ------------------------------
 
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """Keys set in the file or overrides (DescribeConfigs reports them as STATIC_BROKER_CONFIG)."""
     ignored_settings: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     """Accepted-but-unused Kafka keys, verbatim, in the order given."""
+    listener_settings: tuple[tuple[str, ConfigValue], ...] = field(default=(), repr=False)
+    """Security keys given for one listener (`listener.name.<listener>.ssl.keystore.location`,
+    ...), by full key, parsed with their base key's type (`strom.config.security`)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -967,17 +1107,27 @@ class BrokerConfig:
         """Build from string properties, as read from a file plus overrides."""
         values: dict[str, Any] = {}
         ignored: list[tuple[str, str]] = []
+        per_listener = parse_listener_settings(
+            props, BROKER_KEYS, _listener_names(props.get("listeners"))
+        )
         for key, raw in props.items():
             refuse_security_key(key)
             spec = BROKER_KEYS.get(key)
             if spec is not None:
                 values[spec.attr] = parse_value(key, spec.type, raw)
+            elif key in per_listener:
+                continue
             elif is_ignored(key):
                 ignored.append((key, raw))
             else:
                 raise ConfigError.unknown(key)
         explicit = frozenset(key for key in props if key in BROKER_KEYS)
-        return cls(**values, explicit_keys=explicit, ignored_settings=tuple(ignored))
+        return cls(
+            **values,
+            explicit_keys=explicit,
+            ignored_settings=tuple(ignored),
+            listener_settings=tuple(sorted(per_listener.items())),
+        )
 
     def get(self, key: str) -> ConfigValue:
         """The configured value of a Kafka key (None if unset and without default)."""
@@ -1142,8 +1292,40 @@ class BrokerConfig:
         """The security protocol of a listener (names are case-insensitive)."""
         return self.protocol_map[listener_name.upper()]
 
+    @cached_property
+    def listener_settings_map(self) -> Mapping[str, ConfigValue]:
+        """`listener_settings` by full key."""
+        return MappingProxyType(dict(self.listener_settings))
+
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None) -> ConfigValue:
+        """`key` as it applies on `listener` (for SASL `mechanism`): the listener-prefixed
+        value if one is set, else the broker-wide one (`strom.config.security`)."""
+        return listener_value(
+            self.listener_settings_map, self.get(key), listener, key, mechanism
+        )
+
+    def ssl_settings(self, listener: str) -> SslSettings:
+        """The ssl.* values `listener` runs with (whatever its protocol)."""
+        values: dict[str, Any] = {
+            field: self.listener_value(listener, key) for field, key in SSL_SETTING_KEYS.items()
+        }
+        return SslSettings(listener=listener.upper(), **values)
+
+    def uses_tls(self, listener: str) -> bool:
+        """Whether `listener`'s security protocol is SSL or SASL_SSL."""
+        return self.protocol_map.get(listener.upper(), "PLAINTEXT").endswith("SSL")
+
 
 # --- rules spanning several keys (each reads derived values; every error names the key) ----------
+
+
+def _listener_names(listeners: str | None) -> list[str]:
+    """The listener names of a `listeners` value (none when it does not parse: the field's own
+    check reports that)."""
+    try:
+        return [e.name for e in parse_listeners(listeners or "")]
+    except ConfigError:
+        return []
 
 
 def _check_cross_key_rules(cfg: BrokerConfig) -> None:
@@ -1154,6 +1336,12 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
         )
     _check_listeners(cfg)
     _check_quorum(cfg)
+    for listener in cfg.listener_endpoints:  # the rules of every listener parse
+        rules = cfg.listener_value(listener.name, "ssl.principal.mapping.rules")
+        key = "ssl.principal.mapping.rules"
+        if rules != cfg.ssl_principal_mapping_rules:
+            key = f"listener.name.{listener.name.lower()}.{key}"
+        parse_principal_mapping_rules(str(rules), key)
     explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
     if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
         raise ConfigError.invalid(

@@ -1,10 +1,10 @@
 """Settings Strom refuses because it does not implement what they ask for yet: fail closed.
 
 Kafka accepts these keys; a broker that accepted them and went on serving would leave the port
-open: a keystore that encrypts nothing, a SASL mechanism that authenticates no one, an
-authorizer that allows everything. So a configuration that asks for security stops start-up
-(and a dynamic change to such a key is refused) with a message naming the key. The list shrinks
-as TLS, SASL and ACLs land.
+open: a SASL mechanism that authenticates no one, an authorizer that allows everything. So a
+configuration that asks for them stops start-up (and a dynamic change to such a key is refused)
+with a message naming the key. TLS is implemented (the `ssl.*` keys, `SSL` listeners); the list
+shrinks further as SASL and ACLs land.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ SECURITY_KEYS = frozenset(
         "connection.failed.authentication.delay.ms",
     }
 )
-SECURITY_PREFIXES = ("ssl.", "sasl.", "delegation.token.")
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SECURITY_PREFIXES = ("sasl.", "delegation.token.")
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 
-_WHY = "Strom does not implement TLS, SASL or ACLs yet (the port would serve plaintext to anyone)"
+_WHY = "Strom does not implement SASL or ACLs yet (the port would serve anyone)"
 
 
 def _is_security_key(key: str) -> bool:
@@ -34,7 +34,7 @@ def _is_security_key(key: str) -> bool:
     if key.startswith("listener.name."):
         # listener.name.<listener>.<key> and listener.name.<listener>.<mechanism>.sasl.<key>
         rest = key[len("listener.name.") :].split(".", 1)[-1]
-        return _is_security_key(rest) or ".sasl." in f".{rest}" or ".ssl." in f".{rest}"
+        return _is_security_key(rest) or ".sasl." in f".{rest}"
     return False
 
 
@@ -45,11 +45,11 @@ def refuse_security_key(key: str) -> None:
 
 
 def refuse_security_protocol(key: str, listener: str, protocol: str) -> None:
-    """ConfigError if a listener would need a security protocol other than PLAINTEXT."""
+    """ConfigError if a listener would need a security protocol Strom does not serve yet."""
     if protocol.upper() not in SUPPORTED_PROTOCOLS:
         raise ConfigError(
             key,
             f"listener {listener} uses security protocol {protocol}, which is refused: {_WHY}; "
-            "use a PLAINTEXT listener",
+            "use a PLAINTEXT or SSL listener",
             protocol,
         )

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_configs import ResourceError
+from strom.broker.security.listeners import validate as validate_tls
 from strom.config.alter import AlterOp
+from strom.config.dynamic import overlay
+from strom.config.errors import ConfigError
 from strom.config.values import ConfigResource
 from strom.coordinator.controller.result import ApiError
 from strom.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.broker.state import BrokerState
 
 FORWARDED = frozenset(
     {
@@ -42,6 +48,37 @@ class Resource(Protocol):
 
 
 T = TypeVar("T")
+Ops = Sequence[tuple[str, int, str | None]]
+OwnBrokerCheck = Callable[[Ops, bool], str | None]
+"""(the resource's (key, operation, value)s, incremental) -> why it is refused, or None."""
+
+
+def tls_change_refusal(state: BrokerState, ops: Ops, incremental: bool) -> str | None:
+    """Why a change of this broker's configs would leave a TLS listener unusable, or None.
+
+    Kafka's broker validates a dynamic key store before it is stored (DynamicBrokerConfig):
+    the new files are loaded here; a certificate of another subject needs ssl.allow.dn.changes.
+    """
+    if not any(_tls_key(key) for key, _, _ in ops):
+        return None
+    layers = state.image.broker_config_layers(state.config)
+    new = {} if not incremental else dict(layers.per_broker)
+    for key, op, value in ops:
+        if op == AlterOp.DELETE or value is None:
+            new.pop(key, None)
+        elif op == AlterOp.SET:
+            new[key] = value
+        else:
+            return None  # APPEND/SUBTRACT: the controller answers them
+    try:
+        config = overlay(layers.static, {**layers.cluster_default, **new})
+    except ConfigError:
+        return None  # the controller answers with the reason
+    return validate_tls(config, state.tls)
+
+
+def _tls_key(key: str) -> bool:
+    return key.startswith("ssl.") or (key.startswith("listener.name.") and ".ssl." in key)
 
 
 def preprocess(
@@ -51,16 +88,26 @@ def preprocess(
     node_id: int,
     incremental: bool,
     validate_only: bool,
+    check_own_broker: OwnBrokerCheck | None = None,
 ) -> list[ApiError | None]:
     """Per resource: the outcome decided here, or None for a resource the controller decides.
 
     `ops[i]` lists resource i's (key, operation, value); the legacy API's are all SET (0).
+    `check_own_broker` vets a change of this broker's own resource that only this broker can
+    (a key store it must be able to load): a reason refuses it with INVALID_REQUEST.
     """
     seen = Counter((r.resource_type, r.resource_name) for r in resources)
     outcomes: list[ApiError | None] = []
     for resource, resource_ops in zip(resources, ops, strict=True):
         if resource.resource_type in FORWARDED:
-            outcomes.append(None)
+            reason = None
+            if (
+                check_own_broker is not None
+                and resource.resource_type == ConfigResource.BROKER
+                and resource.resource_name == str(node_id)
+            ):
+                reason = check_own_broker(resource_ops, incremental)
+            outcomes.append(None if reason is None else ApiError(ErrorCode.INVALID_REQUEST, reason))
             continue
         try:
             if seen[(resource.resource_type, resource.resource_name)] > 1:

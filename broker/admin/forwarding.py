@@ -32,7 +32,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.broker.admin.deadline import before_deadline
-from strom.broker.drivers.controller_channel import ActiveControllerClient, Changes, Lookup
+from strom.broker.drivers.controller_channel import (
+    ActiveControllerClient,
+    Changes,
+    Lookup,
+    controller_ssl_context,
+)
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
@@ -122,6 +127,7 @@ class ControllerForwarder:
             # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
             attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
+            ssl_context=controller_ssl_context(config),
         )
 
     async def forward(

@@ -13,6 +13,8 @@ imports the handlers, which import the drivers.
 
 from __future__ import annotations
 
+import ssl
+
 import trio
 
 from strom.config.quorum import Address
@@ -30,10 +32,14 @@ class PeerUnavailable(Exception):
 class PeerConnection:
     """A lazily opened connection to `address`."""
 
-    def __init__(self, address: Address, client_id: str) -> None:
+    def __init__(
+        self, address: Address, client_id: str, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.address = address
+        self._ssl_context = ssl_context
+        """TLS to the peer's listener (SSL, SASL_SSL), else plaintext."""
         self._client_id = client_id
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._conn = ClientConnection(client_id)
         self._lock = trio.Lock()
 
@@ -50,7 +56,7 @@ class PeerConnection:
         try:
             with trio.fail_after(timeout_s):
                 if self._stream is None:
-                    self._stream = await trio.open_tcp_stream(*self.address)
+                    self._stream = await self._open()
                     self._conn = ClientConnection(self._client_id)
                 stream = self._stream
                 await stream.send_all(
@@ -76,9 +82,22 @@ class PeerConnection:
             trio.BrokenResourceError,
             trio.ClosedResourceError,
             ProtocolError,
+            ssl.SSLError,
         ) as exc:
             await self.aclose()
             raise PeerUnavailable(f"{self.address}: {exc or type(exc).__name__}") from exc
+
+    async def _open(self) -> trio.abc.Stream:
+        tcp = await trio.open_tcp_stream(*self.address)
+        if self._ssl_context is None:
+            return tcp
+        stream = trio.SSLStream(tcp, self._ssl_context, server_hostname=self.address[0])
+        try:
+            await stream.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return stream
 
     async def aclose(self) -> None:
         stream, self._stream = self._stream, None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -38,6 +39,7 @@ from typing import Protocol
 import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.security.tls import peer_context
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
@@ -111,8 +113,11 @@ class RaftDriver:
         cluster_id: str | None,
         state_machine: RaftStateMachine,
         config: RaftConfig | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.node_id = node_id
+        self._ssl_context = ssl_context
+        """TLS to the other voters' controller listeners (when that listener is SSL)."""
         self.voters = dict(voters)
         self.cluster_id = cluster_id
         self.config = config or RaftConfig()
@@ -148,6 +153,9 @@ class RaftDriver:
             cluster_id,
             state_machine,
             raft_config(config),
+            peer_context(config, config.controller_listeners[0])
+            if config.controller_listeners
+            else None,
         )
 
     # --- what the node above uses ---------------------------------------------------------
@@ -385,7 +393,7 @@ class RaftDriver:
         requests: trio.MemoryReceiveChannel[Request],
         done: trio.Event,
     ) -> None:
-        connection = PeerConnection(address, f"raft-{self.node_id}")
+        connection = PeerConnection(address, f"raft-{self.node_id}", self._ssl_context)
         timeout_s = self.config.request_timeout_ms / 1000
         try:
             async for request in requests:

@@ -16,9 +16,10 @@ Version notes: v0-v1 identical; v2 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.alter import merge, preprocess, tls_change_refusal
 from strom.broker.admin.forwarding import forward
 from strom.config.alter import AlterOp
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -42,6 +43,7 @@ async def handle(
         node_id=broker.node_id,
         incremental=False,
         validate_only=body.validate_only,
+        check_own_broker=partial(tls_change_refusal, broker),
     )
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []

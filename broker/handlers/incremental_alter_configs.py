@@ -24,9 +24,10 @@ Version notes: v0 as introduced in Kafka 2.3 (KIP-339); v1 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.alter import merge, preprocess, tls_change_refusal
 from strom.broker.admin.forwarding import forward
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -52,6 +53,7 @@ async def handle(
         node_id=broker.node_id,
         incremental=True,
         validate_only=body.validate_only,
+        check_own_broker=partial(tls_change_refusal, broker),
     )
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []

@@ -27,7 +27,9 @@ from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
 from strom.broker.network.memory_pool import request_memory_pool
-from strom.broker.network.send import has_file_chunks, send_chunks
+from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
+from strom.broker.security.listeners import ListenerTls, handshake
+from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from strom.broker.state import BrokerState
 from strom.wire.connection import (
     CLOSED,
@@ -50,8 +52,10 @@ _connection_ids = itertools.count(1)
 class Server:
     """Accepts connections on bound listeners and serves them until stopped."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(self, state: BrokerState, tls: ListenerTls | None = None) -> None:
         self.state = state
+        self.tls = tls
+        """The TLS contexts of SSL listeners (None: every listener is plaintext)."""
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
         self._per_ip: dict[str, int] = {}
@@ -109,8 +113,16 @@ class Server:
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
         conn_id = next(_connection_ids)
+        served: trio.abc.Stream = stream
         try:
-            await self._serve(stream, host, conn_id, listener)
+            principal = ANONYMOUS
+            tls = None if self.tls is None else self.tls.context(listener)
+            if tls is not None:
+                secured = await handshake(stream, tls, host, conn_id)
+                if secured is None:
+                    return
+                served, principal = secured
+            await self._serve(served, host, conn_id, listener, principal)
         except ProtocolError as exc:
             log.info("closing connection %d from %s: %s", conn_id, host, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -119,9 +131,16 @@ class Server:
             self._per_ip[host] -= 1
             if not self._per_ip[host]:
                 del self._per_ip[host]
-            await trio.aclose_forcefully(stream)
+            await trio.aclose_forcefully(served)
 
-    async def _serve(self, stream: trio.SocketStream, host: str, conn_id: int, listener: str) -> None:
+    async def _serve(
+        self,
+        stream: trio.abc.Stream,
+        host: str,
+        conn_id: int,
+        listener: str,
+        principal: KafkaPrincipal = ANONYMOUS,
+    ) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
@@ -151,19 +170,26 @@ class Server:
                 if event is CLOSED:
                     return
                 assert isinstance(event, Request | UnsupportedRequest)
-                chunks = await self.dispatch(event, host, conn_id, listener)
+                chunks = await self.dispatch(event, host, conn_id, listener, principal)
                 if chunks is not None:
-                    if has_file_chunks(chunks):
-                        await send_chunks(stream, chunks)
-                    else:
+                    if not has_file_chunks(chunks):
                         await stream.send_all(b"".join(chunks))
+                    elif isinstance(stream, trio.SocketStream):
+                        await send_chunks(stream, chunks)
+                    else:  # TLS: no sendfile; file ranges are read and encrypted piecewise
+                        await send_copied(stream, chunks)
                 self.memory.release(reserved)
                 reserved = 0
         finally:
             self.memory.release(reserved)
 
     async def dispatch(
-        self, event: Request | UnsupportedRequest, host: str, conn_id: int, listener: str
+        self,
+        event: Request | UnsupportedRequest,
+        host: str,
+        conn_id: int,
+        listener: str,
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> list[Any] | None:
         """Run the request's handler; return the response chunks, or None for no response."""
         header = event.header
@@ -187,8 +213,9 @@ class Server:
                 ErrorCode.UNSUPPORTED_VERSION,
             )
         request = RequestContext(
-            key, version, header.correlation_id, header.client_id, host, conn_id, listener
-        )
+            key, version, header.correlation_id, header.client_id, host, conn_id, listener,
+            principal,
+        )  # fmt: skip
         try:
             response = await handler.handle(self.state, request, event.body)
         except ProtocolError:

@@ -36,8 +36,12 @@ from strom.broker.replication.partitions import (
     log_config,
     report_storage,
 )
+from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.tls import TlsConfigError
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
 from strom.coordinator.metadata.records import MetadataError
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
@@ -162,6 +166,10 @@ class Broker:
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
+        try:
+            tls = ListenerTls(controller.image.broker_config_layers(config).effective())
+        except TlsConfigError as exc:
+            raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
@@ -172,6 +180,8 @@ class Broker:
                 raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         state.topic_creator = ForwardingTopicCreator(state)
+        state.tls = tls
+        controller.subscribe_deltas(partial(_reload_tls, state, tls))
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
@@ -179,7 +189,7 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state)
         await state.groups.load()
-        server = Server(state)
+        server = Server(state, tls)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
             package_version("strom"),
@@ -275,6 +285,14 @@ async def _follow(state: BrokerState, controller: MetadataController) -> None:
     `followed`)."""
     await follow_image(state, controller.image)
     controller.subscribe(lambda image: follow_image(state, image))
+
+
+def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delta: MetadataDelta) -> None:
+    """Rebuild TLS contexts after a dynamic change of this broker's configs (even to the same
+    value: that is how a key store rewritten in place is reloaded, `strom.broker.security.listeners`)."""
+    own = (BROKER_RESOURCE, str(state.node_id))
+    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+        tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

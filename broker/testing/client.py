@@ -7,6 +7,7 @@ client keeps it simple; open more clients for concurrency.
 
 from __future__ import annotations
 
+import ssl
 from typing import TypeVar
 
 import trio
@@ -20,14 +21,25 @@ R = TypeVar("R", bound=Message)
 
 
 class KafkaClient:
-    def __init__(self, stream: trio.SocketStream, client_id: str | None = "strom-client") -> None:
+    def __init__(self, stream: trio.abc.Stream, client_id: str | None = "strom-client") -> None:
         self.stream = stream
         self.conn = ClientConnection(client_id)
         self._lock = trio.Lock()
 
     @classmethod
-    async def connect(cls, bootstrap: str, client_id: str | None = "strom-client") -> KafkaClient:
+    async def connect(
+        cls,
+        bootstrap: str,
+        client_id: str | None = "strom-client",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> KafkaClient:
+        """Connect to `host:port`; over TLS with `ssl_context`."""
         host, port = bootstrap.rsplit(":", 1)
+        if ssl_context is not None:
+            stream: trio.abc.Stream = await trio.open_ssl_over_tcp_stream(
+                host, int(port), ssl_context=ssl_context
+            )
+            return cls(stream, client_id)
         return cls(await trio.open_tcp_stream(host, int(port)), client_id)
 
     async def request(self, body: Message, version: int, response_type: type[R]) -> R:

@@ -41,6 +41,7 @@ import contextlib
 import errno
 import re
 import signal
+import ssl
 import socket
 import subprocess
 import sys
@@ -294,7 +295,10 @@ class ClusterProcess:
         start_timeout: float = 60.0,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> None:
+        self.client_ssl = client_ssl
+        """How the harness itself reaches client listeners that are TLS (None: plaintext)."""
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
         if not combined and (controllers < 1 or brokers < 1):
@@ -464,7 +468,7 @@ class ClusterProcess:
             live = [n for n in self.brokers if n.alive]
             wanted = {n.node_id for n in live}
             for node in live:
-                seen[node.node_id] = _listed_brokers(node.bootstrap)
+                seen[node.node_id] = _listed_brokers(node.bootstrap, self.client_ssl)
             if all(seen[n.node_id] == wanted for n in live):
                 return
             if time.monotonic() >= deadline:
@@ -549,12 +553,12 @@ class ClusterProcess:
         self.close()
 
 
-def _listed_brokers(address: str) -> set[int] | str:
+def _listed_brokers(address: str, ssl_context: ssl.SSLContext | None = None) -> set[int] | str:
     """The broker ids in this broker's Metadata answer (or why there is none)."""
 
     async def ask() -> set[int]:
         with trio.fail_after(5):
-            client = await KafkaClient.connect(address, "strom-cluster-harness")
+            client = await KafkaClient.connect(address, "strom-cluster-harness", ssl_context)
             try:
                 response = await client.request(MetadataRequest(topics=[]), 12, MetadataResponse)
             finally:
@@ -564,7 +568,7 @@ def _listed_brokers(address: str) -> set[int] | str:
     try:
         return trio.run(ask)
     except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return f"{type(exc).__name__}: {exc}"  # ssl.SSLError is an OSError
 
 
 def _ids(nodes: Iterable[int | ClusterNode]) -> list[int]:

@@ -16,6 +16,8 @@ A failed test that used `strom_cluster` gets every node's last log lines in its 
 
 from __future__ import annotations
 
+import ssl
+
 from collections.abc import Callable, Generator, Iterator, Mapping
 from pathlib import Path
 
@@ -53,6 +55,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -63,6 +66,7 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             node_overrides=node_overrides,
             partitionable=partitionable,
             features=features,
+            client_ssl=client_ssl,
         )
         clusters.append(cluster)
         cluster.start()

@@ -156,16 +156,25 @@ def test_a_second_broker_on_the_same_data_directory_is_refused(tmp_path: Path) -
         assert ".lock" in line
 
 
-def test_a_tls_listener_stops_start_up(tmp_path: Path) -> None:
-    """Fail closed: no plaintext port behind a configuration that asks for TLS."""
+def test_a_sasl_listener_stops_start_up(tmp_path: Path) -> None:
+    """Fail closed: no unauthenticated port behind a configuration that asks for SASL."""
     result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
-                     "--override", "listeners=SSL://127.0.0.1:0",
-                     "--override", "advertised.listeners=SSL://127.0.0.1:0",
-                     "--override", "inter.broker.listener.name=SSL")  # fmt: skip
+                     "--override", "listeners=SASL_SSL://127.0.0.1:0",
+                     "--override", "advertised.listeners=SASL_SSL://127.0.0.1:0",
+                     "--override", "inter.broker.listener.name=SASL_SSL")  # fmt: skip
     assert result.returncode == 2
     line = _one_error_line(result)
-    assert "listener SSL uses security protocol SSL, which is refused" in line
+    assert "listener SASL_SSL uses security protocol SASL_SSL, which is refused" in line
     assert not (tmp_path / "data").exists()
+
+
+def test_a_tls_listener_without_a_key_store_stops_start_up(tmp_path: Path) -> None:
+    result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
+                     "--override", "listeners=SSL://127.0.0.1:0",
+                     "--override", "inter.broker.listener.name=SSL")  # fmt: skip
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "listener SSL needs a key store: set ssl.keystore.location" in line
 
 
 # --- strom format, strom random-uuid, and what start-up makes of formatted storage -----------

@@ -475,11 +475,8 @@ def test_accepted_and_ignored_keys(key: str) -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "ssl.keystore.location",
-        "ssl.truststore.password",
         "sasl.enabled.mechanisms",
         "sasl.mechanism.inter.broker.protocol",
-        "listener.name.internal.ssl.keystore.location",
         "listener.name.external.plain.sasl.jaas.config",
         "listener.name.external.sasl.enabled.mechanisms",
         "authorizer.class.name",
@@ -491,9 +488,9 @@ def test_accepted_and_ignored_keys(key: str) -> None:
     ],
 )
 def test_security_keys_fail_closed(key: str) -> None:
-    """Accepting them would serve unauthenticated plaintext behind a config that asks for more."""
+    """Accepting them would serve unauthenticated clients behind a config that asks for more."""
     with pytest.raises(ConfigError, match=rf"config key '{key}' is refused: Strom does not "
-                       "implement TLS, SASL or ACLs yet") as info:
+                       "implement SASL or ACLs yet") as info:
         props_cfg({key: "whatever"})
     assert info.value.key == key
 
@@ -501,19 +498,56 @@ def test_security_keys_fail_closed(key: str) -> None:
 @pytest.mark.parametrize(
     "props",
     [
-        {"listeners": "SSL://127.0.0.1:9093", "advertised.listeners": "SSL://127.0.0.1:9093",
-         "inter.broker.listener.name": "SSL"},
         {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
          "advertised.listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
          "inter.broker.listener.name": "SASL_PLAINTEXT"},
         {"listeners": "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
          "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL"},
-        {"security.inter.broker.protocol": "SSL"},
+        {"security.inter.broker.protocol": "SASL_SSL"},
     ],
 )
-def test_listeners_needing_tls_or_sasl_fail_closed(props: dict[str, str]) -> None:
-    with pytest.raises(ConfigError, match=r"which is refused: Strom does not implement TLS"):
+def test_listeners_needing_sasl_fail_closed(props: dict[str, str]) -> None:
+    with pytest.raises(ConfigError, match=r"which is refused: Strom does not implement SASL"):
         props_cfg(props)
+
+
+def test_ssl_keys_are_typed_per_listener_and_hidden() -> None:
+    """ssl.* keys are Kafka's, also per listener (listener.name.<l>.ssl.*), the prefixed value
+    winning on its listener; passwords never print."""
+    config = props_cfg({
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.client.auth": "requested",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.keystore.location": "/etc/strom/broker.pem",
+        "listener.name.ssl.ssl.key.password": "s3cret",
+    })  # fmt: skip
+    ssl = config.ssl_settings("SSL")
+    assert (ssl.keystore_type, ssl.client_auth, ssl.keystore_location) == (
+        "PEM", "required", "/etc/strom/broker.pem")  # fmt: skip
+    assert config.ssl_settings("PLAINTEXT").client_auth == "requested"
+    assert ssl.key_password is not None
+    assert ssl.key_password.reveal() == "s3cret"
+    assert "s3cret" not in repr(ssl)
+    assert "s3cret" not in repr(config)
+    assert config.uses_tls("SSL")
+    assert not config.uses_tls("PLAINTEXT")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("listener.name.ssl.ssl.client.auth", "always", "one of required, requested, none"),
+        ("ssl.enabled.protocols", "TLSv1.1", "TLSv1.2, TLSv1.3"),
+        ("ssl.keystore.type", "BKS", "one of JKS, PKCS12, PEM"),
+        ("ssl.engine.factory.class", "com.example.Factory", "unset"),
+        ("listener.name.ssl.ssl.no.such.key", "x", "unknown config key"),
+    ],
+)
+def test_bad_ssl_values_name_the_key(key: str, value: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected) as info:
+        props_cfg({"listeners": "SSL://127.0.0.1:0", key: value})
+    assert info.value.key == key
 
 
 def test_plaintext_listeners_beside_the_default_protocol_map_are_fine() -> None:
