@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any
 
@@ -42,8 +42,14 @@ from strom.config.quorum import (
     runs_quorum,
 )
 from strom.config.security import (
+    DEFAULT_PRINCIPAL_BUILDER,
+    OAUTH_VALIDATOR,
+    OAUTH_VALIDATOR_3X,
+    SASL_MECHANISMS,
     SSL_SETTING_KEYS,
     SslSettings,
+    check_client_jaas,
+    check_sasl_listener,
     listener_value,
     parse_listener_settings,
     parse_principal_mapping_rules,
@@ -1088,6 +1094,101 @@ class BrokerConfig:
         "names.",
     )  # fmt: skip
 
+    # --- security: SASL (sasl.*, per listener and per mechanism: listener.name.<l>.<mech>.sasl.*) -
+    sasl_enabled_mechanisms: tuple[str, ...] = setting(
+        "sasl.enabled.mechanisms", C.LIST, ("GSSAPI",),
+        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+        "(GSSAPI, Kafka's default, is Kerberos, which Strom refuses: set this key).",
+        validator=subset_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_mechanism_inter_broker_protocol: str = setting(
+        "sasl.mechanism.inter.broker.protocol", C.STRING, "GSSAPI",
+        "The mechanism a broker authenticates with to another broker's SASL listener.",
+        validator=one_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_mechanism_controller_protocol: str = setting(
+        "sasl.mechanism.controller.protocol", C.STRING, "GSSAPI",
+        "The mechanism a node authenticates with to a controller's SASL listener.",
+        validator=one_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_jaas_config: str | None = setting(
+        "sasl.jaas.config", C.PASSWORD, None,
+        "The JAAS login module of a mechanism on a listener, given as "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config: its users (PLAIN user_<name>), "
+        "and the user this node authenticates as to others (username, password).",
+    )  # fmt: skip
+    sasl_server_callback_handler_class: str | None = setting(
+        "sasl.server.callback.handler.class", C.CLASS, None,
+        "OAUTHBEARER only: " + OAUTH_VALIDATOR + " validates signed JWTs against "
+        "sasl.oauthbearer.jwks.endpoint.url (KIP-768); unset: unsecured tokens (development). "
+        "Other classes are refused.",
+        validator=one_of(OAUTH_VALIDATOR, OAUTH_VALIDATOR_3X),
+    )  # fmt: skip
+    sasl_client_callback_handler_class: str | None = setting(
+        "sasl.client.callback.handler.class", C.CLASS, None,
+        "A Java callback class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_login_class: str | None = setting(
+        "sasl.login.class", C.CLASS, None,
+        "A Java login class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_login_callback_handler_class: str | None = setting(
+        "sasl.login.callback.handler.class", C.CLASS, None,
+        "A Java login callback class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_server_max_receive_size: int = setting(
+        "sasl.server.max.receive.size", C.INT, 524288,
+        "Largest frame accepted before a connection has authenticated.",
+        validator=at_least(1),
+    )  # fmt: skip
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms", C.LONG, 0,
+        "A SASL session's longest life: the client must re-authenticate on the same connection "
+        "before it ends or the connection is closed (KIP-368); 0: sessions never expire.",
+        validator=at_least(0),
+    )  # fmt: skip
+    connection_failed_authentication_delay_ms: int = setting(
+        "connection.failed.authentication.delay.ms", C.INT, 100,
+        "How long a connection that failed to authenticate is held before it is closed.",
+        validator=at_least(0),
+    )  # fmt: skip
+    sasl_oauthbearer_jwks_endpoint_url: str | None = setting(
+        "sasl.oauthbearer.jwks.endpoint.url", C.STRING, None,
+        "Where the keys that sign OAUTHBEARER tokens are: an https:// URL or a file: URL.",
+    )  # fmt: skip
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = setting(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms", C.LONG, 3600000,
+        "How often the JWKS is fetched again.", validator=at_least(1),
+    )  # fmt: skip
+    sasl_oauthbearer_expected_audience: tuple[str, ...] = setting(
+        "sasl.oauthbearer.expected.audience", C.LIST, (),
+        "Audiences a token must name one of (empty: not checked).",
+    )  # fmt: skip
+    sasl_oauthbearer_expected_issuer: str | None = setting(
+        "sasl.oauthbearer.expected.issuer", C.STRING, None,
+        "The issuer a token must name (unset: not checked).",
+    )  # fmt: skip
+    sasl_oauthbearer_scope_claim_name: str = setting(
+        "sasl.oauthbearer.scope.claim.name", C.STRING, "scope", "The claim holding the scopes."
+    )
+    sasl_oauthbearer_sub_claim_name: str = setting(
+        "sasl.oauthbearer.sub.claim.name", C.STRING, "sub", "The claim naming the principal."
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = setting(
+        "sasl.oauthbearer.clock.skew.seconds", C.INT, 30,
+        "Clock difference allowed when checking a token's times.", validator=at_least(0),
+    )  # fmt: skip
+    principal_builder_class: str | None = setting(
+        "principal.builder.class", C.CLASS, DEFAULT_PRINCIPAL_BUILDER,
+        "How a connection's principal is built: only Kafka's default builder "
+        "(User:<SASL name>, User:<certificate name> mapped by ssl.principal.mapping.rules, "
+        "else User:ANONYMOUS).",
+        validator=one_of(DEFAULT_PRINCIPAL_BUILDER),
+    )  # fmt: skip
+
     # --- what the configuration itself records, and what it derives ------------------------------
 
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
@@ -1342,6 +1443,10 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
         if rules != cfg.ssl_principal_mapping_rules:
             key = f"listener.name.{listener.name.lower()}.{key}"
         parse_principal_mapping_rules(str(rules), key)
+        protocol = cfg.protocol_map.get(listener.name, "PLAINTEXT")
+        if protocol.startswith("SASL_"):
+            check_sasl_listener(listener.name, partial(cfg.listener_value, listener.name))
+    _check_node_mechanisms(cfg)
     explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
     if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
         raise ConfigError.invalid(
@@ -1370,6 +1475,31 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
             cfg.group_coordinator_rebalance_protocols,
             "a list including classic",
         )
+
+
+def _check_node_mechanisms(cfg: BrokerConfig) -> None:
+    """The mechanism a node authenticates with to a SASL inter-broker or controller listener
+    must be enabled there, with a JAAS entry that names who this node is (Kafka checks the
+    inter-broker one at start-up)."""
+    wanted = [
+        (cfg.inter_broker_listener, "sasl.mechanism.inter.broker.protocol",
+         cfg.sasl_mechanism_inter_broker_protocol),
+    ]  # fmt: skip
+    if cfg.controller_listeners:
+        wanted.append((cfg.controller_listeners[0], "sasl.mechanism.controller.protocol",
+                       cfg.sasl_mechanism_controller_protocol))  # fmt: skip
+    for listener, key, mechanism in wanted:
+        if not cfg.protocol_map.get(listener, "PLAINTEXT").startswith("SASL_"):
+            continue
+        enabled = cfg.listener_value(listener, "sasl.enabled.mechanisms")
+        assert isinstance(enabled, tuple)
+        if mechanism not in enabled:
+            raise ConfigError(
+                key,
+                f"{key}={mechanism} must be included in sasl.enabled.mechanisms of listener "
+                f"{listener} ({','.join(enabled)}), which nodes authenticate to",
+            )
+        check_client_jaas(listener, mechanism, partial(cfg.listener_value, listener))
 
 
 def _check_listeners(cfg: BrokerConfig) -> None:

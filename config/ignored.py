@@ -65,6 +65,10 @@ IGNORED_KEYS = frozenset(
 
 IGNORED_PREFIXES = (
     "listener.name.",
+    "sasl.kerberos.",  # GSSAPI's; a listener enabling GSSAPI is refused
+    "sasl.login.",  # token refresh and login retry tuning (Java login classes are refused)
+    "sasl.oauthbearer.",  # JWKS retry tuning and client-side token settings
+    "sasl.client.",
     "config.providers",
     "password.encoder.",
     "delegation.token.",

@@ -15,10 +15,11 @@ node's listener. Passwords stay `Password` values (printed as `[hidden]`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from strom.config.errors import ConfigError
+from strom.config.ignored import is_ignored
 from strom.config.keys import ConfigKey
 from strom.config.values import ConfigValue, Password, parse_value
 
@@ -26,6 +27,23 @@ LISTENER_PREFIX = "listener.name."
 
 SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 """Kafka's SASL mechanisms (the mechanism part of a prefixed key is one of them, lower case)."""
+SERVED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+"""The ones Strom serves (GSSAPI is Kerberos)."""
+LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+}
+"""The JAAS login module each mechanism's sasl.jaas.config names (Kafka's)."""
+DEFAULT_PRINCIPAL_BUILDER = (
+    "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
+)
+OAUTH_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OAUTH_VALIDATOR_3X = (
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler"
+)
+"""sasl.server.callback.handler.class values for JWT validation against a JWKS (KIP-768)."""
 
 
 class ListenerKey(NamedTuple):
@@ -40,8 +58,18 @@ class ListenerKey(NamedTuple):
 
 
 def listener_overridable(key: str) -> bool:
-    """Base keys Strom accepts per listener: the security ones (`ssl.*`)."""
-    return key.startswith("ssl.")
+    """Base keys Strom accepts per listener: the security ones (`ssl.*`, `sasl.*`, ...)."""
+    return key.startswith(("ssl.", "sasl.")) or key in (
+        "connections.max.reauth.ms",
+        "principal.builder.class",
+    )
+
+
+def mechanism_overridable(key: str) -> bool:
+    """Base keys Strom accepts per mechanism of a listener (`<mech>.sasl.jaas.config`)."""
+    return (key.startswith("sasl.") and key != "sasl.enabled.mechanisms") or (
+        key == "connections.max.reauth.ms"
+    )
 
 
 def split_listener_key(key: str, listener_names: Iterable[str]) -> ListenerKey | None:
@@ -84,7 +112,9 @@ def parse_listener_settings(
         if split is None or not listener_overridable(split.key):
             continue
         spec = known.get(split.key)
-        if spec is None or split.mechanism is not None:
+        if spec is None and is_ignored(split.key):
+            continue
+        if spec is None or (split.mechanism is not None and not mechanism_overridable(split.key)):
             raise ConfigError.unknown(full)
         try:
             value = parse_value(full, spec.type, raw)
@@ -227,3 +257,158 @@ def _java_replacement(match: re.Match[str], replacement: str) -> str:
             out.append(char)
             i += 1
     return "".join(out)
+
+
+# --- sasl.jaas.config -----------------------------------------------------------------------------
+
+_JAAS_TOKEN = re.compile(r'\s*(?:(?P<quoted>"(?:\\.|[^"\\])*")|(?P<word>[^\s=;"]+)|(?P<punct>[=;]))')
+CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
+
+
+class JaasModule(NamedTuple):
+    """One login module of a `sasl.jaas.config` value: its class, flag and options."""
+
+    login_module: str
+    flag: str
+    options: Mapping[str, str]
+
+
+def parse_jaas(text: str, key: str = "sasl.jaas.config") -> tuple[JaasModule, ...]:
+    """Parse `Module required opt="value" ...;` (one or more modules), as Kafka's JaasConfig
+    does; ConfigError naming `key` (and never the value: it holds passwords) when malformed."""
+
+    def fail(why: str) -> ConfigError:
+        return ConfigError(key, f"invalid value for config key '{key}': {why}; expected "
+                           'LoginModuleClass required option="value" ... ;')  # fmt: skip
+
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    stripped = text.rstrip()
+    while pos < len(stripped):
+        match = _JAAS_TOKEN.match(stripped, pos)
+        if match is None or match.end() == pos:
+            raise fail("unexpected character")
+        pos = match.end()
+        if match["quoted"] is not None:
+            tokens.append(("value", re.sub(r"\\(.)", r"\1", match["quoted"][1:-1])))
+        elif match["word"] is not None:
+            tokens.append(("word", match["word"]))
+        else:
+            tokens.append(("punct", match["punct"]))
+    modules: list[JaasModule] = []
+    i = 0
+    while i < len(tokens):
+        if i + 1 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1][0] != "word":
+            raise fail("a login module class and a control flag come first")
+        module, flag = tokens[i][1], tokens[i + 1][1].lower()
+        if flag not in CONTROL_FLAGS:
+            raise fail(f"unknown control flag (expected one of {', '.join(CONTROL_FLAGS)})")
+        i += 2
+        options: dict[str, str] = {}
+        while i < len(tokens) and tokens[i] != ("punct", ";"):
+            if i + 2 >= len(tokens) or tokens[i][0] != "word" or tokens[i + 1] != ("punct", "="):
+                raise fail("options are name=value pairs")
+            kind, value = tokens[i + 2]
+            if kind == "punct":
+                raise fail(f"option {tokens[i][1]} has no value")
+            options[tokens[i][1]] = value
+            i += 3
+        if i >= len(tokens):
+            raise fail("it must end with ';'")
+        i += 1
+        modules.append(JaasModule(module, flag, options))
+    if not modules:
+        raise fail("it is empty")
+    return tuple(modules)
+
+
+# --- SASL listeners: what each enabled mechanism needs ----------------------------------------
+
+ListenerLookup = Callable[..., ConfigValue]
+"""`lookup(key, mechanism=None)`: a key's value on one listener (BrokerConfig.listener_value)."""
+
+
+def jaas_key(listener: str, mechanism: str) -> str:
+    return f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+
+
+def listener_jaas(listener: str, mechanism: str, lookup: ListenerLookup) -> JaasModule | None:
+    """The JAAS module of `mechanism` on `listener`, or None when none is configured."""
+    value = lookup("sasl.jaas.config", mechanism)
+    if value is None:
+        return None
+    text = value.reveal() if isinstance(value, Password) else str(value)
+    modules = parse_jaas(text, jaas_key(listener, mechanism))
+    if len(modules) != 1:
+        raise ConfigError(jaas_key(listener, mechanism),
+                          f"{jaas_key(listener, mechanism)} must name exactly one login module")  # fmt: skip
+    return modules[0]
+
+
+def check_sasl_listener(listener: str, lookup: ListenerLookup) -> None:
+    """A SASL listener's mechanisms are ones Strom serves, each with its login module."""
+    mechanisms = lookup("sasl.enabled.mechanisms")
+    assert isinstance(mechanisms, tuple)
+    key = f"{LISTENER_PREFIX}{listener.lower()}.sasl.enabled.mechanisms"
+    if not mechanisms:
+        raise ConfigError(key, f"SASL listener {listener} enables no mechanism: set {key}")
+    if "GSSAPI" in mechanisms:
+        raise ConfigError(
+            key,
+            f"SASL listener {listener} enables GSSAPI (Kerberos, Kafka's default), which Strom "
+            f"does not implement: set {key} (or sasl.enabled.mechanisms) to some of "
+            + ", ".join(SERVED_MECHANISMS),
+        )
+    for mechanism in mechanisms:
+        module = listener_jaas(listener, mechanism, lookup)
+        where = jaas_key(listener, mechanism)
+        if module is None:
+            raise ConfigError(
+                where,
+                f"SASL listener {listener} enables {mechanism} but has no login module: set "
+                f"{where}={LOGIN_MODULES[mechanism]} required ...;",
+            )
+        if module.login_module != LOGIN_MODULES[mechanism]:
+            raise ConfigError(
+                where,
+                f"{where} names {module.login_module}; {mechanism} takes "
+                f"{LOGIN_MODULES[mechanism]}",
+            )
+        handler = lookup("sasl.server.callback.handler.class", mechanism)
+        if handler and mechanism != "OAUTHBEARER":
+            raise ConfigError(
+                "sasl.server.callback.handler.class",
+                f"a server callback handler applies to OAUTHBEARER only (listener {listener} "
+                f"sets one for {mechanism})",
+            )
+        if handler and not lookup("sasl.oauthbearer.jwks.endpoint.url", mechanism):
+            raise ConfigError(
+                "sasl.oauthbearer.jwks.endpoint.url",
+                f"listener {listener} validates OAUTHBEARER tokens with {handler}, which needs "
+                "sasl.oauthbearer.jwks.endpoint.url (an https:// or file: URL of the JWKS)",
+            )
+
+
+def check_client_jaas(listener: str, mechanism: str, lookup: ListenerLookup) -> None:
+    """The login module a node authenticates to `listener` with names a user."""
+    module = listener_jaas(listener, mechanism, lookup)
+    where = jaas_key(listener, mechanism)
+    if module is None:
+        return  # check_sasl_listener reports it
+    if mechanism == "OAUTHBEARER":
+        if lookup("sasl.server.callback.handler.class", mechanism):
+            raise ConfigError(
+                "sasl.mechanism.inter.broker.protocol",
+                f"nodes cannot authenticate to listener {listener} with OAUTHBEARER against a "
+                "JWKS (Strom has no token endpoint client): use SCRAM or PLAIN between nodes",
+            )
+        if "unsecuredLoginStringClaim_sub" not in module.options:
+            raise ConfigError(where, f"{where} needs unsecuredLoginStringClaim_sub, the name "
+                              "this node authenticates as to other nodes")  # fmt: skip
+        return
+    if "username" not in module.options or "password" not in module.options:
+        raise ConfigError(
+            where,
+            f"{where} needs username and password: the user this node authenticates as to "
+            "other nodes",
+        )

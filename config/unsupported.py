@@ -16,25 +16,22 @@ SECURITY_KEYS = frozenset(
         "authorizer.class.name",
         "super.users",
         "allow.everyone.if.no.acl.found",
-        "principal.builder.class",
         "security.providers",
-        "connections.max.reauth.ms",
-        "connection.failed.authentication.delay.ms",
     }
 )
-SECURITY_PREFIXES = ("sasl.", "delegation.token.")
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SECURITY_PREFIXES = ("delegation.token.",)
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
-_WHY = "Strom does not implement SASL or ACLs yet (the port would serve anyone)"
+_WHY = "Strom does not implement ACLs or delegation tokens yet (the port would serve anyone)"
 
 
 def _is_security_key(key: str) -> bool:
     if key in SECURITY_KEYS or key.startswith(SECURITY_PREFIXES):
         return True
     if key.startswith("listener.name."):
-        # listener.name.<listener>.<key> and listener.name.<listener>.<mechanism>.sasl.<key>
+        # listener.name.<listener>.<key>
         rest = key[len("listener.name.") :].split(".", 1)[-1]
-        return _is_security_key(rest) or ".sasl." in f".{rest}"
+        return _is_security_key(rest)
     return False
 
 

@@ -36,9 +36,9 @@ from strom.broker.drivers.controller_channel import (
     ActiveControllerClient,
     Changes,
     Lookup,
-    controller_ssl_context,
 )
 from strom.broker.drivers.lifecycle import ControllerUnavailable
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
@@ -47,6 +47,10 @@ from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsR
 from strom.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+)
+from strom.wire.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
 )
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -127,7 +131,7 @@ class ControllerForwarder:
             # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
             attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
-            ssl_context=controller_ssl_context(config),
+            security=PeerSecurity.to_controllers(config),
         )
 
     async def forward(
@@ -302,6 +306,13 @@ def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
     return DescribeQuorumResponse(error_code=code)
 
 
+def _alter_user_scram_credentials(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterUserScramCredentialsRequest)
+    result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+    return AlterUserScramCredentialsResponse(results=[result(u, code, None) for u in users])
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
@@ -312,6 +323,7 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     AlterPartitionReassignmentsRequest: _alter_partition_reassignments,
     ListPartitionReassignmentsRequest: _list_partition_reassignments,
     DescribeQuorumRequest: _describe_quorum,
+    AlterUserScramCredentialsRequest: _alter_user_scram_credentials,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 

@@ -61,6 +61,10 @@ if TYPE_CHECKING:
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
     )
+    from strom.wire.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
     from strom.wire.messages.broker_registration import BrokerRegistrationRequest
     from strom.wire.messages.create_partitions import (
@@ -315,6 +319,13 @@ class MetadataController(ABC):
         response = await self._run_admin(partial(self._controller.alter_configs, request, version))
         self._leadership_check.set()
         return response
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest, version: int
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._run_admin(
+            partial(self._controller.alter_user_scram_credentials, request, version)
+        )
 
     async def alter_partition(
         self, request: AlterPartitionRequest, version: int

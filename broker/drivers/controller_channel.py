@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import ssl
 from collections.abc import Callable, Iterator
 
 import trio
 
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
-from strom.broker.security.tls import peer_context
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
@@ -60,12 +59,6 @@ Lookup = Callable[[], Address | None]
 """Where the active controller's CONTROLLER listener is now (None: no controller is known)."""
 Changes = Callable[[], trio.Event]
 """An event that is set at the next change of the active controller."""
-
-
-def controller_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
-    """TLS to the controllers: their listener is the first of controller.listener.names."""
-    names = config.controller_listeners
-    return peer_context(config, names[0]) if names else None
 
 
 def error_codes(message: Struct) -> Iterator[int]:
@@ -98,10 +91,10 @@ class ActiveControllerClient:
         attempt_timeout_ms: int,
         changes: Changes | None = None,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
-        ssl_context: ssl.SSLContext | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self._lookup = lookup
-        self._ssl_context = ssl_context
+        self._security = security
         self._changes = changes
         self._client_id = client_id
         self._backoff_s = retry_backoff_ms / 1000
@@ -161,7 +154,7 @@ class ActiveControllerClient:
         connection = self._connections.get(address)
         if connection is None:
             connection = self._connections[address] = PeerConnection(
-                address, self._client_id, self._ssl_context
+                address, self._client_id, self._security
             )
         return connection
 
@@ -187,7 +180,7 @@ class RemoteControllerChannel:
         changes: Changes | None = None,
         retry_backoff_ms: int = 20,
         attempt_timeout_ms: int = 2000,
-        ssl_context: ssl.SSLContext | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self._timeout_s = timeout_s
         self._client = ActiveControllerClient(
@@ -196,7 +189,7 @@ class RemoteControllerChannel:
             retry_backoff_ms=retry_backoff_ms,
             attempt_timeout_ms=attempt_timeout_ms,
             changes=changes,
-            ssl_context=ssl_context,
+            security=security,
         )
 
     @classmethod
@@ -219,7 +212,7 @@ class RemoteControllerChannel:
             changes=changes,
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
             attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
-            ssl_context=controller_ssl_context(config),
+            security=PeerSecurity.to_controllers(config),
         )
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:

@@ -30,6 +30,8 @@ from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
+from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
 from strom.wire.connection import (
     CLOSED,
@@ -40,6 +42,7 @@ from strom.wire.connection import (
     encode_response,
 )
 from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.primitives import INT32
 
 log = logging.getLogger("strom.server")
 
@@ -52,9 +55,13 @@ _connection_ids = itertools.count(1)
 class Server:
     """Accepts connections on bound listeners and serves them until stopped."""
 
-    def __init__(self, state: BrokerState, tls: ListenerTls | None = None) -> None:
+    def __init__(
+        self, state: BrokerState, tls: ListenerTls | None = None, sasl: SaslListeners | None = None
+    ) -> None:
         self.state = state
         self.tls = tls
+        self.sasl = sasl
+        """The SASL mechanisms of SASL listeners (None: no listener uses SASL)."""
         """The TLS contexts of SSL listeners (None: every listener is plaintext)."""
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
@@ -145,9 +152,12 @@ class Server:
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
+        auth = None if self.sasl is None else self.sasl.authenticator(listener)
+        if auth is not None:  # Kafka's bound on what an unauthenticated client may send
+            conn.max_frame_size = min(conn.max_frame_size, config.sasl_server_max_receive_size)
         try:
             while True:
-                event = conn.next_event()
+                event: Any = conn.next_frame() if auth is not None and auth.raw_tokens else conn.next_event()
                 if event is NEED_DATA:
                     if self.stopping:
                         return
@@ -169,6 +179,17 @@ class Server:
                     continue
                 if event is CLOSED:
                     return
+                if auth is not None:
+                    if not await self._authenticate(auth, event, stream, host, conn_id):
+                        return
+                    if auth.authenticated:
+                        assert auth.principal is not None
+                        conn.max_frame_size = config.socket_request_max_bytes
+                        principal = auth.principal
+                    if not isinstance(event, Request | UnsupportedRequest) or not auth.passes:
+                        self.memory.release(reserved)
+                        reserved = 0
+                        continue
                 assert isinstance(event, Request | UnsupportedRequest)
                 chunks = await self.dispatch(event, host, conn_id, listener, principal)
                 if chunks is not None:
@@ -182,6 +203,51 @@ class Server:
                 reserved = 0
         finally:
             self.memory.release(reserved)
+
+    async def _authenticate(
+        self,
+        auth: Authenticator,
+        event: Request | UnsupportedRequest | bytes | memoryview,
+        stream: trio.abc.Stream,
+        host: str,
+        conn_id: int,
+    ) -> bool:
+        """Let the connection's authenticator see `event` (a request, or a raw SASL token after
+        SaslHandshake v0) and send what it answers; False when the connection must close.
+        Afterwards `auth.passes` says whether the request goes on to its handler."""
+        auth.passes = False
+        if not isinstance(event, Request | UnsupportedRequest):
+            reply = auth.on_raw_token(bytes(event))
+            if reply is None:
+                log.info("closing connection %d from %s: SASL authentication failed (raw "
+                         "tokens after SaslHandshake v0)", conn_id, host)  # fmt: skip
+                return False
+            await stream.send_all(INT32.pack(len(reply)) + reply)
+            return True
+        header = event.header
+        key, version = header.request_api_key, header.request_api_version
+        if isinstance(event, UnsupportedRequest):
+            if key == API_VERSIONS_KEY and not auth.authenticated:
+                auth.passes = True  # answered at v0 with the supported ranges (KIP-511)
+                return True
+            verdict = Verdict(Action.CLOSE, reason=f"unsupported API key {key} version {version}")
+        else:
+            verdict = auth.on_request(key, version, event.body)
+        if verdict.action is Action.PASS:
+            auth.passes = True
+            return True
+        if verdict.response is not None:
+            await stream.send_all(
+                b"".join(encode_response(key, version, header.correlation_id, verdict.response))
+            )
+        if verdict.action is Action.REPLY:
+            if auth.authenticated and auth.reauthentications == 0 and key == SASL_AUTHENTICATE:
+                log.debug("connection %d from %s authenticated as %s", conn_id, host, auth.principal)
+            return True
+        log.info("closing connection %d from %s: %s", conn_id, host, verdict.reason)
+        if verdict.delayed:
+            await trio.sleep(self.state.config.connection_failed_authentication_delay_ms / 1000)
+        return False
 
     async def dispatch(
         self,

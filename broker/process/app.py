@@ -37,6 +37,7 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.security.tls import TlsConfigError
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
@@ -189,7 +190,11 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state)
         await state.groups.load()
-        server = Server(state, tls)
+        sasl = SaslListeners(
+            config, lambda user, mechanism: state.image.scram_credential(user, mechanism),
+            wall_clock_ms,
+        )  # fmt: skip
+        server = Server(state, tls, sasl)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
             package_version("strom"),

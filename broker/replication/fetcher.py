@@ -43,7 +43,7 @@ import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
-from strom.broker.security.tls import peer_context
+from strom.broker.security.peer import PeerSecurity
 from strom.config.quorum import Address
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
@@ -144,7 +144,7 @@ class LeaderFetcher:
             self._connection = PeerConnection(
                 address,
                 f"broker-{config.node_id}-fetcher",
-                peer_context(config, config.inter_broker_listener),
+                PeerSecurity.to_brokers(config),
             )
         return self._connection
 

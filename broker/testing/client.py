@@ -12,10 +12,13 @@ from typing import TypeVar
 
 import trio
 
+from strom.broker.security.sasl_client import SaslClient, login
 from strom.wire.connection import CLOSED, NEED_DATA, ClientConnection
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.sasl_authenticate import SaslAuthenticateResponse
+from strom.wire.messages.sasl_handshake import SaslHandshakeResponse
 
 R = TypeVar("R", bound=Message)
 
@@ -61,6 +64,17 @@ class KafkaClient:
                         f"expected {response_type.__name__}, got {type(response).__name__}"
                     )
                 return response
+
+    async def login(self, client: SaslClient) -> int:
+        """Authenticate this connection (SaslHandshake v1, SaslAuthenticate v2); returns the
+        session lifetime. SaslLoginError when the broker refuses."""
+
+        async def send(body: Message, version: int) -> Message:
+            kinds = {17: SaslHandshakeResponse, 36: SaslAuthenticateResponse}
+            assert body.API_KEY is not None
+            return await self.request(body, version, kinds[body.API_KEY])
+
+        return await login(send, client)
 
     async def send_only(self, body: Message, version: int) -> None:
         """Send a request that gets no response (Produce with acks=0)."""

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
     )
+    from strom.wire.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
         BrokerHeartbeatResponse,
@@ -166,8 +170,10 @@ class Controller:
         self,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
+        scram: Sequence[Message] = (),
     ) -> list[Message]:
-        """Records that finalize feature levels on a new cluster (none once bootstrapped)."""
+        """Records that finalize feature levels on a new cluster, and the SCRAM credentials
+        `strom format --add-scram` gave (none once bootstrapped)."""
         if self._image.metadata_version:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
@@ -177,7 +183,7 @@ class Controller:
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
                 records.append(FeatureLevelRecord(name, (features or {})[name]))
-        return records
+        return records + list(scram)
 
     def local_registration(
         self,
@@ -434,6 +440,14 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+    def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest, version: int
+    ) -> ControllerResult[AlterUserScramCredentialsResponse]:
+        from strom.coordinator.controller.scram import alter_user_scram_credentials
+
+        _check_version(request, version)
+        return alter_user_scram_credentials(self.context(), request)
 
 
 def check_features(
