@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.ignored import is_ignored
 from strom.config.keys import ConfigKey
 from strom.config.values import ConfigValue, Password, parse_value

@@ -1,0 +1,159 @@
+"""The broker's half of AlterConfigs and IncrementalAlterConfigs, before the controller.
+
+Kafka splits these requests: the receiving broker answers some resources
+itself (its ConfigAdminManager "preprocessing") and forwards the rest to the
+controller, then answers every resource in request order. TOPIC, BROKER,
+CLIENT_METRICS and GROUP resources go to the controller, which repeats the
+shape checks and owns the durable change (Strom's refuses the last two types).
+Answered here, after the same shape checks (a resource named twice, duplicate
+keys, null values): BROKER_LOGGER in IncrementalAlterConfigs (log levels, see
+`admin_loggers`), and every other resource type: INVALID_REQUEST "Unknown
+resource type N" (BROKER_LOGGER included, for the legacy AlterConfigs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from strom.broker.admin import loggers as admin_loggers
+from strom.broker.admin.describe_resources import ResourceError
+from strom.broker.security.listeners import validate as validate_tls
+from strom.config.alter_ops import AlterOp
+from strom.config.config_error import ConfigError
+from strom.config.dynamic import overlay
+from strom.config.values import ConfigResource
+from strom.coordinator.controller.result import ApiError
+from strom.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from strom.broker.state import BrokerState
+
+FORWARDED = frozenset(
+    {
+        ConfigResource.TOPIC,
+        ConfigResource.BROKER,
+        ConfigResource.CLIENT_METRICS,
+        ConfigResource.GROUP,
+    }
+)
+
+
+class Resource(Protocol):
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+T = TypeVar("T")
+Ops = Sequence[tuple[str, int, str | None]]
+OwnBrokerCheck = Callable[[Ops, bool], str | None]
+"""(the resource's (key, operation, value)s, incremental) -> why it is refused, or None."""
+
+
+def tls_change_refusal(state: BrokerState, ops: Ops, incremental: bool) -> str | None:
+    """Why a change of this broker's configs would leave a TLS listener unusable, or None.
+
+    Kafka's broker validates a dynamic key store before it is stored (DynamicBrokerConfig):
+    the new files are loaded here; a certificate of another subject needs ssl.allow.dn.changes.
+    """
+    if not any(_tls_key(key) for key, _, _ in ops):
+        return None
+    layers = state.image.broker_config_layers(state.config)
+    new = {} if not incremental else dict(layers.per_broker)
+    for key, op, value in ops:
+        if op == AlterOp.DELETE or value is None:
+            new.pop(key, None)
+        elif op == AlterOp.SET:
+            new[key] = value
+        else:
+            return None  # APPEND/SUBTRACT: the controller answers them
+    try:
+        config = overlay(layers.static, {**layers.cluster_default, **new})
+    except ConfigError:
+        return None  # the controller answers with the reason
+    return validate_tls(config, state.tls)
+
+
+def _tls_key(key: str) -> bool:
+    return key.startswith("ssl.") or (key.startswith("listener.name.") and ".ssl." in key)
+
+
+def preprocess(
+    resources: Sequence[Resource],
+    ops: Sequence[Sequence[tuple[str, int, str | None]]],
+    *,
+    node_id: int,
+    incremental: bool,
+    validate_only: bool,
+    check_own_broker: OwnBrokerCheck | None = None,
+) -> list[ApiError | None]:
+    """Per resource: the outcome decided here, or None for a resource the controller decides.
+
+    `ops[i]` lists resource i's (key, operation, value); the legacy API's are all SET (0).
+    `check_own_broker` vets a change of this broker's own resource that only this broker can
+    (a key store it must be able to load): a reason refuses it with INVALID_REQUEST.
+    """
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
+    outcomes: list[ApiError | None] = []
+    for resource, resource_ops in zip(resources, ops, strict=True):
+        if resource.resource_type in FORWARDED:
+            reason = None
+            if (
+                check_own_broker is not None
+                and resource.resource_type == ConfigResource.BROKER
+                and resource.resource_name == str(node_id)
+            ):
+                reason = check_own_broker(resource_ops, incremental)
+            outcomes.append(None if reason is None else ApiError(ErrorCode.INVALID_REQUEST, reason))
+            continue
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise _invalid("Each resource must appear at most once.")
+            _check_shape(resource_ops, incremental)
+            if not incremental or resource.resource_type != ConfigResource.BROKER_LOGGER:
+                raise _invalid(f"Unknown resource type {resource.resource_type}")
+            admin_loggers.check_node(resource.resource_name, node_id, describing=False)
+            admin_loggers.alter(resource_ops, validate_only)
+            outcomes.append(ApiError(ErrorCode.NONE))
+        except ResourceError as exc:
+            outcomes.append(ApiError(exc.code, exc.message))
+    return outcomes
+
+
+def merge(
+    resources: Sequence[Resource],
+    local: Sequence[ApiError | None],
+    forwarded: Sequence[T],
+    make: Callable[[int, str | None, int, str], T],
+) -> list[T]:
+    """Every resource's outcome in request order: decided here, or the controller's in turn."""
+    from_controller = iter(forwarded)
+    out: list[T] = []
+    for resource, error in zip(resources, local, strict=True):
+        if error is None:
+            out.append(next(from_controller))
+        else:
+            out.append(
+                make(error.code, error.message, resource.resource_type, resource.resource_name)
+            )
+    return out
+
+
+def _check_shape(ops: Sequence[tuple[str, int, str | None]], incremental: bool) -> None:
+    names = [name for name, _, _ in ops]
+    if len(set(names)) != len(names):
+        raise _invalid("Error due to duplicate config keys")
+    nulls = [
+        name
+        for name, op, value in ops
+        if value is None and not (incremental and op == AlterOp.DELETE)
+    ]
+    if nulls:
+        raise _invalid("Null value not supported for : " + ", ".join(nulls))
+
+
+def _invalid(message: str) -> ResourceError:
+    return ResourceError(ErrorCode.INVALID_REQUEST, message)
