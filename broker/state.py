@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
+    from strom.broker.security.authorization import BrokerAuthorizer
     from strom.broker.security.listeners import ListenerTls
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
@@ -53,6 +54,8 @@ class BrokerState:
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
     tls: ListenerTls | None = None
     """The TLS contexts of this broker's SSL listeners (set by the broker process)."""
+    authorizer: BrokerAuthorizer | None = None
+    """ACL decisions when `authorizer.class.name` is set (None: every request is allowed)."""
     _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
 
     def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:

@@ -47,6 +47,7 @@ from strom.config.security import (
     OAUTH_VALIDATOR_3X,
     SASL_MECHANISMS,
     SSL_SETTING_KEYS,
+    STANDARD_AUTHORIZER,
     SslSettings,
     check_client_jaas,
     check_sasl_listener,
@@ -1224,6 +1225,22 @@ class BrokerConfig:
     sasl_oauthbearer_clock_skew_seconds: int = setting(
         "sasl.oauthbearer.clock.skew.seconds", ConfigType.INT, 30,
         "Clock difference allowed when checking a token's times.", validator=at_least(0),
+    )  # fmt: skip
+    authorizer_class_name: str = setting(
+        "authorizer.class.name", ConfigType.STRING, "",
+        "The authorizer: " + STANDARD_AUTHORIZER + " (ACLs in the metadata log, Kafka's "
+        "StandardAuthorizer semantics), or empty for none (every request allowed). Other "
+        "classes are refused.",
+        validator=one_of("", STANDARD_AUTHORIZER),
+    )  # fmt: skip
+    super_users: str = setting(
+        "super.users", ConfigType.STRING, "",
+        "Principals allowed everything whatever the ACLs, separated by semicolons "
+        "(User:admin;User:broker).",
+    )  # fmt: skip
+    allow_everyone_if_no_acl_found: bool = setting(
+        "allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, False,
+        "Whether a resource no ACL mentions is open to everyone (false: only super users).",
     )  # fmt: skip
     principal_builder_class: str | None = setting(
         "principal.builder.class", ConfigType.CLASS, DEFAULT_PRINCIPAL_BUILDER,

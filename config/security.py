@@ -36,6 +36,8 @@ LOGIN_MODULES = {
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
 """The JAAS login module each mechanism's sasl.jaas.config names (Kafka's)."""
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"""The one authorizer Strom runs (ACLs in the metadata log)."""
 DEFAULT_PRINCIPAL_BUILDER = (
     "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"
 )

@@ -1,28 +1,21 @@
 """Settings Strom refuses because it does not implement what they ask for yet: fail closed.
 
-Kafka accepts these keys; a broker that accepted them and went on serving would leave the port
-open: a SASL mechanism that authenticates no one, an authorizer that allows everything. So a
-configuration that asks for them stops start-up (and a dynamic change to such a key is refused)
-with a message naming the key. TLS is implemented (the `ssl.*` keys, `SSL` listeners); the list
-shrinks further as SASL and ACLs land.
+Kafka accepts these keys; a broker that accepted them and went on serving would do less than
+they ask: delegation tokens that authenticate no one, Java security providers that are never
+loaded. So a configuration that asks for them stops start-up (and a dynamic change to such a key
+is refused) with a message naming the key. TLS, SASL and the StandardAuthorizer are
+implemented (docs/security.md).
 """
 
 from __future__ import annotations
 
 from strom.config.config_error import ConfigError
 
-SECURITY_KEYS = frozenset(
-    {
-        "authorizer.class.name",
-        "super.users",
-        "allow.everyone.if.no.acl.found",
-        "security.providers",
-    }
-)
+SECURITY_KEYS = frozenset({"security.providers"})
 SECURITY_PREFIXES = ("delegation.token.",)
 SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
-_WHY = "Strom does not implement ACLs or delegation tokens yet (the port would serve anyone)"
+_WHY = "Strom does not implement delegation tokens or Java security providers"
 
 
 def _is_security_key(key: str) -> bool:

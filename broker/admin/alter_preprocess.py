@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_resources import ResourceError
+from strom.broker.security.authorization import Asker, allowed
 from strom.broker.security.listeners import validate as validate_tls
 from strom.config.alter_ops import AlterOp
 from strom.config.config_error import ConfigError
 from strom.config.dynamic import overlay
 from strom.config.values import ConfigResource
 from strom.coordinator.controller.result import ApiError
+from strom.coordinator.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -51,6 +53,35 @@ T = TypeVar("T")
 Ops = Sequence[tuple[str, int, str | None]]
 OwnBrokerCheck = Callable[[Ops, bool], str | None]
 """(the resource's (key, operation, value)s, incremental) -> why it is refused, or None."""
+
+
+_CONFIG_RESOURCES = {
+    ConfigResource.TOPIC: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ConfigResource.BROKER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ConfigResource.BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ConfigResource.CLIENT_METRICS: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ConfigResource.GROUP: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+}
+
+
+def config_refusal(
+    state: BrokerState,
+    request: Asker,
+    operation: AclOperation,
+    resource_type: int,
+    resource_name: str,
+) -> ApiError | None:
+    """The error for a config resource the principal may not `operation` (DESCRIBE_CONFIGS,
+    ALTER_CONFIGS), as Kafka maps it: a topic's on the topic, broker and logger configs on the
+    cluster, a group's on the group; None when allowed (or the type is unknown: refused later)."""
+    found = _CONFIG_RESOURCES.get(resource_type)  # type: ignore[call-overload]
+    if found is None:
+        return None
+    acl_type, error = found
+    name = resource_name if acl_type != ResourceType.CLUSTER else CLUSTER_NAME
+    if allowed(state, request, operation, acl_type, name):
+        return None
+    return ApiError(error, None)
 
 
 def tls_change_refusal(state: BrokerState, ops: Ops, incremental: bool) -> str | None:
@@ -89,16 +120,22 @@ def preprocess(
     incremental: bool,
     validate_only: bool,
     check_own_broker: OwnBrokerCheck | None = None,
+    authorize: Callable[[int, str], ApiError | None] | None = None,
 ) -> list[ApiError | None]:
     """Per resource: the outcome decided here, or None for a resource the controller decides.
 
     `ops[i]` lists resource i's (key, operation, value); the legacy API's are all SET (0).
     `check_own_broker` vets a change of this broker's own resource that only this broker can
     (a key store it must be able to load): a reason refuses it with INVALID_REQUEST.
+    `authorize` refuses a resource the principal may not ALTER_CONFIGS (`config_refusal`).
     """
     seen = Counter((r.resource_type, r.resource_name) for r in resources)
     outcomes: list[ApiError | None] = []
     for resource, resource_ops in zip(resources, ops, strict=True):
+        refused = None if authorize is None else authorize(resource.resource_type, resource.resource_name)
+        if refused is not None:
+            outcomes.append(refused)
+            continue
         if resource.resource_type in FORWARDED:
             reason = None
             if (

@@ -52,8 +52,10 @@ from strom.wire.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
 )
+from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
@@ -306,6 +308,18 @@ def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
     return DescribeQuorumResponse(error_code=code)
 
 
+def _create_acls(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, CreateAclsRequest)
+    result = CreateAclsResponse.AclCreationResult
+    return CreateAclsResponse(results=[result(code, None) for _ in body.creations])
+
+
+def _delete_acls(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, DeleteAclsRequest)
+    result = DeleteAclsResponse.DeleteAclsFilterResult
+    return DeleteAclsResponse(filter_results=[result(code, None, []) for _ in body.filters])
+
+
 def _alter_user_scram_credentials(body: Message, _version: int, code: int) -> Message:
     assert isinstance(body, AlterUserScramCredentialsRequest)
     result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
@@ -324,6 +338,8 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     ListPartitionReassignmentsRequest: _list_partition_reassignments,
     DescribeQuorumRequest: _describe_quorum,
     AlterUserScramCredentialsRequest: _alter_user_scram_credentials,
+    CreateAclsRequest: _create_acls,
+    DeleteAclsRequest: _delete_acls,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 

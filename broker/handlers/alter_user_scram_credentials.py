@@ -19,6 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.forwarding import forward
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
+from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -36,6 +39,12 @@ MAX_VERSION = 0
 async def handle(
     broker: BrokerState, request: RequestContext, body: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
+    if not allowed(broker, request, AclOperation.ALTER, ResourceType.CLUSTER):
+        users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+        result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+        return AlterUserScramCredentialsResponse(
+            results=[result(u, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for u in users]
+        )
     if not broker.controller.is_active:
         return await forward(broker, request, body, AlterUserScramCredentialsResponse)
     return await broker.controller.alter_user_scram_credentials(body, request.api_version)

@@ -27,8 +27,14 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter_preprocess import merge, preprocess, tls_change_refusal
+from strom.broker.admin.alter_preprocess import (
+    config_refusal,
+    merge,
+    preprocess,
+    tls_change_refusal,
+)
 from strom.broker.admin.forwarding import forward
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -54,6 +60,7 @@ async def handle(
         incremental=True,
         validate_only=body.validate_only,
         check_own_broker=partial(tls_change_refusal, broker),
+        authorize=partial(config_refusal, broker, request, AclOperation.ALTER_CONFIGS),
     )
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group, may_topic
 from strom.coordinator.groups.model import OffsetEntry
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -50,7 +51,7 @@ async def handle(
                 if group.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
-            error, fetched = _fetch(broker, group.group_id, wanted)
+            error, fetched = _fetch(broker, request, group.group_id, wanted)
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=group.group_id, topics=_topics_v8(fetched), error_code=error
@@ -59,7 +60,7 @@ async def handle(
         return OffsetFetchResponse(groups=groups)
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, fetched = _fetch(broker, body.group_id, wanted)
+    error, fetched = _fetch(broker, request, body.group_id, wanted)
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
@@ -80,6 +81,23 @@ async def handle(
 
 
 def _fetch(
+    broker: BrokerState,
+    request: RequestContext,
+    group_id: str,
+    wanted: list[tuple[str, list[int]]] | None,
+) -> tuple[ErrorCode, Fetched]:
+    if not may_group(broker, request, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _none(wanted)
+    error, fetched = _fetch_authorized(broker, group_id, wanted)
+    # topics it may not DESCRIBE: left out of "all", TOPIC_AUTHORIZATION_FAILED when named
+    # (the partitions carry the error in every version)
+    return error, [
+        (name, parts) for name, parts in fetched
+        if may_topic(broker, request, AclOperation.DESCRIBE, name) or wanted is not None
+    ]  # fmt: skip
+
+
+def _fetch_authorized(
     broker: BrokerState, group_id: str, wanted: list[tuple[str, list[int]]] | None
 ) -> tuple[ErrorCode, Fetched]:
     driver = group_driver(broker)

@@ -50,6 +50,8 @@ from strom.broker.data.append import (
     await_replication,
     first_batch,
 )
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 from strom.wire.records import HEADER_SIZE, TRANSACTIONAL_MASK, peek_attributes, peek_producer
@@ -88,6 +90,14 @@ async def handle(
         if _is_transactional(p.records)
     }
     whole_error = _request_error(body, transactional)
+    if whole_error is None and body.transactional_id is not None and not allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        whole_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    may_write = {
+        t.name: allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        for t in body.topic_data
+    }
     verify = (
         version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
     )
@@ -97,6 +107,9 @@ async def handle(
         for data in topic.partition_data:
             if whole_error is not None:
                 outcomes.append(AppendOutcome(data.index, whole_error))
+                continue
+            if not may_write[topic.name]:
+                outcomes.append(AppendOutcome(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             outcomes.append(
                 await _one(broker, request, topic.name, data, acks, verify, transactional)

@@ -28,11 +28,19 @@ from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
+from strom.broker.security.authorization import (
+    CHECKED_BY_HANDLER,
+    CLUSTER_CHECKS,
+    EXEMPT_APIS,
+    allowed,
+    is_super_user,
+)
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
+from strom.coordinator.metadata.acls import ResourceType
 from strom.wire.connection import (
     CLOSED,
     NEED_DATA,
@@ -204,6 +212,9 @@ class Server:
         finally:
             self.memory.release(reserved)
 
+    def _refusal(self, key: int, version: int, request: RequestContext) -> Any:
+        return _cluster_refusal(self.state, key, version, request)
+
     async def _authenticate(
         self,
         auth: Authenticator,
@@ -282,6 +293,10 @@ class Server:
             key, version, header.correlation_id, header.client_id, host, conn_id, listener,
             principal,
         )  # fmt: skip
+        if self.state.authorizer is not None and key not in EXEMPT_APIS:
+            refused = self._refusal(key, version, request)
+            if refused is not None:
+                return encode_response(key, version, header.correlation_id, refused)
         try:
             response = await handler.handle(self.state, request, event.body)
         except ProtocolError:
@@ -300,6 +315,28 @@ class Server:
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)
+
+
+def _cluster_refusal(
+    state: BrokerState, key: int, version: int, request: RequestContext
+) -> Any:
+    """The answer to a request the dispatcher refuses (see `strom.broker.security.authorization`):
+    None when it may go on."""
+    if key in CLUSTER_CHECKS:
+        ok = allowed(state, request, CLUSTER_CHECKS[key], ResourceType.CLUSTER)
+    elif key in CHECKED_BY_HANDLER:
+        return None
+    else:  # an API without its checks: super users only (fail closed)
+        ok = is_super_user(state, request)
+    if ok:
+        return None
+    response = error_response(key, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if response is None:
+        raise ProtocolError(
+            f"{request.principal} may not use API key {key} (no ACL allows it)",
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        )
+    return response
 
 
 def _raised_at(exc: BaseException) -> str:

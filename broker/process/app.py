@@ -36,6 +36,7 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
+from strom.broker.security.authorization import BrokerAuthorizer
 from strom.broker.security.listeners import ListenerTls
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.security.tls import TlsConfigError
@@ -182,6 +183,8 @@ class Broker:
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         state.topic_creator = ForwardingTopicCreator(state)
         state.tls = tls
+        if config.authorizer_class_name:
+            state.authorizer = BrokerAuthorizer(config)
         controller.subscribe_deltas(partial(_reload_tls, state, tls))
         if quorum is not None:
             state.raft = quorum.raft

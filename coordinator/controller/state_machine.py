@@ -57,11 +57,13 @@ if TYPE_CHECKING:
         BrokerRegistrationRequest,
         BrokerRegistrationResponse,
     )
+    from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
     from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
@@ -445,6 +447,22 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+    def create_acls(
+        self, request: CreateAclsRequest, version: int
+    ) -> ControllerResult[CreateAclsResponse]:
+        from strom.coordinator.controller.acl_commands import create_acls
+
+        _check_version(request, version)
+        return create_acls(self.context(), request)
+
+    def delete_acls(
+        self, request: DeleteAclsRequest, version: int
+    ) -> ControllerResult[DeleteAclsResponse]:
+        from strom.coordinator.controller.acl_commands import delete_acls
+
+        _check_version(request, version)
+        return delete_acls(self.context(), request)
 
     def alter_user_scram_credentials(
         self, request: AlterUserScramCredentialsRequest, version: int

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from strom.config.dynamic import BrokerLayers
 from strom.config.values import ConfigResource
+from strom.coordinator.metadata.acls import AclBinding
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class MetadataImage:
     """First producer id of the next block the controller hands out."""
     scram_credentials: Mapping[ScramKey, ScramCredential] = field(default_factory=dict)
     """SCRAM credentials by (user, mechanism id)."""
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    """ACLs (AccessControlEntryRecord) by id."""
     provenance: Provenance = field(default_factory=Provenance)
 
     EMPTY: ClassVar[MetadataImage]

@@ -14,7 +14,8 @@ partitionLeaderEpoch = the snapshot epoch:
                     feature levels (metadata.version first), broker
                     registrations, each topic's TopicRecord and PartitionRecords,
                     ConfigRecords, one ProducerIdsRecord, then the SCRAM
-                    credentials (UserScramCredentialRecord)
+                    credentials (UserScramCredentialRecord) and the ACLs
+                    (AccessControlEntryRecord)
     control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
                     value SnapshotFooterRecord v0
 
@@ -36,6 +37,7 @@ from strom.coordinator.metadata.metadata_records import MetadataError, encode_ba
 from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.partition_record import PartitionRecord
@@ -137,6 +139,11 @@ def image_records(image: MetadataImage) -> Iterator[Message]:
         yield UserScramCredentialRecord(
             user, mechanism, c.salt, c.stored_key, c.server_key, c.iterations
         )
+    for acl_id, a in sorted(image.acls.items()):
+        yield AccessControlEntryRecord(
+            acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+            a.operation, a.permission,
+        )  # fmt: skip
 
 
 def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts: int) -> bytes:
