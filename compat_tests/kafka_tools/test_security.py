@@ -1,0 +1,92 @@
+"""Kafka's own tools against a secured Strom: `kafka-configs` manages SCRAM users
+(AlterUserScramCredentials / DescribeUserScramCredentials) and `kafka-acls` adds, lists and
+removes ACLs, both authenticating with SASL/SCRAM as a super user; a user added by the tool
+then authenticates and is held to the ACLs the tool created (kafka-console-producer)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compat_tests.kafka_tools.tools import KafkaTools
+from strom.broker.testing.embedded import BrokerProcess, child_environment
+
+ADMIN_SECRET = "admin-Secret-5"  # noqa: S105 - test users' passwords
+ALICE_SECRET = "alice-Secret-6"  # noqa: S105
+SCRAM_JAAS = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+              f'username="admin" password="{ADMIN_SECRET}";')  # fmt: skip
+
+
+def client_config(path: Path, user: str, secret: str) -> Path:
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{secret}";\n'
+    )
+    return path
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[str]:
+    import subprocess
+    import sys
+
+    data = tmp_path / "data"
+    subprocess.run(
+        [sys.executable, "-m", "strom", "format", "-t", "AAAAAAAAAAAAAAAAAAAAAA",
+         "--override", f"log.dirs={data}",
+         "--add-scram", f"SCRAM-SHA-256=[name=admin,password={ADMIN_SECRET}]"],
+        check=True, capture_output=True, timeout=60, env=child_environment(),
+    )  # fmt: skip
+    overrides = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+    }
+    with BrokerProcess(data, overrides) as broker:
+        yield broker.bootstrap
+
+
+def test_kafka_configs_and_kafka_acls(
+    kafka_tools: KafkaTools, secured: str, tmp_path: Path
+) -> None:
+    admin = str(client_config(tmp_path / "admin.properties", "admin", ADMIN_SECRET))
+    alice = str(client_config(tmp_path / "alice.properties", "alice", ALICE_SECRET))
+    base = ("--bootstrap-server", secured, "--command-config", admin)
+    kafka_tools.run("kafka-configs", *base, "--alter", "--entity-type", "users",
+                    "--entity-name", "alice",
+                    "--add-config", f"SCRAM-SHA-256=[iterations=8192,password={ALICE_SECRET}]")  # fmt: skip
+    described = kafka_tools.run("kafka-configs", *base, "--describe", "--entity-type", "users",
+                                "--entity-name", "alice")  # fmt: skip
+    assert any("SCRAM-SHA-256=iterations=8192" in line for line in described.lines), described.lines
+    kafka_tools.run("kafka-topics", *base, "--create", "--topic", "orders", "--partitions", "1")
+    # alice authenticates, but no ACL lets her write
+    refused = kafka_tools.run(
+        "kafka-console-producer", "--bootstrap-server", secured, "--producer.config", alice,
+        "--topic", "orders", "--producer-property", "max.block.ms=5000",
+        stdin="first\n", check=False, timeout=60,
+    )  # fmt: skip
+    assert "TopicAuthorizationException" in refused.stderr or "Not authorized" in refused.stderr, (
+        refused.stderr[-2000:]
+    )
+    kafka_tools.run("kafka-acls", *base, "--add", "--allow-principal", "User:alice",
+                    "--operation", "Write", "--operation", "Describe", "--topic", "orders")  # fmt: skip
+    listed = kafka_tools.run("kafka-acls", *base, "--list", "--topic", "orders")
+    text = "\n".join(listed.lines)
+    assert "User:alice" in text and "WRITE" in text and "DESCRIBE" in text, text
+    kafka_tools.run(
+        "kafka-console-producer", "--bootstrap-server", secured, "--producer.config", alice,
+        "--topic", "orders", stdin="second\n", timeout=60,
+    )  # fmt: skip
+    kafka_tools.run("kafka-acls", *base, "--remove", "--force", "--allow-principal", "User:alice",
+                    "--operation", "Write", "--topic", "orders")  # fmt: skip
+    remaining = kafka_tools.run("kafka-acls", *base, "--list", "--topic", "orders")
+    assert "WRITE" not in "\n".join(remaining.lines)
+    assert "DESCRIBE" in "\n".join(remaining.lines)
+    kafka_tools.run("kafka-configs", *base, "--alter", "--entity-type", "users",
+                    "--entity-name", "alice", "--delete-config", "SCRAM-SHA-256")  # fmt: skip
