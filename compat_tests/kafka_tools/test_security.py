@@ -13,8 +13,8 @@ import pytest
 from compat_tests.kafka_tools.tools import KafkaTools
 from strom.broker.testing.embedded import BrokerProcess, child_environment
 
-ADMIN_SECRET = "admin-Secret-5"  # noqa: S105 - test users' passwords
-ALICE_SECRET = "alice-Secret-6"  # noqa: S105
+ADMIN_SECRET = "admin-Secret-5"
+ALICE_SECRET = "alice-Secret-6"
 SCRAM_JAAS = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
               f'username="admin" password="{ADMIN_SECRET}";')  # fmt: skip
 

@@ -8,12 +8,16 @@ import pytest
 from strom.coordinator.metadata.acls import (
     AclBinding,
     AclFilter,
-    AclOperation as Op,
     Authorizer,
     PatternType,
     Permission,
-    ResourceType as R,
     invalid_binding,
+)
+from strom.coordinator.metadata.acls import (
+    AclOperation as Op,
+)
+from strom.coordinator.metadata.acls import (
+    ResourceType as R,
 )
 
 ALICE, BOB = "User:alice", "User:bob"
