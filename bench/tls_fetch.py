@@ -115,9 +115,9 @@ def run_kafka(files: TlsFiles, workdir: Path, messages: int, size: int, count: i
     from compat_tests.apache_kafka import ApacheKafka, free_port
 
     tls_port = free_port()
-    ssl = {
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(files.pem_keystore()),
-        "ssl.key.password": PASSWORD,
+    ssl = {  # PKCS12: Java 17 cannot decrypt a PBES2-encrypted PEM key
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(files.pkcs12_keystore()),
+        "ssl.keystore.password": PASSWORD,
     }  # fmt: skip
     kafka = ApacheKafka(workdir / "kafka", overrides={"message.max.bytes": "10485760"})
     base = kafka.properties
