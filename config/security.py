@@ -383,13 +383,6 @@ def check_sasl_listener(listener: str, lookup: ListenerLookup) -> None:
                 f"a server callback handler applies to OAUTHBEARER only (listener {listener} "
                 f"sets one for {mechanism})",
             )
-        if handler:
-            raise ConfigError(
-                "sasl.server.callback.handler.class",
-                f"listener {listener}: OAUTHBEARER validation of signed JWTs against a JWKS "
-                f"({handler}) is not implemented yet; only unsecured tokens (development) are: "
-                "unset sasl.server.callback.handler.class, or use SCRAM",
-            )
         if handler and not lookup("sasl.oauthbearer.jwks.endpoint.url", mechanism):
             raise ConfigError(
                 "sasl.oauthbearer.jwks.endpoint.url",

@@ -38,6 +38,7 @@ from strom.broker.replication.partitions import (
 from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.security.authorization import BrokerAuthorizer
 from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.oauth import JwksError
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.security.tls import TlsConfigError
 from strom.broker.state import BrokerState, wall_clock_ms
@@ -197,6 +198,10 @@ class Broker:
             config, lambda user, mechanism: state.image.scram_credential(user, mechanism),
             wall_clock_ms,
         )  # fmt: skip
+        try:
+            await sasl.load_keys()
+        except JwksError as exc:
+            raise StartupError(str(exc)) from exc
         server = Server(state, tls, sasl)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
@@ -229,6 +234,8 @@ class Broker:
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
                     accepting.start_soon(_flush_loop, state)
+                    if sasl.validators:
+                        accepting.start_soon(sasl.refresh_keys)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)

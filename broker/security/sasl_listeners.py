@@ -10,9 +10,14 @@ Kafka's OAuthBearerValidatorCallbackHandler.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
+import trio
+
+from strom.broker.security.oauth import JwksError, JwksValidator
 from strom.broker.security.sasl import (
     Authenticator,
     MechanismFactory,
@@ -27,6 +32,8 @@ from strom.broker.security.sasl import (
 from strom.config import BrokerConfig
 from strom.config.security import listener_jaas
 from strom.coordinator.metadata.image import ScramCredential
+
+log = logging.getLogger("strom.sasl")
 
 Credentials = Callable[[str, int], ScramCredential | None]
 
@@ -44,6 +51,8 @@ class SaslListeners:
         self._config = config
         self._clock = clock
         self._mechanisms: dict[str, dict[str, MechanismFactory]] = {}
+        self.validators: dict[str, JwksValidator] = {}
+        """Listeners whose OAUTHBEARER tokens are JWTs checked against a JWKS (KIP-768)."""
         for endpoint in config.listener_endpoints:
             name = endpoint.name
             if not config.protocol_map.get(name, "PLAINTEXT").startswith("SASL_"):
@@ -52,6 +61,9 @@ class SaslListeners:
             enabled = lookup("sasl.enabled.mechanisms")
             assert isinstance(enabled, tuple)
             factories: dict[str, MechanismFactory] = {}
+            handler = lookup("sasl.server.callback.handler.class", "OAUTHBEARER")
+            if "OAUTHBEARER" in enabled and handler:
+                self.validators[name] = self._jwks(name)
             for mechanism in enabled:
                 module = listener_jaas(name, mechanism, lookup)
                 assert module is not None  # the configuration's checks made sure
@@ -60,9 +72,52 @@ class SaslListeners:
                 elif mechanism.startswith("SCRAM-"):
                     factories[mechanism] = partial(ScramSaslServer, mechanism, credentials)
                 else:
-                    validator = (validators or {}).get(name) or UnsecuredValidator(module.options)
+                    validator: TokenValidator = (
+                        (validators or {}).get(name)
+                        or self.validators.get(name)
+                        or UnsecuredValidator(module.options)
+                    )
                     factories[mechanism] = partial(OAuthBearerServer, validator, clock)
             self._mechanisms[name] = factories
+
+    def _jwks(self, listener: str) -> JwksValidator:
+        def value(key: str) -> Any:
+            return self._config.listener_value(listener, key, "OAUTHBEARER")
+
+        return JwksValidator(
+            str(value("sasl.oauthbearer.jwks.endpoint.url")),
+            audience=tuple(value("sasl.oauthbearer.expected.audience")),
+            issuer=value("sasl.oauthbearer.expected.issuer"),
+            sub_claim=value("sasl.oauthbearer.sub.claim.name"),
+            scope_claim=value("sasl.oauthbearer.scope.claim.name"),
+            skew_s=value("sasl.oauthbearer.clock.skew.seconds"),
+            refresh_ms=value("sasl.oauthbearer.jwks.endpoint.refresh.ms"),
+        )
+
+    async def load_keys(self) -> None:
+        """Read every JWKS (start-up); JwksError naming the URL when one cannot be read, or
+        when PyJWT is not installed."""
+        for validator in self.validators.values():
+            try:
+                import jwt  # noqa: F401
+            except ImportError:
+                raise JwksError(
+                    "OAUTHBEARER validation against a JWKS needs PyJWT: "
+                    "pip install 'strom[security]'"
+                ) from None
+            await trio.to_thread.run_sync(validator.load)
+
+    async def refresh_keys(self) -> None:
+        """Read each JWKS again when due (see `strom.broker.security.oauth`); runs forever."""
+        while True:
+            await trio.sleep(5)
+            for listener, validator in self.validators.items():
+                if not validator.refresh_due():
+                    continue
+                try:
+                    await trio.to_thread.run_sync(validator.load)
+                except JwksError as exc:
+                    log.warning("listener %s keeps its JWKS keys: %s", listener, exc)
 
     def __contains__(self, listener: str) -> bool:
         return listener in self._mechanisms
