@@ -474,20 +474,26 @@ def test_accepted_and_ignored_keys(key: str) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    [
-        "authorizer.class.name",
-        "super.users",
-        "allow.everyone.if.no.acl.found",
-        "delegation.token.secret.key",
-        "listener.name.external.super.users",
-    ],
+    ["delegation.token.secret.key", "security.providers", "listener.name.external.security.providers"],
 )
 def test_security_keys_fail_closed(key: str) -> None:
-    """Accepting them would serve unauthorized clients behind a config that asks for more."""
+    """Accepting them would do less than they ask (tokens that authenticate no one)."""
     with pytest.raises(ConfigError, match=rf"config key '{key}' is refused: Strom does not "
-                       "implement ACLs or delegation tokens yet") as info:
+                       "implement delegation tokens or Java security providers") as info:
         props_cfg({key: "whatever"})
     assert info.value.key == key
+
+
+def test_only_the_standard_authorizer_is_accepted() -> None:
+    with pytest.raises(ConfigError, match="StandardAuthorizer") as info:
+        props_cfg({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert info.value.key == "authorizer.class.name"
+    config = props_cfg({
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:broker",
+        "allow.everyone.if.no.acl.found": "true",
+    })  # fmt: skip
+    assert config.allow_everyone_if_no_acl_found
 
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
