@@ -109,3 +109,62 @@ def test_confluent_kafka_over_mutual_tls(tls_broker: tuple[str, TlsFiles]) -> No
         assert seen == [f"message-{i}".encode() for i in range(500)]
     finally:
         consumer.close()
+
+
+SCRAM_SECRET = "kp-Secret-4"  # the test user's password
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_python_over_sasl_ssl(tmp_path: Path, mechanism: str) -> None:
+    """kafka-python's SASL (PLAIN, SCRAM-SHA-256/512) over TLS; the SCRAM user comes from
+    `strom format --add-scram`, the PLAIN one from the listener's JAAS users."""
+    import subprocess
+    import sys
+
+    from strom.broker.testing.embedded import child_environment
+
+    files = TlsFiles.make(tmp_path / "certs")
+    data = tmp_path / "data"
+    scram_flags = [arg for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                   for arg in ("--add-scram", f"{m}=[name=kp,password={SCRAM_SECRET}]")]  # fmt: skip
+    subprocess.run([sys.executable, "-m", "strom", "format", "-t", "AAAAAAAAAAAAAAAAAAAAAA",
+                    "--override", f"log.dirs={data}", *scram_flags],
+                   check=True, capture_output=True, timeout=60, env=child_environment())  # fmt: skip
+    prefix = "listener.name.sasl_ssl."
+    overrides = {
+        "listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        prefix + "plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule"
+        f' required user_kp="{SCRAM_SECRET}";',
+        prefix + "scram-sha-256.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        prefix + "scram-sha-512.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        **files.pem_listener("sasl_ssl"),
+    }  # fmt: skip
+    with BrokerProcess(data, overrides) as broker:
+        sasl = {
+            "security_protocol": "SASL_SSL", "ssl_cafile": str(files.ca_pem),
+            "sasl_mechanism": mechanism, "sasl_plain_username": "kp",
+            "sasl_plain_password": SCRAM_SECRET,
+        }  # fmt: skip
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", **sasl)
+        try:
+            for i in range(50):
+                producer.send("kp-sasl", f"m{i}".encode())
+            producer.flush(TIMEOUT_S)
+        finally:
+            producer.close(timeout=TIMEOUT_S)
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                                 auto_offset_reset="earliest", **sasl)  # fmt: skip
+        try:
+            consumer.assign([TopicPartition("kp-sasl", 0)])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(seen) < 50 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    seen += [r.value for r in records]
+            assert seen == [f"m{i}".encode() for i in range(50)]
+        finally:
+            consumer.close()
