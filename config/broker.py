@@ -340,6 +340,14 @@ class BrokerConfig:
         validator=at_least(0),
         dynamic=True,
     )
+    max_connection_creation_rate: int = setting(
+        "max.connection.creation.rate",
+        ConfigType.INT,
+        INT_MAX,
+        "New connections accepted per second at most (KIP-612), per listener as "
+        "listener.name.<l>.max.connection.creation.rate; beyond it accepting waits.",
+        validator=at_least(0),
+    )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes",
         ConfigType.LONG,

@@ -59,7 +59,6 @@ IGNORED_KEYS = frozenset(
         "group.coordinator.threads",
         "socket.connection.setup.timeout.ms",
         "socket.connection.setup.timeout.max.ms",
-        "max.connection.creation.rate",
     }
 )
 

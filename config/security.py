@@ -64,6 +64,7 @@ def listener_overridable(key: str) -> bool:
     return key.startswith(("ssl.", "sasl.")) or key in (
         "connections.max.reauth.ms",
         "principal.builder.class",
+        "max.connection.creation.rate",
     )
 
 

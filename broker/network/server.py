@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -40,6 +41,7 @@ from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
+from strom.config.values import INT_MAX
 from strom.coordinator.metadata.acls import ResourceType
 from strom.wire.connection import (
     CLOSED,
@@ -58,6 +60,28 @@ RECEIVE_SIZE = 256 * 1024
 _ACCEPT_CAPACITY_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 """accept() failures that mean "no capacity right now": wait and retry, as trio's serve_listeners."""
 _connection_ids = itertools.count(1)
+
+
+class TokenBucket:
+    """At most `rate` takes per second, bursts up to `rate` (KIP-612's connection creation
+    rate, over a one-second window); `take()` returns how long to wait first (0: none)."""
+
+    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = float(rate)
+        self._at = clock()
+
+    def take(self) -> float:
+        if self.rate >= INT_MAX:
+            return 0.0
+        now = self._clock()
+        self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        self._tokens -= 1
+        if self._tokens >= 0 or self.rate == 0:
+            return 0.0 if self.rate else float("inf")
+        return -self._tokens / self.rate
 
 
 class Server:
@@ -91,10 +115,16 @@ class Server:
         connection closes, as Kafka's acceptor waits for a connection slot.
         """
         limit = self.state.config.max_connections
+        rate = self.state.config.listener_value(name, "max.connection.creation.rate")
+        assert isinstance(rate, int)
+        bucket = TokenBucket(rate, trio.current_time)
         async with listener:  # closed when serving stops
             while True:
                 while self.connections >= limit:
                     await self._slot_freed.park()
+                wait = bucket.take()
+                if wait > 0:  # KIP-612: the acceptor waits out a burst of new connections
+                    await trio.sleep(wait)
                 try:
                     stream = await listener.accept()
                 except OSError as exc:
