@@ -240,3 +240,33 @@ def _probe(body: Any, key: int) -> Any:
         body.acks = 1  # acks=0 is not answered
         body.timeout_ms = 1000
     return body
+
+
+async def test_committed_offsets_of_a_topic_it_may_not_describe_stay_hidden(
+    broker: EmbeddedBroker,
+) -> None:
+    from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+    from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+
+    admin = await as_user(broker, "admin")
+    bob = await as_user(broker, "bob")
+    assert await create_topic(admin, "payments") == 0
+    commit = OffsetCommitRequest(group_id="audit", generation_id_or_member_epoch=-1, member_id="",
+                                 topics=[OffsetCommitRequest.OffsetCommitRequestTopic(
+                                     "payments", [OffsetCommitRequest.OffsetCommitRequestPartition(
+                                         0, 42, -1, "")])])  # fmt: skip
+    committed = await admin.request(commit, 8, OffsetCommitResponse)
+    assert committed.topics[0].partitions[0].error_code == 0
+    await create_acls(admin, (R.GROUP, "audit", PatternType.LITERAL, "User:bob", Op.DESCRIBE,
+                              Permission.ALLOW))  # fmt: skip
+    named = OffsetFetchRequest(group_id="audit", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic("payments", [0])])  # fmt: skip
+    answer = await bob.request(named, 7, OffsetFetchResponse)
+    [partition] = answer.topics[0].partitions
+    assert (partition.error_code, partition.committed_offset) == (
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)  # fmt: skip
+    everything = await bob.request(OffsetFetchRequest(group_id="audit", topics=None), 7,
+                                   OffsetFetchResponse)  # fmt: skip
+    assert everything.topics == []
+    for client in (admin, bob):
+        await client.aclose()
