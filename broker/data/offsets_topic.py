@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
-from strom.broker.data.lookup import Located, locate
+from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.groups import GroupDriver, Replicated, group_config
 from strom.broker.drivers.topics import (
@@ -34,14 +34,23 @@ from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, Parti
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core import BrokerCore
 
 
 class BrokerOffsetsTopic:
     """`OffsetsTopic` over a broker: its metadata image, logs, replication and controller."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(
+        self,
+        state: BrokerCore,
+        replication: ReplicationManager,
+        waiters: DataWaiters,
+        min_isr: MinIsrCache,
+    ) -> None:
         self._state = state
+        self._replication = replication
+        self._waiters = waiters
+        self._min_isr = min_isr
 
     def partitions(self) -> list[int] | None:
         topic = self._state.image.topic(CONSUMER_OFFSETS)
@@ -60,7 +69,9 @@ class BrokerOffsetsTopic:
         if not isinstance(found, Located):
             return found
         image, partition_log = found
-        refused = acks_all_refusal(state, CONSUMER_OFFSETS, image)
+        refused = acks_all_refusal(
+            state, self._replication, self._min_isr, CONSUMER_OFFSETS, image
+        )
         if refused:
             return refused
         try:
@@ -71,15 +82,22 @@ class BrokerOffsetsTopic:
             if isinstance(exc, KafkaStorageError):
                 report_storage(state)
             return exc.error
-        leadership = ReplicationManager.of(state).leader_appended((CONSUMER_OFFSETS, partition))
-        DataWaiters.of(state).changed(CONSUMER_OFFSETS, partition)
+        leadership = self._replication.leader_appended((CONSUMER_OFFSETS, partition))
+        self._waiters.changed(CONSUMER_OFFSETS, partition)
         if leadership is None:
             return ErrorCode.NONE  # one replica: committed at append
         outcome = AppendOutcome(partition, ErrorCode.NONE, result, awaiting=leadership)
         timeout_ms = state.config.offsets_commit_timeout_ms
 
         async def replicated() -> ErrorCode:
-            await await_replication(state, [(CONSUMER_OFFSETS, outcome)], timeout_ms)
+            await await_replication(
+                state,
+                self._replication,
+                self._waiters,
+                self._min_isr,
+                [(CONSUMER_OFFSETS, outcome)],
+                timeout_ms,
+            )
             return outcome.error
 
         return replicated
@@ -90,10 +108,12 @@ class BrokerOffsetsTopic:
         )
 
 
-def group_driver(state: BrokerState) -> GroupDriver:
+def group_driver(
+    state: BrokerCore, replication: ReplicationManager, waiters: DataWaiters, min_isr: MinIsrCache
+) -> GroupDriver:
     """The group driver a broker runs: its `__consumer_offsets`, config and clock."""
     return GroupDriver(
-        BrokerOffsetsTopic(state),
+        BrokerOffsetsTopic(state, replication, waiters, min_isr),
         group_config(state.config),
         num_partitions=state.config.offsets_topic_num_partitions,
         retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,

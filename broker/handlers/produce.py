@@ -104,7 +104,9 @@ async def handle(
         appended.append((topic.name, outcomes))
     pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
     if pending:
-        await await_replication(broker, pending, body.timeout_ms)
+        await await_replication(
+            broker, broker.replication, broker.waiters, broker.min_isr, pending, body.timeout_ms
+        )
     responses = [
         TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
     ]
@@ -165,7 +167,17 @@ async def _one(
         )
     if acks not in VALID_ACKS:
         return AppendOutcome(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
-    return await append_partition(broker, topic, data.index, batch, acks, request.client_id)
+    return await append_partition(
+        broker,
+        broker.replication,
+        broker.waiters,
+        broker.min_isr,
+        topic,
+        data.index,
+        batch,
+        acks,
+        request.client_id,
+    )
 
 
 def _request_error(
