@@ -22,9 +22,9 @@ import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core import wall_clock_ms
+from strom.broker.data.coordinator_topics import group_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.lookup import MinIsrCache
-from strom.broker.data.offsets_topic import group_driver
 from strom.broker.data.producer_ids import ProducerIdManager
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller import ControllerDriver
