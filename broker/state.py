@@ -3,7 +3,7 @@
 `BrokerState` is this node's `BrokerCore` (identity, configuration, metadata, logs) plus the
 services the broker process builds once at start-up (`strom.broker.process.app`) and hands
 down as typed fields: replication, the data path's wake-ups, fetch sessions and min.insync
-cache, producer ids. Handlers get this object and the
+cache, producer ids, transaction verification. Handlers get this object and the
 request; they never reach for globals, and two brokers in one process (tests) share nothing.
 """
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.data.fetch_sessions import FetchSessionCache
     from strom.broker.data.lookup import MinIsrCache
     from strom.broker.data.producer_ids import ProducerIdManager
+    from strom.broker.data.txn_verify import TransactionVerification
     from strom.broker.data.waiters import DataWaiters
     from strom.broker.replication.replication_manager import ReplicationManager
 
@@ -37,3 +38,5 @@ class BrokerState(BrokerCore):
     """min.insync.replicas per topic, for acks=all."""
     producer_ids: ProducerIdManager = field(init=False, repr=False)
     """Producer ids for InitProducerId, in blocks from the controller."""
+    txn_verification: TransactionVerification = field(init=False, repr=False)
+    """The transaction coordinator's verification hook for transactional produces (KIP-890)."""

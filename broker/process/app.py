@@ -26,6 +26,7 @@ from strom.broker.data.coordinator_topics import group_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
+from strom.broker.data.txn_verify import TransactionVerification
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
@@ -282,6 +283,7 @@ def build_services(state: BrokerState) -> None:
     state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
+    state.txn_verification = TransactionVerification()
 
 
 async def _follow(state: BrokerState, controller: MetadataController) -> None:
