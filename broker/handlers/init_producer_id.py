@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
+from strom.broker.data.producer_ids import ProducerIdError
 from strom.broker.security.authorization import allowed, allowed_on_some
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
@@ -62,7 +62,7 @@ async def handle(
     ):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
-        producer_id = await ProducerIdManager.of(broker).next_id()
+        producer_id = await broker.producer_ids.next_id()
     except ProducerIdError as exc:
         return _error(exc.error)
     return InitProducerIdResponse(
