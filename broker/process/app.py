@@ -176,9 +176,14 @@ class Broker:
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
-        try:
+        try:  # before any socket is bound: a refusal here leaves nothing open
             tls = ListenerTls(controller.image.broker_config_layers(config).effective())
-        except TlsConfigError as exc:
+            sasl = SaslListeners(
+                config, lambda user, mechanism: controller.image.scram_credential(user, mechanism),
+                wall_clock_ms,
+            )  # fmt: skip
+            await sasl.load_keys()
+        except (TlsConfigError, JwksError) as exc:
             raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
@@ -205,14 +210,6 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
         await state.groups.load()
-        sasl = SaslListeners(
-            config, lambda user, mechanism: state.image.scram_credential(user, mechanism),
-            wall_clock_ms,
-        )  # fmt: skip
-        try:
-            await sasl.load_keys()
-        except JwksError as exc:
-            raise StartupError(str(exc)) from exc
         server = Server(state, tls, sasl)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
