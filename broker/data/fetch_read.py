@@ -41,7 +41,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 

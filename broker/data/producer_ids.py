@@ -26,7 +26,7 @@ from strom.coordinator.controller.result import ControllerError
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 log = logging.getLogger("strom.producer_ids")
 
