@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
 from strom.broker.admin.describe_resources import ResourceError
-from strom.broker.security.authorization import Asker, allowed
+from strom.broker.security.authorization import Asker, Authorizing, allowed
 from strom.broker.security.listeners import validate as validate_tls
 from strom.config.alter_ops import AlterOp
 from strom.config.config_error import ConfigError
@@ -30,7 +30,22 @@ from strom.coordinator.metadata.acls import CLUSTER_NAME, AclOperation, Resource
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.security.listeners import ListenerTls
+    from strom.config import BrokerConfig
+    from strom.coordinator.metadata.image import MetadataImage
+
+
+class TlsOwner(Protocol):
+    """What a key store change is vetted against (`BrokerState`)."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def tls(self) -> ListenerTls | None: ...
 
 FORWARDED = frozenset(
     {
@@ -65,7 +80,7 @@ _CONFIG_RESOURCES = {
 
 
 def config_refusal(
-    state: BrokerState,
+    state: Authorizing,
     request: Asker,
     operation: AclOperation,
     resource_type: int,
@@ -84,7 +99,7 @@ def config_refusal(
     return ApiError(error, None)
 
 
-def tls_change_refusal(state: BrokerState, ops: Ops, incremental: bool) -> str | None:
+def tls_change_refusal(state: TlsOwner, ops: Ops, incremental: bool) -> str | None:
     """Why a change of this broker's configs would leave a TLS listener unusable, or None.
 
     Kafka's broker validates a dynamic key store before it is stored (DynamicBrokerConfig):
