@@ -16,7 +16,8 @@ A failed test that used `strom_cluster` gets every node's last log lines in its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
+import ssl
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,9 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         features: Mapping[str, int] | None = None,
         power_cuts: bool = False,
         planted: tuple[str, ...] = (),
+        client_ssl: ssl.SSLContext | None = None,
+        client_sasl: tuple[str, str, str] | None = None,
+        format_args: Sequence[str] = (),
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -67,6 +71,9 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             features=features,
             power_cuts=power_cuts,
             planted=planted,
+            client_ssl=client_ssl,
+            client_sasl=client_sasl,
+            format_args=format_args,
         )
         clusters.append(cluster)
         cluster.start()
