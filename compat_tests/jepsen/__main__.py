@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     topic_config = dict(scenario.topic_config) if scenario else {}
     topic_config.update(kv.split("=", 1) for kv in args.topic_config)
     opts = Options(seed=seed, faults=0 if scenario else args.faults, mix=args.mix,
-                   message_timeout_ms=scenario.message_timeout_ms if scenario else 30_000,
+                   message_timeout_ms=scenario.message_timeout_ms if scenario else Options.message_timeout_ms,
                    partitions=args.partitions, producers=args.producers, rate=args.rate,
                    duration=args.duration,
                    whole_cluster_power_cuts=args.whole_cluster_power_cuts,

@@ -43,10 +43,9 @@ class Scenario:
     """3 controllers and 3 brokers instead of 3 combined nodes."""
     overrides: dict[str, str] = field(default_factory=dict)
     """Broker configs on top of the queue cluster's (`workload.TIMEOUTS`)."""
-    message_timeout_ms: int = 30_000
-    """The producers' message.timeout.ms: past it librdkafka re-sends under a new producer
-    epoch, which stores a value twice (see the Results); a scenario that stalls a partition
-    for longer raises it."""
+    message_timeout_ms: int = 120_000
+    """The producers' message.timeout.ms (`workload.Options`); a scenario that stalls a
+    partition for longer raises it."""
     topic_config: dict[str, str] = field(default_factory=dict)
     plant: str = ""
     """The bug this scenario catches (empty: it is about a configuration)."""

@@ -28,6 +28,7 @@ def _run(strom_cluster: StartCluster, scenario: Scenario, *, elr: int, planted: 
     return report.violations, text
 
 
+@pytest.mark.timeout(900)  # a scenario runs 1-2 minutes of load; six nodes start and stop
 @pytest.mark.parametrize(
     "name", ["unanswered-expansion", "restarted-follower", "restart-same-epoch"]
 )
@@ -38,6 +39,7 @@ def test_a_planted_bug_is_caught(strom_cluster: StartCluster, name: str) -> None
     assert violations.get(scenario.caught_as), text
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("elr", [0, 1])
 def test_the_last_replica_standing(strom_cluster: StartCluster, elr: int) -> None:
     violations, text = _run(strom_cluster, SCENARIOS["last-replica-standing"], elr=elr, planted=False)

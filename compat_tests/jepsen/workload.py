@@ -81,7 +81,12 @@ class Options:
     tail: float = 3.0
     """Seconds of load after the last fault is healed."""
     drain_timeout: float = 60.0
-    message_timeout_ms: int = 30_000
+    message_timeout_ms: int = 120_000
+    """The producers' message.timeout.ms, as the Java client's delivery.timeout.ms default: a
+    value not acknowledged within it makes librdkafka bump the producer epoch and send it again
+    from sequence 0, which stores it twice if the first send was written (see the Results).
+    The hard mix's double faults and whole-cluster kills stall a partition for longer than 30 s
+    on this machine (two nodes restarting while the controller quorum is gone)."""
     consumer_debug: str = ""
     """librdkafka `debug` contexts for the live consumer (e.g. "fetch,topic,metadata,broker"),
     logged to `consumer_log`: what it was doing when it stopped receiving."""
