@@ -207,6 +207,12 @@ class _Producer(_Worker):
 
     def _replace(self, producer: Producer) -> Producer:
         self.fatal_errors.append(self.fatal)
+        # a fatal producer may never settle what it holds: purge (queued values fail as
+        # _PURGE_QUEUE, certainly not written; in-flight ones as _PURGE_INFLIGHT, unknown)
+        try:
+            producer.purge()
+        except KafkaException as exc:
+            self.fatal_errors.append(str(exc.args[0]))
         self._flush(producer)
         self.restarts += 1
         self.fatal = ""
