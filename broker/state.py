@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from strom.broker.metrics.recorder import BrokerMetrics
+
 if TYPE_CHECKING:
     from strom.broker.drivers.controller_api import MetadataController
     from strom.broker.drivers.groups import GroupDriver
@@ -50,6 +52,8 @@ class BrokerState:
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    """This broker's request counters (`strom.broker.metrics`)."""
     _services: dict[Any, Any] = field(default_factory=dict, repr=False, init=False)
 
     def service(self, kind: type[S], make: Callable[[BrokerState], S]) -> S:

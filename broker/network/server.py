@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import time
 from typing import Any
 
 import trio
@@ -61,6 +62,8 @@ class Server:
             bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
         self.memory = request_memory_pool(bound)
         self.connections = 0
+        self.connections_by_listener: dict[str, int] = {}
+        """Open connections per listener name (the metrics' connection-count)."""
         self._slot_freed = trio.lowlevel.ParkingLot()
 
     async def serve_listener(
@@ -88,10 +91,15 @@ class Server:
                 connections.start_soon(self._connection, stream, name)
 
     async def _connection(self, stream: trio.SocketStream, name: str) -> None:
+        by_listener = self.connections_by_listener
+        by_listener[name] = by_listener.get(name, 0) + 1
+        self.state.metrics.connections_created += 1
         try:
             await self.handle_stream(stream, name)
         finally:
             self.connections -= 1
+            by_listener[name] -= 1
+            self.state.metrics.connections_closed += 1
             self._slot_freed.unpark_all()
 
     def stop_accepting_requests(self) -> None:
@@ -126,6 +134,7 @@ class Server:
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
+        received = time.perf_counter()  # when the last bytes arrived: requests in them queue from then
         try:
             while True:
                 event = conn.next_event()
@@ -147,11 +156,12 @@ class Server:
                             log.info("closing idle connection %d from %s", conn_id, host)
                         return
                     conn.receive_data(data)
+                    received = time.perf_counter()
                     continue
                 if event is CLOSED:
                     return
                 assert isinstance(event, Request | UnsupportedRequest)
-                chunks = await self.dispatch(event, host, conn_id, listener)
+                chunks = await self.dispatch(event, host, conn_id, listener, received)
                 if chunks is not None:
                     if has_file_chunks(chunks):
                         await send_chunks(stream, chunks)
@@ -163,9 +173,16 @@ class Server:
             self.memory.release(reserved)
 
     async def dispatch(
-        self, event: Request | UnsupportedRequest, host: str, conn_id: int, listener: str
+        self,
+        event: Request | UnsupportedRequest,
+        host: str,
+        conn_id: int,
+        listener: str,
+        received: float | None = None,
     ) -> list[Any] | None:
-        """Run the request's handler; return the response chunks, or None for no response."""
+        """Run the request's handler; return the response chunks, or None for no response.
+        `received`: `time.perf_counter()` when the request's last bytes arrived (its queue time
+        for the metrics starts there)."""
         header = event.header
         key, version = header.request_api_key, header.request_api_version
         kind = listener_type(listener in self.state.config.controller_listeners)
@@ -189,6 +206,7 @@ class Server:
         request = RequestContext(
             key, version, header.correlation_id, header.client_id, host, conn_id, listener
         )
+        started = time.perf_counter()
         try:
             response = await handler.handle(self.state, request, event.body)
         except ProtocolError:
@@ -204,9 +222,19 @@ class Server:
             log.debug("handler failure", exc_info=exc)
             if response is None:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        self.state.metrics.record_request(
+            key, version, event.body, response,
+            (started - received) * 1000 if received is not None else 0.0,
+            (time.perf_counter() - (started if received is None else received)) * 1000,
+            self._topic_of_id,
+        )  # fmt: skip
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)
+
+    def _topic_of_id(self, topic_id: Any) -> str | None:
+        topic = self.state.image.topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
 
 def _raised_at(exc: BaseException) -> str:

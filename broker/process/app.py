@@ -74,6 +74,8 @@ class Broker:
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
         """What handlers see, once serving (tests reach the controller and logs through it)."""
+        self.metrics_address: str | None = None
+        """host:port of the bound metrics.listener, once serving (None: off)."""
         self.cleaner: LogCleaner | None = None
         """The log cleaner thread (strom.storage.cleaner), once the logs are open."""
 
@@ -163,6 +165,7 @@ class Broker:
         docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
         bound = await self._listen(config)
+        metrics_sockets = await self._listen_metrics(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         if quorum is None:
@@ -175,17 +178,30 @@ class Broker:
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
+        if "controller" in config.roles:
+            elections = state.metrics.elections
+            controller.subscribe_deltas(
+                lambda image, delta: elections.follow(image, delta, controller.is_active)
+            )
         if quorum is None:
             await _follow(state, controller)
         state.groups = group_driver(state)
         await state.groups.load()
         server = Server(state)
+        endpoint = None
+        if metrics_sockets:
+            from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
+
+            endpoint = MetricsEndpoint(state, server)
+        metrics_url = _metrics_url(metrics_sockets)
+        self.metrics_address = metrics_url.removeprefix("http://") or None
         log.info(
-            "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
+            "Strom %s started: node.id=%d listeners=%s log.dirs=%s%s",
             package_version("strom"),
             config.node_id,
             ",".join(b.url for b, _ in bound),
             ",".join(self.data_dirs),
+            f" metrics={metrics_url}" if metrics_url else "",
         )
         failure: RegistrationError | None = None
         async with trio.open_nursery() as connections:
@@ -200,6 +216,8 @@ class Broker:
                                 )
 
                 serve(controller_listeners=True)
+                if endpoint is not None:
+                    accepting.start_soon(endpoint.serve, metrics_sockets)
                 if quorum is not None:
                     await accepting.start(quorum.run)
                     try:
@@ -210,6 +228,13 @@ class Broker:
                         await _follow(state, controller)
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
+                    if endpoint is not None:
+                        endpoint.serving = True
+                    if "broker" in config.roles:
+                        # Kafka's BrokerLifecycleManager line, which tools wait for (e.g.
+                        # Testcontainers' KafkaContainer)
+                        log.info("The broker is unfenced and serving: Transitioning from "
+                                 "RECOVERY to RUNNING")  # fmt: skip
                     accepting.start_soon(_flush_loop, state)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
@@ -233,6 +258,21 @@ class Broker:
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
         if failure is not None:
             raise StartupError(str(failure)) from failure
+
+    async def _listen_metrics(self, config: BrokerConfig) -> list[trio.SocketListener]:
+        """Bind metrics.listener, if set (before anything is served: a port in use stops
+        start-up like any listener's)."""
+        where = config.metrics_endpoint
+        if where is None:
+            return []
+        host, port = where
+        try:
+            return await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on metrics.listener={config.metrics_listener} ({exc.strerror}): "
+                "stop what uses the port or change metrics.listener"
+            ) from exc
 
     async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
         """Bind every listener, or adopt the socket activation passed for it."""
@@ -262,6 +302,14 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         return bound
+
+
+def _metrics_url(sockets: list[trio.SocketListener]) -> str:
+    """http://host:port of the bound metrics listener ("" when off)."""
+    if not sockets:
+        return ""
+    host, port = sockets[0].socket.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 async def _follow(state: BrokerState, controller: MetadataController) -> None:

@@ -32,6 +32,7 @@ from strom.broker.process.app import Broker
 from strom.config import Listener, load_config
 
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+_METRICS = re.compile(r" metrics=http://(?P<address>\S+?)\"?$")
 
 
 def _test_defaults(data_dir: Path) -> dict[str, str]:
@@ -93,6 +94,8 @@ class BrokerProcess:
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
         self.port = 0
+        self.metrics_address = ""
+        """host:port of the metrics listener (with `metrics.listener` set), once started."""
         self.output: deque[str] = deque(maxlen=2000)
         self.on_line = on_line
 
@@ -129,6 +132,8 @@ class BrokerProcess:
                     host_port = first.split("://", 1)[1]
                     self.bootstrap = host_port
                     self.port = int(host_port.rsplit(":", 1)[1])
+                    metrics = _METRICS.search(line.rstrip("\n"))
+                    self.metrics_address = metrics.group("address") if metrics else ""
                     ready.set()
         process.stderr.close()
         ready.set()  # the process ended; start() sees no bootstrap if it never started

@@ -132,6 +132,8 @@ class GroupCoordinator:
         self.config = config
         self.new_id = new_id
         self.groups: dict[str, Group] = {}
+        self.rebalances = 0
+        """Rebalances begun (groups entering PreparingRebalance), for the broker's metrics."""
         self._replies: list[Reply] = []
         self._wakeups: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -717,6 +719,7 @@ class GroupCoordinator:
         else:
             group.initial_join = False
             group.join_deadline = now + group.rebalance_timeout_ms()
+        self.rebalances += 1
         self._transition(group, S.PREPARING_REBALANCE, now)
         self._schedule(group)
         self._maybe_complete_join(now, group)  # e.g. the only member rejoined
