@@ -346,7 +346,7 @@ class BrokerCollector(Collector):
         yield CounterMetricFamily(
             "kafka_server_group_coordinator_metrics_group_rebalance",
             "Rebalances started (groups entering PreparingRebalance)",
-            value=machine.rebalances,
+            value=machine.membership.rebalances,
         )
 
     # --- kafka.log:type=Log ------------------------------------------------------------------
