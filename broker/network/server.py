@@ -27,6 +27,7 @@ from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks
 from strom.broker.state import BrokerState
@@ -62,6 +63,9 @@ class Server:
             bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
         self.memory = request_memory_pool(bound)
         self.connections = 0
+        self.faults: FaultInjector | None = None
+        """Request fault injection, set only in a process a test harness started
+        (`strom.broker.network.faults`); None otherwise."""
         self.connections_by_listener: dict[str, int] = {}
         """Open connections per listener name (the metrics' connection-count)."""
         self._slot_freed = trio.lowlevel.ParkingLot()
@@ -208,7 +212,13 @@ class Server:
         )
         started = time.perf_counter()
         try:
-            response = await handler.handle(self.state, request, event.body)
+            if self.faults is None:
+                response = await handler.handle(self.state, request, event.body)
+            else:
+                response = await self.faults.handle(
+                    key, version, event.body, self._topic_of_id,
+                    lambda body: handler.handle(self.state, request, body),
+                )  # fmt: skip
         except ProtocolError:
             raise
         except Exception as exc:

@@ -27,6 +27,7 @@ from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.server import Server
 from strom.broker.process import activation
 from strom.broker.replication.manager import ReplicationManager
@@ -166,6 +167,10 @@ class Broker:
         quorum = controller if isinstance(controller, QuorumController) else None
         bound = await self._listen(config)
         metrics_sockets = await self._listen_metrics(config)
+        try:
+            faults = await FaultInjector.from_environment()
+        except OSError as exc:
+            raise StartupError(str(exc)) from exc
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         if quorum is None:
@@ -188,6 +193,7 @@ class Broker:
         state.groups = group_driver(state)
         await state.groups.load()
         server = Server(state)
+        server.faults = faults
         endpoint = None
         if metrics_sockets:
             from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
@@ -216,6 +222,8 @@ class Broker:
                                 )
 
                 serve(controller_listeners=True)
+                if faults is not None:
+                    accepting.start_soon(faults.run)
                 if endpoint is not None:
                     accepting.start_soon(endpoint.serve, metrics_sockets)
                 if quorum is not None:

@@ -135,3 +135,11 @@ def test_commit_latency_window() -> None:
     assert 0 <= average == maximum < 1000
     latency.committed(13)
     assert len(latency._done) == 2
+
+
+def test_isr_changes_count_shrinks_and_expands() -> None:
+    metrics = BrokerMetrics()
+    metrics.isr_changed(3, 2)
+    metrics.isr_changed(2, 3)
+    metrics.isr_changed(3, 3)
+    assert (metrics.isr_shrinks, metrics.isr_expands) == (1, 1)
