@@ -45,24 +45,24 @@ from strom.broker.drivers.controller_api import (
 )
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.result import (
     ApiError,
     ControllerError,
     ControllerResult,
     fail_unwritten,
 )
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
     list_snapshots,
     write_snapshot,
 )
-from strom.storage.raft_disk import holds_quorum_log
+from strom.storage.raft.raft_disk import holds_quorum_log
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 

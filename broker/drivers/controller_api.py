@@ -51,9 +51,9 @@ from strom.wire.messages.list_partition_reassignments import ListPartitionReassi
 if TYPE_CHECKING:
     from strom.config import Listener
     from strom.config.quorum import Address
-    from strom.coordinator.controller.controller import Controller
     from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
     from strom.coordinator.controller.result import ControllerResult
+    from strom.coordinator.controller.state_machine import Controller
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse

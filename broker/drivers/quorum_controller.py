@@ -10,7 +10,7 @@ Every node (a voter with the controller role, an observer with only the broker r
       remaining   uvarint   entries of the same command after this one (0: the last)
       timestamp   int64     the leader's wall clock when it proposed the command (ms, big-endian)
       record      bytes     the metadata record, framed as in the metadata log
-                            (`strom.coordinator.metadata.records.encode_record`)
+                            (`strom.coordinator.metadata.metadata_records.encode_record`)
 
   The control entry a new leader writes (Kafka's LeaderChangeMessage) carries no record.
 - **Apply.** Committed entries reach `apply` in offset order. A command's records are staged and
@@ -75,18 +75,18 @@ from strom.broker.drivers.lifecycle import ControllerChannel
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.controller.result import ControllerResult
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, Controller
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.coordinator.metadata.metadata_records import MetadataError, decode_record, encode_record
 from strom.coordinator.metadata.properties import (
     read_meta_properties,
 )
-from strom.coordinator.metadata.records import MetadataError, decode_record, encode_record
 from strom.coordinator.metadata.snapshot import image_records
 from strom.coordinator.raft.messages import NO_LEADER
-from strom.storage.raft_disk import holds_single_node_log
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_disk import holds_single_node_log
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse

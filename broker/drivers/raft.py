@@ -55,8 +55,8 @@ from strom.coordinator.raft.effects import (
     Write,
 )
 from strom.coordinator.raft.messages import NO_LEADER, Request, Response
-from strom.storage.raft_disk import DiskRaftStore
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_disk import DiskRaftStore
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.message import Message
 
 log = logging.getLogger("strom.raft")

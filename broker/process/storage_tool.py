@@ -23,15 +23,15 @@ from typing import Any
 
 from strom.config import BrokerConfig, ConfigError, load_config
 from strom.config.quorum import NOT_YET, VOTERS_KEY, Address, is_own_controller
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, check_features
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, check_features
 from strom.coordinator.metadata.image import METADATA_VERSION
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.properties import (
     METADATA_VERSION_NAMES,
     format_directories,
     new_cluster_id,
     parse_kafka_uuid,
 )
-from strom.coordinator.metadata.records import MetadataError
 
 
 class StorageToolError(Exception):

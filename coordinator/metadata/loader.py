@@ -13,7 +13,7 @@ from pathlib import Path
 
 from strom.coordinator.metadata.image import MetadataImage, Provenance
 from strom.coordinator.metadata.log import DEFAULT_SEGMENT_BYTES, MetadataLog
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import list_snapshots, read_snapshot
 
 

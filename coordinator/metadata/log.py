@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.coordinator.metadata.records import (
+from strom.coordinator.metadata.metadata_records import (
     MetadataBatch,
     MetadataError,
     decode_batch,

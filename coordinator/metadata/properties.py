@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from strom.coordinator.metadata.image import METADATA_VERSION
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import read_records, write_records
 from strom.storage.durable import atomic_replace
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord

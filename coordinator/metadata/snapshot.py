@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from strom.coordinator.metadata.records import MetadataError, encode_batch
-from strom.coordinator.metadata.records import decode_batch as decode_metadata_batch
+from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
+from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.formats.metadata.config_record import ConfigRecord

@@ -6,11 +6,12 @@ The driver drains `RaftCore.take_effects()` after every input and handles the ef
   emits a `Send` once every write issued before it is durable, so a vote is never granted, nor an
   offset reported to the leader, before it is on disk.
 - the `Write` effects (`PersistQuorumState`, `AppendEntries`, `TruncateTo`, `InstallSnapshot`):
-  perform them in order through a `strom.storage.raft_store.RaftStore`, then call
+  perform them in order through a `strom.storage.raft.raft_store.RaftStore`, then call
   `RaftCore.writes_durable(seq)` with the highest `seq` done. They may be batched and synced
   together; they must not be reordered.
 - `HighWatermark`: entries below `offset` are committed: apply them to the state machine.
-- `LeaderChange`: the quorum's leader (or -1) for `epoch`, as this node now knows it.
+- `LeaderChange`: the quorum's leader (or -1) for `epoch`, as this node now knows it; never this
+  node unless it leads now (`RaftCore.current_leader_id`).
 - `SnapshotLoaded`: the state machine must reload from the snapshot (a follower fetched one).
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom.coordinator.raft.messages import RaftMessage
-from strom.storage.raft_store import Entry, QuorumState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, SnapshotId
 
 
 @dataclass(frozen=True, slots=True)

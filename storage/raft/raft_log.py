@@ -1,0 +1,416 @@
+"""The Raft log and its snapshots on disk: `<metadata.log.dir>/__cluster_metadata-0/`.
+
+Segments, as in KRaft and `strom.coordinator.metadata.log`: files named by the offset of their
+first entry, `<20-digit base offset>.log`, holding v2 RecordBatches back to back. One batch per run
+of entries that share an epoch and kind; `partitionLeaderEpoch` is the Raft epoch; each entry is
+one record (key null, value = the entry's bytes) at its own offset; the entry a new leader writes
+is a control batch whose record key is the LEADER_CHANGE control key. `encode_entries` and
+`decode_entries` are that mapping; Fetch responses carry the same batches.
+
+Snapshots: `<20-digit end offset>-<10-digit epoch>.checkpoint` (Kafka's naming), laid out as::
+
+    magic     4 bytes   b"SRSN"
+    crc       uint32    CRC-32C of the data
+    length    uint64    length of the data
+    data                the state machine's snapshot, opaque here
+
+Cut records: a truncation inside a batch (a follower batches what it fetches its own way, so
+its batch boundaries differ from the leader's) cuts the segment at the start of that batch and
+writes the kept part again. So that a crash between the two cannot lose the kept entries, it
+first stores what it is about to do in `<20-digit segment base offset>.cut`::
+
+    magic     4 bytes   b"SRCT"
+    crc       uint32    CRC-32C of what follows
+    position  uint64    where the segment is cut (the start of the batch)
+    kept                the kept entries as v2 batches, written at `position` after the cut
+
+Durability: every change returns after fsync (and a directory fsync when files come or go).
+`truncate_to` deletes the later segments and cuts the segment at the batch holding the offset;
+inside a batch, the cut record is made durable first (written to `<name>.part`, fsynced and
+renamed: `strom.storage.durable.atomic_replace`), the kept part written and fsynced after the
+cut, and the record deleted last. A snapshot is written to `<name>.part`, fsynced and renamed;
+older snapshots are deleted after the new one is durable.
+
+Crash recovery (`RaftLogDir.open`): each segment is scanned and each batch's length and CRC
+checked. In the last segment, the first torn or corrupt batch and everything after it is an
+append that was never acknowledged and is cut off. The same damage in an earlier segment would be
+loss of acknowledged entries: opening fails with RaftLogError. A cut record found first is a
+truncation a crash interrupted at some step: it is done again from the start (segments after its
+segment deleted, the segment cut at `position`, the kept bytes written there, fsynced, the record
+deleted), which lands on the same log whatever step the crash came at; a damaged cut record
+cannot come from a crash (it is renamed into place whole) and fails the open. Leftover `.part`
+files are deleted; the newest snapshot whose CRC holds is used (an older one if the newest is
+damaged).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from strom.storage.durable import atomic_replace, fsync_dir
+from strom.storage.raft.raft_store import Entry, SnapshotId
+from strom.wire.errors import ProtocolError
+from strom.wire.records import Record, build_batch, decode_batch, iter_batches, validate_batch
+from strom.wire.records.record import ControlType, control_key
+
+log = logging.getLogger(__name__)
+
+SEGMENT_SUFFIX = ".log"
+SNAPSHOT_SUFFIX = ".checkpoint"
+PART_SUFFIX = ".part"
+DEFAULT_SEGMENT_BYTES = 1 << 30
+SNAPSHOT_MAGIC = b"SRSN"
+_SNAPSHOT_HEADER = struct.Struct(">4sIQ")
+CUT_SUFFIX = ".cut"
+CUT_MAGIC = b"SRCT"
+_CUT_HEADER = struct.Struct(">4sI")
+_CUT_POSITION = struct.Struct(">Q")
+
+
+class RaftLogError(Exception):
+    """The Raft log or a snapshot on disk is damaged beyond a torn tail."""
+
+
+# --- entries as record batches ------------------------------------------------------------
+
+
+def encode_entries(entries: tuple[Entry, ...] | list[Entry]) -> bytes:
+    """Entries as concatenated v2 batches (see the module docstring)."""
+    out = bytearray()
+    run: list[Entry] = []
+    for entry in entries:
+        if run and (run[0].epoch != entry.epoch or run[0].control != entry.control):
+            out += _batch(run)
+            run = []
+        run.append(entry)
+    if run:
+        out += _batch(run)
+    return bytes(out)
+
+
+def _batch(run: list[Entry]) -> bytearray:
+    control = run[0].control
+    key = control_key(ControlType.LEADER_CHANGE) if control else None
+    return build_batch(
+        [Record(key, entry.data, (), 0) for entry in run],
+        base_offset=run[0].offset,
+        partition_leader_epoch=run[0].epoch,
+        control=control,
+    )
+
+
+def decode_entries(data: bytes | bytearray | memoryview | None) -> list[Entry]:
+    """The entries in concatenated batches; a partial batch at the end is ignored.
+
+    ProtocolError if a whole batch is malformed or fails its CRC.
+    """
+    if not data:
+        return []
+    entries: list[Entry] = []
+    for header, view in iter_batches(data):
+        header, records = decode_batch(view, header)
+        for record in records:
+            entries.append(
+                Entry(
+                    record.offset,
+                    header.partition_leader_epoch,
+                    bytes(record.value or b""),
+                    header.is_control,
+                )
+            )
+    return entries
+
+
+# --- the directory ------------------------------------------------------------------------
+
+
+@dataclass
+class _Segment:
+    base_offset: int
+    path: Path
+    size: int
+
+
+@dataclass
+class _Batch:
+    segment: _Segment
+    position: int
+    base_offset: int
+    next_offset: int
+
+
+def _segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SEGMENT_SUFFIX}"
+
+
+def _cut_record_name(segment_base_offset: int) -> str:
+    return f"{segment_base_offset:020d}{CUT_SUFFIX}"
+
+
+def _snapshot_name(snapshot: SnapshotId) -> str:
+    return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+class RaftLogDir:
+    """The segments and snapshots of one Raft log. Use `RaftLogDir.open`."""
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        self.directory = directory
+        self._segment_bytes = segment_bytes
+        self._segments: list[_Segment] = []
+        self._batches: list[_Batch] = []
+        self._end = 0
+
+    @classmethod
+    def open(cls, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> RaftLogDir:
+        """Open (creating if need be) and recover the log in `directory`."""
+        if not directory.is_dir():
+            directory.mkdir(parents=True)
+            fsync_dir(directory.parent)
+        opened = cls(directory, segment_bytes)
+        for leftover in directory.glob(f"*{PART_SUFFIX}"):
+            leftover.unlink()
+        for record in sorted(directory.glob(f"*{CUT_SUFFIX}")):
+            opened._finish_cut(record)
+        names = sorted(p for p in directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
+        for index, path in enumerate(names):
+            opened._recover(path, last=index == len(names) - 1)
+        if not opened._segments:
+            opened._roll(0)
+        return opened
+
+    def _finish_cut(self, record: Path) -> None:
+        """Redo the truncation a crash interrupted (see the module docstring)."""
+        raw = record.read_bytes()
+        stem = record.name[: -len(CUT_SUFFIX)]
+        segment = self.directory / (stem + SEGMENT_SUFFIX)
+        magic, crc = _CUT_HEADER.unpack_from(raw) if len(raw) >= _CUT_HEADER.size else (b"", 0)
+        body = raw[_CUT_HEADER.size :]
+        if (
+            magic != CUT_MAGIC
+            or len(body) < _CUT_POSITION.size
+            or crc32c.crc32c(body) != crc
+            or len(stem) != 20
+            or not stem.isdigit()
+            or not segment.exists()
+        ):
+            raise RaftLogError(
+                f"{record} is damaged or names no segment: the truncation it records cannot be "
+                "finished; restore the directory or reformat this node"
+            )
+        log.warning("raft log %s: finishing a truncation a crash interrupted", segment)
+        for later in self.directory.glob(f"*{SEGMENT_SUFFIX}"):
+            if later.name > segment.name:
+                later.unlink()
+        fsync_dir(self.directory)
+        (position,) = _CUT_POSITION.unpack_from(body)
+        with open(segment, "r+b") as handle:
+            handle.truncate(position)
+            handle.seek(position)
+            handle.write(body[_CUT_POSITION.size :])
+            handle.flush()
+            os.fsync(handle.fileno())
+        record.unlink()
+        fsync_dir(self.directory)
+
+    def _recover(self, path: Path, *, last: bool) -> None:
+        stem = path.name[: -len(SEGMENT_SUFFIX)]
+        if len(stem) != 20 or not stem.isdigit():
+            raise RaftLogError(f"unexpected file {path.name} in {self.directory}")
+        base = int(stem)
+        if self._segments and base != self._end:
+            raise RaftLogError(f"{path.name}: starts at {base}, expected {self._end}")
+        self._end = base
+        data = path.read_bytes()
+        segment = _Segment(base, path, 0)
+        batches = iter_batches(data, allow_partial=True)
+        problem = ""
+        try:
+            for header, view in batches:
+                validate_batch(view)
+                if header.base_offset != self._end:
+                    problem = f"batch at {header.base_offset} where {self._end} was expected"
+                    break
+                self._batches.append(_Batch(segment, segment.size, self._end, header.next_offset))
+                self._end = header.next_offset
+                segment.size = batches.consumed
+            else:
+                if batches.partial:
+                    problem = f"incomplete batch ({batches.remaining} bytes)"
+        except ProtocolError as exc:
+            problem = str(exc)
+        if problem:
+            if not last:
+                raise RaftLogError(f"{path}: corrupt at byte {segment.size}: {problem}")
+            log.warning(
+                "raft log %s: cutting torn tail at byte %d: %s", path, segment.size, problem
+            )
+            with open(path, "r+b") as handle:
+                handle.truncate(segment.size)
+                os.fsync(handle.fileno())
+        self._segments.append(segment)
+
+    # --- positions and reading --------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._end
+
+    def read_all(self) -> list[Entry]:
+        """Every entry from the log start, in order."""
+        entries: list[Entry] = []
+        for segment in self._segments:
+            with open(segment.path, "rb") as handle:
+                entries.extend(decode_entries(handle.read(segment.size)))
+        return entries
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def append(self, entries: list[Entry]) -> None:
+        """Write `entries` (starting at the end offset) and fsync."""
+        if not entries:
+            return
+        if entries[0].offset != self._end:
+            raise ValueError(f"append at {entries[0].offset}, the log ends at {self._end}")
+        segment = self._segments[-1]
+        if segment.size >= self._segment_bytes:
+            segment = self._roll(self._end)
+        data = encode_entries(entries)
+        self._write_at(segment, segment.size, data)
+        self._written(segment, data)
+
+    def _written(self, segment: _Segment, data: bytes) -> None:
+        """`data` (whole batches) now ends `segment`: index its batches, move the end."""
+        position = segment.size
+        for header, _view in iter_batches(data, allow_partial=False):
+            self._batches.append(_Batch(segment, position, header.base_offset, header.next_offset))
+            position += header.size
+            self._end = header.next_offset
+        segment.size = position
+
+    def _write_at(self, segment: _Segment, position: int, data: bytes) -> None:
+        with open(segment.path, "r+b") as handle:
+            try:
+                handle.seek(position)
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            except BaseException:
+                handle.truncate(position)
+                raise
+
+    def _roll(self, base_offset: int) -> _Segment:
+        path = self.directory / _segment_name(base_offset)
+        with open(path, "xb") as handle:
+            os.fsync(handle.fileno())
+        fsync_dir(self.directory)
+        segment = _Segment(base_offset, path, 0)
+        self._segments.append(segment)
+        return segment
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry at `offset` or above, durably."""
+        if offset >= self._end:
+            return
+        if offset < self.start_offset:
+            raise ValueError(f"truncate to {offset} below the log start {self.start_offset}")
+        index = next(i for i, b in enumerate(self._batches) if b.next_offset > offset)
+        cut = self._batches[index]
+        segment = cut.segment
+        record: Path | None = None
+        kept = b""
+        if cut.base_offset < offset:
+            # inside a batch: its kept part is written again after the cut; the cut record
+            # lets recovery finish the job if a crash comes in between
+            with open(segment.path, "rb") as handle:
+                handle.seek(cut.position)
+                kept = encode_entries(
+                    [
+                        e
+                        for e in decode_entries(handle.read(segment.size - cut.position))
+                        if e.offset < offset
+                    ]
+                )
+            record = self.directory / _cut_record_name(segment.base_offset)
+            body = _CUT_POSITION.pack(cut.position) + kept
+            header = _CUT_HEADER.pack(CUT_MAGIC, crc32c.crc32c(body))
+            atomic_replace(record, header + body, temp_suffix=PART_SUFFIX)
+        del self._batches[index:]
+        # segments after the one holding the cut go whole
+        while self._segments[-1] is not segment:
+            self._segments.pop().path.unlink()
+        fsync_dir(self.directory)
+        with open(segment.path, "r+b") as handle:
+            handle.truncate(cut.position)
+            os.fsync(handle.fileno())
+        segment.size = cut.position
+        self._end = cut.base_offset
+        if record is not None:
+            self._write_at(segment, cut.position, kept)
+            self._written(segment, kept)
+            record.unlink()
+            fsync_dir(self.directory)
+
+    def reset(self, offset: int) -> None:
+        """Drop every segment and continue, empty, at `offset` (a snapshot replaced the log)."""
+        for segment in self._segments:
+            segment.path.unlink()
+        self._segments, self._batches, self._end = [], [], offset
+        self._roll(offset)
+
+    def delete_before(self, offset: int) -> None:
+        """Delete whole segments that end at or below `offset` (never the active one)."""
+        gone = False
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            segment = self._segments.pop(0)
+            segment.path.unlink()
+            self._batches = [b for b in self._batches if b.segment is not segment]
+            gone = True
+        if gone:
+            fsync_dir(self.directory)
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def write_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Store `snapshot` durably, then delete the older ones."""
+        header = _SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, crc32c.crc32c(data), len(data))
+        path = self.directory / _snapshot_name(snapshot)
+        atomic_replace(path, header + data, temp_suffix=PART_SUFFIX)
+        for older in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            if older != path:
+                older.unlink()
+        fsync_dir(self.directory)
+
+    def latest_snapshot(self) -> tuple[SnapshotId, bytes] | None:
+        """The newest intact snapshot, if any."""
+        found: list[tuple[SnapshotId, Path]] = []
+        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            offset, _, epoch = stem.partition("-")
+            if not (offset.isdigit() and epoch.isdigit()):
+                raise RaftLogError(f"unexpected file {path.name} in {self.directory}")
+            found.append((SnapshotId(int(offset), int(epoch)), path))
+        for snapshot, path in sorted(found, reverse=True):
+            raw = path.read_bytes()
+            with contextlib.suppress(struct.error):
+                magic, crc, length = _SNAPSHOT_HEADER.unpack_from(raw)
+                data = raw[_SNAPSHOT_HEADER.size :]
+                if magic == SNAPSHOT_MAGIC and len(data) == length and crc32c.crc32c(data) == crc:
+                    return snapshot, data
+            log.warning("raft snapshot %s is damaged; trying an older one", path)
+        if found:
+            raise RaftLogError(
+                f"every snapshot in {self.directory} is damaged; restore one or reformat this node"
+            )
+        return None
