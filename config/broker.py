@@ -244,7 +244,7 @@ class BrokerConfig:
     )
     metrics_listener: str = setting(
         "metrics.listener",
-        C.STRING,
+        ConfigType.STRING,
         "",
         "Strom's own: where to serve Prometheus metrics and the health checks over HTTP, as "
         "http://host:port (empty host = all interfaces, port 0 = any free port); empty = off.",
