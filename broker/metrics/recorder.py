@@ -1,7 +1,8 @@
 """The broker's request counters, updated on the request path.
 
 One `BrokerMetrics` per broker (on `BrokerState.metrics`). `Server.dispatch` calls
-`record_request` once per answered request: that is the only hook on the hot path. It counts
+`record_request` once per answered request when `metrics.listener` is set (nothing exports
+them otherwise): that is the only hook on the hot path. It counts
 the request per API and version, puts its total and queue time in per-API histograms, and for
 Produce and Fetch walks the response's topics once to count bytes and messages per topic, and
 failed requests (Kafka's BrokerTopicMetrics). Everything is a plain `int`/`float` in a dict or

@@ -63,6 +63,8 @@ class Server:
             bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
         self.memory = request_memory_pool(bound)
         self.connections = 0
+        self.recording = config.metrics_endpoint is not None
+        """Record request metrics (only when something exports them: metrics.listener)."""
         self.faults: FaultInjector | None = None
         """Request fault injection, set only in a process a test harness started
         (`strom.broker.network.faults`); None otherwise."""
@@ -232,12 +234,13 @@ class Server:
             log.debug("handler failure", exc_info=exc)
             if response is None:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
-        self.state.metrics.record_request(
-            key, version, event.body, response,
-            (started - received) * 1000 if received is not None else 0.0,
-            (time.perf_counter() - (started if received is None else received)) * 1000,
-            self._topic_of_id,
-        )  # fmt: skip
+        if self.recording:
+            self.state.metrics.record_request(
+                key, version, event.body, response,
+                (started - received) * 1000 if received is not None else 0.0,
+                (time.perf_counter() - (started if received is None else received)) * 1000,
+                self._topic_of_id,
+            )  # fmt: skip
         if response is None:
             return None
         return encode_response(key, version, header.correlation_id, response)

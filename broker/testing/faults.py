@@ -81,8 +81,10 @@ class FaultControl:
             except OSError:
                 return
             with self._connected:
-                if self._conn is not None:  # the previous process is gone: a restart
-                    _close(self._conn)
+                if self._closed:
+                    _close(conn)
+                    return
+                self._drop()  # the previous process is gone: a restart
                 self._conn, self._reader = conn, conn.makefile("rb")
                 self._connected.notify_all()
 
@@ -135,14 +137,23 @@ class FaultControl:
     def close(self) -> None:
         with self._connected:
             self._closed = True
-            if self._conn is not None:
-                _close(self._conn)
-                self._conn = None
+            self._drop()
             self._connected.notify_all()
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         _close(self._listener)
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+    def _drop(self) -> None:
+        """Close the current connection and its reader (the caller holds the lock)."""
+        if self._reader is not None:
+            with contextlib.suppress(OSError):
+                self._reader.close()
+            self._reader = None
+        if self._conn is not None:
+            _close(self._conn)
+            self._conn = None
 
 
 def _close(sock: socket.socket) -> None:
