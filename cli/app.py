@@ -57,7 +57,7 @@ def _extra(values: Sequence[str]) -> dict[str, str]:
 )  # fmt: skip
 @click.option(
     "-X", "extra", multiple=True, metavar="KEY=VALUE",
-    help="A librdkafka client property (repeatable), e.g. -X security.protocol=SSL.",
+    help="A librdkafka client property (repeatable), e.g. -X client.id=ops.",
 )  # fmt: skip
 @click.version_option(package_name="strom", prog_name="strom", message="%(prog)s %(version)s")
 @click.pass_context
@@ -87,7 +87,7 @@ cli.add_command(_broker_command("random-uuid", "Print a new cluster id"))
 @cli.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion(shell: str) -> None:
-    """Print the shell completion script: e.g. `eval "$(strom completion bash)"`."""
+    """Print the shell completion script; load it with eval "$(strom completion bash)"."""
     cls = get_completion_class(shell)
     assert cls is not None
     click.echo(cls(cli, {}, "strom", "_STROM_COMPLETE").source())

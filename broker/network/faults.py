@@ -139,7 +139,9 @@ class FaultInjector:
 
     # --- the request path ----------------------------------------------------------------
 
-    async def handle(self, key: int, version: int, body: Any, topic_of_id: TopicOfId, run: Run) -> Any:
+    async def handle(
+        self, key: int, version: int, body: Any, topic_of_id: TopicOfId, run: Run
+    ) -> Any:
         """The response to one request, through the first matching rule (or `run` alone)."""
         rule = self._match(key, body, topic_of_id)
         if rule is None:
@@ -167,7 +169,8 @@ class FaultInjector:
             if rule.api_key != key:
                 continue
             if rule.topic is not None and not any(
-                topic == rule.topic and (rule.partition is None or partition in (None, rule.partition))
+                topic == rule.topic
+                and (rule.partition is None or partition in (None, rule.partition))
                 for topic, partition in _touched(key, body, topic_of_id)
             ):
                 continue
@@ -194,8 +197,11 @@ class FaultInjector:
                 topic.partition_data = kept
                 kept_topics.append(topic)
         body.topic_data = kept_topics
-        response = await run(body) if kept_topics else ProduceResponse(responses=[])
-        if response is None:  # acks=0
+        if not kept_topics:
+            response = None if body.acks == 0 else ProduceResponse(responses=[])
+        else:
+            response = await run(body)
+        if response is None:  # acks=0: nothing is answered
             return None
         for name, indexes in failed.items():
             response.responses.append(ProduceResponse.TopicProduceResponse(name, [
@@ -210,7 +216,9 @@ def _hits(rule: Rule, topic: str, partition: int) -> bool:
     )
 
 
-def _touched(key: int, body: Any, topic_of_id: TopicOfId) -> Iterator[tuple[str | None, int | None]]:
+def _touched(
+    key: int, body: Any, topic_of_id: TopicOfId
+) -> Iterator[tuple[str | None, int | None]]:
     """(topic, partition or None) pairs a request names."""
     if key == PRODUCE:
         for topic in body.topic_data:
@@ -228,7 +236,11 @@ def _touched(key: int, body: Any, topic_of_id: TopicOfId) -> Iterator[tuple[str 
     else:
         for attr in ("topics", "topic_data", "topic_names"):
             for item in getattr(body, attr, None) or ():
-                name = item if isinstance(item, str) else getattr(item, "name", None) or getattr(item, "topic", None)
+                name = (
+                    item
+                    if isinstance(item, str)
+                    else getattr(item, "name", None) or getattr(item, "topic", None)
+                )
                 yield name, None
 
 

@@ -151,7 +151,9 @@ def run(args: argparse.Namespace) -> int:  # noqa: RET503 (it ends in exec)
     print(f"===> Using cluster id {cluster_id}; configuration in {final}", flush=True)
     from strom.broker.process.cli import main as strom_main
 
-    code = strom_main(["format", "--config", str(final), "--cluster-id", cluster_id, "--ignore-formatted"])
+    code = strom_main(
+        ["format", "--config", str(final), "--cluster-id", cluster_id, "--ignore-formatted"]
+    )
     if code != 0:
         return code
     sys.stdout.flush()
@@ -179,7 +181,9 @@ def healthcheck(args: argparse.Namespace) -> int:
             host = _local(metrics[0])
             with urllib.request.urlopen(f"http://{host}:{metrics[1]}/readyz", timeout=5) as answer:
                 return 0 if answer.status == 200 else 1
-        client = [lst for lst in config.listener_endpoints if lst.name not in config.controller_listeners]
+        client = [
+            lst for lst in config.listener_endpoints if lst.name not in config.controller_listeners
+        ]
         if not client:
             return 0  # a controller-only node: alive is all a probe can ask here
         return 0 if _api_versions(_local(client[0].host), client[0].port) else 1

@@ -40,7 +40,9 @@ def api_key(api: str | int) -> int:
     try:
         return API_KEYS[api]
     except KeyError:
-        raise ValueError(f"unknown API {api!r} (Kafka's names: {', '.join(sorted(API_KEYS))})") from None
+        raise ValueError(
+            f"unknown API {api!r} (Kafka's names: {', '.join(sorted(API_KEYS))})"
+        ) from None
 
 
 def error_code(error: str | int | ErrorCode | None) -> int:
@@ -50,7 +52,9 @@ def error_code(error: str | int | ErrorCode | None) -> int:
         try:
             return int(ErrorCode[error])
         except KeyError:
-            raise ValueError(f"unknown error {error!r} (Kafka's names, e.g. NOT_LEADER_OR_FOLLOWER)") from None
+            raise ValueError(
+                f"unknown error {error!r} (Kafka's names, e.g. NOT_LEADER_OR_FOLLOWER)"
+            ) from None
     return int(error)
 
 
@@ -117,7 +121,9 @@ class FaultControl:
 
     def _send(self, command: dict[str, Any], timeout: float) -> dict[str, Any]:
         with self._connected:
-            if not self._connected.wait_for(lambda: self._conn is not None or self._closed, timeout):
+            if not self._connected.wait_for(
+                lambda: self._conn is not None or self._closed, timeout
+            ):
                 raise FaultControlError("the broker has not connected for fault injection")
             if self._conn is None:
                 raise FaultControlError("fault control is closed")
@@ -143,7 +149,6 @@ class FaultControl:
             self._listener.shutdown(socket.SHUT_RDWR)
         _close(self._listener)
         shutil.rmtree(self._dir, ignore_errors=True)
-
 
     def _drop(self) -> None:
         """Close the current connection and its reader (the caller holds the lock)."""
