@@ -45,10 +45,14 @@ from strom.wire.records import (
 
 
 class AppendOrigin(Enum):
-    """Who is appending: clients get the full checks; coordinators may write control batches."""
+    """Who is appending, which sets the checks (Kafka's AppendOrigin): clients get them all;
+    coordinators may write control batches and have no sequence numbers checked; replication
+    (a follower copying its leader, and recovery replaying the log) is checked by no producer
+    rule, the leader having checked it."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 def validate_records(
@@ -100,7 +104,7 @@ def validate_replicated(buf: bytearray, log_end_offset: int) -> list[tuple[int, 
                 f"replicated batch at offset {header.base_offset} does not continue the log "
                 f"at {next_offset}",
             )
-        next_offset = header.last_offset + 1
+        next_offset = header.next_offset
         batches.append((pos, header))
         pos += size
     return batches
@@ -148,7 +152,7 @@ def _check_client_header(header: BatchHeader) -> None:
         problem = f"batch base offset must be 0, not {header.base_offset}"
     elif header.record_count <= 0:
         problem = f"batch record count {header.record_count} must be positive"
-    elif header.record_count != header.last_offset_delta + 1:
+    elif header.record_count != header.offset_count:
         problem = "batch record count does not match its offset range"
     elif header.is_control:
         problem = "clients may not write control batches"

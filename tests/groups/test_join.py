@@ -240,6 +240,7 @@ def test_last_member_leaving_empties_the_group_and_stores_it() -> None:
     sim = Sim()
     (a,), gen = sim.form(1)
     sim.log.written.clear()
+    sim.log.producers.clear()
     sim.leave((a, None))
     sim.advance(0)
     assert sim.state() is GroupState.EMPTY

@@ -150,7 +150,11 @@ def test_delete_groups() -> None:
         "": ErrorCode.INVALID_GROUP_ID,
     }
     assert "simple" not in sim.machine.groups
-    tombstones = [r for r in sim.log.parsed() if r.group_id == "simple"]
+    tombstones = [
+        r
+        for r in sim.log.parsed()
+        if isinstance(r, OffsetRecord | GroupRecord) and r.group_id == "simple"
+    ]
     assert isinstance(tombstones[-1], GroupRecord)
     assert tombstones[-1].value is None
     assert isinstance(tombstones[-2], OffsetRecord)
