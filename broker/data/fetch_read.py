@@ -41,7 +41,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 
@@ -154,7 +154,8 @@ class Consumer:
 
 
 def read_partitions(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     parts: list[CachedPartition],
     uses_topic_ids: bool,
@@ -171,8 +172,9 @@ def read_partitions(
     min_one = True
     for part in parts:
         read = _read_one(
-            broker, image, part, uses_topic_ids, budget, min_one, isolation_level, replica
-        )
+            broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
+            replica,
+        )  # fmt: skip
         if read.size > 0:
             min_one = False
         budget = max(0, budget - read.size)
@@ -189,7 +191,8 @@ def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) 
 
 
 def _read_one(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     part: CachedPartition,
     uses_topic_ids: bool,
@@ -212,13 +215,15 @@ def _read_one(
         return PartitionRead(part, name, found)
     log = found.log
     if isinstance(replica, Replica):
-        return _read_replica(broker, image, found, name, part, budget, min_one, replica)
+        return _read_replica(
+            replication, image, found, name, part, budget, min_one, replica
+        )
     read = PartitionRead(
         part, name, ErrorCode.NONE, log.high_watermark, log.last_stable_offset, log.log_start_offset
     )
     read.zstd_topic = log.config.compression_type == "zstd"
     if consumer is not None and found.image.leader == broker.node_id:
-        read.preferred_read_replica = ReplicationManager.of(broker).preferred_read_replica(
+        read.preferred_read_replica = replication.preferred_read_replica(
             (name, part.partition), part.fetch_offset, consumer.rack_id, consumer.listener
         )
         if read.preferred_read_replica >= 0:
@@ -235,12 +240,12 @@ def _read_one(
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
     if consumer is not None and read.size > 0 and found.image.leader != broker.node_id:
-        ReplicationManager.of(broker).served_consumer((name, part.partition))
+        replication.served_consumer((name, part.partition))
     return read
 
 
 def _read_replica(
-    broker: BrokerState,
+    replication: ReplicationManager,
     image: MetadataImage,
     found: Located,
     name: str,
@@ -267,7 +272,7 @@ def _read_replica(
             return read
         if not log.log_start_offset <= part.fetch_offset <= log.log_end_offset:
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
-        ReplicationManager.of(broker).follower_fetched(
+        replication.follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
             part.follower_log_start, replica.broker_epoch,
         )  # fmt: skip

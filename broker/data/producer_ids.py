@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.admin.forwarding import forwarder
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.coordinator.controller.result import ControllerError
 from strom.wire.errors import ErrorCode
@@ -31,7 +30,7 @@ from strom.wire.messages.allocate_producer_ids import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core import BrokerCore
 
 log = logging.getLogger("strom.producer_ids")
 
@@ -47,15 +46,11 @@ class ProducerIdError(Exception):
 class ProducerIdManager:
     """Serves producer ids; `await next_id()`."""
 
-    def __init__(self, broker: BrokerState) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self._broker = broker
         self._next = 0
         self._end = 0
         self._lock = trio.Lock()
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> ProducerIdManager:
-        return broker.service(cls, cls)
 
     async def next_id(self) -> int:
         if self._next >= self._end:
@@ -94,7 +89,7 @@ class ProducerIdManager:
         )
         timeout_ms = self._broker.config.controller_quorum_request_timeout_ms
         try:
-            response = await forwarder(self._broker).forward(
+            response = await self._broker.forwarder.forward(
                 request, 0, AllocateProducerIdsResponse, timeout_ms
             )
         except ControllerUnavailable as exc:

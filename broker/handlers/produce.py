@@ -106,7 +106,11 @@ async def handle(
     verified: dict[tuple[str, int], VerificationGuard | Refused] = {}
     if verify and whole_error is None and transactional and body.transactional_id is not None:
         verified = await verify_partitions(
-            broker, body.transactional_id, version, _first_batches(body, transactional)
+            broker,
+            broker.txn_verification,
+            body.transactional_id,
+            version,
+            _first_batches(body, transactional),
         )
     appended: list[tuple[str, list[AppendOutcome]]] = []
     for topic in body.topic_data:
@@ -123,7 +127,9 @@ async def handle(
         appended.append((topic.name, outcomes))
     pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
     if pending:
-        await await_replication(broker, pending, body.timeout_ms)
+        await await_replication(
+            broker, broker.replication, broker.waiters, broker.min_isr, pending, body.timeout_ms
+        )
     responses = [
         TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
     ]
@@ -182,9 +188,17 @@ async def _one(
     if acks not in VALID_ACKS:
         return AppendOutcome(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
     return await append_partition(
-        broker, topic, data.index, batch, acks, request.client_id, verified
+        broker,
+        broker.replication,
+        broker.waiters,
+        broker.min_isr,
+        topic,
+        data.index,
+        batch,
+        acks,
+        request.client_id,
+        verified,
     )
-
 
 def _first_batches(
     body: ProduceRequest, transactional: dict[tuple[str, int], tuple[int, int]]

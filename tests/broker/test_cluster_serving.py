@@ -87,7 +87,7 @@ async def test_a_replica_that_moves_away_loses_its_log(cluster: BrokerState) -> 
             ),
         ]
     )
-    await follow_image(cluster, moved)
+    await follow_image(cluster, cluster.replication, moved)
     assert cluster.logs.get("placed", 2) is None
     assert cluster.logs.get("placed", 0) is not None  # a new follower replica's log
 
