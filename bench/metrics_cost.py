@@ -11,7 +11,9 @@ linger.ms=0: many small Produce requests, where per-request recording weighs mos
 the broker's CPU seconds for the phase from /proc. It reports the broker's CPU microseconds per
 message for both, and their ratio per round and overall (the median of the per-round ratios):
 a ratio of 1.00 is no measurable cost. Absolute numbers on a shared machine are noisy; the ratio
-within a round is what counts.
+within a round is what counts. As a bound that noise cannot blur, it also times the recorder
+alone on a Produce request of the size the run saw (records per request from the broker's own
+counter) and divides by the broker's CPU per Produce request.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ def one(metrics: bool, count: int) -> dict[str, Any]:
             stop.set()
             if scraper is not None:
                 scraper.join()
+        requests = _produce_requests(address) if address is not None else None
     if result.error:
         raise RuntimeError(result.error)
     return {
@@ -85,7 +88,40 @@ def one(metrics: bool, count: int) -> dict[str, Any]:
         "broker_cpu_s": result.broker_cpu_s,
         "cpu_us_per_msg": result.broker_cpu_s / result.messages * 1e6,
         "msgs_per_s": result.messages / result.seconds,
+        "produce_requests": requests,
     }
+
+
+def _produce_requests(address: str) -> int:
+    """Produce requests the broker answered (its own counter)."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return int(sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+        if line.startswith('kafka_network_requestmetrics_requests_total{request="Produce"')
+    ))  # fmt: skip
+
+
+def record_cost_us(records_per_request: int, repeat: int = 20000) -> float:
+    """What `record_request` costs for one Produce request of one partition carrying
+    `records_per_request` 100-byte records (no broker: the recorder alone), in microseconds."""
+    from strom.broker.metrics.recorder import BrokerMetrics
+    from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+    from strom.wire.records.builder import build_batch
+    from strom.wire.records.record import Record
+
+    batch = bytes(build_batch([Record(None, b"x" * 100)] * max(1, records_per_request)))
+    request = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData("t", [ProduceRequest.PartitionProduceData(0, batch)])
+    ])  # fmt: skip
+    response = ProduceResponse(responses=[
+        ProduceResponse.TopicProduceResponse("t", [ProduceResponse.PartitionProduceResponse(0, 0)])
+    ])  # fmt: skip
+    metrics = BrokerMetrics()
+    start = time.process_time()  # CPU time: a busy machine does not inflate it
+    for _ in range(repeat):
+        metrics.record_request(0, 9, request, response, 0.05, 0.4, lambda _: None)
+    return (time.process_time() - start) / repeat * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +146,23 @@ def main(argv: list[str] | None = None) -> int:
             f"({pair[True]['msgs_per_s']:,.0f} msg/s): ratio {ratio:.3f}",
             file=sys.stderr, flush=True,
         )  # fmt: skip
+    on_runs = [r for r in runs if r["metrics"] and r["produce_requests"]]
+    per_request = statistics.median(
+        r["broker_cpu_s"] / r["produce_requests"] * 1e6 for r in on_runs
+    )
+    records_per_request = round(
+        statistics.median(r["messages"] / r["produce_requests"] for r in on_runs)
+    )
+    recording = record_cost_us(records_per_request)
+    print(
+        f"broker CPU per Produce request {per_request:.1f} us ({records_per_request} records each); "
+        f"recording one costs {recording:.2f} us: {recording / per_request:.1%} of it",
+        file=sys.stderr,
+    )  # fmt: skip
     summary = {"rounds": rounds, "count": count, "median_ratio": statistics.median(ratios),
+               "cpu_us_per_produce_request": per_request,
+               "records_per_request": records_per_request, "record_cost_us": recording,
+               "record_share": recording / per_request,
                "ratios": ratios, "runs": runs, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
     print(f"median CPU ratio (metrics on / off): {summary['median_ratio']:.3f}", file=sys.stderr)
     if not args.quick:

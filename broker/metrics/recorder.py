@@ -16,6 +16,7 @@ the library stays off the import path of a broker that does not export metrics.
 from __future__ import annotations
 
 import bisect
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -33,6 +34,9 @@ _RECORDS_COUNT_AT = 57
 """Offset of a RecordBatch header's records count (int32); the batch length is at 8."""
 _BATCH_OVERHEAD = 12
 """baseOffset (8) + batchLength (4): bytes of a batch not counted in its batchLength."""
+
+
+_INT32 = struct.Struct(">i")
 
 
 class Histogram:
@@ -200,18 +204,15 @@ class BrokerMetrics:
 
     def _produce(self, request: Any, response: Any) -> None:
         everything = self._topic("")
-        codes: dict[tuple[str, int], int] = {}
-        if response is not None:
-            for topic in response.responses:
-                for part in topic.partition_responses:
-                    codes[topic.name, part.index] = part.error_code
-        for topic in request.topic_data:
+        answers = response.responses if response is not None else ()
+        for index, topic in enumerate(request.topic_data):
+            codes = _codes(answers, index, topic.name)
             counters = self._topic(topic.name)
             counters.total_produce_requests += 1
             everything.total_produce_requests += 1
             failed = False
             for part in topic.partition_data:
-                code = codes.get((topic.name, part.index), 0)
+                code = codes.get(part.index, 0) if codes else 0
                 if code:
                     failed = True
                     self._error(PRODUCE_KEY, code)
@@ -272,14 +273,29 @@ class BrokerMetrics:
 
 def _records_count(records: Any) -> int:
     """Records in a RecordBatch sequence, from each batch header (v2); no decoding."""
-    view = memoryview(records)
-    count, position, end = 0, 0, len(view)
+    count, position, end = 0, 0, len(records)
+    unpack = _INT32.unpack_from
     while position + _RECORDS_COUNT_AT + 4 <= end:
-        count += int.from_bytes(
-            view[position + _RECORDS_COUNT_AT : position + _RECORDS_COUNT_AT + 4]
-        )
-        position += _BATCH_OVERHEAD + int.from_bytes(view[position + 8 : position + 12])
+        count += unpack(records, position + _RECORDS_COUNT_AT)[0]
+        position += _BATCH_OVERHEAD + unpack(records, position + 8)[0]
     return count
+
+
+def _codes(answers: Any, index: int, name: str) -> dict[int, int] | None:
+    """Partition -> error code of the response's entry for topic `name` (None: all NONE).
+    The response lists topics in the request's order; a name search covers any other."""
+    answer = answers[index] if index < len(answers) else None
+    if answer is None or answer.name != name:
+        answer = next((a for a in answers if a.name == name), None)
+        if answer is None:
+            return None
+    codes = None
+    for part in answer.partition_responses:
+        if part.error_code:
+            if codes is None:
+                codes = {}
+            codes[part.index] = part.error_code
+    return codes
 
 
 def _is_follower(request: Any) -> bool:
