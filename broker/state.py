@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from strom.broker.core import BrokerCore
+from strom.broker.core_state import BrokerCore
 
 if TYPE_CHECKING:
     from strom.broker.data.fetch_sessions import FetchSessionCache

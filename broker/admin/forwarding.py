@@ -56,7 +56,7 @@ from strom.wire.messages.list_partition_reassignments import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
 
 log = logging.getLogger("strom.forwarding")

@@ -46,7 +46,7 @@ from strom.wire.records import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import PartitionImage
     from strom.wire.message import Records
 

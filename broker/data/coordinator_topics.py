@@ -39,7 +39,7 @@ from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, Parti
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 
 class BrokerCoordinatorTopic:

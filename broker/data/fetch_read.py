@@ -7,7 +7,7 @@ first batch (KIP-74), so a consumer never gets stuck behind a batch larger
 than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
 long-polling fetch can re-check cheaply. A range of SENDFILE_MIN_BYTES or more
 is never copied: the response carries it as a `FileChunk` and the server sends
-it with `os.sendfile` straight from the page cache (`broker/send.py`); smaller
+it with `os.sendfile` straight from the page cache (`broker/network/send.py`); smaller
 ranges are copied when the response is built, which costs fewer syscalls than
 splitting the response around them. A partition of
 a topic with compression.type=zstd answers UNSUPPORTED_COMPRESSION_TYPE to
@@ -41,7 +41,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator
-from strom.broker.core import wall_clock_ms
+from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.lookup import MinIsrCache

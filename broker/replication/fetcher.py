@@ -52,7 +52,7 @@ from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResp
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.fetcher")

@@ -40,7 +40,7 @@ from strom.config import BrokerConfig, ConfigError
 from strom.storage.log.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.log.log_manager import LogManager
     from strom.storage.log.partition import PartitionLog

@@ -64,7 +64,7 @@ from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPart
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.config.quorum import Address
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
     from strom.storage.log.partition import PartitionLog

@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.core import BrokerCore
+from strom.broker.core_state import BrokerCore
 from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.data.txn_verify import VerifyRequest
 from strom.broker.state import BrokerState

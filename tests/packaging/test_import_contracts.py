@@ -38,7 +38,7 @@ BREAKS: dict[str, list[tuple[str, str]]] = {
     "layers": [("strom.wire.connection", "strom.broker.state")],
     "broker-floors": [
         ("strom.broker.data.append", "strom.broker.state"),  # the data path reaching up
-        ("strom.broker.core", "strom.broker.replication.replication_manager"),
+        ("strom.broker.core_state", "strom.broker.replication.replication_manager"),
         ("strom.broker.drivers.groups", "strom.broker.data.append"),
         ("strom.broker.admin.forwarding", "strom.broker.handlers.request"),
         ("strom.broker.metrics.recorder", "strom.broker.state"),  # the counters reaching up
