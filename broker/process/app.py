@@ -44,8 +44,15 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
+from strom.broker.security.authorization import BrokerAuthorizer
+from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.oauth import JwksError
+from strom.broker.security.sasl_listeners import SaslListeners
+from strom.broker.security.tls import TlsConfigError
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
@@ -172,6 +179,15 @@ class Broker:
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
+        try:  # before any socket is bound: a refusal here leaves nothing open
+            tls = ListenerTls(controller.image.broker_config_layers(config).effective())
+            sasl = SaslListeners(
+                config, lambda user, mechanism: controller.image.scram_credential(user, mechanism),
+                wall_clock_ms,
+            )  # fmt: skip
+            await sasl.load_keys()
+        except (TlsConfigError, JwksError) as exc:
+            raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
         metrics_sockets = await self._listen_metrics(config)
         try:
@@ -191,6 +207,10 @@ class Broker:
         )
         build_services(state)
         state.topic_creator = ForwardingTopicCreator(state)
+        state.tls = tls
+        if config.authorizer_class_name:
+            state.authorizer = BrokerAuthorizer(config)
+        controller.subscribe_deltas(partial(_reload_tls, state, tls))
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
@@ -203,7 +223,7 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
         await state.groups.load()
-        server = Server(state)
+        server = Server(state, tls, sasl)
         server.faults = faults
         endpoint = None
         if metrics_sockets:
@@ -255,6 +275,8 @@ class Broker:
                         log.info("The broker is unfenced and serving: Transitioning from "
                                  "RECOVERY to RUNNING")  # fmt: skip
                     accepting.start_soon(_flush_loop, state)
+                    if sasl.validators:
+                        accepting.start_soon(sasl.refresh_keys)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
@@ -354,6 +376,14 @@ async def _follow(state: BrokerState, controller: MetadataController) -> None:
     controller.subscribe(lambda image: follow_image(state, state.replication, image))
     # after the logs and roles moved: a parked fetch woken by a new image sees them
     controller.subscribe(lambda _image: state.waiters.wake_all())
+
+
+def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delta: MetadataDelta) -> None:
+    """Rebuild TLS contexts after a dynamic change of this broker's configs (even to the same
+    value: that is how a key store rewritten in place is reloaded, `strom.broker.security.listeners`)."""
+    own = (BROKER_RESOURCE, str(state.node_id))
+    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+        tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:
