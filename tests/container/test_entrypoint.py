@@ -138,7 +138,8 @@ def test_arguments_are_variables_and_a_restart_keeps_the_formatted_storage(tmp_p
         ({"KAFKA_PROCESS_ROLES": "controller", "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://x:1"},
          "not supported on a KRaft controller"),
         ({"KAFKA_NUM_PARTITIONS": "many"}, "num.partitions"),
-        ({"KAFKA_SSL_KEYSTORE_LOCATION": "/etc/kafka/secrets/ks.jks"}, "ssl.keystore.location"),
+        # apache/kafka's keystore-file convenience variables are not mapped: refused, not ignored
+        ({"KAFKA_SSL_KEYSTORE_FILENAME": "ks.jks"}, "ssl.keystore.filename"),
     ],
 )  # fmt: skip
 def test_a_bad_environment_stops_in_one_line(
