@@ -40,6 +40,7 @@ from strom.broker.security.authorization import (
 )
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from strom.broker.security.quotas import FETCH, PRODUCE, ClientQuotas
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
@@ -62,6 +63,10 @@ RECEIVE_SIZE = 256 * 1024
 _ACCEPT_CAPACITY_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 """accept() failures that mean "no capacity right now": wait and retry, as trio's serve_listeners."""
 _connection_ids = itertools.count(1)
+
+
+PRODUCE_KEY, FETCH_KEY = 0, 1
+QUOTA_KEYS = frozenset({PRODUCE_KEY, FETCH_KEY})
 
 
 class TokenBucket:
@@ -96,6 +101,8 @@ class Server:
         self.tls = tls
         self.sasl = sasl
         """The SASL mechanisms of SASL listeners (None: no listener uses SASL)."""
+        self.quotas = ClientQuotas(trio.current_time)
+        """Clients' produce and fetch byte rates against their quotas."""
         """The TLS contexts of SSL listeners (None: every listener is plaintext)."""
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
@@ -245,7 +252,10 @@ class Server:
                         reserved = 0
                         continue
                 assert isinstance(event, Request | UnsupportedRequest)
-                chunks = await self.dispatch(event, host, conn_id, listener, principal, received)
+                throttled: list[int] = []
+                chunks = await self.dispatch(
+                    event, host, conn_id, listener, principal, throttled, received
+                )
                 if chunks is not None:
                     if not has_file_chunks(chunks):
                         await stream.send_all(b"".join(chunks))
@@ -255,6 +265,8 @@ class Server:
                         await send_copied(stream, chunks)
                 self.memory.release(reserved)
                 reserved = 0
+                if throttled:  # over its quota: read nothing more for the throttle time
+                    await trio.sleep(throttled[0] / 1000)
         finally:
             self.memory.release(reserved)
 
@@ -313,9 +325,12 @@ class Server:
         conn_id: int,
         listener: str,
         principal: KafkaPrincipal = ANONYMOUS,
+        throttled: list[int] | None = None,
         received: float | None = None,
     ) -> list[Any] | None:
         """Run the request's handler; return the response chunks, or None for no response.
+        A client over its produce or fetch quota gets `throttle_time_ms` in the response, and
+        the milliseconds are appended to `throttled` (the caller mutes the connection).
         `received`: `time.perf_counter()` when the request's last bytes arrived (its queue time
         for the metrics starts there)."""
         header = event.header
@@ -377,7 +392,32 @@ class Server:
             )  # fmt: skip
         if response is None:
             return None
-        return encode_response(key, version, header.correlation_id, response)
+        chunks = encode_response(key, version, header.correlation_id, response)
+        if key in QUOTA_KEYS and self.state.image.client_quotas and isinstance(event, Request):
+            throttle = self._quota_throttle(key, event, request, response, chunks)
+            if throttle > 0:
+                response.throttle_time_ms = throttle  # type: ignore[attr-defined]
+                chunks = encode_response(key, version, header.correlation_id, response)
+                if throttled is not None:
+                    throttled.append(throttle)
+        return chunks
+
+    def _quota_throttle(
+        self, key: int, event: Request, request: RequestContext, response: Any, chunks: list[Any]
+    ) -> int:
+        """Record the request against its client's quota (`strom.broker.security.quotas`):
+        produce counts the request's bytes, a consumer's fetch the response's."""
+        if key == PRODUCE_KEY:
+            kind, amount = PRODUCE, event.size
+        else:
+            if max(getattr(event.body, "replica_id", -1),
+                   getattr(getattr(event.body, "replica_state", None), "replica_id", -1)) >= 0:
+                return 0  # a follower's replication is no client's consumption
+            kind, amount = FETCH, sum(len(c) for c in chunks)
+        return self.quotas.record(
+            self.state.image.client_quotas, kind, request.principal.name,
+            request.client_id or "", amount,
+        )  # fmt: skip
 
     def _topic_of_id(self, topic_id: Any) -> str | None:
         topic = self.state.image.topic_by_id(topic_id)
