@@ -36,6 +36,10 @@ from strom.broker.admin.deadline import before_deadline
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
+from strom.wire.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from strom.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
@@ -225,6 +229,16 @@ def _delete_acls(body: Message, _version: int, code: int) -> Message:
     return DeleteAclsResponse(filter_results=[result(code, None, []) for _ in body.filters])
 
 
+def _alter_client_quotas(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterClientQuotasRequest)
+    return AlterClientQuotasResponse(entries=[
+        AlterClientQuotasResponse.EntryData(code, None, [
+            AlterClientQuotasResponse.EntityData(e.entity_type, e.entity_name) for e in entry.entity
+        ])
+        for entry in body.entries
+    ])  # fmt: skip
+
+
 def _alter_user_scram_credentials(body: Message, _version: int, code: int) -> Message:
     assert isinstance(body, AlterUserScramCredentialsRequest)
     result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
@@ -244,6 +258,7 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     DescribeQuorumRequest: _describe_quorum,
     AlterUserScramCredentialsRequest: _alter_user_scram_credentials,
     CreateAclsRequest: _create_acls,
+    AlterClientQuotasRequest: _alter_client_quotas,
     DeleteAclsRequest: _delete_acls,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""

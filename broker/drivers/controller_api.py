@@ -56,6 +56,10 @@ if TYPE_CHECKING:
     from strom.coordinator.controller.state_machine import Controller
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
+    from strom.wire.messages.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+    )
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
@@ -321,6 +325,11 @@ class MetadataController(ABC):
         response = await self._run_admin(partial(self._controller.alter_configs, request, version))
         self._leadership_check.set()
         return response
+
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, version: int
+    ) -> AlterClientQuotasResponse:
+        return await self._run_admin(partial(self._controller.alter_client_quotas, request, version))
 
     async def create_acls(self, request: CreateAclsRequest, version: int) -> CreateAclsResponse:
         return await self._run_admin(partial(self._controller.create_acls, request, version))

@@ -127,6 +127,7 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("create_acls", 30, 1, 3, listeners=BOTH),
     _handler("delete_acls", 31, 1, 3, listeners=BOTH),
     _handler("describe_client_quotas", 48, 0, 1),
+    _handler("alter_client_quotas", 49, 0, 1, listeners=BOTH),
     _handler("describe_user_scram_credentials", 50, 0, 0, listeners=BOTH),
     _handler("alter_user_scram_credentials", 51, 0, 0, listeners=BOTH),
 )

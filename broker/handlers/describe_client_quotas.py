@@ -1,10 +1,10 @@
 """DescribeClientQuotas (key 48): the client quotas in force, filtered.
 
 Behavior:
-- Strom enforces no client quotas yet and does not serve AlterClientQuotas (a quota it could
-  not enforce is never accepted: clients setting one get UNSUPPORTED_VERSION), so no quota
-  exists and every filter matches nothing: an empty answer, which is the truth. This lets
-  `kafka-configs --describe --entity-type users` show a user's SCRAM credentials.
+- Answered from this broker's metadata image (ClientQuotaRecord, set with
+  AlterClientQuotas): every entity the filter matches, with its values. A component matches
+  an entity that has its type with the exact name (match type 0), the default (1, name null)
+  or any name (2); `strict` also drops entities with types the filter does not name.
 - Filters are still checked as Kafka checks them: entity types `user`, `client-id`, `ip`,
   each at most once; match type 0 (exact) needs a name, 1 (default) and 2 (any) take none; an
   `ip` cannot combine with the others. Else INVALID_REQUEST with the reason.
@@ -49,7 +49,33 @@ async def handle(
         return DescribeClientQuotasResponse(
             error_code=ErrorCode.INVALID_REQUEST, error_message=reason, entries=None
         )
-    return DescribeClientQuotasResponse(error_code=ErrorCode.NONE, entries=[])
+    entries = []
+    for entity, values in sorted(broker.image.client_quotas.items(), key=lambda kv: str(kv[0])):
+        if _matches(entity, body.components, body.strict):
+            entries.append(DescribeClientQuotasResponse.EntryData(
+                [DescribeClientQuotasResponse.EntityData(k, n) for k, n in entity],
+                [DescribeClientQuotasResponse.ValueData(k, v) for k, v in sorted(values.items())],
+            ))  # fmt: skip
+    return DescribeClientQuotasResponse(error_code=ErrorCode.NONE, entries=entries)
+
+
+def _matches(
+    entity: tuple[tuple[str, str | None], ...],
+    components: list[DescribeClientQuotasRequest.ComponentData],
+    strict: bool,
+) -> bool:
+    names = dict(entity)
+    for c in components:
+        if c.entity_type not in names:
+            return False
+        name = names[c.entity_type]
+        if c.match_type == EXACT and name != c.match:
+            return False
+        if c.match_type == DEFAULT and name is not None:
+            return False
+        if c.match_type == ANY and name is None:
+            return False
+    return not strict or set(names) <= {c.entity_type for c in components}
 
 
 def _invalid(components: list[DescribeClientQuotasRequest.ComponentData]) -> str | None:

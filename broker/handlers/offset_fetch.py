@@ -52,6 +52,8 @@ async def handle(
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
             error, fetched, refused = _fetch(broker, request, group.group_id, wanted)
+            if error == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+                fetched = []
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=group.group_id, topics=_topics_v8(fetched, refused), error_code=error
@@ -61,6 +63,8 @@ async def handle(
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     error, fetched, refused = _fetch(broker, request, body.group_id, wanted)
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and request.api_version >= TOP_LEVEL_ERROR_VERSION:
+        fetched = []  # Kafka's answer: the top-level error alone, nothing about the topics
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(

@@ -9,9 +9,13 @@ no set-up:
 
     def test_failover(strom_cluster):
         cluster = strom_cluster(combined=3)
+        cluster.fail("Produce", "NOT_LEADER_OR_FOLLOWER", count=3)   # faults on demand
+        cluster.kill(1); cluster.restart(1); cluster.move_leader("orders", 0, to=2)
         ...
 
-A failed test that used `strom_cluster` gets every node's last log lines in its report.
+Both are real `strom serve` processes (`BrokerProcess`, `ClusterProcess`), also usable outside
+pytest as context managers. A failed test that used `strom_cluster` gets every node's last log
+lines in its report.
 """
 
 from __future__ import annotations

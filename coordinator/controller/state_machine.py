@@ -39,6 +39,10 @@ from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
+    from strom.wire.messages.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+    )
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
@@ -447,6 +451,14 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+    def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, version: int
+    ) -> ControllerResult[AlterClientQuotasResponse]:
+        from strom.coordinator.controller.quota_commands import alter_client_quotas
+
+        _check_version(request, version)
+        return alter_client_quotas(self.context(), request)
 
     def create_acls(
         self, request: CreateAclsRequest, version: int

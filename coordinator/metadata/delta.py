@@ -7,7 +7,7 @@ Copy-on-write: each top-level map is copied at most once per delta, and a
 topic's partition map only when one of its partitions changes. Records that
 contradict the image (a partition of an unknown topic, a producer id block
 that goes backwards) raise MetadataError; record types Strom does not model
-(quotas, delegation tokens, no-ops) are ignored.
+(delegation tokens, no-ops) are ignored.
 
 The delta also says what changed, for listeners: created/deleted topics,
 changed partitions, config resources, brokers and features.
@@ -29,6 +29,7 @@ from strom.coordinator.metadata.image import (
     MetadataImage,
     PartitionImage,
     Provenance,
+    QuotaEntity,
     ScramCredential,
     ScramKey,
     TopicImage,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         BrokerRegistrationChangeRecord,
     )
     from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
+    from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
     from strom.wire.formats.metadata.config_record import ConfigRecord
     from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
     from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
@@ -78,6 +80,7 @@ class MetadataDelta:
         self._next_producer_id = base.next_producer_id
         self._scram: dict[ScramKey, ScramCredential] | None = None
         self._acls: dict[uuid.UUID, AclBinding] | None = None
+        self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.created_topics: set[uuid.UUID] = set()
         self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
         """Topics that existed in `base` and are gone (a topic created then deleted
@@ -88,6 +91,7 @@ class MetadataDelta:
         self.changed_features: set[str] = set()
         self.changed_scram: set[ScramKey] = set()
         self.changed_acls = False
+        self.changed_quotas = False
         self._result: MetadataImage | None = None
 
     # --- copy-on-write accessors --------------------------------------------
@@ -320,6 +324,21 @@ class MetadataDelta:
             raise MetadataError(f"removal of unknown ACL {r.id}")
         self.changed_acls = True
 
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = dict(self.base.client_quotas)
+        entity: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
+        values = dict(self._quotas.get(entity, {}))
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        if values:
+            self._quotas[entity] = values
+        else:
+            self._quotas.pop(entity, None)
+        self.changed_quotas = True
+
     def apply(self, provenance: Provenance | None = None) -> MetadataImage:
         """The image with every replayed change; `base` is left untouched.
 
@@ -349,6 +368,7 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             scram_credentials=base.scram_credentials if self._scram is None else self._scram,
             acls=base.acls if self._acls is None else self._acls,
+            client_quotas=base.client_quotas if self._quotas is None else self._quotas,
             provenance=base.provenance if provenance is None else provenance,
         )
         return self._result
@@ -371,6 +391,7 @@ _HANDLERS: dict[str, Any] = {
     "UserScramCredentialRecord": MetadataDelta._scram_credential,
     "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
     "AccessControlEntryRecord": MetadataDelta._acl,
+    "ClientQuotaRecord": MetadataDelta._client_quota,
     "RemoveAccessControlEntryRecord": MetadataDelta._remove_acl,
 }
 """Record class name -> its replay. Keyed by name, so replay need not import the record

@@ -128,6 +128,10 @@ class ScramCredential:
     iterations: int
 
 
+QuotaEntity = tuple[tuple[str, str | None], ...]
+"""A client quota entity: (entity type, name or None for the default) pairs, sorted by type
+(`(("client-id", None), ("user", "alice"))`)."""
+
 ScramKey = tuple[str, int]
 """(user name, SCRAM mechanism id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)."""
 
@@ -149,6 +153,8 @@ class MetadataImage:
     """SCRAM credentials by (user, mechanism id)."""
     acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
     """ACLs (AccessControlEntryRecord) by id."""
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    """Client quotas (ClientQuotaRecord) by entity; only entities with a value appear."""
     provenance: Provenance = field(default_factory=Provenance)
 
     EMPTY: ClassVar[MetadataImage]

@@ -15,7 +15,8 @@ partitionLeaderEpoch = the snapshot epoch:
                     registrations, each topic's TopicRecord and PartitionRecords,
                     ConfigRecords, one ProducerIdsRecord, then the SCRAM
                     credentials (UserScramCredentialRecord) and the ACLs
-                    (AccessControlEntryRecord)
+                    (AccessControlEntryRecord) and client quotas
+                    (ClientQuotaRecord)
     control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
                     value SnapshotFooterRecord v0
 
@@ -38,6 +39,7 @@ from strom.coordinator.metadata.metadata_records import decode_batch as decode_m
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
+from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.partition_record import PartitionRecord
@@ -139,6 +141,12 @@ def image_records(image: MetadataImage) -> Iterator[Message]:
         yield UserScramCredentialRecord(
             user, mechanism, c.salt, c.stored_key, c.server_key, c.iterations
         )
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda kv: str(kv[0])):
+        for key in sorted(quotas):
+            yield ClientQuotaRecord(
+                [ClientQuotaRecord.EntityData(kind, name) for kind, name in entity],
+                key, quotas[key], False,
+            )  # fmt: skip
     for acl_id, a in sorted(image.acls.items()):
         yield AccessControlEntryRecord(
             acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
