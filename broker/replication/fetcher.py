@@ -296,11 +296,8 @@ class LeaderFetcher:
         for plog in owed:
             try:
                 await trio.to_thread.run_sync(plog.flush)
-            except KafkaStorageError as exc:
-                from strom.broker.replication.partitions import report_storage  # a cycle at import
-
+            except KafkaStorageError as exc:  # offline now; the storage heartbeat reports it
                 log.warning("flushing %s: %s", plog.name, exc)
-                report_storage(self.broker)
 
     def _follow_log_start(self, plog: PartitionLog, leader_start: int) -> None:
         """Advance the local log start to the leader's (DeleteRecords, retention there), never
