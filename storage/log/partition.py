@@ -203,9 +203,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO (module docstring): read_committed consumers read up to it. O(1)."""
         hw = self._high_watermark
-        txns = self.producer_state.txns
-        txns.forget_below(hw)
-        first = txns.first_unstable_offset()
+        first = self.producer_state.txns.first_unstable_offset(hw)
         if first is None or first >= hw:
             return hw
         return max(first, self.log_start_offset)
