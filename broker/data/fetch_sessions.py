@@ -19,10 +19,10 @@ by followers at once), exactly Kafka's rules.
 
 from __future__ import annotations
 
-import random
 import uuid
 from dataclasses import dataclass, field
 
+from strom.broker import runtime
 from strom.wire.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -123,7 +123,7 @@ class FetchSessionCache:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.sessions: dict[int, FetchSession] = {}
-        self._rng = random.Random()
+        self._rng = runtime.new_random()
 
     def get(self, session_id: int) -> FetchSession | None:
         return self.sessions.get(session_id)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
 from strom.broker.security.peer import PeerSecurity
@@ -295,7 +296,7 @@ class LeaderFetcher:
         # them (so acks=all with flush.messages=1 means synced on every ISR member, as Kafka)
         for plog in owed:
             try:
-                await trio.to_thread.run_sync(plog.flush)
+                await runtime.to_thread(plog.flush)
             except KafkaStorageError as exc:  # offline now; the storage heartbeat reports it
                 log.warning("flushing %s: %s", plog.name, exc)
 
