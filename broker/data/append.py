@@ -30,6 +30,7 @@ from strom.broker.drivers.topics import is_internal_topic
 from strom.broker.replication.partitions import report_storage
 from strom.broker.replication.replication_manager import Leadership, ReplicationManager
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse
 from strom.wire.records import (
@@ -152,8 +153,10 @@ async def append_partition(
     batch: memoryview,
     acks: int,
     client_id: str | None,
+    verification: VerificationGuard | None = None,
 ) -> AppendOutcome:
-    """Append one partition's batch; never raises for Kafka-level errors."""
+    """Append one partition's batch; never raises for Kafka-level errors. `verification`:
+    the guard a transactional batch was verified under (strom.broker.data.txn_verify)."""
     if is_internal_topic(topic) and client_id != ADMIN_CLIENT_ID:
         return AppendOutcome(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
     found = locate(broker, topic, index)
@@ -168,7 +171,9 @@ async def append_partition(
         if refused:
             return AppendOutcome(index, refused)
     try:
-        result = log.append(batch, partition.leader_epoch, broker.clock())
+        result = log.append(
+            batch, partition.leader_epoch, broker.clock(), verification=verification
+        )
     except LogAppendError as exc:
         if isinstance(exc, KafkaStorageError):
             report_storage(broker)  # before answering: the client's next Metadata sees it

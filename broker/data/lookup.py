@@ -75,16 +75,6 @@ def leader_epoch_error(partition: PartitionImage, current_leader_epoch: int) -> 
     return ErrorCode.NONE
 
 
-def last_stable_offset(log: PartitionLog) -> int:
-    """The first offset of the oldest open transaction, else the high watermark."""
-    lso = log.high_watermark
-    for entry in log.producer_state.entries.values():
-        first = entry.current_txn_first_offset
-        if 0 <= first < lso:
-            lso = first
-    return lso
-
-
 class MinIsrCache:
     """min.insync.replicas per topic, recomputed only when the metadata image changes."""
 

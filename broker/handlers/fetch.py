@@ -18,10 +18,11 @@ Behavior:
   OFFSET_OUT_OF_RANGE, disk errors KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER
   for v4-v5). Errors carry high watermark, last stable and log start -1.
 - Consumers read up to the high watermark (read_uncommitted) or the last
-  stable offset (read_committed); aborted_transactions is null for
-  read_uncommitted and [] for read_committed (no transaction markers exist
-  yet); partitions refused before any read (unknown topic, partition or topic
-  id) carry [], as Kafka's do.
+  stable offset (read_committed: below it every transaction is decided);
+  aborted_transactions is null for read_uncommitted, and for read_committed
+  lists the aborted transactions (producer id, first offset) overlapping the
+  batches returned, [] when none (broker.data.fetch_read); partitions refused
+  before any read (unknown topic, partition or topic id) carry [], as Kafka's do.
 - KIP-392 (v11+): a follower replica serves consumers too, up to its own high watermark; a
   leader with `replica.selector.class` set to the rack-aware selector may answer a partition
   with `preferred_read_replica` (an in-sync follower on the request's rack_id) and no records

@@ -16,6 +16,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
@@ -155,6 +156,47 @@ async def test_acks_all_completes_when_the_follower_catches_up(
             assert not outcome
             answer = await fetch_one(follower, replica_fetch(cluster, 1, last_fetched_epoch=0))
             assert answer.high_watermark == 1
+    finally:
+        await follower.aclose()
+    assert outcome == [ErrorCode.NONE]
+
+
+async def test_a_marker_answers_once_the_isr_holds_it(
+    cluster: BrokerState, broker: EmbeddedBroker
+) -> None:
+    """WriteTxnMarkers' data path (`write_txn_markers`) waits like acks=all: NONE means the
+    marker is committed on every ISR member; without the follower it times out."""
+    follower = await KafkaClient.connect(broker.bootstrap)
+    outcome: list[ErrorCode] = []
+
+    async def abort(timeout_ms: int = 5000) -> ErrorCode:
+        result = await write_txn_markers(
+            cluster,
+            [(TOPIC, 0)],
+            producer_id=77,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            commit=False,
+            timeout_ms=timeout_ms,
+        )
+        return result[(TOPIC, 0)]
+
+    async def write() -> None:
+        outcome.append(await abort())
+
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    try:
+        assert await abort(timeout_ms=50) == ErrorCode.REQUEST_TIMED_OUT
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write)
+            with trio.fail_after(5):
+                while log.log_end_offset < 2:
+                    await trio.testing.wait_all_tasks_blocked()
+                    await trio.lowlevel.checkpoint()
+            assert not outcome
+            answer = await fetch_one(follower, replica_fetch(cluster, 2, last_fetched_epoch=0))
+            assert answer.high_watermark == 2
     finally:
         await follower.aclose()
     assert outcome == [ErrorCode.NONE]
