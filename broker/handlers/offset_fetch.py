@@ -8,9 +8,10 @@ Behavior:
 - A group this node does not coordinate (it does not lead the group's
   `__consumer_offsets` partition) is NOT_COORDINATOR; one whose partition is
   still loading COORDINATOR_LOAD_IN_PROGRESS.
-- `require_stable` (v7+) waits for no pending transactional commit: Strom's
-  group coordinator acknowledges commits only once they are written, so
-  there is never an unstable offset to report.
+- `require_stable` (v7+): a partition for which a transaction's offsets
+  (TxnOffsetCommit) wait for its marker is UNSTABLE_OFFSET_COMMIT with offset
+  -1, so the consumer retries once the transaction ended; without it the
+  last committed offset is answered, as Kafka does.
 
 Version notes: v2 null topics and a top-level error; v3 throttle time; v5
 leader epoch; v6 flexible; v7 require_stable; v8 several groups per request;
@@ -37,6 +38,7 @@ MAX_VERSION = 9
 
 TOP_LEVEL_ERROR_VERSION = 2
 Fetched = list[tuple[str, list[tuple[int, OffsetEntry | None]]]]
+Unstable = set[tuple[str, int]]
 
 
 async def handle(
@@ -50,16 +52,16 @@ async def handle(
                 if group.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
-            error, fetched = _fetch(broker, group.group_id, wanted)
+            error, fetched, unstable = _fetch(broker, group.group_id, wanted, body.require_stable)
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=group.group_id, topics=_topics_v8(fetched), error_code=error
+                    group_id=group.group_id, topics=_topics_v8(fetched, unstable), error_code=error
                 )
             )
         return OffsetFetchResponse(groups=groups)
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, fetched = _fetch(broker, body.group_id, wanted)
+    error, fetched, unstable = _fetch(broker, body.group_id, wanted, body.require_stable)
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
@@ -68,7 +70,11 @@ async def handle(
                 name=name,
                 partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartition(
-                        p, *_values(entry), error_code=partition_error
+                        p,
+                        *_values(None if (name, p) in unstable else entry),
+                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
+                        if (name, p) in unstable
+                        else partition_error,
                     )
                     for p, entry in parts
                 ],
@@ -80,17 +86,21 @@ async def handle(
 
 
 def _fetch(
-    broker: BrokerState, group_id: str, wanted: list[tuple[str, list[int]]] | None
-) -> tuple[ErrorCode, Fetched]:
+    broker: BrokerState,
+    group_id: str,
+    wanted: list[tuple[str, list[int]]] | None,
+    require_stable: bool,
+) -> tuple[ErrorCode, Fetched, Unstable]:
     driver = group_driver(broker)
     if driver is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted), set()
     if not group_id:
-        return ErrorCode.INVALID_GROUP_ID, _none(wanted)
+        return ErrorCode.INVALID_GROUP_ID, _none(wanted), set()
     error = driver.coordinator_error(group_id)
     if error:
-        return error, _none(wanted)
-    return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted)
+        return error, _none(wanted), set()
+    unstable = driver.machine.unstable_offsets(group_id) if require_stable else set()
+    return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted), unstable
 
 
 def _none(wanted: list[tuple[str, list[int]]] | None) -> Fetched:
@@ -103,13 +113,19 @@ def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
     return entry.offset, entry.leader_epoch, entry.metadata
 
 
-def _topics_v8(fetched: Fetched) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
+def _topics_v8(
+    fetched: Fetched, unstable: Unstable
+) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     return [
         OffsetFetchResponse.OffsetFetchResponseTopics(
             name=name,
             partitions=[
                 OffsetFetchResponse.OffsetFetchResponsePartitions(
-                    p, *_values(entry), error_code=ErrorCode.NONE
+                    p,
+                    *_values(None if (name, p) in unstable else entry),
+                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    if (name, p) in unstable
+                    else ErrorCode.NONE,
                 )
                 for p, entry in parts
             ],

@@ -21,7 +21,8 @@ from pathlib import Path
 import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
-from strom.broker.data.coordinator_topics import group_driver
+from strom.broker.data import txn_verifier
+from strom.broker.data.coordinator_topics import group_driver, transaction_driver
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
@@ -179,6 +180,9 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state)
         await state.groups.load()
+        state.transactions = transaction_driver(state)
+        await state.transactions.load()
+        txn_verifier.install(state)
         server = Server(state)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
@@ -217,6 +221,7 @@ class Broker:
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(state.groups.run)
+                    accepting.start_soon(state.transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(ReplicationManager.of(state).run)

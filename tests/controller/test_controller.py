@@ -70,7 +70,11 @@ def test_registration_records() -> None:
     ]
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in register.features
-    ] == [("metadata.version", 7, 25), ("eligible.leader.replicas.version", 0, 1)]
+    ] == [
+        ("metadata.version", 7, 25),
+        ("eligible.leader.replicas.version", 0, 1),
+        ("transaction.version", 0, 2),
+    ]
     assert commit(controller, result).broker_epoch == 17
     node = controller.image.broker(1)
     assert node is not None
