@@ -82,7 +82,8 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {ELR_VERSION: (0, 1), TRANSACTI
 eligible.leader.replicas.version defaults to 0 on a new cluster: Kafka enables it by default
 only from metadata.version 4.1-IV0, and Strom bootstraps 4.0-IV3 (`strom format --feature
 eligible.leader.replicas.version=1` enables it). transaction.version: 1 flexible transaction
-state records, 2 transactions v2 (KIP-890 part 2)."""
+state records, 2 transactions v2 (KIP-890 part 2); a new cluster finalizes 2, as Kafka 4.0's
+format does (`--feature transaction.version=0` keeps transactions v1)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 LONG_MAX = 2**63 - 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -175,12 +176,15 @@ class Controller:
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
     ) -> list[Message]:
-        """Records that finalize feature levels on a new cluster (none once bootstrapped)."""
+        """Records that finalize feature levels on a new cluster (none once bootstrapped);
+        a feature `features` does not name takes its default for `metadata_version`
+        (`default_features`), as Kafka's format does."""
         if self._image.metadata_version:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
             raise ValueError(f"unsupported metadata.version level {metadata_version}")
-        check_features(metadata_version, features or {}, known_only=True)
+        features = {**default_features(metadata_version), **(features or {})}
+        check_features(metadata_version, features, known_only=True)
         records: list[Message] = [FeatureLevelRecord(METADATA_VERSION, metadata_version)]
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
@@ -442,6 +446,15 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+
+def default_features(metadata_version: int) -> dict[str, int]:
+    """The levels a new cluster finalizes unless told otherwise, Kafka 4.0's: transactions v2
+    (transaction.version 2) from metadata.version 4.0-IV2; eligible.leader.replicas.version
+    stays 0 (Kafka's default only from 4.1-IV0)."""
+    if metadata_version >= ELR_MIN_METADATA_VERSION:
+        return {TRANSACTION_VERSION: 2}
+    return {}
 
 
 def check_features(

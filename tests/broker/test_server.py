@@ -81,7 +81,7 @@ async def test_api_versions_reports_supported_and_finalized_features(
     ]
     assert [
         (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
-    ] == [("metadata.version", 25, 25)]
+    ] == [("metadata.version", 25, 25), ("transaction.version", 2, 2)]
     assert response.finalized_features_epoch == image.provenance.offset >= 0
 
 

@@ -50,10 +50,10 @@ def broker_overrides() -> dict[str, str]:
 
 
 @pytest.fixture
-async def v2_broker(tmp_path: Path) -> AsyncIterator[EmbeddedBroker]:
-    """A broker whose cluster finalized transaction.version 2."""
+async def v1_broker(tmp_path: Path) -> AsyncIterator[EmbeddedBroker]:
+    """A broker whose cluster was formatted with transaction.version 0 (transactions v1)."""
     overrides = {"transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"}
-    async with open_broker(tmp_path / "v2", overrides, features={"transaction.version": 2}) as b:
+    async with open_broker(tmp_path / "v1", overrides, features={"transaction.version": 0}) as b:
         yield b
 
 
@@ -289,11 +289,12 @@ async def _fetched(client: KafkaClient) -> tuple[int, int]:
 
 
 async def test_v2_end_bumps_the_epoch_and_the_produce_adds_the_partition(
-    v2_broker: EmbeddedBroker,
+    broker: EmbeddedBroker,
 ) -> None:
-    client = await KafkaClient.connect(v2_broker.bootstrap)
+    """A new cluster finalizes transaction.version 2, as Kafka 4.0's."""
+    client = await KafkaClient.connect(broker.bootstrap)
     try:
-        await create_topic(v2_broker, "t")
+        await create_topic(broker, "t")
         ids = await init(client)
         pid, epoch = ids.producer_id, ids.producer_epoch
         # no AddPartitionsToTxn: Produce v12 adds the partition (KIP-890 part 2)
@@ -309,6 +310,20 @@ async def test_v2_end_bumps_the_epoch_and_the_produce_adds_the_partition(
         aborted = await end(client, pid, epoch + 1, False, version=5)
         assert (aborted.error_code, aborted.producer_epoch) == (0, epoch + 2)
         assert await committed_values(client) == [b"a"]
+    finally:
+        await client.aclose()
+
+
+async def test_end_txn_v5_without_transactions_v2_is_a_v1_end(v1_broker: EmbeddedBroker) -> None:
+    client = await KafkaClient.connect(v1_broker.bootstrap)
+    try:
+        await create_topic(v1_broker, "t")
+        ids = await init(client)
+        pid, epoch = ids.producer_id, ids.producer_epoch
+        assert await add(client, pid, epoch, ("t", 0)) == {("t", 0): 0}
+        ended = await end(client, pid, epoch, True, version=5)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, -1, -1)
+        assert await add(client, pid, epoch, ("t", 0)) == {("t", 0): 0}  # same epoch goes on
     finally:
         await client.aclose()
 
