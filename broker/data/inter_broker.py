@@ -9,6 +9,7 @@ Kafka's brokers do over `inter.broker.listener.name`. `BrokerPeers` keeps one la
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
@@ -19,7 +20,16 @@ if TYPE_CHECKING:
     from strom.broker.state import BrokerState
 
 REQUEST_TIMEOUT_S = 30.0
+Key = tuple[str, int]
 """Kafka's request.timeout.ms default, bounding one inter-broker request."""
+
+
+def by_topic(partitions: Iterable[Key]) -> dict[str, list[int]]:
+    """(topic, partition) pairs as the per-topic lists requests carry, in first-seen order."""
+    out: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        out.setdefault(topic, []).append(index)
+    return out
 
 
 class BrokerPeers:

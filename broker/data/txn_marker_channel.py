@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.data.inter_broker import BrokerPeers
+from strom.broker.data.inter_broker import BrokerPeers, by_topic
 from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.drivers.peer import PeerUnavailable
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
@@ -113,9 +113,6 @@ class BrokerMarkerChannel:
                 coordinator_epoch=send.coordinator_epoch,
                 commit=send.commit,
             )
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in keys:
-            by_topic.setdefault(topic, []).append(index)
         request = WriteTxnMarkersRequest(
             markers=[
                 WriteTxnMarkersRequest.WritableTxnMarker(
@@ -124,7 +121,7 @@ class BrokerMarkerChannel:
                     transaction_result=send.commit,
                     topics=[
                         WriteTxnMarkersRequest.WritableTxnMarkerTopic(topic, indexes)
-                        for topic, indexes in by_topic.items()
+                        for topic, indexes in by_topic(keys).items()
                     ],
                     coordinator_epoch=send.coordinator_epoch,
                 )

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from strom.broker.data.inter_broker import BrokerPeers
+from strom.broker.data.inter_broker import BrokerPeers, by_topic
 from strom.broker.data.txn_verify import TransactionVerification, VerifyRequest
 from strom.broker.drivers.peer import PeerUnavailable
 from strom.broker.drivers.topics import TRANSACTION_STATE
@@ -135,9 +135,6 @@ async def _ask_remote(
     partitions: list[Key],
     add: bool,
 ) -> dict[Key, ErrorCode]:
-    by_topic: dict[str, list[int]] = {}
-    for topic, index in partitions:
-        by_topic.setdefault(topic, []).append(index)
     request = AddPartitionsToTxnRequest(
         transactions=[
             AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction(
@@ -147,7 +144,7 @@ async def _ask_remote(
                 verify_only=not add,
                 topics=[
                     AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name, indexes)
-                    for name, indexes in by_topic.items()
+                    for name, indexes in by_topic(partitions).items()
                 ],
             )
         ]

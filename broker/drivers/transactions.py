@@ -33,17 +33,16 @@ coordinator answers.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
 
 import trio
 
-from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated
+from strom.broker.drivers.coordinator_host import CoordinatorHost
+from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated, read_batches
 from strom.broker.drivers.topics import TRANSACTION_STATE
 from strom.coordinator.transactions.txn_api import (
     DescribedTxn,
@@ -51,7 +50,6 @@ from strom.coordinator.transactions.txn_api import (
     InitResult,
     MarkerSend,
     NeedProducerId,
-    Released,
     TxnConfig,
     TxnListing,
     TxnWrite,
@@ -59,12 +57,13 @@ from strom.coordinator.transactions.txn_api import (
 from strom.coordinator.transactions.txn_coordinator import TransactionCoordinator
 from strom.coordinator.transactions.txn_log_records import TxnRecord, parse_txn_record
 from strom.coordinator.transactions.txn_metadata import TopicPartition
-from strom.storage import OffsetOutOfRange, PartitionLog
+from strom.storage import PartitionLog
 from strom.wire.errors import ErrorCode, ProtocolError
-from strom.wire.records import Record, build_batch, decode_batch, iter_batches
+from strom.wire.records import Record, build_batch
 
 log = logging.getLogger("strom.transactions")
 R = TypeVar("R")
+Answer = TypeVar("Answer", InitResult, EndResult)
 
 MARKER_RETRY_S = 0.1
 """How soon a marker send that got no answer is tried again."""
@@ -89,37 +88,21 @@ def read_txn_partition(partition_log: PartitionLog, read_bytes: int) -> list[Txn
     """Every record of one `__transaction_state` partition, in log order (blocking: run it in
     a worker thread). Unreadable records are skipped with a warning, as Kafka skips them."""
     out: list[TxnRecord] = []
-    offset = partition_log.log_start_offset
-    end = partition_log.log_end_offset
-    while offset < end:
-        try:
-            data = partition_log.read(offset, read_bytes).read_bytes()
-        except OffsetOutOfRange:
-            break
-        if not data:
-            break
-        for header, view in iter_batches(data):
-            offset = header.next_offset
-            if header.is_control:
+    for header, records in read_batches(partition_log, read_bytes):
+        if header.is_control:
+            continue
+        for record in records:
+            try:
+                parsed = parse_txn_record(record.key, record.value)
+            except ProtocolError as exc:
+                log.warning("%s: skipping an unreadable record: %s", partition_log.name, exc)
                 continue
-            for record in decode_batch(view, header)[1]:
-                try:
-                    parsed = parse_txn_record(record.key, record.value)
-                except ProtocolError as exc:
-                    log.warning("%s: skipping an unreadable record: %s", partition_log.name, exc)
-                    continue
-                if parsed is not None:
-                    out.append(parsed)
+            if parsed is not None:
+                out.append(parsed)
     return out
 
 
-@dataclass
-class _Parked:
-    event: trio.Event = field(default_factory=trio.Event)
-    result: Released | None = None
-
-
-class TransactionDriver:
+class TransactionDriver(CoordinatorHost):
     """Hosts `TransactionCoordinator`: time, waiting, writes, markers and producer ids."""
 
     def __init__(
@@ -135,37 +118,20 @@ class TransactionDriver:
         expire_interval_ms: int,
         load_buffer_bytes: int = 5 * 1024 * 1024,
     ) -> None:
-        self.topic = topic
+        super().__init__(topic, clock)
         self.machine = TransactionCoordinator(config)
         self.markers = markers
         self._new_producer_id = new_producer_id
         self._transaction_version = transaction_version
-        self._clock = clock
         self._abort_every = abort_interval_ms
         self._expire_every = expire_interval_ms
         self._read_bytes = load_buffer_bytes
-        self._tokens = itertools.count(1)
-        self._parked: dict[int, _Parked] = {}
-        self._kick = trio.Event()
-        self._create_lock = trio.Lock()
-        self._closed = False
         self.owned: dict[int, int] = {}
         """`__transaction_state` partitions this node leads and has loaded -> coordinator epoch."""
         self.loading: dict[int, int] = {}
         """Partitions being loaded -> the coordinator epoch they are loaded at."""
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
-        self._to_wait, self._wait_queue = trio.open_memory_channel[tuple[int, Replicated]](
-            math.inf
-        )
         self._to_send, self._send_queue = trio.open_memory_channel[MarkerSend](math.inf)
-
-    def now(self) -> int:
-        return self._clock()
-
-    @property
-    def closed(self) -> bool:
-        """Shut down: every request is answered NOT_COORDINATOR."""
-        return self._closed
 
     @property
     def transaction_version(self) -> int:
@@ -244,31 +210,15 @@ class TransactionDriver:
 
     # --- the background tasks --------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Load newly led partitions, wait for replicated writes, send markers, fire the
-        machine's deadlines and the periodic aborts and expirations, until cancelled."""
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._loader)
-                nursery.start_soon(self._replication_waits, nursery)
-                nursery.start_soon(self._marker_sends, nursery)
-                await self._timer()
-        finally:
-            self._closed = True
-            for parked in self._parked.values():
-                parked.event.set()  # no result: NOT_COORDINATOR
-            self._parked.clear()
+    async def _background(self, nursery: trio.Nursery) -> None:
+        """Load newly led partitions, send markers, fire the machine's deadlines and the
+        periodic aborts and expirations."""
+        nursery.start_soon(self._loader)
+        nursery.start_soon(self._marker_sends, nursery)
+        await self._timer()
 
-    async def _replication_waits(self, nursery: trio.Nursery) -> None:
-        async for token, replicated in self._wait_queue:
-            nursery.start_soon(self._complete_write, token, replicated)
-
-    async def _complete_write(self, token: int, replicated: Replicated) -> None:
-        error = await replicated()
-        if self._closed:
-            return
+    def _write_completed(self, token: int, error: ErrorCode) -> None:
         self.machine.write_completed(self.now(), token, error)
-        self._settle()
 
     async def _marker_sends(self, nursery: trio.Nursery) -> None:
         async for send in self._send_queue:
@@ -314,10 +264,7 @@ class TransactionDriver:
 
     async def ensure_topic(self) -> ErrorCode:
         """__transaction_state exists (created on first use, as Kafka does)."""
-        if self.topic.partitions() is not None:
-            return ErrorCode.NONE
-        async with self._create_lock:
-            error = await self.topic.create()
+        error = await super().ensure_topic()
         if not error:
             self.follow()
         return error
@@ -328,23 +275,7 @@ class TransactionDriver:
     def coordinator_error(self, transactional_id: str) -> ErrorCode:
         """NONE if this node coordinates the id, COORDINATOR_LOAD_IN_PROGRESS while its
         partition loads, else NOT_COORDINATOR (the client looks the coordinator up again)."""
-        if self._closed:
-            return ErrorCode.NOT_COORDINATOR
-        partition = self.partition_for(transactional_id)
-        if partition not in self.owned and partition not in self.loading:
-            self.follow()  # the image may have changed since the last follow
-        if partition in self.owned:
-            return ErrorCode.NONE
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
-
-    async def ready(self, transactional_id: str) -> ErrorCode:
-        """The topic exists (created on first use) and this node coordinates the id."""
-        if self._closed:
-            return ErrorCode.NOT_COORDINATOR
-        error = await self.ensure_topic()
-        return error or self.coordinator_error(transactional_id)
+        return self._partition_error(self.partition_for(transactional_id))
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -352,25 +283,13 @@ class TransactionDriver:
         self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None
     ) -> InitResult:
         """InitProducerId with a transactional id (call `ready` first)."""
-        fresh: int | None = None
-        while True:
-            outcome = await self._request(
-                partial(
-                    self.machine.init_producer_id,
-                    transactional_id=transactional_id,
-                    timeout_ms=timeout_ms,
-                    expected=expected,
-                    fresh_producer_id=fresh,
-                ),
-                InitResult,
-                InitResult,
-            )
-            if not isinstance(outcome, NeedProducerId):
-                return outcome
-            allocated = await self._new_producer_id()
-            if isinstance(allocated, ErrorCode):
-                return InitResult(allocated)
-            fresh = allocated
+        call = partial(
+            self.machine.init_producer_id,
+            transactional_id=transactional_id,
+            timeout_ms=timeout_ms,
+            expected=expected,
+        )
+        return await self._with_producer_id(call, InitResult)
 
     async def add_partitions(
         self,
@@ -381,7 +300,7 @@ class TransactionDriver:
         client_tv: int = 0,
     ) -> ErrorCode:
         """AddPartitionsToTxn / AddOffsetsToTxn for one transaction (call `ready` first)."""
-        outcome = await self._request(
+        return await self._request(
             partial(
                 self.machine.add_partitions,
                 transactional_id=transactional_id,
@@ -391,10 +310,7 @@ class TransactionDriver:
                 client_tv=client_tv,
             ),
             ErrorCode,
-            ErrorCode,
         )
-        assert isinstance(outcome, ErrorCode)
-        return outcome
 
     def verify_partitions(
         self,
@@ -417,26 +333,36 @@ class TransactionDriver:
         client_tv: int,
     ) -> EndResult:
         """EndTxn (call `ready` first): answered once the prepare is written."""
+        call = partial(
+            self.machine.end_txn,
+            transactional_id=transactional_id,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            client_tv=client_tv,
+        )
+        return await self._with_producer_id(call, EndResult)
+
+    async def _with_producer_id(
+        self,
+        call: Callable[..., Answer | NeedProducerId | None],
+        refused: Callable[[ErrorCode], Answer],
+    ) -> Answer:
+        """`call` until the machine no longer asks for a fresh producer id."""
+        def refuse(error: ErrorCode) -> Answer | NeedProducerId:
+            return refused(error)
+
         fresh: int | None = None
         while True:
-            outcome = await self._request(
-                partial(
-                    self.machine.end_txn,
-                    transactional_id=transactional_id,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    commit=commit,
-                    client_tv=client_tv,
-                    fresh_producer_id=fresh,
-                ),
-                EndResult,
-                EndResult,
+            step: Callable[..., Answer | NeedProducerId | None] = partial(
+                call, fresh_producer_id=fresh
             )
+            outcome = await self._request(step, refuse)
             if not isinstance(outcome, NeedProducerId):
                 return outcome
             allocated = await self._new_producer_id()
             if isinstance(allocated, ErrorCode):
-                return EndResult(allocated)
+                return refused(allocated)
             fresh = allocated
 
     def describe(self, transactional_id: str) -> DescribedTxn:
@@ -453,34 +379,11 @@ class TransactionDriver:
         self.follow()
         return self.machine.list_transactions(self.now(), states, producer_ids, duration_ms)
 
-    # --- internals ---------------------------------------------------------------------------
+    # --- internals ----------------------------------------------------------------------------
 
-    async def _request(
-        self,
-        call: Callable[..., R | NeedProducerId | None],
-        kind: type[R],
-        refused: Callable[[ErrorCode], R],
-    ) -> R | NeedProducerId:
-        """`call(now=, waiter=)`: its result now, or once the state machine releases it."""
-        if self._closed:
-            return refused(ErrorCode.NOT_COORDINATOR)
+    async def _request(self, call: Callable[..., R | None], refused: Callable[[ErrorCode], R]) -> R:
         self._sync_version()
-        token = next(self._tokens)
-        parked = self._parked[token] = _Parked()
-        try:
-            result: object = call(now=self.now(), waiter=token)
-            self._settle()
-            if result is None:
-                await parked.event.wait()
-                result = parked.result
-        finally:
-            self._parked.pop(token, None)
-        if result is None:
-            return refused(ErrorCode.NOT_COORDINATOR)
-        if isinstance(result, NeedProducerId):
-            return result
-        assert isinstance(result, kind), f"{kind.__name__} expected, released {result!r}"
-        return result
+        return await super()._request(call, refused)
 
     def _sync_version(self) -> None:
         self.machine.state.transaction_version = self.transaction_version
@@ -492,20 +395,11 @@ class TransactionDriver:
         writes = self.machine.take_writes()
         while writes:
             for write in writes:
-                outcome = self._append(write)
-                if isinstance(outcome, ErrorCode):
-                    self.machine.write_completed(self.now(), write.token, outcome)
-                else:
-                    self._to_wait.send_nowait((write.token, outcome))
+                self._appended(write.token, self._append(write))
             writes = self.machine.take_writes()
         for send in self.machine.take_marker_sends():
             self._to_send.send_nowait(send)
-        for token, result in self.machine.take_replies():
-            parked = self._parked.get(token)
-            if parked is not None and parked.result is None:
-                parked.result = result
-                parked.event.set()
-        self._kick.set()
+        self._release(self.machine.take_replies())
 
     def _append(self, write: TxnWrite) -> ErrorCode | Replicated:
         if self.topic.leader(write.partition) is None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.data.txn_verifier import verify_transaction
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
-from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.broker.handlers.group_common import group_driver, known_partitions
 from strom.broker.handlers.txn_common import transactions_v2
 from strom.coordinator.groups.api import CommitPartition, TxnCommitRequest
 from strom.wire.errors import ErrorCode
@@ -63,22 +63,7 @@ Key = tuple[str, int]
 async def handle(
     broker: BrokerState, request: RequestContext, body: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
-    errors: dict[Key, ErrorCode] = {}
-    valid: list[CommitPartition] = []
-    for topic in body.topics:
-        for p in topic.partitions:
-            if partition_exists(broker, topic.name, p.partition_index):
-                valid.append(
-                    CommitPartition(
-                        topic.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata,
-                    )
-                )
-            else:
-                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    valid, errors = known_partitions(broker, body.topics)
     if valid:
         errors.update(await _commit(broker, body, request.api_version, valid))
     return TxnOffsetCommitResponse(

@@ -83,12 +83,17 @@ async def add(
         v3_and_below_producer_epoch=epoch,
         v3_and_below_topics=[Topic(t, ps) for t, ps in topics.items()],
     )
-    response = await client.request(request, version, AddPartitionsToTxnResponse)
-    return {
-        (t.name, p.partition_index): p.partition_error_code
-        for t in response.results_by_topic_v3_and_below
-        for p in t.results_by_partition
-    }
+    for _ in range(100):  # as clients retry while the previous transaction's markers go out
+        response = await client.request(request, version, AddPartitionsToTxnResponse)
+        errors = {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+        if set(errors.values()) != {ErrorCode.CONCURRENT_TRANSACTIONS}:
+            return errors
+        await trio.sleep(0.02)
+    raise AssertionError("AddPartitionsToTxn kept answering CONCURRENT_TRANSACTIONS")
 
 
 async def end(
