@@ -53,6 +53,18 @@ def retrying(action: str, call: object, timeout: float = TIMEOUT) -> None:
 
 
 def read_committed(bootstrap: str, topic: str) -> list[bytes]:
+    """What a read_committed consumer reads from the start to the end offset (asked again
+    while the partition's leadership moves after a kill)."""
+    deadline = Deadline(TIMEOUT)
+    while True:
+        try:
+            return _read_committed(bootstrap, topic)
+        except KafkaException:
+            if deadline.expired:
+                raise
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[bytes]:
     consumer = ck.consumer(bootstrap, **{"isolation.level": "read_committed"})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
