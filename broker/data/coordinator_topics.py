@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
-from strom.broker.data.lookup import Located, locate
+from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
 from strom.broker.data.txn_marker_channel import BrokerMarkerChannel
 from strom.broker.data.waiters import DataWaiters
@@ -45,14 +45,25 @@ from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, Parti
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 
 class BrokerCoordinatorTopic:
     """`CoordinatorTopic` over a broker: its metadata image, logs, replication and controller."""
 
-    def __init__(self, state: BrokerState, name: str, commit_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        state: BrokerCore,
+        replication: ReplicationManager,
+        waiters: DataWaiters,
+        min_isr: MinIsrCache,
+        name: str,
+        commit_timeout_ms: int,
+    ) -> None:
         self._state = state
+        self._replication = replication
+        self._waiters = waiters
+        self._min_isr = min_isr
         self.name = name
         self._commit_timeout_ms = commit_timeout_ms
 
@@ -75,7 +86,7 @@ class BrokerCoordinatorTopic:
         if not isinstance(found, Located):
             return found
         image, partition_log = found
-        refused = acks_all_refusal(state, name, image)
+        refused = acks_all_refusal(state, self._replication, self._min_isr, name, image)
         if refused:
             return refused
         try:
@@ -86,15 +97,17 @@ class BrokerCoordinatorTopic:
             if isinstance(exc, KafkaStorageError):
                 report_storage(state)
             return exc.error
-        leadership = ReplicationManager.of(state).leader_appended((name, partition))
-        DataWaiters.of(state).changed(name, partition)
+        leadership = self._replication.leader_appended((name, partition))
+        self._waiters.changed(name, partition)
         if leadership is None:
             return ErrorCode.NONE  # one replica: committed at append
         outcome = AppendOutcome(partition, ErrorCode.NONE, result, awaiting=leadership)
         wait_ms = self._commit_timeout_ms if timeout_ms is None else timeout_ms
 
         async def replicated() -> ErrorCode:
-            await await_replication(state, [(name, outcome)], wait_ms)
+            await await_replication(
+                state, self._replication, self._waiters, self._min_isr, [(name, outcome)], wait_ms
+            )
             return outcome.error
 
         return replicated
@@ -105,10 +118,20 @@ class BrokerCoordinatorTopic:
         )
 
 
-def group_driver(state: BrokerState) -> GroupDriver:
+def group_driver(
+    state: BrokerCore, replication: ReplicationManager, waiters: DataWaiters, min_isr: MinIsrCache
+) -> GroupDriver:
     """The group driver a broker runs: its `__consumer_offsets`, config and clock."""
+    topic = BrokerCoordinatorTopic(
+        state,
+        replication,
+        waiters,
+        min_isr,
+        CONSUMER_OFFSETS,
+        state.config.offsets_commit_timeout_ms,
+    )
     return GroupDriver(
-        BrokerCoordinatorTopic(state, CONSUMER_OFFSETS, state.config.offsets_commit_timeout_ms),
+        topic,
         group_config(state.config),
         num_partitions=state.config.offsets_topic_num_partitions,
         retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,
@@ -116,26 +139,40 @@ def group_driver(state: BrokerState) -> GroupDriver:
     )
 
 
-def transaction_driver(state: BrokerState) -> TransactionDriver:
+def transaction_driver(
+    state: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
+    producer_ids: ProducerIdManager,
+) -> TransactionDriver:
     """The transaction driver a broker runs: its `__transaction_state`, producer ids, markers
     through the partition leaders, config and clock."""
     config = state.config
 
     async def new_producer_id() -> int | ErrorCode:
         try:
-            return await ProducerIdManager.of(state).next_id()
+            return await producer_ids.next_id()
         except ProducerIdError as exc:
             return exc.error
 
-    return TransactionDriver(
+    topic = BrokerCoordinatorTopic(
+        state,
+        replication,
+        waiters,
+        min_isr,
+        TRANSACTION_STATE,
         # Kafka bounds each append's ISR wait by the transaction's own timeout
-        BrokerCoordinatorTopic(state, TRANSACTION_STATE, config.transaction_max_timeout_ms),
+        config.transaction_max_timeout_ms,
+    )
+    return TransactionDriver(
+        topic,
         TxnConfig(
             num_partitions=config.transaction_state_log_num_partitions,
             max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms,
         ),
-        markers=BrokerMarkerChannel(state),
+        markers=BrokerMarkerChannel(state, replication, waiters, min_isr),
         new_producer_id=new_producer_id,
         transaction_version=lambda: state.image.features.get(TRANSACTION_VERSION, 0),
         clock=state.clock,

@@ -7,7 +7,7 @@ first batch (KIP-74), so a consumer never gets stuck behind a batch larger
 than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
 long-polling fetch can re-check cheaply. A range of SENDFILE_MIN_BYTES or more
 is never copied: the response carries it as a `FileChunk` and the server sends
-it with `os.sendfile` straight from the page cache (`broker/send.py`); smaller
+it with `os.sendfile` straight from the page cache (`broker/network/send.py`); smaller
 ranges are copied when the response is built, which costs fewer syscalls than
 splitting the response around them. A partition of
 a topic with compression.type=zstd answers UNSUPPORTED_COMPRESSION_TYPE to
@@ -24,6 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -41,7 +42,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 
@@ -154,15 +155,18 @@ class Consumer:
 
 
 def read_partitions(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     parts: list[CachedPartition],
     uses_topic_ids: bool,
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
+    partition of a topic `authorized` refuses is TOPIC_AUTHORIZATION_FAILED, unread; a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
     watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
@@ -171,8 +175,9 @@ def read_partitions(
     min_one = True
     for part in parts:
         read = _read_one(
-            broker, image, part, uses_topic_ids, budget, min_one, isolation_level, replica
-        )
+            broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
+            replica, authorized,
+        )  # fmt: skip
         if read.size > 0:
             min_one = False
         budget = max(0, budget - read.size)
@@ -189,7 +194,8 @@ def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) 
 
 
 def _read_one(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     part: CachedPartition,
     uses_topic_ids: bool,
@@ -197,10 +203,13 @@ def _read_one(
     min_one: bool,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
         return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
+    if authorized is not None and not authorized(name):
+        return PartitionRead(part, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, readable=False)
     if image.partition(name, part.partition) is None:
         return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
     consumer = replica if isinstance(replica, Consumer) else None
@@ -212,13 +221,15 @@ def _read_one(
         return PartitionRead(part, name, found)
     log = found.log
     if isinstance(replica, Replica):
-        return _read_replica(broker, image, found, name, part, budget, min_one, replica)
+        return _read_replica(
+            replication, image, found, name, part, budget, min_one, replica
+        )
     read = PartitionRead(
         part, name, ErrorCode.NONE, log.high_watermark, log.last_stable_offset, log.log_start_offset
     )
     read.zstd_topic = log.config.compression_type == "zstd"
     if consumer is not None and found.image.leader == broker.node_id:
-        read.preferred_read_replica = ReplicationManager.of(broker).preferred_read_replica(
+        read.preferred_read_replica = replication.preferred_read_replica(
             (name, part.partition), part.fetch_offset, consumer.rack_id, consumer.listener
         )
         if read.preferred_read_replica >= 0:
@@ -235,12 +246,12 @@ def _read_one(
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
     if consumer is not None and read.size > 0 and found.image.leader != broker.node_id:
-        ReplicationManager.of(broker).served_consumer((name, part.partition))
+        replication.served_consumer((name, part.partition))
     return read
 
 
 def _read_replica(
-    broker: BrokerState,
+    replication: ReplicationManager,
     image: MetadataImage,
     found: Located,
     name: str,
@@ -267,7 +278,7 @@ def _read_replica(
             return read
         if not log.log_start_offset <= part.fetch_offset <= log.log_end_offset:
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
-        ReplicationManager.of(broker).follower_fetched(
+        replication.follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
             part.follower_log_start, replica.broker_epoch,
         )  # fmt: skip

@@ -17,7 +17,7 @@ from strom.config.quorum import Address
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 REQUEST_TIMEOUT_S = 30.0
 Key = tuple[str, int]
@@ -33,7 +33,7 @@ def by_topic(partitions: Iterable[Key]) -> dict[str, list[int]]:
 
 
 class BrokerPeers:
-    def __init__(self, state: BrokerState, client_id: str) -> None:
+    def __init__(self, state: BrokerCore, client_id: str) -> None:
         self._state = state
         self._client_id = client_id
         self._connections: dict[int, PeerConnection] = {}

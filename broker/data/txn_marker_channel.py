@@ -31,7 +31,10 @@ from strom.wire.errors import ErrorCode
 from strom.wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
+    from strom.broker.data.lookup import MinIsrCache
+    from strom.broker.data.waiters import DataWaiters
+    from strom.broker.replication.replication_manager import ReplicationManager
 
 log = logging.getLogger("strom.transactions")
 
@@ -45,7 +48,10 @@ epoch, which passes)."""
 
 
 async def write_markers_here(
-    state: BrokerState,
+    state: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
     partitions: Iterable[Key],
     *,
     producer_id: int,
@@ -57,6 +63,9 @@ async def write_markers_here(
     the producer's transactional offsets on `__consumer_offsets` partitions."""
     results = await write_txn_markers(
         state,
+        replication,
+        waiters,
+        min_isr,
         partitions,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
@@ -74,8 +83,17 @@ async def write_markers_here(
 class BrokerMarkerChannel:
     """The transaction coordinator's `MarkerChannel` over this broker."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(
+        self,
+        state: BrokerCore,
+        replication: ReplicationManager,
+        waiters: DataWaiters,
+        min_isr: MinIsrCache,
+    ) -> None:
         self._state = state
+        self._replication = replication
+        self._waiters = waiters
+        self._min_isr = min_isr
         self._peers = BrokerPeers(state, f"broker-{state.node_id}-txn-markers")
 
     async def write(self, send: MarkerSend) -> dict[Key, ErrorCode] | None:
@@ -107,6 +125,9 @@ class BrokerMarkerChannel:
         if leader == self._state.node_id:
             return await write_markers_here(
                 self._state,
+                self._replication,
+                self._waiters,
+                self._min_isr,
                 keys,
                 producer_id=send.producer_id,
                 producer_epoch=send.producer_epoch,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
-from strom.broker.data.lookup import Located, locate
+from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.replication.partitions import report_storage
 from strom.broker.replication.replication_manager import ReplicationManager
@@ -43,7 +43,7 @@ from strom.storage import KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 Key = tuple[str, int]
 
@@ -52,7 +52,10 @@ DEFAULT_TIMEOUT_MS = 30_000
 
 
 async def write_txn_markers(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
     partitions: Iterable[Key],
     *,
     producer_id: int,
@@ -72,8 +75,9 @@ async def write_txn_markers(
     pending: list[tuple[str, AppendOutcome]] = []
     for key in dict.fromkeys(partitions):
         outcome = await _append_one(
-            broker, key, producer_id, producer_epoch, coordinator_epoch, commit, transaction_version
-        )
+            broker, replication, waiters, min_isr, key, producer_id, producer_epoch,
+            coordinator_epoch, commit, transaction_version,
+        )  # fmt: skip
         if isinstance(outcome, AppendOutcome):
             if outcome.awaiting is not None:
                 pending.append((key[0], outcome))
@@ -81,14 +85,17 @@ async def write_txn_markers(
         else:
             results[key] = outcome
     if pending:
-        await await_replication(broker, pending, timeout_ms)
+        await await_replication(broker, replication, waiters, min_isr, pending, timeout_ms)
         for topic, outcome in pending:
             results[(topic, outcome.index)] = outcome.error
     return results
 
 
 async def _append_one(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
     key: Key,
     producer_id: int,
     producer_epoch: int,
@@ -103,7 +110,7 @@ async def _append_one(
     if not isinstance(found, Located):
         return found
     partition, log = found
-    refused = acks_all_refusal(broker, topic, partition)
+    refused = acks_all_refusal(broker, replication, min_isr, topic, partition)
     if refused:
         return refused
     try:
@@ -120,8 +127,8 @@ async def _append_one(
         if isinstance(exc, KafkaStorageError):
             report_storage(broker)
         return exc.error
-    leadership = ReplicationManager.of(broker).leader_appended(key)
-    DataWaiters.of(broker).changed(topic, index)
+    leadership = replication.leader_appended(key)
+    waiters.changed(topic, index)
     if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
         try:
             await trio.to_thread.run_sync(log.flush)

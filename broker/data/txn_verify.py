@@ -21,8 +21,8 @@ How the pieces meet:
    answered before an abort marker was written cannot let the batch in after it (the
    ABA race Kafka's VerificationGuard closes).
 
-The transaction coordinator fills in the hook: `TransactionVerification.of(broker).verifier
-= its_function`. Until one is installed, transactional batches are appended unverified,
+The transaction coordinator fills in the hook: `BrokerState.txn_verification.verifier =
+its_function` (the broker builds the `TransactionVerification` once at start-up). Until one is installed, transactional batches are appended unverified,
 which is what Kafka does with verification disabled.
 """
 
@@ -36,7 +36,7 @@ from strom.storage.log.producer_state import SENTINEL, VerificationGuard
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 Key = tuple[str, int]
 
@@ -67,7 +67,7 @@ class TransactionVerifier(Protocol):
     """
 
     def __call__(
-        self, broker: BrokerState, request: VerifyRequest
+        self, broker: BrokerCore, request: VerifyRequest
     ) -> Awaitable[dict[Key, ErrorCode]]: ...
 
 
@@ -76,10 +76,6 @@ class TransactionVerification:
 
     def __init__(self) -> None:
         self.verifier: TransactionVerifier | None = None
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> TransactionVerification:
-        return broker.service(cls, lambda _broker: cls())
 
 
 RETRIABLE_AS_NOT_ENOUGH_REPLICAS = frozenset(
@@ -117,7 +113,8 @@ class Refused:
 
 
 async def verify_partitions(
-    broker: BrokerState,
+    broker: BrokerCore,
+    verification: TransactionVerification,
     transactional_id: str,
     produce_version: int,
     batches: dict[Key, tuple[int, int, int]],
@@ -127,7 +124,7 @@ async def verify_partitions(
     guard to append under (SENTINEL when its transaction is already ongoing there) or the
     refusal to answer; a partition missing from the result (no verifier installed, or no
     log here, which the append then reports) is appended without verification."""
-    verifier = TransactionVerification.of(broker).verifier
+    verifier = verification.verifier
     if verifier is None or not batches:
         return {}
     out: dict[Key, VerificationGuard | Refused] = {}

@@ -38,6 +38,7 @@ from typing import Protocol
 import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
@@ -111,8 +112,11 @@ class RaftDriver:
         cluster_id: str | None,
         state_machine: RaftStateMachine,
         config: RaftConfig | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
+        self._security = security
+        """TLS and SASL to the other voters' controller listeners, when those ask for them."""
         self.voters = dict(voters)
         self.cluster_id = cluster_id
         self.config = config or RaftConfig()
@@ -148,6 +152,7 @@ class RaftDriver:
             cluster_id,
             state_machine,
             raft_config(config),
+            PeerSecurity.to_controllers(config),
         )
 
     # --- what the node above uses ---------------------------------------------------------
@@ -385,7 +390,7 @@ class RaftDriver:
         requests: trio.MemoryReceiveChannel[Request],
         done: trio.Event,
     ) -> None:
-        connection = PeerConnection(address, f"raft-{self.node_id}")
+        connection = PeerConnection(address, f"raft-{self.node_id}", self._security)
         timeout_s = self.config.request_timeout_ms / 1000
         try:
             async for request in requests:

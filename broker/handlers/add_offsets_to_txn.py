@@ -6,6 +6,8 @@ Behavior:
   AddPartitionsToTxn adds a partition (same coordinator, checks and errors), so that the
   transaction's markers reach the offsets a TxnOffsetCommit then writes there. Answered once
   the addition is written to `__transaction_state`.
+- Authorization: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ
+  on the group (GROUP_AUTHORIZATION_FAILED).
 - Errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
   INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, INVALID_REQUEST
   (empty transactional id).
@@ -21,7 +23,9 @@ from typing import TYPE_CHECKING
 
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.broker.handlers.txn_common import for_version, txn_driver
+from strom.broker.security.authorization import allowed
 from strom.coordinator.groups.records import partition_for
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
@@ -38,11 +42,19 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
     return AddOffsetsToTxnResponse(
-        error_code=for_version(await _add(broker, body), API_KEY, request.api_version)
+        error_code=for_version(await _add(broker, request, body), API_KEY, request.api_version)
     )
 
 
-async def _add(broker: BrokerState, body: AddOffsetsToTxnRequest) -> ErrorCode:
+async def _add(
+    broker: BrokerState, request: RequestContext, body: AddOffsetsToTxnRequest
+) -> ErrorCode:
+    if not allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not allowed(broker, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
     driver = txn_driver(broker)
     if driver is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -1,16 +1,19 @@
 """AddPartitionsToTxn (key 24).
 
 Behavior:
-- v0-3 (producers): one transaction. If any partition is of a topic or partition that does
-  not exist, those are UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED,
-  and nothing is added (Kafka's order). Otherwise the coordinator of the transactional id
+- v0-3 (producers): one transaction. WRITE on the transactional id is needed
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). If any partition is of a topic
+  the principal may not WRITE (TOPIC_AUTHORIZATION_FAILED) or that does not exist
+  (UNKNOWN_TOPIC_OR_PARTITION), the others are OPERATION_NOT_ATTEMPTED and nothing is added
+  (Kafka's order). Otherwise the coordinator of the transactional id
   adds them (starting the transaction if none is open) and every partition gets its one
   answer, sent once the addition is written to `__transaction_state`: NONE;
   NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE (look up or
   retry); INVALID_PRODUCER_ID_MAPPING (unknown id, or another producer id);
   PRODUCER_FENCED (an older epoch); CONCURRENT_TRANSACTIONS (the previous transaction is
   still ending; retry); INVALID_REQUEST for an empty transactional id.
-- v4+ (brokers, KIP-890): several transactions, each answered on its own. `verify_only`
+- v4+ (brokers, KIP-890): CLUSTER_ACTION is needed (else CLUSTER_AUTHORIZATION_FAILED at the
+  top and for every partition); several transactions, each answered on its own. `verify_only`
   asks whether the partitions are already in the producer's ongoing transaction (NONE, or
   TRANSACTION_ABORTABLE for those that are not; errors as above for the whole
   transaction), which a partition leader asks before the first transactional write of a
@@ -29,6 +32,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.broker.handlers.txn_common import for_version, txn_driver
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.coordinator.transactions.txn_metadata import TopicPartition
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.add_partitions_to_txn import (
@@ -58,6 +63,7 @@ async def handle(
         partitions = _partitions(body.v3_and_below_topics)
         errors = await _one(
             broker,
+            request,
             body.v3_and_below_transactional_id,
             body.v3_and_below_producer_id,
             body.v3_and_below_producer_epoch,
@@ -67,10 +73,23 @@ async def handle(
         )
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_by_topic(errors))
     results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = []
+    if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return AddPartitionsToTxnResponse(
+            error_code=refused,
+            results_by_transaction=[
+                AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
+                    txn.transactional_id,
+                    _by_topic(dict.fromkeys(_partitions(txn.topics), refused)),
+                )
+                for txn in body.transactions
+            ],
+        )
 
     async def one(txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction) -> None:
         errors = await _one(
             broker,
+            None,
             txn.transactional_id,
             txn.producer_id,
             txn.producer_epoch,
@@ -94,6 +113,7 @@ async def handle(
 
 async def _one(
     broker: BrokerState,
+    request: RequestContext | None,
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
@@ -102,14 +122,27 @@ async def _one(
     verify_only: bool,
     version: int,
 ) -> dict[TopicPartition, ErrorCode]:
-    missing = [tp for tp in partitions if broker.image.partition(*tp) is None]
-    if missing:
-        return {
-            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if tp in missing
-            else ErrorCode.OPERATION_NOT_ATTEMPTED
+    """One transaction; `request`: the producer's (v0-3), whose principal needs WRITE on the
+    transactional id and on each topic (a broker's v4+ request was checked for
+    CLUSTER_ACTION)."""
+    refused: dict[TopicPartition, ErrorCode] = {}
+    if request is not None:
+        if not allowed(
+            broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        refused = {
+            tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for tp in partitions
+            if not allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, tp[0])
         }
+    refused |= {
+        tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for tp in partitions
+        if tp not in refused and broker.image.partition(*tp) is None
+    }
+    if refused:
+        return {tp: refused.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     driver = txn_driver(broker)
     if driver is None:
         return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -7,6 +7,7 @@ Behavior:
   CompleteAbort. The answer therefore means the outcome is decided and durable; the markers
   follow (a later request of the same transactional id gets CONCURRENT_TRANSACTIONS until
   they are written).
+- WRITE on the transactional id is needed (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 - A retry of an end already complete is NONE; the other outcome for it INVALID_TXN_STATE;
   an end with no transaction open INVALID_TXN_STATE (transactions v1), while one is ending
   CONCURRENT_TRANSACTIONS. Other errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
@@ -27,6 +28,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.handlers.txn_common import for_version, transactions_v2, txn_driver
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.coordinator.transactions.txn_api import EndResult
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.end_txn import EndTxnRequest, EndTxnResponse
@@ -46,7 +49,12 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: EndTxnRequest
 ) -> EndTxnResponse:
     version = request.api_version
-    result = await _end(broker, body, version)
+    if allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        result = await _end(broker, body, version)
+    else:
+        result = EndResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     response = EndTxnResponse(error_code=for_version(result.error, API_KEY, version))
     if version >= TRANSACTIONS_V2_VERSION:
         response.producer_id = result.producer_id

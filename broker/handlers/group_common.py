@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from strom.broker.security.authorization import allowed
 from strom.coordinator.groups.api import CommitPartition
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -22,6 +24,20 @@ def group_driver(broker: BrokerState) -> GroupDriver | None:
 def client_host(request: RequestContext) -> str:
     """Kafka reports the client address as InetAddress.toString() does: '/127.0.0.1'."""
     return f"/{request.client_host}"
+
+
+def may_group(
+    broker: BrokerState, request: RequestContext, operation: AclOperation, group_id: str
+) -> bool:
+    """Whether the principal may do `operation` on the group (GROUP_AUTHORIZATION_FAILED)."""
+    return allowed(broker, request, operation, ResourceType.GROUP, group_id)
+
+
+def may_topic(
+    broker: BrokerState, request: RequestContext, operation: AclOperation, topic: str
+) -> bool:
+    """Whether the principal may do `operation` on the topic (TOPIC_AUTHORIZATION_FAILED)."""
+    return allowed(broker, request, operation, ResourceType.TOPIC, topic)
 
 
 def partition_exists(broker: BrokerState, topic: str, partition: int) -> bool:
@@ -48,16 +64,25 @@ class CommittedTopic(Protocol):
     def partitions(self) -> Sequence[CommittedPartition]: ...
 
 
-def known_partitions(
-    broker: BrokerState, topics: Iterable[CommittedTopic]
+def committable_partitions(
+    broker: BrokerState, request: RequestContext, group_id: str, topics: Iterable[CommittedTopic]
 ) -> tuple[list[CommitPartition], dict[tuple[str, int], ErrorCode]]:
-    """The commit's partitions of topics that exist, and UNKNOWN_TOPIC_OR_PARTITION for the
-    others (Kafka's broker filters them out before its coordinator sees the commit)."""
+    """The commit's partitions the coordinator gets, and the errors of the others, checked as
+    Kafka's broker does first: READ on the group (GROUP_AUTHORIZATION_FAILED), READ on each
+    topic (TOPIC_AUTHORIZATION_FAILED), then the partition exists
+    (UNKNOWN_TOPIC_OR_PARTITION)."""
     valid: list[CommitPartition] = []
     errors: dict[tuple[str, int], ErrorCode] = {}
+    group_ok = may_group(broker, request, AclOperation.READ, group_id)
     for topic in topics:
+        topic_ok = may_topic(broker, request, AclOperation.READ, topic.name)
         for p in topic.partitions:
-            if partition_exists(broker, topic.name, p.partition_index):
+            key = (topic.name, p.partition_index)
+            if not group_ok:
+                errors[key] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif not topic_ok:
+                errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition_exists(broker, topic.name, p.partition_index):
                 valid.append(
                     CommitPartition(
                         topic.name,
@@ -68,5 +93,5 @@ def known_partitions(
                     )
                 )
             else:
-                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return valid, errors

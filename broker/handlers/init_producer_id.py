@@ -7,9 +7,10 @@ Behavior:
   epoch (v3+, KIP-360) are ignored: the producer just gets a new id.
 - ProducerId and ProducerEpoch must both be -1 or both be set, else
   INVALID_REQUEST.
-- With a transactional id: "" is INVALID_REQUEST; a timeout <= 0 or above
-  `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT. Otherwise the
-  transaction coordinator of the id answers (a broker that is not is
+- With a transactional id: WRITE on it is needed
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); "" is INVALID_REQUEST; a timeout <= 0
+  or above `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT. Otherwise
+  the transaction coordinator of the id answers (a broker that is not is
   NOT_COORDINATOR, one loading the id's `__transaction_state` partition
   COORDINATOR_LOAD_IN_PROGRESS): a new id gets a producer id and epoch 0; a
   known one the next epoch (fencing every older producer), or a fresh producer
@@ -30,8 +31,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
+from strom.broker.data.producer_ids import ProducerIdError
 from strom.broker.handlers.txn_common import for_version, txn_driver
+from strom.broker.security.authorization import allowed, allowed_on_some
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -54,34 +57,50 @@ async def handle(
         return _error(ErrorCode.INVALID_REQUEST)
     transactional_id = body.transactional_id
     if transactional_id is not None:
+        if not allowed(broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       transactional_id):  # fmt: skip
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not transactional_id:
             return _error(ErrorCode.INVALID_REQUEST)
         timeout = body.transaction_timeout_ms
         if timeout <= 0 or timeout > broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        driver = txn_driver(broker)
-        if driver is None:
-            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = await driver.ready(transactional_id)
-        if error:
-            return _error(error)
-        expected = None
-        if body.producer_id != NO_PRODUCER_ID:
-            expected = (body.producer_id, body.producer_epoch)
-        result = await driver.init_producer_id(transactional_id, timeout, expected)
-        if result.error:
-            return _error(for_version(result.error, API_KEY, request.api_version))
-        return InitProducerIdResponse(
-            error_code=ErrorCode.NONE,
-            producer_id=result.producer_id,
-            producer_epoch=result.producer_epoch,
-        )
+        return await _transactional(broker, request, body, transactional_id, timeout)
+    # KIP-679: idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    if not allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) and not (
+        allowed_on_some(broker, request, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
-        producer_id = await ProducerIdManager.of(broker).next_id()
+        producer_id = await broker.producer_ids.next_id()
     except ProducerIdError as exc:
         return _error(exc.error)
     return InitProducerIdResponse(
         error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
+    )
+
+
+async def _transactional(
+    broker: BrokerState,
+    request: RequestContext,
+    body: InitProducerIdRequest,
+    transactional_id: str,
+    timeout_ms: int,
+) -> InitProducerIdResponse:
+    driver = txn_driver(broker)
+    if driver is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error = await driver.ready(transactional_id)
+    if error:
+        return _error(error)
+    expected = None
+    if body.producer_id != NO_PRODUCER_ID:
+        expected = (body.producer_id, body.producer_epoch)
+    result = await driver.init_producer_id(transactional_id, timeout_ms, expected)
+    if result.error:
+        return _error(for_version(result.error, API_KEY, request.api_version))
+    return InitProducerIdResponse(
+        error_code=ErrorCode.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch
     )
 
 

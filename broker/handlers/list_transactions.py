@@ -6,7 +6,7 @@ Behavior:
   Kafka's names (names of no state are echoed in `unknown_state_filters` and match
   nothing), producer ids, and (v1) a duration, which keeps transactions open for longer
   than it (from their start; a negative duration is no filter). An expiring id is never
-  listed.
+  listed, nor one the principal may not DESCRIBE.
 - COORDINATOR_LOAD_IN_PROGRESS while a `__transaction_state` partition this broker leads is
   loading, COORDINATOR_NOT_AVAILABLE before the coordinator runs.
 
@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.handlers.txn_common import txn_driver
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.list_transactions import (
     ListTransactionsRequest,
@@ -48,5 +50,9 @@ async def handle(
         transaction_states=[
             ListTransactionsResponse.TransactionState(t.transactional_id, t.producer_id, t.state)
             for t in listing.transactions
+            if allowed(
+                broker, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                t.transactional_id,
+            )
         ],
     )

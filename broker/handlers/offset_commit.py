@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver, known_partitions
+from strom.broker.handlers.group_common import committable_partitions, group_driver
 from strom.coordinator.groups.api import CommitPartition, CommitRequest
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -51,7 +51,7 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     version = request.api_version
-    valid, errors = known_partitions(broker, body.topics)
+    valid, errors = committable_partitions(broker, request, body.group_id, body.topics)
     if valid:
         errors.update(await _commit(broker, body, version, valid))
     return OffsetCommitResponse(

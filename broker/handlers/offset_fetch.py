@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group, may_topic
 from strom.coordinator.groups.model import OffsetEntry
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -52,16 +53,22 @@ async def handle(
                 if group.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
-            error, fetched, unstable = _fetch(broker, group.group_id, wanted, body.require_stable)
+            error, fetched, refused, unstable = _fetch(
+                broker, request, group.group_id, wanted, body.require_stable
+            )
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=group.group_id, topics=_topics_v8(fetched, unstable), error_code=error
+                    group_id=group.group_id,
+                    topics=_topics_v8(fetched, refused, unstable),
+                    error_code=error,
                 )
             )
         return OffsetFetchResponse(groups=groups)
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, fetched, unstable = _fetch(broker, body.group_id, wanted, body.require_stable)
+    error, fetched, refused, unstable = _fetch(
+        broker, request, body.group_id, wanted, body.require_stable
+    )
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
@@ -70,10 +77,9 @@ async def handle(
                 name=name,
                 partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartition(
-                        p,
-                        *_values(None if (name, p) in unstable else entry),
-                        error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
-                        if (name, p) in unstable
+                        p, *_values(None if (name, p) in unstable else entry),
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                        else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable
                         else partition_error,
                     )
                     for p, entry in parts
@@ -87,20 +93,44 @@ async def handle(
 
 def _fetch(
     broker: BrokerState,
+    request: RequestContext,
     group_id: str,
     wanted: list[tuple[str, list[int]]] | None,
     require_stable: bool,
-) -> tuple[ErrorCode, Fetched, Unstable]:
+) -> tuple[ErrorCode, Fetched, set[str], Unstable]:
+    """(the group's error, the offsets, the named topics refused, the partitions whose offsets
+    a transaction still holds when `require_stable`). Topics it may not DESCRIBE are left out
+    of "all offsets"; named, their partitions carry TOPIC_AUTHORIZATION_FAILED and no offset,
+    in every version."""
+    if not may_group(broker, request, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _none(wanted), set(), set()
+    error, fetched = _fetch_authorized(broker, group_id, wanted)
+    driver = group_driver(broker)
+    unstable: Unstable = set()
+    if require_stable and not error and driver is not None:
+        unstable = driver.machine.unstable_offsets(group_id)
+    refused = {
+        name for name, _ in fetched if not may_topic(broker, request, AclOperation.DESCRIBE, name)
+    }
+    if wanted is None:
+        return error, [(n, parts) for n, parts in fetched if n not in refused], set(), unstable
+    return error, [
+        (n, [(p, None) for p, _ in parts] if n in refused else parts) for n, parts in fetched
+    ], refused, unstable
+
+
+def _fetch_authorized(
+    broker: BrokerState, group_id: str, wanted: list[tuple[str, list[int]]] | None
+) -> tuple[ErrorCode, Fetched]:
     driver = group_driver(broker)
     if driver is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted), set()
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, _none(wanted)
     if not group_id:
-        return ErrorCode.INVALID_GROUP_ID, _none(wanted), set()
+        return ErrorCode.INVALID_GROUP_ID, _none(wanted)
     error = driver.coordinator_error(group_id)
     if error:
-        return error, _none(wanted), set()
-    unstable = driver.machine.unstable_offsets(group_id) if require_stable else set()
-    return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted), unstable
+        return error, _none(wanted)
+    return ErrorCode.NONE, driver.machine.fetch_offsets(group_id, wanted)
 
 
 def _none(wanted: list[tuple[str, list[int]]] | None) -> Fetched:
@@ -114,17 +144,16 @@ def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
 
 
 def _topics_v8(
-    fetched: Fetched, unstable: Unstable
+    fetched: Fetched, refused: set[str], unstable: Unstable
 ) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     return [
         OffsetFetchResponse.OffsetFetchResponseTopics(
             name=name,
             partitions=[
                 OffsetFetchResponse.OffsetFetchResponsePartitions(
-                    p,
-                    *_values(None if (name, p) in unstable else entry),
-                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT
-                    if (name, p) in unstable
+                    p, *_values(None if (name, p) in unstable else entry),
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                    else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable
                     else ErrorCode.NONE,
                 )
                 for p, entry in parts

@@ -59,6 +59,8 @@ from strom.broker.data.append import (
     first_batch,
 )
 from strom.broker.data.txn_verify import Refused, verify_partitions
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
@@ -100,13 +102,25 @@ async def handle(
         if _is_transactional(p.records)
     }
     whole_error = _request_error(body, transactional)
+    if whole_error is None and body.transactional_id is not None and not allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        whole_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    may_write = {
+        t.name: allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        for t in body.topic_data
+    }
     verify = (
         version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
     )
     verified: dict[tuple[str, int], VerificationGuard | Refused] = {}
     if verify and whole_error is None and transactional and body.transactional_id is not None:
         verified = await verify_partitions(
-            broker, body.transactional_id, version, _first_batches(body, transactional)
+            broker,
+            broker.txn_verification,
+            body.transactional_id,
+            version,
+            _first_batches(body, transactional),
         )
     appended: list[tuple[str, list[AppendOutcome]]] = []
     for topic in body.topic_data:
@@ -114,6 +128,9 @@ async def handle(
         for data in topic.partition_data:
             if whole_error is not None:
                 outcomes.append(AppendOutcome(data.index, whole_error))
+                continue
+            if not may_write[topic.name]:
+                outcomes.append(AppendOutcome(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             outcomes.append(
                 await _one(
@@ -123,7 +140,9 @@ async def handle(
         appended.append((topic.name, outcomes))
     pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
     if pending:
-        await await_replication(broker, pending, body.timeout_ms)
+        await await_replication(
+            broker, broker.replication, broker.waiters, broker.min_isr, pending, body.timeout_ms
+        )
     responses = [
         TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
     ]
@@ -182,9 +201,17 @@ async def _one(
     if acks not in VALID_ACKS:
         return AppendOutcome(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
     return await append_partition(
-        broker, topic, data.index, batch, acks, request.client_id, verified
+        broker,
+        broker.replication,
+        broker.waiters,
+        broker.min_isr,
+        topic,
+        data.index,
+        batch,
+        acks,
+        request.client_id,
+        verified,
     )
-
 
 def _first_batches(
     body: ProduceRequest, transactional: dict[tuple[str, int], tuple[int, int]]

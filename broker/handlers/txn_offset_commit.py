@@ -12,8 +12,10 @@ Behavior:
   INVALID_TXN_STATE; v4 TRANSACTION_ABORTABLE); v5 (transactions v2) add it. Coordinator
   errors the client should retry are COORDINATOR_NOT_AVAILABLE (as Kafka's group
   coordinator normalizes them), a fenced producer INVALID_PRODUCER_EPOCH.
-- Partitions of unknown topics are UNKNOWN_TOPIC_OR_PARTITION and never reach the
-  coordinators. The group checks are Kafka's transactional ones: a missing group is created
+- Authorization first, as Kafka: WRITE on the transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED) and
+  on each topic (TOPIC_AUTHORIZATION_FAILED). Partitions of unknown topics are
+  UNKNOWN_TOPIC_OR_PARTITION and never reach the coordinators. The group checks are Kafka's transactional ones: a missing group is created
   for generation -1 and is ILLEGAL_GENERATION otherwise; given a member or a generation,
   UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID and ILLEGAL_GENERATION (a commit for a group in
   another generation); a rebalance in progress does not refuse it. Metadata longer than
@@ -30,11 +32,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.data.txn_verifier import verify_transaction
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
-from strom.broker.handlers.group_common import group_driver, known_partitions
+from strom.broker.handlers.group_common import committable_partitions, group_driver
 from strom.broker.handlers.txn_common import transactions_v2
+from strom.broker.security.authorization import allowed
 from strom.coordinator.groups.api import CommitPartition, TxnCommitRequest
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
@@ -63,7 +66,15 @@ Key = tuple[str, int]
 async def handle(
     broker: BrokerState, request: RequestContext, body: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
-    valid, errors = known_partitions(broker, body.topics)
+    valid: list[CommitPartition] = []
+    errors: dict[Key, ErrorCode]
+    if not allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        errors = {(t.name, p.partition_index): refused for t in body.topics for p in t.partitions}
+    else:
+        valid, errors = committable_partitions(broker, request, body.group_id, body.topics)
     if valid:
         errors.update(await _commit(broker, body, request.api_version, valid))
     return TxnOffsetCommitResponse(
@@ -117,8 +128,7 @@ async def _verify(
     if not add and not broker.config.transaction_partition_verification_enable:
         return ErrorCode.NONE
     key = (CONSUMER_OFFSETS, partition)
-    answer = await verify_transaction(
-        broker,
+    answer = await broker.txn_verifier.verify(
         body.transactional_id,
         body.producer_id,
         body.producer_epoch,

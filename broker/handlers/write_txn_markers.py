@@ -14,7 +14,9 @@ Behavior:
   TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the producer's last
   marker), KAFKA_STORAGE_ERROR. The coordinator retries the retriable ones.
 - The markers of one request are written concurrently; the response lists them in
-  request order.
+  request order. The sender needs CLUSTER_ACTION on the cluster (brokers, and
+  `kafka-transactions.sh abort` run by an administrator), else every partition is
+  CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes: only v1 (flexible) since Kafka 4.0 removed v0.
 """
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from strom.broker.data.txn_marker_channel import write_markers_here
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
@@ -46,11 +50,22 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     results: list[dict[tuple[str, int], ErrorCode]] = [{} for _ in body.markers]
+    if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        for index, marker in enumerate(body.markers):
+            results[index] = {
+                (t.name, p): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                for t in marker.topics
+                for p in t.partition_indexes
+            }
+        return _response(body, results)
 
     async def one(index: int, marker: WriteTxnMarkersRequest.WritableTxnMarker) -> None:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
         results[index] = await write_markers_here(
             broker,
+            broker.replication,
+            broker.waiters,
+            broker.min_isr,
             partitions,
             producer_id=marker.producer_id,
             producer_epoch=marker.producer_epoch,
@@ -61,6 +76,12 @@ async def handle(
     async with trio.open_nursery() as nursery:
         for index, marker in enumerate(body.markers):
             nursery.start_soon(one, index, marker)
+    return _response(body, results)
+
+
+def _response(
+    body: WriteTxnMarkersRequest, results: list[dict[tuple[str, int], ErrorCode]]
+) -> WriteTxnMarkersResponse:
     return WriteTxnMarkersResponse(
         markers=[
             Result(

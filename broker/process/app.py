@@ -20,12 +20,19 @@ from pathlib import Path
 
 import trio
 
-from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
-from strom.broker.data import txn_verifier
+from strom.broker.admin.forwarding import ForwardingTopicCreator
+from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver, transaction_driver
+from strom.broker.data.fetch_sessions import FetchSessionCache
+from strom.broker.data.lookup import MinIsrCache
+from strom.broker.data.producer_ids import ProducerIdManager
+from strom.broker.data.txn_verifier import CoordinatorVerifier
+from strom.broker.data.txn_verify import TransactionVerification
+from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
+from strom.broker.drivers.controller_forwarder import controller_forwarder
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
@@ -37,8 +44,15 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
-from strom.broker.state import BrokerState, wall_clock_ms
+from strom.broker.security.authorization import BrokerAuthorizer
+from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.oauth import JwksError
+from strom.broker.security.sasl_listeners import SaslListeners
+from strom.broker.security.tls import TlsConfigError
+from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
@@ -141,7 +155,7 @@ class Broker:
         finally:
             with trio.CancelScope(shield=True):
                 if self.state is not None:  # connections to the active controller, if any
-                    await close_forwarder(self.state)
+                    await self.state.forwarder.aclose()
                 await controller.close()
 
     async def _serve(
@@ -163,6 +177,15 @@ class Broker:
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
         quorum = controller if isinstance(controller, QuorumController) else None
+        try:  # before any socket is bound: a refusal here leaves nothing open
+            tls = ListenerTls(controller.image.broker_config_layers(config).effective())
+            sasl = SaslListeners(
+                config, lambda user, mechanism: controller.image.scram_credential(user, mechanism),
+                wall_clock_ms,
+            )  # fmt: skip
+            await sasl.load_keys()
+        except (TlsConfigError, JwksError) as exc:
+            raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
@@ -171,19 +194,29 @@ class Broker:
                 await controller.start(self.endpoints)
             except RegistrationError as exc:
                 raise StartupError(str(exc)) from exc
-        state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        forwarder = controller_forwarder(config, controller)
+        state = BrokerState(
+            config, config.node_id, controller.cluster_id, self.endpoints, controller, logs, forwarder
+        )
+        build_services(state)
         state.topic_creator = ForwardingTopicCreator(state)
+        state.tls = tls
+        if config.authorizer_class_name:
+            state.authorizer = BrokerAuthorizer(config)
+        controller.subscribe_deltas(partial(_reload_tls, state, tls))
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
         if quorum is None:
             await _follow(state, controller)
-        state.groups = group_driver(state)
+        state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
         await state.groups.load()
-        state.transactions = transaction_driver(state)
+        state.transactions = transaction_driver(
+            state, state.replication, state.waiters, state.min_isr, state.producer_ids
+        )
         await state.transactions.load()
-        txn_verifier.install(state)
-        server = Server(state)
+        state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
+        server = Server(state, tls, sasl)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
             package_version("strom"),
@@ -215,6 +248,8 @@ class Broker:
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
                     accepting.start_soon(_flush_loop, state)
+                    if sasl.validators:
+                        accepting.start_soon(sasl.refresh_keys)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
@@ -224,7 +259,7 @@ class Broker:
                     accepting.start_soon(state.transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
-                    accepting.start_soon(ReplicationManager.of(state).run)
+                    accepting.start_soon(state.replication.run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
                     if quorum is not None and _controlled_shutdown_wanted(config, quorum):
@@ -269,6 +304,18 @@ class Broker:
         return bound
 
 
+def build_services(state: BrokerState) -> None:
+    """The broker's services, each built once from `state` and handed down as its fields."""
+    state.replication = ReplicationManager(state)
+    state.waiters = DataWaiters()
+    state.replication.high_watermark_listeners.append(state.waiters.changed)
+    state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
+    state.min_isr = MinIsrCache()
+    state.producer_ids = ProducerIdManager(state)
+    state.txn_verification = TransactionVerification()
+    state.txn_verifier = CoordinatorVerifier(state)
+
+
 async def _follow(state: BrokerState, controller: MetadataController) -> None:
     """Follow the metadata from now on: open and delete logs, lead and follow partitions.
 
@@ -276,10 +323,19 @@ async def _follow(state: BrokerState, controller: MetadataController) -> None:
     with its registration (Kafka's brokers publish metadata only after the initial catch-up):
     the image replayed from its own metadata log at start may be far behind, and acting on it
     would delete logs of partitions created since, or lead a partition that has moved on.
-    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`ReplicationManager`'s
-    `followed`)."""
-    await follow_image(state, controller.image)
-    controller.subscribe(lambda image: follow_image(state, image))
+    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`BrokerCore.followed`)."""
+    await follow_image(state, state.replication, controller.image)
+    controller.subscribe(lambda image: follow_image(state, state.replication, image))
+    # after the logs and roles moved: a parked fetch woken by a new image sees them
+    controller.subscribe(lambda _image: state.waiters.wake_all())
+
+
+def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delta: MetadataDelta) -> None:
+    """Rebuild TLS contexts after a dynamic change of this broker's configs (even to the same
+    value: that is how a key store rewritten in place is reloaded, `strom.broker.security.listeners`)."""
+    own = (BROKER_RESOURCE, str(state.node_id))
+    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+        tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

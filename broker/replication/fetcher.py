@@ -43,6 +43,7 @@ import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
+from strom.broker.security.peer import PeerSecurity
 from strom.config.quorum import Address
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
@@ -52,7 +53,7 @@ from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResp
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.fetcher")
@@ -85,7 +86,7 @@ class FetchTarget:
 class Followed(Protocol):
     """What the fetchers read of the `ReplicationManager`: the partitions to follow."""
 
-    broker: BrokerState
+    broker: BrokerCore
     targets: dict[Key, FetchTarget]
     targets_changed: trio.Event
     high_watermark_listeners: list[Callable[[str, int], None]]
@@ -139,7 +140,12 @@ class LeaderFetcher:
 
     def _connect(self, address: Address) -> PeerConnection:
         if self._connection is None or self._connection.address != address:
-            self._connection = PeerConnection(address, f"broker-{self.broker.node_id}-fetcher")
+            config = self.broker.config
+            self._connection = PeerConnection(
+                address,
+                f"broker-{config.node_id}-fetcher",
+                PeerSecurity.to_brokers(config),
+            )
         return self._connection
 
     async def connection_close(self) -> None:

@@ -42,17 +42,19 @@ import errno
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import trio
 
+from strom.broker.security.sasl_client import SaslClient, SaslLoginError
 from strom.broker.testing.activated_child import BACKLOG, listening_socket, popen_activated
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
@@ -294,7 +296,16 @@ class ClusterProcess:
         start_timeout: float = 60.0,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+        client_sasl: tuple[str, str, str] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
+        self.client_ssl = client_ssl
+        """How the harness itself reaches client listeners that are TLS (None: plaintext)."""
+        self.client_sasl = client_sasl
+        """(mechanism, user, password) the harness authenticates with to SASL client listeners."""
+        self.format_args = tuple(format_args)
+        """More `strom format` arguments for every node (e.g. `--add-scram ...`)."""
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
         if not combined and (controllers < 1 or brokers < 1):
@@ -464,7 +475,9 @@ class ClusterProcess:
             live = [n for n in self.brokers if n.alive]
             wanted = {n.node_id for n in live}
             for node in live:
-                seen[node.node_id] = _listed_brokers(node.bootstrap)
+                seen[node.node_id] = _listed_brokers(
+                    node.bootstrap, self.client_ssl, self.client_sasl
+                )
             if all(seen[n.node_id] == wanted for n in live):
                 return
             if time.monotonic() >= deadline:
@@ -484,6 +497,7 @@ class ClusterProcess:
                 args += ["--override", f"{key}={value}"]
             for name, level in sorted(self.features.items()):
                 args += ["--feature", f"{name}={level}"]
+            args += self.format_args
             running.append((node, subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, env=child_environment(),
@@ -549,13 +563,19 @@ class ClusterProcess:
         self.close()
 
 
-def _listed_brokers(address: str) -> set[int] | str:
+def _listed_brokers(
+    address: str,
+    ssl_context: ssl.SSLContext | None = None,
+    sasl: tuple[str, str, str] | None = None,
+) -> set[int] | str:
     """The broker ids in this broker's Metadata answer (or why there is none)."""
 
     async def ask() -> set[int]:
         with trio.fail_after(5):
-            client = await KafkaClient.connect(address, "strom-cluster-harness")
+            client = await KafkaClient.connect(address, "strom-cluster-harness", ssl_context)
             try:
+                if sasl is not None:
+                    await client.login(SaslClient(*sasl))
                 response = await client.request(MetadataRequest(topics=[]), 12, MetadataResponse)
             finally:
                 await client.aclose()
@@ -563,8 +583,9 @@ def _listed_brokers(address: str) -> set[int] | str:
 
     try:
         return trio.run(ask)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError,
+            SaslLoginError) as exc:  # fmt: skip
+        return f"{type(exc).__name__}: {exc}"  # ssl.SSLError is an OSError
 
 
 def _ids(nodes: Iterable[int | ClusterNode]) -> list[int]:

@@ -16,7 +16,8 @@ A failed test that used `strom_cluster` gets every node's last log lines in its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping
+import ssl
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,9 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
         node_overrides: Mapping[int, Mapping[str, str]] | None = None,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+        client_sasl: tuple[str, str, str] | None = None,
+        format_args: Sequence[str] = (),
     ) -> ClusterProcess:
         cluster = ClusterProcess(
             tmp_path / f"cluster-{len(clusters)}",
@@ -63,6 +67,9 @@ def strom_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[St
             node_overrides=node_overrides,
             partitionable=partitionable,
             features=features,
+            client_ssl=client_ssl,
+            client_sasl=client_sasl,
+            format_args=format_args,
         )
         clusters.append(cluster)
         cluster.start()

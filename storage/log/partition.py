@@ -83,7 +83,6 @@ from strom.storage.log.validate import AppendOrigin, validate_records, validate_
 from strom.storage.log_errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.wire.errors import ErrorCode
 from strom.wire.records import (
-    HEADER_SIZE,
     BatchHeader,
     ControlType,
     EndTxnMarker,
@@ -512,28 +511,30 @@ class PartitionLog:
         `aborted` (read_committed): the result also lists the aborted transactions that
         overlap the batches read (`ReadResult.aborted_transactions`)."""
         with self._lock:
-            result = self._read(offset, max_bytes, min_one_batch, max_offset)
+            file, position, size = self._read(offset, max_bytes, min_one_batch, max_offset)
+            found = None
             if aborted:
-                result = self._with_aborted(result, offset)
-            return result
+                found = self._aborted_in(offset, file, position, size) if size else []
+            return ReadResult(
+                file,
+                position,
+                size,
+                self.log_start_offset,
+                self.log_end_offset,
+                self._high_watermark,
+                self.last_stable_offset,
+                found,
+            )
 
-    def _with_aborted(self, result: ReadResult, offset: int) -> ReadResult:
+    def _aborted_in(
+        self, offset: int, file: SegmentFile | None, position: int, size: int
+    ) -> list[AbortedTxn]:
         """Kafka's addAbortedTransactions: the aborted transactions overlapping [offset, the
         first offset after the batches read). Nothing to search (the usual case: no
         transaction was ever aborted from this segment on) costs no I/O."""
-        found: list[AbortedTxn] = []
-        if result.size and self._aborted_from(offset):
-            found = self._collect_aborted(offset, self._upper_bound(result))
-        return ReadResult(
-            result.file,
-            result.position,
-            result.size,
-            result.log_start_offset,
-            result.log_end_offset,
-            result.high_watermark,
-            result.last_stable_offset,
-            found,
-        )
+        if not self._aborted_from(offset):
+            return []
+        return self._collect_aborted(offset, self._upper_bound(offset, file, position + size))
 
     def _aborted_segment_list(self) -> list[LogSegment]:
         aborted = self._aborted_segments
@@ -568,22 +569,27 @@ class PartitionLog:
         with self._lock:
             return self._collect_aborted(offset, upper)
 
-    def _upper_bound(self, result: ReadResult) -> int:
-        """The offset after what `result` holds: the next batch's base offset in its segment,
-        else the next segment's base, else the log end (Kafka's fetchUpperBoundOffset)."""
+    def _upper_bound(self, offset: int, file: SegmentFile | None, end: int) -> int:
+        """Kafka's bound for the aborted transactions a read from `offset` that ended at byte
+        `end` of `file` reports (LocalLog.addAbortedTransactions): the offset of the first
+        offset-index entry at or after `end` in that segment, else the next segment's base,
+        else the log end. The index is sparse, so this may reach past the batches read (Kafka
+        reports those transactions too; a consumer ignores what it does not read)."""
         segments = self._segments
-        for i, segment in enumerate(segments):
-            if result.file is not None and segment.path == result.file.path:
-                end = result.position + result.size
-                if end < segment.size:
-                    head = os.pread(result.file.fd, HEADER_SIZE, end)
-                    return BatchHeader.parse(head).base_offset
-                return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
-        return self.log_end_offset
+        i = segment_index(segments, offset)
+        while i < len(segments) and (file is None or segments[i].path != file.path):
+            i += 1  # the read skipped segments the cleaner emptied past `offset`
+        if i == len(segments) or file is None:
+            return self.log_end_offset
+        bound = segments[i].offset_index.upper_bound_offset(end)
+        if bound is not None:
+            return bound
+        return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
 
     def _read(
         self, offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None
-    ) -> ReadResult:
+    ) -> tuple[SegmentFile | None, int, int]:
+        """(file, position, size) of the read (see `read`)."""
         start, end = self.log_start_offset, self.log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRange(offset, start, end)
@@ -605,19 +611,8 @@ class PartitionLog:
                 break
             stop_at = max(pos + max(max_bytes, 0), pos + header.size)
             size = segment.boundary_at_or_before(min(stop_at, bound), pos) - pos
-            return self._result(file, pos, size)
-        return self._result(None, 0, 0)
-
-    def _result(self, file: SegmentFile | None, position: int, size: int) -> ReadResult:
-        return ReadResult(
-            file,
-            position,
-            size,
-            self.log_start_offset,
-            self.log_end_offset,
-            self.high_watermark,
-            self.last_stable_offset,
-        )
+            return file, pos, size
+        return None, 0, 0
 
     # --- queries ---------------------------------------------------------------------------
 

@@ -117,19 +117,22 @@ class ProducerStateManager:
         return ProducerAppend(self, origin, transaction_version)
 
     def commit(self, append: ProducerAppend, high_watermark: int) -> list[tuple[CompletedTxn, int]]:
-        """Apply a checked append that was written: entries, then the transactions it began,
-        then those it ended, in order. Each ended one comes back with the last stable offset
-        right after it (what the aborted-transaction index records), computed before it is
-        completed, as Kafka does."""
+        """Apply a checked append that was written: entries, then the transactions it began
+        and ended, in log order. Each ended one comes back with the last stable offset right
+        after its marker (what the aborted-transaction index records). Kafka begins all of an
+        append's transactions before ending any, so a replica copying many batches at once
+        may record a later LSO than its leader did; in log order every replica records the
+        same."""
         self.entries.update(append.updated)
         for pid in append.transactional:
             self.verifications.pop(pid, None)
-        for pid, first in append.started:
-            self.txns.begin(pid, first)
         done = []
-        for txn in append.completed:
-            done.append((txn, self.txns.last_stable_offset_after(txn)))
-            self.txns.complete(txn, high_watermark)
+        for event in append.events:
+            if isinstance(event, CompletedTxn):
+                done.append((event, self.txns.last_stable_offset_after(event)))
+                self.txns.complete(event, high_watermark)
+            else:
+                self.txns.begin(*event)
         return done
 
     def replay(
@@ -272,10 +275,9 @@ class ProducerAppend:
         self._origin = origin
         self._transaction_version = transaction_version
         self.updated: dict[int, ProducerEntry] = {}
-        self.started: list[tuple[int, int]] = []
-        """(producer id, first offset) of the transactions this append begins."""
-        self.completed: list[CompletedTxn] = []
-        """Transactions this append's markers end, in order."""
+        self.events: list[tuple[int, int] | CompletedTxn] = []
+        """In log order: (producer id, first offset) of each transaction this append begins,
+        and each one its markers end."""
         self.transactional: set[int] = set()
         """Producers with a transactional batch here: their verification guard is spent."""
         self._staged: set[int] = set()
@@ -324,7 +326,7 @@ class ProducerAppend:
         self._staged.add(pid)
         entry.add(header, first_offset, header.last_offset_at(first_offset), timestamp)
         if open_before < 0 <= entry.current_txn_first_offset:
-            self.started.append((pid, first_offset))
+            self.events.append((pid, first_offset))
 
     def _add_marker(
         self,
@@ -346,7 +348,7 @@ class ProducerAppend:
             log.info("%s (replicated: kept)", message)
         first = entry.current_txn_first_offset
         if first >= 0:
-            self.completed.append(
+            self.events.append(
                 CompletedTxn(pid, first, offset, marker.control_type == ControlType.ABORT)
             )
         entry.end_txn(header.producer_epoch, marker.coordinator_epoch, timestamp)

@@ -17,8 +17,8 @@ from typing import cast
 import pytest
 import trio
 
-from strom.broker.admin.forwarding import ControllerForwarder
 from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.controller_forwarder import ControllerForwarder
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker

@@ -10,8 +10,9 @@ import pytest
 import trio
 import trio.testing
 
+from strom.broker.core_state import BrokerCore
 from strom.broker.data.txn_markers import write_txn_markers
-from strom.broker.data.txn_verify import TransactionVerification, VerifyRequest
+from strom.broker.data.txn_verify import VerifyRequest
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
@@ -43,7 +44,7 @@ async def broker(
     coordinator: the broker's own verifier (the coordinator's) is taken out, as before one is
     installed; a test that needs one installs its fake."""
     async with open_broker(tmp_path / "data", broker_overrides) as running:
-        TransactionVerification.of(state_of(running)).verifier = None
+        state_of(running).txn_verification.verifier = None
         yield running
 
 
@@ -68,6 +69,9 @@ async def end(
 ) -> ErrorCode:
     result = await write_txn_markers(
         state,
+        state.replication,
+        state.waiters,
+        state.min_isr,
         [("t", 0)],
         producer_id=pid,
         producer_epoch=epoch,
@@ -166,6 +170,9 @@ async def test_marker_errors(broker: EmbeddedBroker, client: KafkaClient) -> Non
     await create_topic(broker, "t")
     missing = await write_txn_markers(
         state,
+        state.replication,
+        state.waiters,
+        state.min_isr,
         [("nope", 0), ("t", 5)],
         producer_id=PID,
         producer_epoch=0,
@@ -190,6 +197,9 @@ async def test_markers_may_go_to_internal_topics(broker: EmbeddedBroker) -> None
     await create_topic(broker, "__consumer_offsets")
     result = await write_txn_markers(
         state,
+        state.replication,
+        state.waiters,
+        state.min_isr,
         [("__consumer_offsets", 0)],
         producer_id=PID,
         producer_epoch=0,
@@ -214,7 +224,7 @@ class FakeCoordinator:
         self.asked: list[VerifyRequest] = []
 
     async def __call__(
-        self, broker: BrokerState, request: VerifyRequest
+        self, broker: BrokerCore, request: VerifyRequest
     ) -> dict[tuple[str, int], ErrorCode]:
         self.asked.append(request)
         return dict.fromkeys(request.partitions, self.answer)
@@ -248,7 +258,7 @@ async def test_verification_hook(
     state = state_of(broker)
     await create_topic(broker, "t")
     coordinator = FakeCoordinator(answer)
-    TransactionVerification.of(state).verifier = coordinator
+    state.txn_verification.verifier = coordinator
     p = await txn_produce(client, [b"x"], 0, version=12)
     assert (p.error_code, p.error_message) == (error, message)
     [asked] = coordinator.asked
@@ -285,7 +295,7 @@ async def test_verification_is_skipped_when_disabled(tmp_path: object) -> None:
         state = state_of(broker)
         await create_topic(broker, "t")
         coordinator = FakeCoordinator(ErrorCode.INVALID_TXN_STATE)
-        TransactionVerification.of(state).verifier = coordinator
+        state.txn_verification.verifier = coordinator
         assert (await txn_produce(client, [b"x"], 0, version=11)).error_code == ErrorCode.NONE
         assert not coordinator.asked
         # Produce v12 is always verified (KIP-890 part 2 clients)

@@ -354,3 +354,15 @@ def test_retention_past_an_open_transaction_holds_the_lso_at_the_log_start(tmp_p
     assert log.last_stable_offset == log.log_start_offset
     assert log.producers()[0].current_txn_start_offset == 0  # the producer state stays
     assert log.expire_producers(clock.now + 10**9, 1) == 0  # an open transaction never expires
+
+
+def test_delete_records_past_an_open_transaction(log: PartitionLog) -> None:
+    first = txn(log, A, 0)
+    plain(log, 3)
+    assert log.delete_records_before(3) == 3  # below the high watermark: allowed, as in Kafka
+    assert log.last_stable_offset == 3  # the LSO waits at the log start
+    assert log.producers()[0].current_txn_start_offset == first
+    end = marker(log, A, commit=False)
+    assert log.last_stable_offset == end + 1
+    # the abort is still reported to a consumer reading from the new start
+    assert log.aborted_transactions(3, end + 1) == [AbortedTxn(A, first, end, end + 1)]
