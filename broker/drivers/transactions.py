@@ -79,6 +79,10 @@ class MarkerChannel(Protocol):
         leader unreachable: the send is tried again)."""
         ...
 
+    async def aclose(self) -> None:
+        """Close its connections (at shutdown)."""
+        ...
+
 
 NewProducerId = Callable[[], Awaitable[int | ErrorCode]]
 """A fresh producer id, or the error InitProducerId answers when none can be had."""

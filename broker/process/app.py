@@ -156,6 +156,9 @@ class Broker:
             with trio.CancelScope(shield=True):
                 if self.state is not None:  # connections to the active controller, if any
                     await self.state.forwarder.aclose()
+                    await self.state.txn_verifier.aclose()  # ... and to other brokers
+                    if self.state.transactions is not None:
+                        await self.state.transactions.markers.aclose()
                 await controller.close()
 
     async def _serve(
