@@ -23,10 +23,12 @@ from strom.config.config_error import ConfigError
 from strom.config.ignored import is_ignored
 from strom.config.keys import attr_name, check_fields, keys_of, setting
 from strom.config.listeners import (
+    METRICS_LISTENER_EXPECTED,
     SECURITY_PROTOCOLS,
     Listener,
     parse_listener_names,
     parse_listeners,
+    parse_metrics_listener,
     parse_protocol_map,
     split_list,
 )
@@ -99,6 +101,17 @@ GZIP_LEVEL = either(between(1, 9), exactly(-1))
 LZ4_LEVEL = between(1, 17)
 ZSTD_LEVEL = between(-131072, 22)
 
+
+
+def _valid_metrics_listener(value: str) -> bool:
+    try:
+        parse_metrics_listener(value)
+    except ConfigError:
+        return False
+    return True
+
+
+METRICS_LISTENER = Validator(METRICS_LISTENER_EXPECTED, _valid_metrics_listener)
 _PY_LEVELS = {"TRACE": 5, "WARN": logging.WARNING, "FATAL": logging.CRITICAL}
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
@@ -242,6 +255,14 @@ class BrokerConfig:
         "Strom's own: root log level (case-insensitive).",
         validator=one_of(*LOG_LEVELS, case_sensitive=False),
         dynamic=True,
+    )
+    metrics_listener: str = setting(
+        "metrics.listener",
+        ConfigType.STRING,
+        "",
+        "Strom's own: where to serve Prometheus metrics and the health checks over HTTP, as "
+        "http://host:port (empty host = all interfaces, port 0 = any free port); empty = off.",
+        validator=METRICS_LISTENER,
     )
 
     listeners: str = setting(
@@ -1374,6 +1395,11 @@ class BrokerConfig:
         """strom.log.level as a `logging` level number (TRACE is 5)."""
         name = self.strom_log_level.upper()
         return _PY_LEVELS.get(name) or logging.getLevelNamesMapping()[name]
+
+    @cached_property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """metrics.listener as (host, port); None when metrics are off."""
+        return parse_metrics_listener(self.metrics_listener)
 
     @cached_property
     def listener_endpoints(self) -> tuple[Listener, ...]:

@@ -38,6 +38,7 @@ from typing import Protocol
 import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.metrics.recorder import CommitLatency
 from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
@@ -137,6 +138,8 @@ class RaftDriver:
         self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
         self._peers_done: list[trio.Event] = []
         self._scope: trio.CancelScope | None = None
+        self.commit_latency = CommitLatency()
+        """Append-to-commit times of this node's proposals (raft-metrics commit-latency)."""
 
     @classmethod
     def from_config(
@@ -165,6 +168,8 @@ class RaftDriver:
         """Append entries as the leader: the offset of the first, None when not the leader."""
         core = self._running()
         first = core.propose(payloads, self.now())
+        if first is not None:
+            self.commit_latency.proposed(first + len(payloads) - 1)
         self._drain()
         return first
 
@@ -312,6 +317,7 @@ class RaftDriver:
                     self._writes.append(effect)
                     self._writes_ready.set()
                 case HighWatermark(offset):
+                    self.commit_latency.committed(offset)
                     self._apply_committed(core, offset)
                     self._notify()
                 case LeaderChange(epoch, leader_id):

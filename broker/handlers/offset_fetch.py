@@ -56,6 +56,8 @@ async def handle(
             error, fetched, refused, unstable = _fetch(
                 broker, request, group.group_id, wanted, body.require_stable
             )
+            if error == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+                fetched = []
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -69,6 +71,8 @@ async def handle(
     error, fetched, refused, unstable = _fetch(
         broker, request, body.group_id, wanted, body.require_stable
     )
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and request.api_version >= TOP_LEVEL_ERROR_VERSION:
+        fetched = []  # Kafka's answer: the top-level error alone, nothing about the topics
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(

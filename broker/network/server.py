@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
 from strom.broker.security.authorization import (
@@ -111,6 +113,13 @@ class Server:
             bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
         self.memory = request_memory_pool(bound)
         self.connections = 0
+        self.recording = config.metrics_endpoint is not None
+        """Record request metrics (only when something exports them: metrics.listener)."""
+        self.faults: FaultInjector | None = None
+        """Request fault injection, set only in a process a test harness started
+        (`strom.broker.network.faults`); None otherwise."""
+        self.connections_by_listener: dict[str, int] = {}
+        """Open connections per listener name (the metrics' connection-count)."""
         self._slot_freed = trio.lowlevel.ParkingLot()
 
     async def serve_listener(
@@ -144,10 +153,15 @@ class Server:
                 connections.start_soon(self._connection, stream, name)
 
     async def _connection(self, stream: trio.SocketStream, name: str) -> None:
+        by_listener = self.connections_by_listener
+        by_listener[name] = by_listener.get(name, 0) + 1
+        self.state.metrics.connections_created += 1
         try:
             await self.handle_stream(stream, name)
         finally:
             self.connections -= 1
+            by_listener[name] -= 1
+            self.state.metrics.connections_closed += 1
             self._slot_freed.unpark_all()
 
     def stop_accepting_requests(self) -> None:
@@ -197,6 +211,7 @@ class Server:
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
+        received = time.perf_counter()  # when the last bytes arrived: requests in them queue from then
         auth = None if self.sasl is None else self.sasl.authenticator(listener)
         if auth is not None:  # Kafka's bound on what an unauthenticated client may send
             conn.max_frame_size = min(conn.max_frame_size, config.sasl_server_max_receive_size)
@@ -221,6 +236,7 @@ class Server:
                             log.info("closing idle connection %d from %s", conn_id, host)
                         return
                     conn.receive_data(data)
+                    received = time.perf_counter()
                     continue
                 if event is CLOSED:
                     return
@@ -237,7 +253,9 @@ class Server:
                         continue
                 assert isinstance(event, Request | UnsupportedRequest)
                 throttled: list[int] = []
-                chunks = await self.dispatch(event, host, conn_id, listener, principal, throttled)
+                chunks = await self.dispatch(
+                    event, host, conn_id, listener, principal, throttled, received
+                )
                 if chunks is not None:
                     if not has_file_chunks(chunks):
                         await stream.send_all(b"".join(chunks))
@@ -308,10 +326,13 @@ class Server:
         listener: str,
         principal: KafkaPrincipal = ANONYMOUS,
         throttled: list[int] | None = None,
+        received: float | None = None,
     ) -> list[Any] | None:
         """Run the request's handler; return the response chunks, or None for no response.
         A client over its produce or fetch quota gets `throttle_time_ms` in the response, and
-        the milliseconds are appended to `throttled` (the caller mutes the connection)."""
+        the milliseconds are appended to `throttled` (the caller mutes the connection).
+        `received`: `time.perf_counter()` when the request's last bytes arrived (its queue time
+        for the metrics starts there)."""
         header = event.header
         key, version = header.request_api_key, header.request_api_version
         kind = listener_type(listener in self.state.config.controller_listeners)
@@ -340,8 +361,15 @@ class Server:
             refused = self._refusal(key, version, request)
             if refused is not None:
                 return encode_response(key, version, header.correlation_id, refused)
+        started = time.perf_counter()
         try:
-            response = await handler.handle(self.state, request, event.body)
+            if self.faults is None:
+                response = await handler.handle(self.state, request, event.body)
+            else:
+                response = await self.faults.handle(
+                    key, version, event.body, self._topic_of_id,
+                    lambda body: handler.handle(self.state, request, body),
+                )  # fmt: skip
         except ProtocolError:
             raise
         except Exception as exc:
@@ -355,10 +383,22 @@ class Server:
             log.debug("handler failure", exc_info=exc)
             if response is None:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        if self.recording:
+            self.state.metrics.record_request(
+                key, version, event.body, response,
+                (started - received) * 1000 if received is not None else 0.0,
+                (time.perf_counter() - (started if received is None else received)) * 1000,
+                self._topic_of_id,
+            )  # fmt: skip
         if response is None:
             return None
         chunks = encode_response(key, version, header.correlation_id, response)
-        if key in QUOTA_KEYS and self.state.image.client_quotas and isinstance(event, Request):
+        if (
+            key in QUOTA_KEYS
+            and kind == "broker"  # quotas are clients'; a controller listener's Fetch is Raft's
+            and isinstance(event, Request)
+            and self.state.image.client_quotas
+        ):
             throttle = self._quota_throttle(key, event, request, response, chunks)
             if throttle > 0:
                 response.throttle_time_ms = throttle  # type: ignore[attr-defined]
@@ -383,6 +423,10 @@ class Server:
             self.state.image.client_quotas, kind, request.principal.name,
             request.client_id or "", amount,
         )  # fmt: skip
+
+    def _topic_of_id(self, topic_id: Any) -> str | None:
+        topic = self.state.image.topic_by_id(topic_id)
+        return None if topic is None else topic.name
 
 
 def _cluster_refusal(

@@ -35,6 +35,7 @@ from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.controller_forwarder import controller_forwarder
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.server import Server
 from strom.broker.process import socket_activation
 from strom.broker.replication.partitions import (
@@ -89,6 +90,8 @@ class Broker:
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
         """What handlers see, once serving (tests reach the controller and logs through it)."""
+        self.metrics_address: str | None = None
+        """host:port of the bound metrics.listener, once serving (None: off)."""
         self.cleaner: LogCleaner | None = None
         """The log cleaner thread (strom.storage.cleaner.log_cleaner), once the logs are open."""
 
@@ -190,6 +193,11 @@ class Broker:
         except (TlsConfigError, JwksError) as exc:
             raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
+        metrics_sockets = await self._listen_metrics(config)
+        try:
+            faults = await FaultInjector.from_environment()
+        except OSError as exc:
+            raise StartupError(str(exc)) from exc
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         if quorum is None:
@@ -210,6 +218,11 @@ class Broker:
         if quorum is not None:
             state.raft = quorum.raft
         self.state = state
+        if "controller" in config.roles:
+            elections = state.metrics.elections
+            controller.subscribe_deltas(
+                lambda image, delta: elections.follow(image, delta, controller.is_active)
+            )
         if quorum is None:
             await _follow(state, controller)
         state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
@@ -220,12 +233,21 @@ class Broker:
         await state.transactions.load()
         state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
         server = Server(state, tls, sasl)
+        server.faults = faults
+        endpoint = None
+        if metrics_sockets:
+            from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
+
+            endpoint = MetricsEndpoint(state, server)
+        metrics_url = _metrics_url(metrics_sockets)
+        self.metrics_address = metrics_url.removeprefix("http://") or None
         log.info(
-            "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
+            "Strom %s started: node.id=%d listeners=%s log.dirs=%s%s",
             package_version("strom"),
             config.node_id,
             ",".join(b.url for b, _ in bound),
             ",".join(self.data_dirs),
+            f" metrics={metrics_url}" if metrics_url else "",
         )
         failure: RegistrationError | None = None
         async with trio.open_nursery() as connections:
@@ -240,6 +262,10 @@ class Broker:
                                 )
 
                 serve(controller_listeners=True)
+                if faults is not None:
+                    accepting.start_soon(faults.run)
+                if endpoint is not None:
+                    accepting.start_soon(endpoint.serve, metrics_sockets)
                 if quorum is not None:
                     await accepting.start(quorum.run)
                     try:
@@ -250,6 +276,13 @@ class Broker:
                         await _follow(state, controller)
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
+                    if endpoint is not None:
+                        endpoint.serving = True
+                    if "broker" in config.roles:
+                        # Kafka's BrokerLifecycleManager line, which tools wait for (e.g.
+                        # Testcontainers' KafkaContainer)
+                        log.info("The broker is unfenced and serving: Transitioning from "
+                                 "RECOVERY to RUNNING")  # fmt: skip
                     accepting.start_soon(_flush_loop, state)
                     if sasl.validators:
                         accepting.start_soon(sasl.refresh_keys)
@@ -276,6 +309,21 @@ class Broker:
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
         if failure is not None:
             raise StartupError(str(failure)) from failure
+
+    async def _listen_metrics(self, config: BrokerConfig) -> list[trio.SocketListener]:
+        """Bind metrics.listener, if set (before anything is served: a port in use stops
+        start-up like any listener's)."""
+        where = config.metrics_endpoint
+        if where is None:
+            return []
+        host, port = where
+        try:
+            return await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on metrics.listener={config.metrics_listener} ({exc.strerror}): "
+                "stop what uses the port or change metrics.listener"
+            ) from exc
 
     async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
         """Bind every listener, or adopt the socket activation passed for it."""
@@ -305,6 +353,14 @@ class Broker:
             port = sockets[0].socket.getsockname()[1]
             bound.append((lst._replace(port=port), sockets))
         return bound
+
+
+def _metrics_url(sockets: list[trio.SocketListener]) -> str:
+    """http://host:port of the bound metrics listener ("" when off)."""
+    if not sockets:
+        return ""
+    host, port = sockets[0].socket.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def build_services(state: BrokerState) -> None:

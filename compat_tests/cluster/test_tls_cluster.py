@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from strom.broker.testing.certs import PASSWORD, TlsFiles
 from strom.broker.testing.pytest_plugin import StartCluster
@@ -102,7 +102,7 @@ def test_three_nodes_over_sasl_ssl(strom_cluster: StartCluster, tmp_path: Path) 
     """Every node authenticates to every other (PLAIN to the controllers, SCRAM-SHA-512 between
     brokers, the brokers' user seeded by `strom format --add-scram`); a client's SCRAM user is
     added with AlterUserScramCredentials, then produces acks=all to 3 replicas and consumes."""
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    from confluent_kafka.admin import (
         ScramCredentialInfo,
         ScramMechanism,
         UserScramCredentialUpsertion,
