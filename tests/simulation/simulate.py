@@ -269,7 +269,8 @@ class Simulation:
         self.nemesis: Nemesis | None = None
 
     def _overrides(self) -> dict[str, str]:
-        return {
+        flush = {"log.flush.interval.messages": "1"} if self.scenario.flush_every_message else {}
+        return flush | {
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "1500",
             "replica.lag.time.max.ms": "10000",
@@ -304,7 +305,7 @@ class Simulation:
         view = clients.ClusterView("client", [n.bootstrap for n in self.cluster.nodes],
                                    random.Random(self.rng.getrandbits(64)))  # fmt: skip
         configs = {"min.insync.replicas": "2"}
-        if scenario.flush_every_message:
+        if scenario.flush_every_message:  # the internal topics too: the broker's default
             configs["flush.messages"] = "1"
         await clients.create_topic(view, TOPIC, scenario.partitions, 3, configs)
         while len([k for k in view.partitions if k[0] == TOPIC]) < scenario.partitions:

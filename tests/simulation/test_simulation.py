@@ -15,12 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SEEDS = int(os.environ.get("STROM_SIM_SEEDS", "8"))
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT = re.compile(r"^seed (\d+): (VALID|INVALID|ERROR)\b.*; trace ([0-9a-f]{32})$", re.M)
 
 
-def _simulate(*args: str, timeout: float = 280) -> subprocess.CompletedProcess[str]:
+def _simulate(*args: str, timeout: float = 840) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONHASHSEED="0")
     return subprocess.run(
         [sys.executable, "-m", "tests.simulation", *args],
@@ -37,6 +39,7 @@ def _verdicts(output: str) -> dict[int, tuple[str, str]]:
     return {int(seed): (verdict, digest) for seed, verdict, digest in VERDICT.findall(output)}
 
 
+@pytest.mark.timeout(900)  # a few CPU seconds a seed; a loaded machine stretches it
 def test_ci_seeds_keep_every_property() -> None:
     """Three real brokers under faults, seeds 0..SEEDS-1: no acknowledged write lost,
     duplicated or reordered, transactions atomic, replicas identical, live invariants kept."""
@@ -47,6 +50,7 @@ def test_ci_seeds_keep_every_property() -> None:
     assert all(v == "VALID" for v, _ in verdicts.values()), run.stdout
 
 
+@pytest.mark.timeout(900)  # a few CPU seconds a seed; a loaded machine stretches it
 def test_a_seed_replays_exactly() -> None:
     """Two runs of one seed, in two processes, are the same run: the hash over every traced
     event and every byte the network delivered is equal."""
@@ -58,6 +62,7 @@ def test_a_seed_replays_exactly() -> None:
     assert other[6][1] != a[5][1], "two seeds gave one trace: the hash says nothing"
 
 
+@pytest.mark.timeout(900)  # a few CPU seconds a seed; a loaded machine stretches it
 def test_a_planted_bug_is_caught_within_the_ci_budget() -> None:
     """With the high watermark moved by the leader alone (acks=all answered before the ISR has
     the records), a seed of the CI budget loses acknowledged writes, and the failing seed
