@@ -379,9 +379,9 @@ class Server:
                 self._topic_of_id,
             )  # fmt: skip
         chunks = None if response is None else encode_response(key, version, header.correlation_id, response)
-        quotas = self.state.image.client_quotas
         if kind != "broker" or not isinstance(event, Request):
             return chunks  # quotas are clients'; a controller listener's requests are the cluster's
+        quotas = self.state.image.client_quotas
         if quotas is not self._quotas_seen:
             self._quotas_seen = quotas
             if has_quota(quotas, REQUEST):
