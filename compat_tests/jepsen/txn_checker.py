@@ -160,6 +160,7 @@ class TxnReport:
     """Edge kind -> how many the graph holds."""
     cycles: list[Cycle] = field(default_factory=list)
     group_offsets: list[str] = field(default_factory=list)
+    groups_checked: int = 0
     final_incomplete: bool = False
     end_offsets: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
@@ -278,6 +279,7 @@ def check(history: TxnHistory, *, strict: bool = False) -> TxnReport:
         report.edges[kind] = report.edges.get(kind, 0) + 1
     report.cycles = _cycles(edges, txns, strict)
     report.group_offsets = _group_offsets(history)
+    report.groups_checked = len(history.group_offsets or {})
     return report
 
 
@@ -492,6 +494,8 @@ def summary(report: TxnReport, *, limit: int = 5) -> str:
         "dependency graph: " + (", ".join(f"{k} {n}" for k, n in sorted(report.edges.items()))
                                 or "no edges"),
     ]  # fmt: skip
+    if report.groups_checked:
+        lines.append(f"transactional group offsets checked: {report.groups_checked} groups")
     allowed = [c for c in report.cycles if c.allowed]
     if allowed:
         lines.append(
