@@ -70,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumer-debug", default="", metavar="CONTEXTS",
                         help="librdkafka debug contexts for the live consumer, e.g. "
                         "fetch,topic,metadata,broker; logged to live-consumer.log in --keep")  # fmt: skip
+    parser.add_argument("--producer-debug", action="store_true",
+                        help="txn: librdkafka's eos,msg,protocol debug log of each worker's "
+                        "producer, to txn-worker-N.log in --keep")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.producer_debug and not args.keep:
+        parser.error("--producer-debug needs --keep (where its logs go)")
     if args.workload == "txn":
         return txn_main(args)
     args.mix = args.mix or "hard"
@@ -120,6 +125,7 @@ def txn_main(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
     opts = TxnOptions(seed=seed, faults=args.faults, mix=args.mix or "txn",
                       duration=args.duration, strict=args.strict,
+                      debug_dir=args.keep if args.producer_debug else None,
                       partitions=args.partitions if args.partitions != Options.partitions
                       else TxnOptions.partitions)  # fmt: skip
     print(describe_txn_plan(opts, txn_plan_of(opts)) + f"\n  ({ELR}={args.elr})")

@@ -12,6 +12,7 @@ schedule; the long mode is `python -m compat_tests.jepsen --workload txn --fault
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +27,11 @@ kill -9 of the coordinator, then a leader and the coordinator killed at once."""
 
 
 @pytest.mark.timeout(600)
-def test_transactions_survive_coordinator_and_leader_faults(strom_cluster: StartCluster) -> None:
-    opts = TxnOptions(seed=int(os.environ.get("STROM_JEPSEN_SEED", str(SEED))), faults=5)
+def test_transactions_survive_coordinator_and_leader_faults(
+    strom_cluster: StartCluster, tmp_path: Path
+) -> None:
+    seed = int(os.environ.get("STROM_JEPSEN_SEED", str(SEED)))
+    opts = TxnOptions(seed=seed, faults=5, debug_dir=tmp_path)  # a stuck worker shows its log
     cluster = strom_cluster(**cluster_settings())
     result = run(cluster, opts)
     report = check(result.history)

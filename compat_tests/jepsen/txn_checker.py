@@ -32,6 +32,8 @@ Violations:
 - group offsets: the offsets a worker's group holds at the end are not those the last
   committed transaction sent (or a later one of unknown outcome): an aborted transaction's
   offsets became visible, or a committed one's were lost.
+- stuck workers: a transactional call that never returned once the load stopped (the calls
+  have timeouts and the retries a deadline: a client hung on the cluster).
 - final read incomplete; replica divergence (as in the queue checker).
 
 Kafka does not isolate the writes of concurrent transactions: two producers writing the same
@@ -109,6 +111,9 @@ class TxnHistory:
     group_offsets: dict[int, dict[int, int]] | None = None
     """Worker -> the offsets its group held at the end (None: not asked)."""
     consumer_errors: dict[str, int] = field(default_factory=dict)
+    stuck: list[str] = field(default_factory=list)
+    """Workers whose transactional call never returned after the load stopped (liveness, judged:
+    a client hung on the cluster)."""
     replicas_divergent: list[str] = field(default_factory=list)
     replicas_behind: list[str] = field(default_factory=list)
     replicas_compared: dict[int, int] = field(default_factory=dict)
@@ -161,6 +166,7 @@ class TxnReport:
     cycles: list[Cycle] = field(default_factory=list)
     group_offsets: list[str] = field(default_factory=list)
     groups_checked: int = 0
+    stuck: list[str] = field(default_factory=list)
     final_incomplete: bool = False
     end_offsets: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
@@ -186,6 +192,7 @@ class TxnReport:
             "G0": len(self.judged("G0")),
             "G1c": len(self.judged("G1c")),
             "group offsets": len(self.group_offsets),
+            "stuck workers": len(self.stuck),
             "final read incomplete": int(self.final_incomplete),
             "replica divergence": len(self.replicas_divergent),
         }
@@ -200,6 +207,7 @@ def check(history: TxnHistory, *, strict: bool = False) -> TxnReport:
     report = TxnReport(end_offsets=dict(history.end_offsets))
     report.final_incomplete = not history.final_complete
     report.consumer_errors = dict(history.consumer_errors)
+    report.stuck = list(history.stuck)
     report.replicas_divergent = list(history.replicas_divergent)
     report.replicas_behind = list(history.replicas_behind)
     report.replicas_compared = dict(history.replicas_compared)
@@ -536,6 +544,8 @@ def summary(report: TxnReport, *, limit: int = 5) -> str:
             lines.append(f"{kind} {len(judged)}: " + examples([c.describe() for c in judged]))
     if report.group_offsets:
         lines.append(f"GROUP OFFSETS {len(report.group_offsets)}: {examples(report.group_offsets)}")
+    if report.stuck:
+        lines.append(f"STUCK WORKERS {len(report.stuck)}: {examples(report.stuck)}")
     if report.final_incomplete:
         lines.append("FINAL READ INCOMPLETE: it did not reach every end offset in time")
     if report.replicas_compared:

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -47,7 +48,7 @@ from compat_tests.jepsen.faults import TXN_STATE, Injector, leader_of
 from compat_tests.jepsen.nemesis import Fault, Mix, schedule
 from compat_tests.jepsen.replicas import compare
 from compat_tests.jepsen.txn_checker import FINAL, Txn, TxnHistory, TxnRead, TxnSend
-from compat_tests.jepsen.workload import ELR, TIMEOUTS, _heal_all, _Worker
+from compat_tests.jepsen.workload import ELR, TIMEOUTS, _debug_logger, _heal_all, _Worker
 from strom.broker.testing.cluster import ClusterProcess
 
 TOPIC = "jepsen-txn"
@@ -92,6 +93,11 @@ class TxnOptions:
     last stable offset until its timeout aborts it."""
     strict: bool = False
     """Judge every write cycle (the checker's `strict`)."""
+    stuck_after: float = 240.0
+    """Seconds the workers get to finish once the load stops: a transactional call that
+    outlives them (its own timeout and the retries are 90 s) is reported as stuck."""
+    debug_dir: Path | None = None
+    """Where each worker's producer writes librdkafka's eos,msg,protocol debug log."""
 
 
 @dataclass
@@ -120,6 +126,10 @@ class _TxnWorker(_Worker):
         self.consumer_errors: dict[str, int] = {}
         self.replaced = 0
         self.fatal_errors: list[str] = []
+        self.retried: dict[str, int] = {}
+        """Retriable errors of transactional calls, by "call: NAME"."""
+        self.doing = ""
+        """The transactional call under way and since when (what a stuck worker waits for)."""
 
     @property
     def group(self) -> str:
@@ -163,19 +173,26 @@ class _TxnWorker(_Worker):
     def _producer(self) -> Producer | None:
         """A new transactional producer, initialised (fencing any previous instance)."""
         while not self.stop.is_set():
+            extra: dict[str, Any] = {}
+            if self.opts.debug_dir is not None:
+                extra = {"debug": "eos,msg,protocol", "log_level": 7, "logger": _debug_logger(
+                    self.opts.debug_dir / f"txn-worker-{self.index}.log", self.began)}  # fmt: skip
             producer = ck.producer(self.bootstrap, **{
                 "transactional.id": f"jepsen-txn-{self.index}",
                 "transaction.timeout.ms": self.opts.transaction_timeout_ms,
                 "linger.ms": 2, "client.id": f"jepsen-txn-{self.index}", "log_level": 2,
+                **extra,
             })  # fmt: skip
             deadline = Deadline(self.opts.commit_timeout)
             while True:
                 try:
+                    self.doing = f"init_transactions since t+{self.now():.1f}s"
                     producer.init_transactions(10)
                     return producer
                 except KafkaException as exc:
                     error = exc.args[0]
                     if error.retriable() and not deadline.expired and not self.stop.is_set():
+                        self._count("init_transactions", error)
                         continue
                     self.fatal_errors.append(f"init_transactions: {_name(error)}")
                     self._drop(producer)
@@ -224,28 +241,35 @@ class _TxnWorker(_Worker):
             offsets = [tp for tp in positions if tp.offset >= 0]
             txn.offsets = {tp.partition: tp.offset for tp in offsets}
             if offsets:
-                self._retrying(lambda: producer.send_offsets_to_transaction(
+                self._retrying("send_offsets_to_transaction", lambda: producer.send_offsets_to_transaction(
                     offsets, consumer.consumer_group_metadata(), 10))  # fmt: skip
             if txn.intent == "abort":
-                self._retrying(lambda: producer.abort_transaction(10))
+                self._retrying("abort_transaction", lambda: producer.abort_transaction(10))
                 txn.outcome, txn.finished = "aborted", self.now()
                 return True
-            self._retrying(lambda: producer.commit_transaction(10))
+            self._retrying("commit_transaction", lambda: producer.commit_transaction(10))
             txn.outcome, txn.finished = "committed", self.now()
             return True
         except KafkaException as exc:
             return self._failed(txn, exc, committing=txn.intent == "commit", producer=producer)
 
-    def _retrying(self, call: Callable[[], object]) -> None:
+    def _retrying(self, what: str, call: Callable[[], object]) -> None:
         """A transactional call, repeated while librdkafka calls its error retriable."""
         deadline = Deadline(self.opts.commit_timeout)
+        self.doing = f"{what} since t+{self.now():.1f}s"
         while True:
             try:
                 call()
+                self.doing = ""
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or deadline.expired:
                     raise
+                self._count(what, exc.args[0])
+
+    def _count(self, what: str, error: Any) -> None:
+        name = f"{what}: {_name(error)}"
+        self.retried[name] = self.retried.get(name, 0) + 1
 
     def _failed(self, txn: Txn, exc: KafkaException, *, committing: bool,
                 producer: Producer | None = None) -> bool:  # fmt: skip
@@ -256,7 +280,7 @@ class _TxnWorker(_Worker):
         txn.error = _name(error)
         if producer is not None and error.txn_requires_abort():
             try:
-                self._retrying(lambda: producer.abort_transaction(10))
+                self._retrying("abort_transaction", lambda: producer.abort_transaction(10))
                 txn.outcome, txn.finished = "aborted", self.now()
                 return True
             except KafkaException as again:
@@ -342,19 +366,32 @@ def run(cluster: ClusterProcess, opts: TxnOptions, say: Callable[[str], None] = 
         finally:
             log("load stops")
             stop.set()
+            deadline = Deadline(opts.stuck_after)
             for worker in workers:
-                worker.join()
+                while worker.is_alive() and not deadline.expired:
+                    worker.join(min(30.0, max(0.1, deadline.remaining)))
+                    if worker.is_alive():
+                        log(f"worker {worker.index} still busy: {worker.doing}")
     for worker in workers:
-        worker.join_checked()
+        if worker.is_alive():  # its history so far is judged; its open transaction pending
+            stuck = (f"worker {worker.index} stuck in {worker.doing} ({opts.stuck_after:.0f}s "
+                     f"after the load stopped; retried {worker.retried or 'nothing'})")  # fmt: skip
+            out.history.stuck.append(stuck)
+            log(stuck)
+            if opts.debug_dir is not None:
+                tail = (opts.debug_dir / f"txn-worker-{worker.index}.log").read_text()
+                log("its producer's last debug lines:\n" + "\n".join(tail.splitlines()[-40:]))
+        else:
+            worker.join_checked()
         committed = sum(t.outcome == "committed" for t in worker.txns)
         log(f"worker {worker.index}: {len(worker.txns)} transactions, {committed} committed, "
-            f"producer replaced {worker.replaced}x")  # fmt: skip
+            f"producer replaced {worker.replaced}x; retried {worker.retried or 'nothing'}")  # fmt: skip
         for fatal in worker.fatal_errors[:10]:
             log(f"worker {worker.index}: {fatal}")
     out.replaced = sum(w.replaced for w in workers)
     history = out.history
-    history.txns = [t for w in workers for t in w.txns]
-    history.reads = [r for w in workers for r in w.reads]
+    history.txns = [t for w in workers for t in list(w.txns)]
+    history.reads = [r for w in workers for r in list(w.reads)]
     for w in workers:
         for name, n in w.consumer_errors.items():
             history.consumer_errors[f"w{w.index} {name}"] = n
