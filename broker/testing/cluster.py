@@ -113,6 +113,9 @@ class ClusterNode:
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
         """The node's last log lines, across restarts."""
+        self.watchers: list[Callable[[int, str], None]] = []
+        """Each sees every log line (node id, line), from the reader thread: for a run longer
+        than `output` keeps."""
         self.starts = 0
         self.metrics_address = ""
         """host:port of the node's metrics listener (with `metrics.listener` set), once up."""
@@ -209,6 +212,8 @@ class ClusterNode:
         for raw in process.stderr:
             line = raw.rstrip("\n")
             self.output.append(line)
+            for watcher in self.watchers:
+                watcher(self.node_id, line)
             if not started.is_set() and _STARTED.search(line):
                 metrics = _METRICS.search(line)
                 self.metrics_address = metrics.group("address") if metrics else ""

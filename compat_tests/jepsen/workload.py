@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -266,6 +267,41 @@ class _LiveConsumer(_Worker):
             consumer.close()
 
 
+_EVENTS = [
+    ("fencings", re.compile(r"fenced broker \d+: its session timed out")),
+    ("ISR shrinks", re.compile(r"jepsen-queue-\d+: proposing ISR \[([\d, ]*)\] \(committed \[([\d, ]*)\]\)")),
+    ("leaderships", re.compile(r"leading jepsen-queue-\d+ in epoch")),
+    ("truncations of a divergent tail", re.compile(r"jepsen-queue-\d+ diverges from leader")),
+    ("unclean elections", re.compile(r"jepsen-queue-\d+: elected uncleanly")),
+]  # fmt: skip
+
+
+class EventTally:
+    """Counts what the faults made the cluster do, from every node's log lines: brokers fenced
+    by their lease, ISR shrinks proposed, leaderships of the queue topic taken, divergent tails
+    truncated (a zombie leader's return), unclean elections."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {name: 0 for name, _ in _EVENTS}
+        self._lock = threading.Lock()
+
+    def __call__(self, node_id: int, line: str) -> None:
+        for name, pattern in _EVENTS:
+            found = pattern.search(line)
+            if found is None:
+                continue
+            if name == "ISR shrinks" and not _shrinks(found.group(1), found.group(2)):
+                continue
+            with self._lock:
+                self.counts[name] = self.counts.get(name, 0) + 1
+
+
+def _shrinks(proposed: str, committed: str) -> bool:
+    return len([b for b in proposed.split(",") if b.strip()]) < len(
+        [b for b in committed.split(",") if b.strip()]
+    )
+
+
 def _debug_logger(path: Path, began: float) -> logging.Logger:
     """A logger writing librdkafka's debug lines to `path`, each stamped with the seconds since
     the load began (the run log's clock)."""
@@ -354,6 +390,9 @@ def run(
         thread.began = load_began
         thread.start()
     injector = Injector(cluster, TOPIC, opts.seed, log)
+    tally = EventTally()
+    for node in cluster.nodes:
+        node.watchers.append(tally)
     try:
         try:
             if nemesis is not None:
@@ -391,6 +430,9 @@ def run(
         out.history.replicas_divergent = checked.divergent
         out.history.replicas_behind = checked.behind
         out.history.replicas_compared = checked.compared
+    for node in cluster.nodes:
+        node.watchers.remove(tally)
+    out.history.events = dict(tally.counts)
     out.seconds = time.monotonic() - begun
     return out
 
