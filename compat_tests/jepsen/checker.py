@@ -87,6 +87,8 @@ class History:
     """Partition -> batches compared across the replicas (empty: not compared)."""
     events: dict[str, int] = field(default_factory=dict)
     """What the faults made the cluster do (`workload.EventTally`): fencings, ISR shrinks..."""
+    duplicate_batches: list[str] = field(default_factory=list)
+    """The batch headers of the first duplicated values' copies (who wrote each)."""
 
 
 @dataclass
@@ -137,6 +139,7 @@ class Report:
     replicas_behind: list[str] = field(default_factory=list)
     replicas_compared: dict[int, int] = field(default_factory=dict)
     events: dict[str, int] = field(default_factory=dict)
+    duplicate_batches: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> dict[str, int]:
@@ -241,6 +244,7 @@ def check(history: History) -> Report:
     report.replicas_behind = list(history.replicas_behind)
     report.replicas_compared = dict(history.replicas_compared)
     report.events = dict(history.events)
+    report.duplicate_batches = list(history.duplicate_batches)
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
     return report
@@ -373,6 +377,7 @@ def summary(report: Report, *, limit: int = 5) -> str:
     if report.duplicated:
         lines.append(f"DUPLICATED {len(report.duplicated)}: " + examples(
             [f"{v}@{w}" for v, w in report.duplicated.items()]))  # fmt: skip
+        lines.extend(f"  copy {line}" for line in report.duplicate_batches)
     if report.reordered:
         lines.append(f"REORDERED {len(report.reordered)}: " + examples(
             [f"{a} before {b} (producer {p}, p{q})" for p, q, a, b in report.reordered]))  # fmt: skip

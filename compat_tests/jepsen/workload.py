@@ -39,6 +39,7 @@ from confluent_kafka import (
 from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline
+from compat_tests.jepsen.batches import batches_with
 from compat_tests.jepsen.checker import History, Outcome, Read, Send
 from compat_tests.jepsen.faults import Injector, leader_of
 from compat_tests.jepsen.nemesis import Fault, Mix, schedule
@@ -433,7 +434,29 @@ def run(
     for node in cluster.nodes:
         node.watchers.remove(tally)
     out.history.events = dict(tally.counts)
+    out.history.duplicate_batches = _duplicate_evidence(cluster, out.history)
     out.seconds = time.monotonic() - begun
+    return out
+
+
+def _duplicate_evidence(cluster: ClusterProcess, history: History, most: int = 3) -> list[str]:
+    """For the first values the final read found twice: the batch headers of every copy on
+    one broker (who wrote each copy: leader epoch, producer id and epoch, sequence), the
+    evidence `batches.py` gives on a kept run."""
+    where: dict[str, set[tuple[int, int]]] = {}
+    for read in history.reads:
+        if read.phase == "final":
+            where.setdefault(read.value, set()).add((read.partition, read.offset))
+    twice = sorted(v for v, at in where.items() if len(at) > 1)[:most]
+    if not twice:
+        return []
+    node = cluster.brokers[0]
+    out = []
+    for value in twice:
+        partition = min(where[value])[0]
+        for segment in sorted((node.data_dir / "data" / f"{TOPIC}-{partition}").glob("*.log")):
+            for info in batches_with(segment.read_bytes(), [value], f"node {node.node_id}"):
+                out.append(f"{value}: {info.describe()}")
     return out
 
 
