@@ -15,11 +15,14 @@ Its folders and modules, by floor, top down (imports only go down; pyproject.tom
 - `replication/`: this broker's partitions kept in step with the metadata image; leaders,
   followers, the ISR and the high watermark.
 - `admin/`: the broker's half of admin requests (configs, loggers, forwarding, broker lists).
-- `core.py`: `BrokerCore`, what the floors above build on: identity, configuration, the
+- `core_state.py`: `BrokerCore`, what the floors above build on: identity, configuration, the
   controller and its metadata image, the logs, the forwarder to the active controller.
 - `drivers/`: the trio drivers that host the pure state machines of `strom.coordinator`
   (the controller, Raft and the group coordinator): they feed them requests, time and
   durability, on narrow interfaces.
+- `security/`: TLS contexts from the ssl.* keys and the listeners' TLS (handshake, reloads),
+  SASL (mechanisms, the connection's authenticator, the client side), principals, ACL
+  decisions.
 
 May import everything below it: `strom.coordinator`, `strom.storage`, `strom.config`,
 `strom.wire`. Nothing imports `strom.broker`.

@@ -27,7 +27,7 @@ import random
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
 
 NO_CONTROLLER = -1

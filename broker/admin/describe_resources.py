@@ -33,7 +33,7 @@ from strom.coordinator.metadata.image import BROKER_RESOURCE
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 
 class ResourceError(Exception):

@@ -11,7 +11,7 @@ from strom.coordinator.controller.liveness import Leadership, partition_leadersh
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage
 
 

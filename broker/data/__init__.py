@@ -10,7 +10,7 @@ reading partitions within the request's limits (`fetch_read`), incremental fetch
 Below the handlers and `strom.broker.state`: a function here takes this node's
 `BrokerCore` and, explicitly, the services it uses (the `ReplicationManager`, `DataWaiters`,
 `MinIsrCache`), which the broker process builds once at start-up. May import
-`strom.broker.replication`, `strom.broker.admin`, `strom.broker.core` and
+`strom.broker.replication`, `strom.broker.admin`, `strom.broker.core_state` and
 `strom.broker.drivers`, and the layers below the broker (the `broker-floors` contract in
 pyproject.toml).
 """

@@ -46,7 +46,7 @@ from strom.wire.records import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import PartitionImage
     from strom.wire.message import Records
 
@@ -185,7 +185,7 @@ async def append_partition(
     leadership = replication.leader_appended((topic, index))
     if not result.duplicate:
         waiters.changed(topic, index)
-        if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
+        if log.flush_owed():
             try:
                 await trio.to_thread.run_sync(log.flush)
             except KafkaStorageError:

@@ -7,7 +7,7 @@ first batch (KIP-74), so a consumer never gets stuck behind a batch larger
 than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
 long-polling fetch can re-check cheaply. A range of SENDFILE_MIN_BYTES or more
 is never copied: the response carries it as a `FileChunk` and the server sends
-it with `os.sendfile` straight from the page cache (`broker/send.py`); smaller
+it with `os.sendfile` straight from the page cache (`broker/network/send.py`); smaller
 ranges are copied when the response is built, which costs fewer syscalls than
 splitting the response around them. A partition of
 a topic with compression.type=zstd answers UNSUPPORTED_COMPRESSION_TYPE to
@@ -24,6 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -41,7 +42,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 
@@ -162,8 +163,10 @@ def read_partitions(
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
+    partition of a topic `authorized` refuses is TOPIC_AUTHORIZATION_FAILED, unread; a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
     watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
@@ -173,7 +176,7 @@ def read_partitions(
     for part in parts:
         read = _read_one(
             broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
-            replica,
+            replica, authorized,
         )  # fmt: skip
         if read.size > 0:
             min_one = False
@@ -200,10 +203,13 @@ def _read_one(
     min_one: bool,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
         return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
+    if authorized is not None and not authorized(name):
+        return PartitionRead(part, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, readable=False)
     if image.partition(name, part.partition) is None:
         return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
     consumer = replica if isinstance(replica, Consumer) else None

@@ -24,7 +24,7 @@ from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage
     from strom.storage import PartitionLog
 

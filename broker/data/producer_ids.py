@@ -24,13 +24,9 @@ import trio
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.coordinator.controller.result import ControllerError
 from strom.wire.errors import ErrorCode
-from strom.wire.messages.allocate_producer_ids import (
-    AllocateProducerIdsRequest,
-    AllocateProducerIdsResponse,
-)
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 log = logging.getLogger("strom.producer_ids")
 
@@ -83,6 +79,12 @@ class ProducerIdManager:
 
     async def _ask_active_controller(self) -> tuple[int, int]:
         """AllocateProducerIds to the active controller; ControllerError for its refusal."""
+        # the message classes load on first use, as the handlers' do (start-up stays lean)
+        from strom.wire.messages.allocate_producer_ids import (
+            AllocateProducerIdsRequest,
+            AllocateProducerIdsResponse,
+        )
+
         controller = self._broker.controller
         request = AllocateProducerIdsRequest(
             broker_id=self._broker.node_id, broker_epoch=controller.broker_epoch

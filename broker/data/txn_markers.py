@@ -43,7 +43,7 @@ from strom.storage import KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 Key = tuple[str, int]
 

@@ -36,7 +36,7 @@ from strom.storage.log.producer_state import SENTINEL, VerificationGuard
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
 
 Key = tuple[str, int]
 

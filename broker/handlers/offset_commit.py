@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.broker.handlers.group_common import committable_partitions, group_driver
 from strom.coordinator.groups.api import CommitPartition, CommitRequest
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
@@ -51,22 +51,7 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     version = request.api_version
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid: list[CommitPartition] = []
-    for topic in body.topics:
-        for p in topic.partitions:
-            if partition_exists(broker, topic.name, p.partition_index):
-                valid.append(
-                    CommitPartition(
-                        topic.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata,
-                    )
-                )
-            else:
-                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    valid, errors = committable_partitions(broker, request, body.group_id, body.topics)
     if valid:
         errors.update(await _commit(broker, body, version, valid))
     return OffsetCommitResponse(

@@ -5,6 +5,6 @@
 ISR and the high watermark of the partitions led here and proposes ISR changes with
 AlterPartition; `fetcher` copies followed partitions from their leaders; `replica_set`,
 `read_replica` and `divergence` are the rules they apply. Below the data path; may import
-`strom.broker.admin`, `strom.broker.core` and `strom.broker.drivers` (pyproject.toml's
+`strom.broker.admin`, `strom.broker.core_state` and `strom.broker.drivers` (pyproject.toml's
 `broker-floors` contract).
 """

@@ -40,7 +40,7 @@ from strom.config import BrokerConfig, ConfigError
 from strom.storage.log.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from strom.broker.core import BrokerCore
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.log.log_manager import LogManager
     from strom.storage.log.partition import PartitionLog
@@ -149,6 +149,8 @@ async def follow_image(
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
         state.groups.follow()
+    if state.transactions is not None:  # and the transactions of the transaction-state ones
+        state.transactions.follow()
 
 
 def report_storage(state: BrokerCore) -> None:

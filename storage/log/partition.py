@@ -48,12 +48,12 @@ holding the old list keep a coherent picture.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import fsync_dir, fsync_file
 from strom.storage.fileio import SegmentFile
 from strom.storage.log.clean_view import CleanView
@@ -83,7 +83,6 @@ from strom.storage.log.validate import AppendOrigin, validate_records, validate_
 from strom.storage.log_errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.wire.errors import ErrorCode
 from strom.wire.records import (
-    HEADER_SIZE,
     BatchHeader,
     ControlType,
     EndTxnMarker,
@@ -169,7 +168,7 @@ class PartitionLog:
     ) -> PartitionLog:
         """Open or create the log in `directory` (created if missing), recovering if unclean.
         `high_watermark`: the checkpointed one of a replicated log (see `load_partition`)."""
-        directory.mkdir(parents=True, exist_ok=True)
+        disk.makedirs(directory)
         loaded = load_partition(
             directory,
             config,
@@ -204,9 +203,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO (module docstring): read_committed consumers read up to it. O(1)."""
         hw = self._high_watermark
-        txns = self.producer_state.txns
-        txns.forget_below(hw)
-        first = txns.first_unstable_offset()
+        first = self.producer_state.txns.first_unstable_offset(hw)
         if first is None or first >= hw:
             return hw
         return max(first, self.log_start_offset)
@@ -571,17 +568,20 @@ class PartitionLog:
             return self._collect_aborted(offset, upper)
 
     def _upper_bound(self, offset: int, file: SegmentFile | None, end: int) -> int:
-        """The offset after a read from `offset` that ended at byte `end` of `file`: the next
-        batch's base offset in its segment, else the next segment's base, else the log end
-        (Kafka's fetchUpperBoundOffset)."""
+        """Kafka's bound for the aborted transactions a read from `offset` that ended at byte
+        `end` of `file` reports (LocalLog.addAbortedTransactions): the offset of the first
+        offset-index entry at or after `end` in that segment, else the next segment's base,
+        else the log end. The index is sparse, so this may reach past the batches read (Kafka
+        reports those transactions too; a consumer ignores what it does not read)."""
         segments = self._segments
         i = segment_index(segments, offset)
         while i < len(segments) and (file is None or segments[i].path != file.path):
             i += 1  # the read skipped segments the cleaner emptied past `offset`
         if i == len(segments) or file is None:
             return self.log_end_offset
-        if end < segments[i].size:
-            return BatchHeader.parse(os.pread(file.fd, HEADER_SIZE, end)).base_offset
+        bound = segments[i].offset_index.upper_bound_offset(end)
+        if bound is not None:
+            return bound
         return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
 
     def _read(
@@ -683,7 +683,7 @@ class PartitionLog:
                     snapshots.append(self.epochs.path)
                     self.epochs.unsynced = False
             for fd in fds:
-                os.fsync(fd)
+                disk.fsync(fd)
             for path in snapshots:  # missing_ok: deleted meanwhile (see strom.storage.durable)
                 fsync_file(path, missing_ok=True)
             fsync_dir(self.directory, missing_ok=True)  # renamed meanwhile for deletion
@@ -696,11 +696,17 @@ class PartitionLog:
             raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
         finally:
             for fd in fds:
-                os.close(fd)
+                disk.close(fd)
         with self._lock:
             self.recovery_point = max(self.recovery_point, target)
             self.last_flush_ms = self.clock()
             self.flush_requested = False
+
+    def flush_owed(self) -> bool:
+        """flush.messages says this append must be flushed before it is acknowledged (leader)
+        or fetched past (follower), as Kafka flushes inside the append: unflushed messages
+        reached it."""
+        return self.log_end_offset - self.recovery_point >= self.config.flush_messages
 
     def flush_due(self, now_ms: int) -> bool:
         """Whether flush.messages / flush.ms (or a just-rolled segment) call for a flush now."""
@@ -925,7 +931,7 @@ class PartitionLog:
             if self.closed:
                 return None
             files = [s.open_file() for s in segments]  # held until dup'd: dropping one closes it
-            return [os.dup(f.fd) for f in files]
+            return [disk.dup(f.fd) for f in files]
 
     def replace_segments(self, old: list[LogSegment], base: int | None, generation: int) -> bool:
         """Swap `old` (consecutive closed segments) for the published swap at `base` (None: the

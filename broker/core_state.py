@@ -14,12 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strom.broker.metrics.recorder import BrokerMetrics
+
 if TYPE_CHECKING:
     from strom.broker.drivers.controller_api import MetadataController
     from strom.broker.drivers.controller_forwarder import ControllerForwarder
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
+    from strom.broker.drivers.transactions import TransactionDriver
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
@@ -47,11 +50,15 @@ class BrokerCore:
     clock: Callable[[], int] = field(default=wall_clock_ms)
     groups: GroupDriver | None = None
     """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    transactions: TransactionDriver | None = None
+    """The transaction coordinator (set by the broker once it has loaded __transaction_state)."""
     raft: RaftDriver | None = None
     """The Raft replica of the metadata log, on a member of a multi-node quorum (else None)."""
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    """This broker's request counters (`strom.broker.metrics`)."""
     followed: bool = False
     """An image was followed (`strom.broker.replication.partitions.follow_image`): until then
     this broker leads nothing (a quorum member follows only once caught up with the metadata
