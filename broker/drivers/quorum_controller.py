@@ -32,9 +32,19 @@ Every node (a voter with the controller role, an observer with only the broker r
   watermark has reached its own epoch (everything committed before is applied): it resets the
   broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
   yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
-  commands one at a time: plan against its image, propose, wait until the entries are
-  committed, applied and published, answer. A command that loses leadership while waiting
-  answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
+  commands in arrival order: plan against its image, propose, wait until the entries are
+  committed, applied and published, answer. The image holds committed records only, so a
+  command plans only once the one before it is settled: its records published, dropped by a
+  failed write, or its leadership lost (then nothing is planned: this node is no longer
+  active). A command succeeds only if the entry committed at its last offset is its own (same
+  epoch); one that loses leadership while waiting answers NOT_CONTROLLER (its entries may still
+  commit, as in Kafka). A command with a deadline (BrokerHeartbeat: half
+  broker.heartbeat.interval.ms, as Kafka's controller) answers REQUEST_TIMED_OUT when it passes,
+  while queued or waiting; the queue itself waits for the settling, never for a caller. A
+  resigned leader reports no leader (`RaftCore.current_leader_id`), so a leader cut off from
+  the quorum stops being active at its check-quorum and everything waiting on it answers
+  NOT_CONTROLLER; commands that write nothing, such as heartbeats, are answered only by the
+  active controller.
 - **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
   admin response; BrokerRegistration and BrokerHeartbeat in their error code);
   `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER) (the broker then asks the active
@@ -57,6 +67,7 @@ import math
 import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -65,6 +76,7 @@ import trio
 from strom.broker import runtime
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
+    CommandTimedOut,
     LocalControllerChannel,
     MetadataController,
     NotActiveController,
@@ -161,6 +173,19 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     return delta.apply(Provenance(offset, epoch, timestamp)), delta
 
 
+@dataclass(slots=True)
+class _Proposal:
+    """A command's records proposed to Raft, not yet settled."""
+
+    epoch: int
+    """The epoch they were proposed in (this node leading)."""
+    last: int
+    """The offset of the command's last entry."""
+    committed_epoch: int | None = None
+    """The epoch of the entry committed at `last` once applied: `epoch` if it is this
+    command's, another if another leader's entry took the offset."""
+
+
 class RemoteChannelFactory(Protocol):
     """Makes the channel to the active controller from where it is (`lookup`) and an event
     source set when that may have changed (`changes`)."""
@@ -217,6 +242,9 @@ class QuorumController(MetadataController):
         self.raft = RaftDriver.from_config(config, cluster_id, self)
         """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
         self._lock = trio.Lock()
+        """Commands plan and propose one at a time, in arrival order (trio's lock is fair)."""
+        self._proposal: _Proposal | None = None
+        """The last command's records, until applied (see `_settled`)."""
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -312,7 +340,10 @@ class QuorumController(MetadataController):
 
     def apply(self, entries: list[Entry]) -> None:
         """Committed entries (RaftStateMachine): replay whole commands, queue them to publish."""
+        proposal = self._proposal
         for entry in entries:
+            if proposal is not None and entry.offset == proposal.last:
+                proposal.committed_epoch = entry.epoch
             if not entry.control:
                 remaining, timestamp, record = decode_entry(entry.data)
                 self._pending.append(record)
@@ -386,25 +417,35 @@ class QuorumController(MetadataController):
         self._changed = trio.Event()
 
     async def _run_command(
-        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+        self,
+        command: Callable[[int], ControllerResult[R]],
+        *,
+        wait: bool = True,
+        timeout_ms: int | None = None,
     ) -> R:
-        """Plan `command(next offset of the Raft log)` as the active controller, commit its
-        records, answer; NotActiveController when this node is not (or stops being) the active
-        controller."""
+        """Plan `command(next offset of the Raft log)` as the active controller once the command
+        before it is settled, commit its records, answer; NotActiveController when this node is
+        not (or stops being) the active controller, CommandTimedOut after `timeout_ms`."""
         if self._closed:
             raise trio.ClosedResourceError("the controller is closed")
-        if wait:
-            await self._await_catch_up()
-        async with self._lock:
-            epoch = self._active_epoch
-            if not self.is_active or epoch is None:
-                raise NotActiveController
-            core = self.raft.core
-            assert core is not None
-            result = command(core.log.end_offset)
-            if result.records:
-                await self._commit(result.records, epoch)
+        deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000
+        with trio.move_on_at(deadline):
+            if wait:
+                await self._await_catch_up()
+            async with self._lock:
+                await self._settled()
+                epoch = self._active_epoch
+                if not self.is_active or epoch is None:
+                    raise NotActiveController
+                core = self.raft.core
+                assert core is not None
+                result = command(core.log.end_offset)
+                if not result.records:
+                    return result.response
+                proposal = self._propose(result.records, epoch)
+            await self._committed(proposal)
             return result.response
+        raise CommandTimedOut
 
     async def _await_activation(self) -> None:
         """Wait (however long) until this node is the active controller."""
@@ -423,8 +464,9 @@ class QuorumController(MetadataController):
                     return
                 await change.wait()
 
-    async def _commit(self, records: Sequence[Message], epoch: int) -> None:
-        """Propose `records` in `epoch` and wait until they are applied and published."""
+    def _propose(self, records: Sequence[Message], epoch: int) -> _Proposal:
+        """Propose `records` in `epoch` (this node leading it); NotActiveController if it does
+        not lead it any more."""
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
@@ -432,12 +474,39 @@ class QuorumController(MetadataController):
         first = self.raft.propose(encode_entries(records, self._clock()))
         if first is None:
             raise NotActiveController
-        last = first + len(records) - 1
+        self._proposal = _Proposal(epoch, first + len(records) - 1)
+        return self._proposal
+
+    def _lost(self, proposal: _Proposal) -> bool:
+        """This node no longer leads the epoch `proposal` was made in."""
+        return (
+            self.raft.epoch != proposal.epoch
+            or self.raft.leader_id != self.node_id
+            or self._closed
+        )
+
+    async def _settled(self) -> None:
+        """Wait until the last proposal is settled: applied and published (the image holds it,
+        so the next command may plan), or this node no longer leads its epoch (then it plans
+        nothing: it is not active)."""
         while True:
             change = self._changed
-            if self._published >= last:
+            proposal = self._proposal
+            if proposal is None or self._published >= proposal.last or self._lost(proposal):
                 return
-            if self.raft.epoch != epoch or self._closed:
+            await change.wait()
+
+    async def _committed(self, proposal: _Proposal) -> None:
+        """Wait until `proposal` is committed, applied and published. The entry committed at its
+        last offset must be its own (same epoch): another leader's entry there means it was
+        overwritten (NotActiveController, as when leadership is lost while waiting)."""
+        while True:
+            change = self._changed
+            if self._published >= proposal.last:
+                if proposal.committed_epoch != proposal.epoch:
+                    raise NotActiveController
+                return
+            if self._lost(proposal):
                 raise NotActiveController
             await change.wait()
 
@@ -502,7 +571,9 @@ class QuorumController(MetadataController):
         if records:
             try:
                 async with self._lock:
-                    await self._commit(records, epoch)
+                    await self._settled()
+                    proposal = self._propose(records, epoch)
+                await self._committed(proposal)
             except NotActiveController:
                 return
             log.info("node %d bootstrapped the cluster metadata", self.node_id)
