@@ -168,7 +168,10 @@ class LeaderFetcher:
                 )  # fmt: skip
                 self._failing = True
             if not targets or address is None:
-                wake = min(self._delayed.values(), default=None) if self._mine() else None
+                # the delays of the partitions followed from this leader now (an expired delay
+                # of one followed elsewhere since would wake this loop at once, over and over)
+                mine = self._mine()
+                wake = min((self._delayed[k] for k in mine if k in self._delayed), default=None)
                 if address is None and targets:  # its registration may change: look again
                     wake = now + backoff_s
                 with trio.move_on_at(wake if wake is not None else now + 3600):

@@ -30,7 +30,7 @@ import logging
 import random
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,6 +66,9 @@ CONVERGE_WITHIN = 120.0
 """After the heal, every replica must have caught up within this (virtual) time."""
 RUN_LIMIT = 1200.0
 """A run that has not finished after this much virtual time is stuck."""
+SPIN_LIMIT = 200_000
+"""Task steps at one virtual instant after which a run is spinning (a busy loop: the virtual
+clock never moves again, so RUN_LIMIT would never come)."""
 
 CI_WEIGHTS = {
     "kill": 3, "kill-leader": 2, "power-cut": 2, "isolate": 2, "one-way": 2, "bridge": 1,
@@ -659,11 +662,15 @@ def run_seed(
 
             async def main() -> None:
                 with trio.move_on_after(RUN_LIMIT) as limit:
+                    guard.scope = limit
                     await simulation.run()
-                if limit.cancelled_caught:
+                if guard.tripped:
+                    simulation.history.violation("stuck", guard.tripped)
+                elif limit.cancelled_caught:
                     simulation.history.violation("stuck", f"the run did not end within {RUN_LIMIT:.0f}s")
 
-            trio.run(main, clock=clock)
+            guard = _SpinGuard(clock, SPIN_LIMIT)
+            trio.run(main, clock=clock, instruments=[guard])
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -683,6 +690,37 @@ def run_seed(
         seed, violations, summary, trace.hash.hexdigest(), list(trace.lines),
         clock.current_time(), cpu, faults, error,
     )  # fmt: skip
+
+
+class _SpinGuard(trio.abc.Instrument):
+    """Ends a run whose tasks keep running while the virtual clock stands still (a busy loop,
+    which on a real machine burns a core), naming the tasks that ran most."""
+
+    def __init__(self, clock: trio.testing.MockClock, limit: int) -> None:
+        self.clock = clock
+        self.limit = limit
+        self.at = -1.0
+        self.steps = 0
+        self.busiest: Counter[str] = Counter()
+        self.scope: trio.CancelScope | None = None
+        self.tripped = ""
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        now = self.clock.current_time()
+        if now != self.at:
+            self.at, self.steps = now, 0
+            self.busiest.clear()
+            return
+        self.steps += 1
+        if self.steps > self.limit - 1000:
+            self.busiest[task.name] += 1
+        if self.steps == self.limit and self.scope is not None and not self.tripped:
+            tasks = ", ".join(f"{name} x{n}" for name, n in self.busiest.most_common(4))
+            self.tripped = (
+                f"{self.limit} task steps at virtual time {now:.4f} without the clock moving "
+                f"(a busy loop); the last 1000 steps ran {tasks}"
+            )
+            self.scope.cancel()
 
 
 def _describe(exc: BaseException) -> str:
