@@ -11,8 +11,10 @@ How the pieces meet:
 
 1. The produce path asks the log for a guard: `PartitionLog.start_verification(producer
    id, base sequence, epoch)` returns None when the producer already has a transaction
-   ongoing on that partition (its first batch was verified then; nothing to ask), else
-   the partition's `VerificationGuard` for that producer (made on first use).
+   of that epoch ongoing on that partition (its first batch was verified then; nothing to
+   ask), else the partition's `VerificationGuard` for that producer (made on first use). A
+   newer epoch is a new transaction (transactions v2 bump the epoch at every end, and the
+   next transaction can start before the last one's marker reached the partition).
 2. It calls the installed `TransactionVerifier` once for all such partitions of the
    request and maps its errors as Kafka's ReplicaManager does (`produce_error`).
 3. It appends with the guard: the log refuses (INVALID_TXN_STATE) a transactional

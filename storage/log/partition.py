@@ -325,7 +325,7 @@ class PartitionLog:
         if (
             header.is_transactional
             and not header.is_control
-            and not state.has_ongoing_transaction(pid)
+            and not state.has_ongoing_transaction(pid, header.producer_epoch)
             and not state.verified(pid, guard)
         ):
             raise LogAppendError(

@@ -183,9 +183,14 @@ class ProducerStateManager:
             for e in self.entries.values()
         ]
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer's transaction of this epoch is open here. A newer epoch's
+        batch is not part of it (as Kafka's hasOngoingTransaction): with transactions v2 the
+        epoch moves at every commit or abort, and the next transaction's first batch can
+        arrive before the previous one's marker; it must be verified, never joined to the
+        transaction that marker will end."""
         entry = self.entries.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset >= 0
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == epoch
 
     def expire(self, now_ms: int, max_age_ms: int) -> int:
         """Forget producers idle for `max_age_ms` with no open transaction (Kafka's
@@ -208,7 +213,7 @@ class ProducerStateManager:
     ) -> VerificationGuard | None:
         """The guard a produce must be verified under, or None when the producer's
         transaction is already ongoing here (its start was verified then)."""
-        if self.has_ongoing_transaction(producer_id):
+        if self.has_ongoing_transaction(producer_id, epoch):
             return None
         state = self.verifications.get(producer_id)
         if state is None:
