@@ -24,9 +24,7 @@ A, B = 100, 200
 
 def txn(log: PartitionLog, pid: int, seq: int, values: int = 1, epoch: int = 0) -> int:
     """Append a transactional batch; its base offset."""
-    data = batch(
-        [b"x%d" % i for i in range(values)], pid=pid, epoch=epoch, seq=seq, transactional=True
-    )
+    data = batch([b"x%d" % i for i in range(values)], pid=pid, epoch=epoch, seq=seq, transactional=True)
     return log.append(data, 0, T0).base_offset
 
 
@@ -46,9 +44,7 @@ def fails(error: ErrorCode, fn: object, *args: object, **kw: object) -> None:
     assert info.value.error == error
 
 
-def committed_read(
-    log: PartitionLog, start: int = 0
-) -> tuple[list[bytes | None], list[AbortedTxn]]:
+def committed_read(log: PartitionLog, start: int = 0) -> tuple[list[bytes | None], list[AbortedTxn]]:
     """What a read_committed consumer gets from `start` to the LSO: the data records left
     after skipping aborted transactions the way Kafka's consumer does, and every aborted
     transaction the log reported."""
@@ -145,11 +141,7 @@ def test_marker_for_an_unknown_producer_is_written_and_ends_nothing(log: Partiti
     assert log.last_stable_offset == 2
     assert log._segments[0].txn_index.count == 0
     [info] = [p for p in log.producers() if p.producer_id == 999]
-    assert (info.producer_epoch, info.coordinator_epoch, info.current_txn_start_offset) == (
-        7,
-        2,
-        -1,
-    )
+    assert (info.producer_epoch, info.coordinator_epoch, info.current_txn_start_offset) == (7, 2, -1)
 
 
 def test_transactions_v2_markers_need_a_bumped_epoch(log: PartitionLog) -> None:
@@ -188,9 +180,7 @@ def test_verification_guard(log: PartitionLog) -> None:
     )
     log.append(batch([b"x"], pid=A, epoch=0, seq=0, transactional=True), 0, T0, verification=guard)
     assert log.start_verification(A, 1, 0, supports_epoch_bump=False) is None  # ongoing now
-    log.append(
-        batch([b"y"], pid=A, epoch=0, seq=1, transactional=True), 0, T0, verification=SENTINEL
-    )
+    log.append(batch([b"y"], pid=A, epoch=0, seq=1, transactional=True), 0, T0, verification=SENTINEL)
     # a guard handed out before a marker is spent by it (the ABA race)
     marker(log, A, commit=False)
     stale = log.start_verification(A, 2, 0, supports_epoch_bump=False)
@@ -206,36 +196,36 @@ def test_verification_guard(log: PartitionLog) -> None:
     )
 
 
-def test_a_v2_producers_next_transaction_is_verified_before_the_last_ones_marker(
-    log: PartitionLog,
-) -> None:
-    """Transactions v2 bump the epoch at every end, and the coordinator answers EndTxn before
-    the markers are written: the first batch of the next transaction (epoch + 1) can reach a
-    partition whose marker for the last one (epoch) is still on its way. It must be verified
-    like any transaction's start, never joined to the open one, which the coming marker ends
-    (as Kafka's hasOngoingTransaction, which compares the epoch)."""
-    guard = log.start_verification(A, 0, 0, supports_epoch_bump=True)
-    assert guard is not None
-    log.append(batch([b"t1"], pid=A, epoch=0, seq=0, transactional=True), 0, T0, verification=guard)
-    assert log.start_verification(A, 1, 0, supports_epoch_bump=True) is None  # same transaction
-    # the next transaction's first batch, before the last one's marker: a guard to verify under
-    fresh = log.start_verification(A, 0, 1, supports_epoch_bump=True)
-    assert fresh is not None
+def test_verification_waits_for_the_previous_transactions_marker(log: PartitionLog) -> None:
+    """Transactions v2 (KAFKA-18575): the next transaction's first batch, one epoch up, can
+    arrive before the previous transaction's marker; it is refused (retriable) until the
+    marker is here, and never appended into the previous transaction."""
+    txn(log, A, 0, epoch=0)
+    fails(ErrorCode.CONCURRENT_TRANSACTIONS, log.start_verification, A, 0, 1, True)
+    # appended anyway, it would join the open transaction: the log refuses it
     fails(
         ErrorCode.INVALID_TXN_STATE,
         log.append,
-        batch([b"t2"], pid=A, epoch=1, seq=0, transactional=True),
+        batch([b"next"], pid=A, epoch=1, seq=0, transactional=True),
         0,
         T0,
         verification=SENTINEL,
     )
-    marker(log, A, commit=True, epoch=1, transaction_version=2)  # the last one's marker
+    marker(log, A, commit=False, epoch=1, transaction_version=2)
     guard = log.start_verification(A, 0, 1, supports_epoch_bump=True)
     assert guard is not None
-    t2 = log.append(
-        batch([b"t2"], pid=A, epoch=1, seq=0, transactional=True), 0, T0, verification=guard
-    ).base_offset
-    assert log.last_stable_offset == t2  # the new transaction is open on its own
+    log.append(batch([b"next"], pid=A, epoch=1, seq=0, transactional=True), 0, T0, verification=guard)
+    assert log.start_verification(A, 1, 1, supports_epoch_bump=True) is None
+    # an older epoch is refused before the coordinator is asked, and at the append
+    fails(ErrorCode.INVALID_PRODUCER_EPOCH, log.start_verification, A, 5, 0, True)
+    fails(
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        log.append,
+        batch([b"old"], pid=A, epoch=0, seq=5, transactional=True),
+        0,
+        T0,
+        verification=SENTINEL,
+    )
 
 
 def test_verification_of_a_v2_producer_without_state_needs_sequence_zero(log: PartitionLog) -> None:
