@@ -8,7 +8,7 @@ one's transactional producers), the internal REST server is on
 (`dedicated.mode.enable.internal.rest`), and the source is read with `read_committed`.
 
 The source topic is written by a transactional producer: transactions of 50 records, one in
-five aborted. A writer thread keeps writing while MirrorMaker copies; MirrorMaker is killed
+five aborted. A writer thread keeps writing (up to 400 transactions) while MirrorMaker copies; MirrorMaker is killed
 with SIGKILL in the middle and started again. A read_committed consumer of the copy on the
 target then reads, partition by partition, exactly the committed records of the source, in
 order, each once: nothing aborted on the source is copied, nothing that the killed task had
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from compat_tests.apache_kafka import free_port
 from compat_tests.confluent_kafka import ck
@@ -44,7 +44,10 @@ REPLICA = f"A.{TOPIC}"
 PARTITIONS = 2
 BATCH = 50
 """Records per source transaction."""
-REPLICATION = 120.0
+LIMIT = 400
+"""Source transactions at most (20,000 records): the writer is faster than MirrorMaker, so a
+bounded backlog keeps the copy's end within the test's time."""
+REPLICATION = 180.0
 """Seconds MirrorMaker gets to start (a JVM on a busy machine) and copy."""
 
 
@@ -62,7 +65,7 @@ def cluster_b(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 class SourceWriter:
     """Transactions of BATCH records to the source, alternating partitions, one in five
-    aborted; run in a thread until stopped."""
+    aborted; run in a thread until stopped (or LIMIT transactions)."""
 
     def __init__(self, bootstrap: str) -> None:
         self.producer: Producer = ck.producer(
@@ -90,7 +93,7 @@ class SourceWriter:
 
     def _run(self) -> None:
         try:
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and self.transactions < LIMIT:
                 self.transaction()
         except BaseException as exc:  # reported by stop()
             self.error = exc
@@ -106,7 +109,8 @@ class SourceWriter:
 
 
 def high_watermarks(bootstrap: str, topic: str) -> int | None:
-    """Records in the topic, committed or not (None while it does not exist yet)."""
+    """Records in the topic, committed or not (None while it does not exist yet, or has no
+    leader yet)."""
     consumer = ck.consumer(bootstrap)
     try:
         metadata = consumer.list_topics(topic, timeout=10)
@@ -120,6 +124,8 @@ def high_watermarks(bootstrap: str, topic: str) -> int | None:
             )
             total += int(high)
         return total
+    except KafkaException:  # a topic MirrorMaker just created: its leader not known yet
+        return None
     finally:
         consumer.close()
 
@@ -209,6 +215,7 @@ def test_exactly_once_copy_through_kill9_of_mirrormaker(
         ids = transactional_ids(cluster_b.bootstrap)
         assert any("MirrorSourceConnector" in i for i in ids), ids
     except BaseException as exc:
+        (tmp_path / "target-broker.log").write_text("\n".join(cluster_b.output) + "\n")
         target_log = "\n".join(
             line
             for line in cluster_b.output
