@@ -37,7 +37,7 @@ Violations:
 Reported, not judged: stuck workers, whose transactional call never returned once the load
 stopped although every call has a timeout. librdkafka's `send_offsets_to_transaction` can
 block past its timeout when the group coordinator disappears from Metadata (a killed node;
-librdkafka issues 5456 and 5511); the worker's producer debug log tells which side waited.
+librdkafka issues 5456 and 5511).
 
 Kafka does not isolate the writes of concurrent transactions: two producers writing the same
 two partitions may append in opposite orders, a G0 that Kafka's design allows (Jepsen's
