@@ -11,7 +11,8 @@ holds on a shared, noisy machine (the absolute numbers do not):
    consumer's fetches do, with `read()` (read_uncommitted) and with `read(max_offset=LSO,
    aborted=True)` (read_committed: the LSO and the aborted-transactions search), on a log
    with no aborted transaction, then on one with an aborted transaction in its first segment
-   (every read from there on must search); microseconds per read.
+   (every read from there on must search), then on one of committed transactions of 3 records
+   (a marker after every third record); microseconds per read.
 2. broker: one `strom serve`; confluent-kafka produces plain records, then consumers with
    isolation.level read_uncommitted and read_committed alternately read them all in small
    fetches (fetch.max.bytes, max.partition.fetch.bytes and message.max.bytes 16 KiB, so the broker answers
@@ -62,10 +63,18 @@ SMALL_FETCHES = {
 }
 
 
-def _log(path: Path, aborted: bool) -> PartitionLog:
-    """64 segments of 100-byte records in 10-record batches; one aborted transaction first."""
+def _log(path: Path, aborted: bool, markers: bool = False) -> PartitionLog:
+    """64 segments of 100-byte records in 10-record batches; one aborted transaction first
+    (`aborted`), or (`markers`) committed transactions of one 3-record batch each instead."""
     log = PartitionLog.open(path, "t", 0, LogConfig(segment_bytes=256 * 1024), clock=lambda: T0)
     value = b"x" * 100
+    sequence = 0
+    while markers and len(log.segments) < 64:
+        records = [Record(None, value, (), T0 + i) for i in range(3)]
+        log.append(build_batch(records, producer_id=9, producer_epoch=0, base_sequence=sequence,
+                               transactional=True), 0, T0)  # fmt: skip
+        sequence += 3
+        log.append_marker(9, 0, 0, True, 0, T0)
     if aborted:
         txn = build_batch([Record(None, value, (), T0)], producer_id=9, producer_epoch=0,
                           base_sequence=0, transactional=True)  # fmt: skip
@@ -100,11 +109,12 @@ def _read_all(log: PartitionLog, offsets: list[int], committed: bool) -> None:
 def storage(rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, aborted in (
-            ("no aborted transaction", False),
-            ("one aborted transaction", True),
+        for label, aborted, markers in (
+            ("no aborted transaction", False, False),
+            ("one aborted transaction", True, False),
+            ("committed transactions of 3 records", False, True),
         ):
-            log = _log(Path(tmp) / label.replace(" ", "-"), aborted)
+            log = _log(Path(tmp) / label.replace(" ", "-"), aborted, markers)
             offsets = _fetch_offsets(log)
             reads = len(offsets)
             times: dict[str, list[float]] = {"read_uncommitted": [], "read_committed": []}
