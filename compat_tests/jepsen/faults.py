@@ -36,7 +36,14 @@ from confluent_kafka import KafkaException
 
 from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
-from compat_tests.jepsen.nemesis import LEADER_KINDS, Fault, Kind, choose
+from compat_tests.jepsen.nemesis import (
+    COORDINATOR_KINDS,
+    LEADER_KINDS,
+    PAUSE_KINDS,
+    Fault,
+    Kind,
+    choose,
+)
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.cluster import CLIENT_LISTENER, ClusterNode, ClusterProcess
 from strom.wire.errors import ProtocolError
@@ -44,6 +51,9 @@ from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 Say = Callable[[str], None]
 HEALTHY_WAIT_S = 60.0
+TXN_STATE = "__transaction_state"
+"""The coordinator kinds hit the leader of its partition 0: the transactional workload gives
+it one partition, so one broker coordinates every transactional id."""
 
 
 def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> int | None:
@@ -137,6 +147,11 @@ class Injector:
             if leader in candidates:
                 return leader, f"partition {partition}'s leader"
             return choose(pick, candidates), "(no leader known)"
+        if kind in COORDINATOR_KINDS:
+            coordinator = leader_of(self.cluster, TXN_STATE, 0)
+            if coordinator in candidates:
+                return coordinator, "the transaction coordinator"
+            return choose(pick, candidates), "(no transaction coordinator known)"
         if kind == "kill-controller":
             state = quorum_state(self.cluster)
             if state is not None and state.leader_id in candidates:
@@ -220,7 +235,7 @@ class Injector:
             cluster.cut(others, [victim])
             say(f"one-way: bytes from {others} to {label} dropped for {hold:.1f}s")
             return self._heal_network
-        if kind == "pause":
+        if kind in PAUSE_KINDS:
             victim.pause()
             say(f"SIGSTOP {label} for {hold:.1f}s")
 
