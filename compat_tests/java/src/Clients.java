@@ -111,7 +111,12 @@ final class Clients {
 
     static Uuid createTopic(Admin admin, String name, int partitions, Map<String, String> configs)
             throws Exception {
-        NewTopic topic = new NewTopic(name, partitions, (short) 1).configs(configs);
+        return createTopic(admin, name, partitions, (short) 1, configs);
+    }
+
+    static Uuid createTopic(Admin admin, String name, int partitions, short replicas,
+            Map<String, String> configs) throws Exception {
+        NewTopic topic = new NewTopic(name, partitions, replicas).configs(configs);
         CreateTopicsResult result = admin.createTopics(List.of(topic));
         get(result.all());
         return get(result.topicId(name));
