@@ -99,6 +99,7 @@ def source() -> Path:
     if (root / "tests" / "test.c").exists():
         return root
     npm = _need("npm")
+    CACHE.mkdir(parents=True, exist_ok=True)
     packed = CACHE / f"node-rdkafka-{NODE_RDKAFKA}.tgz"
     if not packed.exists():
         _run([npm, "pack", f"node-rdkafka@{NODE_RDKAFKA}", "--pack-destination", str(CACHE)],
