@@ -24,6 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -71,6 +72,8 @@ class PartitionRead:
     """compression.type=zstd: Kafka refuses such partitions to Fetch below v10."""
     preferred_read_replica: int = -1
     """KIP-392: the follower the consumer should fetch from instead (no records then)."""
+    log: PartitionLog | None = None
+    """The log read (None when refused before reading)."""
 
     @property
     def size(self) -> int:
@@ -182,6 +185,42 @@ def read_partitions(
     return out
 
 
+def reread_changed(
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    image: MetadataImage,
+    reads: list[PartitionRead],
+    changed: Set[tuple[str, int]],
+    uses_topic_ids: bool,
+    max_bytes: int,
+    isolation_level: int,
+    replica: Replica | Consumer | None = None,
+) -> list[PartitionRead]:
+    """A parked fetch woken for the `changed` partitions: read those again, in place, and keep
+    the other reads (nothing they depend on changed). Each re-read partition gets what the
+    others leave of `max_bytes`, and may exceed it by its first batch (KIP-74) when no other
+    partition returns data."""
+    out = list(reads)
+    for i, read in enumerate(out):
+        if read.topic is None or (read.topic, read.part.partition) not in changed:
+            continue
+        others = sum(r.size for j, r in enumerate(out) if j != i)
+        out[i] = _read_one(
+            broker, replication, image, read.part, uses_topic_ids, max(0, max_bytes - others),
+            others == 0, isolation_level, replica,
+        )  # fmt: skip
+    return out
+
+
+def refresh_offsets(reads: list[PartitionRead]) -> None:
+    """Set each read partition's high watermark, last stable offset and log start to the log's
+    now (a follower's parked fetch is not woken by high watermark moves; its answer carries
+    the current ones)."""
+    for read in reads:
+        if read.error == ErrorCode.NONE and read.log is not None and read.diverging is None:
+            _set_offsets(read, read.log)
+
+
 def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) -> str | None:
     if not uses_topic_ids:
         return part.topic
@@ -221,6 +260,7 @@ def _read_one(
     read = PartitionRead(
         part, name, ErrorCode.NONE, log.high_watermark, log.last_stable_offset, log.log_start_offset
     )
+    read.log = log
     read.zstd_topic = log.config.compression_type == "zstd"
     if consumer is not None and found.image.leader == broker.node_id:
         read.preferred_read_replica = replication.preferred_read_replica(
@@ -265,7 +305,7 @@ def _read_replica(
         registration is None or replica.broker_epoch < registration.epoch
     ):  # a fetch from an older incarnation of the follower (Kafka: stale fetch state)
         return PartitionRead(part, name, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    read = PartitionRead(part, name, ErrorCode.NONE)
+    read = PartitionRead(part, name, ErrorCode.NONE, log=log)
     try:
         if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
             _set_offsets(read, log)

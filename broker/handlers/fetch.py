@@ -55,6 +55,8 @@ from strom.broker.data.fetch_read import (
     Replica,
     load_records,
     read_partitions,
+    refresh_offsets,
+    reread_changed,
     topic_responses,
 )
 from strom.broker.data.fetch_sessions import (
@@ -65,6 +67,7 @@ from strom.broker.data.fetch_sessions import (
     new_context,
     partition_key,
 )
+from strom.broker.data.waiters import ALL
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.primitives import ZERO_UUID
@@ -204,12 +207,21 @@ async def _read_until_ready(
         return reads
     deadline = trio.current_time() + body.max_wait_ms / 1000
     keys = [(r.topic, r.part.partition) for r in reads if r.topic is not None]
-    with broker.waiters.watching(keys) as watch:
+    with broker.waiters.watching(keys, replica=isinstance(replica, Replica)) as watch:
         while True:
+            changed: frozenset[tuple[str, int]] | set[tuple[str, int]] = ALL
             with trio.move_on_at(deadline):
-                await watch.wait()
-            reads = read()
+                changed = await watch.wait()
+            if changed is ALL:  # a metadata change, or the deadline: read everything again
+                reads = read()
+            else:  # only the partitions that changed (a parked fetch of many partitions)
+                reads = reread_changed(
+                    broker, broker.replication, broker.image, reads, changed, uses_ids,
+                    max_bytes, body.isolation_level, replica,
+                )  # fmt: skip
             if trio.current_time() >= deadline or _ready(reads, min_bytes):
+                if isinstance(replica, Replica) and changed is not ALL:
+                    refresh_offsets(reads)  # the high watermark rides on this answer
                 return reads
 
 
