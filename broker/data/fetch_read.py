@@ -141,10 +141,13 @@ _NOT_READ = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """A follower replica's fetch: its broker id and the broker epoch it names (-1: none)."""
+    """A follower replica's fetch: its broker id and the broker epoch it names (-1: none).
+    `quiet_since_ms`: in a follower's session, a partition read now that was not read before
+    had the follower caught up at that time (`strom.broker.data.follower_sessions`)."""
 
     replica_id: int
     broker_epoch: int = -1
+    quiet_since_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,14 +168,16 @@ def read_partitions(
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    *,
+    min_one: bool = True,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
-    watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
+    watermark) and may be told to read elsewhere (`preferred_read_replica`). `min_one`
+    False: other partitions of the answer already hold records (no KIP-74 overshoot)."""
     out: list[PartitionRead] = []
     budget = max_bytes
-    min_one = True
     for part in parts:
         read = _read_one(
             broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
@@ -314,7 +319,7 @@ def _read_replica(
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
         replication.follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
-            part.follower_log_start, replica.broker_epoch,
+            part.follower_log_start, replica.broker_epoch, replica.quiet_since_ms,
         )  # fmt: skip
         max_bytes = max(0, min(part.max_bytes, budget))
         read.result = log.read(part.fetch_offset, max_bytes, min_one, None)

@@ -56,9 +56,19 @@ class Watch:
             self.keys.add(key)
         self.event.set()
 
+    def mark(self, key: Key) -> None:
+        """Note a change without waking the waiter (a follower's session: the next fetch
+        reads it)."""
+        self.keys.add(key)
+
     async def wait(self) -> frozenset[Key] | set[Key]:
         await self.event.wait()
-        self.event = trio.Event()
+        return self.take()
+
+    def take(self) -> frozenset[Key] | set[Key]:
+        """The changes noted since the last `wait` or `take` (ALL after `wake_all`); resets."""
+        if self.event.is_set():
+            self.event = trio.Event()
         keys, self.keys = self.keys, set()
         if self.everything:
             self.everything = False
@@ -87,10 +97,12 @@ class DataWaiters:
 
     def high_watermark_moved(self, topic: str, partition: int) -> None:
         """A led partition's high watermark (or low watermark) moved: wake everything parked on
-        it but followers' fetches."""
+        it but followers' fetches, which only note it (their next answer carries it)."""
         key = (topic, partition)
         for watch in self._waiting.get(key, ()):
-            if not watch.replica:
+            if watch.replica:
+                watch.mark(key)
+            else:
                 watch.wake(key)
 
     def wake_all(self) -> None:
@@ -98,23 +110,30 @@ class DataWaiters:
             for watch in watches:
                 watch.wake()
 
+    def watch(self, watch: Watch, keys: Iterable[Key]) -> None:
+        """Register `watch` for `keys` until `unwatch` (a follower's fetch session)."""
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(watch)
+
+    def unwatch(self, watch: Watch, keys: Iterable[Key]) -> None:
+        for key in keys:
+            watches = self._waiting.get(key)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
+                    del self._waiting[key]
+
     @contextmanager
     def watching(self, keys: Iterable[Key], replica: bool = False) -> Iterator[Watch]:
         """A Watch woken when any of `keys` changes, registered until the block ends;
         `replica`: a follower's fetch (see the module docstring)."""
         watch = Watch(replica)
         registered = list(dict.fromkeys(keys))
-        for key in registered:
-            self._waiting.setdefault(key, set()).add(watch)
+        self.watch(watch, registered)
         try:
             yield watch
         finally:
-            for key in registered:
-                watches = self._waiting.get(key)
-                if watches is not None:
-                    watches.discard(watch)
-                    if not watches:
-                        del self._waiting[key]
+            self.unwatch(watch, registered)
 
     async def settle(
         self,

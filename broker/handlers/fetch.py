@@ -67,6 +67,7 @@ from strom.broker.data.fetch_sessions import (
     new_context,
     partition_key,
 )
+from strom.broker.data.follower_sessions import read_follower_session
 from strom.broker.data.waiters import ALL
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
@@ -108,9 +109,18 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
     min_bytes = min(body.min_bytes, max_bytes)
-    reads = await _read_until_ready(
-        broker, request, body, context, uses_ids, max_bytes, min_bytes
-    )
+    replica = _fetcher(request, body)
+    if isinstance(replica, Replica) and context.session is not None:
+        reads = await read_follower_session(
+            broker, broker.replication, broker.waiters, context.session,
+            _wanted(body, uses_ids), replica, max_bytes, body.max_wait_ms,
+            # nothing to read is no reason to answer at once here: it is the quiet session
+            lambda reads: bool(reads) and _ready(reads, min_bytes),
+        )  # fmt: skip
+    else:
+        reads = await _read_until_ready(
+            broker, body, context, uses_ids, max_bytes, min_bytes, replica
+        )
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
     response = _respond(broker, body, context, reads, uses_ids)
     if isinstance(response, FetchResponse):
@@ -172,23 +182,26 @@ def _forgotten(body: FetchRequest, uses_ids: bool) -> list[PartitionKey]:
     ]
 
 
+def _fetcher(request: RequestContext, body: FetchRequest) -> Replica | Consumer | None:
+    """Who fetches: a follower replica, a v11+ consumer (KIP-392), or an older consumer."""
+    replica_id = _replica_id(body)
+    if replica_id >= 0:
+        return Replica(replica_id, body.replica_state.replica_epoch)
+    if request.api_version >= FOLLOWER_READ_VERSION:
+        return Consumer(body.rack_id, request.listener)
+    return None
+
+
 async def _read_until_ready(
     broker: BrokerState,
-    request: RequestContext,
     body: FetchRequest,
     context: FetchContext,
     uses_ids: bool,
     max_bytes: int,
     min_bytes: int,
+    replica: Replica | Consumer | None,
 ) -> list[PartitionRead]:
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
-
-    replica_id = _replica_id(body)
-    replica: Replica | Consumer | None = None
-    if replica_id >= 0:
-        replica = Replica(replica_id, body.replica_state.replica_epoch)
-    elif request.api_version >= FOLLOWER_READ_VERSION:
-        replica = Consumer(body.rack_id, request.listener)
 
     def read() -> list[PartitionRead]:
         return read_partitions(

@@ -11,6 +11,7 @@ clean-shutdown marker that lets the next start skip recovery).
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
+from strom.broker.data.follower_sessions import forget_session
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
 from strom.broker.data.txn_verify import TransactionVerification
@@ -281,6 +283,7 @@ def build_services(state: BrokerState) -> None:
     state.waiters = DataWaiters()
     state.replication.high_watermark_listeners.append(state.waiters.high_watermark_moved)
     state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
+    state.fetch_sessions.on_remove = functools.partial(forget_session, state.waiters)
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()
