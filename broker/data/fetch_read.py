@@ -24,7 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -168,10 +168,12 @@ def read_partitions(
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
     *,
     min_one: bool = True,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
+    partition of a topic `authorized` refuses is TOPIC_AUTHORIZATION_FAILED, unread; a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
     watermark) and may be told to read elsewhere (`preferred_read_replica`). `min_one`
@@ -181,7 +183,7 @@ def read_partitions(
     for part in parts:
         read = _read_one(
             broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
-            replica,
+            replica, authorized,
         )  # fmt: skip
         if read.size > 0:
             min_one = False
@@ -200,6 +202,7 @@ def reread_changed(
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> list[PartitionRead]:
     """A parked fetch woken for the `changed` partitions: read those again, in place, and keep
     the other reads (nothing they depend on changed). Each re-read partition gets what the
@@ -212,7 +215,7 @@ def reread_changed(
         others = sum(r.size for j, r in enumerate(out) if j != i)
         out[i] = _read_one(
             broker, replication, image, read.part, uses_topic_ids, max(0, max_bytes - others),
-            others == 0, isolation_level, replica,
+            others == 0, isolation_level, replica, authorized,
         )  # fmt: skip
     return out
 
@@ -244,10 +247,13 @@ def _read_one(
     min_one: bool,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
         return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
+    if authorized is not None and not authorized(name):
+        return PartitionRead(part, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, readable=False)
     if image.partition(name, part.partition) is None:
         return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
     consumer = replica if isinstance(replica, Consumer) else None

@@ -141,6 +141,7 @@ async def read_follower_session(
     max_bytes: int,
     max_wait_ms: int,
     ready: Callable[[list[PartitionRead]], bool],
+    authorized: Callable[[str], bool] | None = None,
 ) -> list[PartitionRead]:
     """An incremental fetch of a follower's session: read the partitions with news (module
     docstring); if `ready` says that is not enough, park on the session's watch until an
@@ -156,7 +157,7 @@ async def read_follower_session(
     )  # fmt: skip
     # the partitions not read now were quiet when the previous fetch started
     quiet = Replica(replica.replica_id, replica.broker_epoch, max(previous, 0))
-    reads = _read(broker, replication, session, parts, max_bytes, quiet)
+    reads = _read(broker, replication, session, parts, max_bytes, quiet, authorized)
     if max_wait_ms > 0 and not ready(reads):
         deadline = trio.current_time() + max_wait_ms / 1000
         # ... and those first read below were quiet when this fetch started
@@ -168,7 +169,7 @@ async def read_follower_session(
             if changed is ALL:
                 reads = _read(
                     broker, replication, session, list(session.partitions.values()), max_bytes,
-                    quiet,
+                    quiet, authorized,
                 )  # fmt: skip
             elif changed:
                 parts = _selected(session, follower, [], changed)
@@ -179,7 +180,7 @@ async def read_follower_session(
                 used = sum(r.size for r in reads)
                 reads += _read(
                     broker, replication, session, parts, max(0, max_bytes - used), quiet,
-                    min_one=used == 0,
+                    authorized, min_one=used == 0,
                 )  # fmt: skip
             if trio.current_time() >= deadline or ready(reads):
                 break
@@ -195,6 +196,7 @@ def _read(
     parts: list[CachedPartition],
     max_bytes: int,
     replica: Replica,
+    authorized: Callable[[str], bool] | None,
     *,
     min_one: bool = True,
 ) -> list[PartitionRead]:
@@ -202,7 +204,7 @@ def _read(
         return []
     return read_partitions(
         broker, replication, broker.image, parts, session.uses_topic_ids, max_bytes, 0, replica,
-        min_one=min_one,
+        authorized, min_one=min_one,
     )  # fmt: skip
 
 

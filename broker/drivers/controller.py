@@ -56,6 +56,7 @@ from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Pr
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import MetadataLog
 from strom.coordinator.metadata.metadata_records import MetadataError
+from strom.coordinator.metadata.properties import read_bootstrap_scram
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,
@@ -153,7 +154,9 @@ class ControllerDriver(MetadataController):
             snapshot_interval_bytes=snapshot_interval_bytes,
         )
         try:
-            records = controller.bootstrap(metadata_version, features)
+            records = controller.bootstrap(
+                metadata_version, features, read_bootstrap_scram(Path(config.metadata_dir))
+            )
             async with driver._lock:
                 if records:
                     await driver._commit(records)

@@ -56,18 +56,28 @@ if TYPE_CHECKING:
     from strom.coordinator.controller.state_machine import Controller
     from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
+    from strom.wire.messages.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+    )
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
     )
+    from strom.wire.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
     from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
     from strom.wire.messages.broker_registration import BrokerRegistrationRequest
+    from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
     from strom.wire.messages.elect_leaders import ElectLeadersRequest
     from strom.wire.messages.incremental_alter_configs import (
@@ -315,6 +325,24 @@ class MetadataController(ABC):
         response = await self._run_admin(partial(self._controller.alter_configs, request, version))
         self._leadership_check.set()
         return response
+
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, version: int
+    ) -> AlterClientQuotasResponse:
+        return await self._run_admin(partial(self._controller.alter_client_quotas, request, version))
+
+    async def create_acls(self, request: CreateAclsRequest, version: int) -> CreateAclsResponse:
+        return await self._run_admin(partial(self._controller.create_acls, request, version))
+
+    async def delete_acls(self, request: DeleteAclsRequest, version: int) -> DeleteAclsResponse:
+        return await self._run_admin(partial(self._controller.delete_acls, request, version))
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest, version: int
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._run_admin(
+            partial(self._controller.alter_user_scram_credentials, request, version)
+        )
 
     async def alter_partition(
         self, request: AlterPartitionRequest, version: int

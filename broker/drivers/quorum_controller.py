@@ -81,6 +81,7 @@ from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.metadata_records import MetadataError, decode_record, encode_record
 from strom.coordinator.metadata.properties import (
+    read_bootstrap_scram,
     read_meta_properties,
 )
 from strom.coordinator.metadata.snapshot import image_records
@@ -492,7 +493,11 @@ class QuorumController(MetadataController):
         # directories are locked here): no lease, so its new registration is not refused.
         except_broker = own if self.local_broker.broker_epoch < 0 else None
         self._controller.activate(monotonic_ms(), except_broker=except_broker)
-        records = self._controller.bootstrap(self._metadata_version, self._features)
+        records = self._controller.bootstrap(
+            self._metadata_version,
+            self._features,
+            read_bootstrap_scram(Path(self._config.metadata_dir)),
+        )
         if records:
             try:
                 async with self._lock:

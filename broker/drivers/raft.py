@@ -38,6 +38,8 @@ from typing import Protocol
 import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.metrics.recorder import CommitLatency
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
@@ -111,8 +113,11 @@ class RaftDriver:
         cluster_id: str | None,
         state_machine: RaftStateMachine,
         config: RaftConfig | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.node_id = node_id
+        self._security = security
+        """TLS and SASL to the other voters' controller listeners, when those ask for them."""
         self.voters = dict(voters)
         self.cluster_id = cluster_id
         self.config = config or RaftConfig()
@@ -133,6 +138,8 @@ class RaftDriver:
         self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
         self._peers_done: list[trio.Event] = []
         self._scope: trio.CancelScope | None = None
+        self.commit_latency = CommitLatency()
+        """Append-to-commit times of this node's proposals (raft-metrics commit-latency)."""
 
     @classmethod
     def from_config(
@@ -148,6 +155,7 @@ class RaftDriver:
             cluster_id,
             state_machine,
             raft_config(config),
+            PeerSecurity.to_controllers(config),
         )
 
     # --- what the node above uses ---------------------------------------------------------
@@ -160,6 +168,8 @@ class RaftDriver:
         """Append entries as the leader: the offset of the first, None when not the leader."""
         core = self._running()
         first = core.propose(payloads, self.now())
+        if first is not None:
+            self.commit_latency.proposed(first + len(payloads) - 1)
         self._drain()
         return first
 
@@ -307,6 +317,7 @@ class RaftDriver:
                     self._writes.append(effect)
                     self._writes_ready.set()
                 case HighWatermark(offset):
+                    self.commit_latency.committed(offset)
                     self._apply_committed(core, offset)
                     self._notify()
                 case LeaderChange(epoch, leader_id):
@@ -385,7 +396,7 @@ class RaftDriver:
         requests: trio.MemoryReceiveChannel[Request],
         done: trio.Event,
     ) -> None:
-        connection = PeerConnection(address, f"raft-{self.node_id}")
+        connection = PeerConnection(address, f"raft-{self.node_id}", self._security)
         timeout_s = self.config.request_timeout_ms / 1000
         try:
             async for request in requests:

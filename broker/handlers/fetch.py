@@ -44,6 +44,8 @@ diverging epoch; v13 topic ids; v15 replica state; v16 current leader and node e
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -69,6 +71,8 @@ from strom.broker.data.fetch_sessions import (
 )
 from strom.broker.data.follower_sessions import read_follower_session
 from strom.broker.data.waiters import ALL
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.primitives import ZERO_UUID
@@ -110,16 +114,17 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
     min_bytes = min(body.min_bytes, max_bytes)
     replica = _fetcher(request, body)
+    authorized = _authorized_topics(broker, request, isinstance(replica, Replica))
     if isinstance(replica, Replica) and context.session is not None:
         reads = await read_follower_session(
             broker, broker.replication, broker.waiters, context.session,
             _wanted(body, uses_ids), replica, max_bytes, body.max_wait_ms,
             # nothing to read is no reason to answer at once here: it is the quiet session
-            lambda reads: bool(reads) and _ready(reads, min_bytes),
+            lambda reads: bool(reads) and _ready(reads, min_bytes), authorized,
         )  # fmt: skip
     else:
         reads = await _read_until_ready(
-            broker, body, context, uses_ids, max_bytes, min_bytes, replica
+            broker, body, context, uses_ids, max_bytes, min_bytes, replica, authorized
         )
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
     response = _respond(broker, body, context, reads, uses_ids)
@@ -200,6 +205,7 @@ async def _read_until_ready(
     max_bytes: int,
     min_bytes: int,
     replica: Replica | Consumer | None,
+    authorized: Callable[[str], bool] | None,
 ) -> list[PartitionRead]:
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
 
@@ -213,6 +219,7 @@ async def _read_until_ready(
             max_bytes,
             body.isolation_level,
             replica,
+            authorized,
         )
 
     reads = read()
@@ -230,7 +237,7 @@ async def _read_until_ready(
             else:  # only the partitions that changed (a parked fetch of many partitions)
                 reads = reread_changed(
                     broker, broker.replication, broker.image, reads, changed, uses_ids,
-                    max_bytes, body.isolation_level, replica,
+                    max_bytes, body.isolation_level, replica, authorized,
                 )  # fmt: skip
             if trio.current_time() >= deadline or _ready(reads, min_bytes):
                 if isinstance(replica, Replica) and changed is not ALL:
@@ -304,10 +311,27 @@ def _replica_id(body: FetchRequest) -> int:
 RAFT_MIN_VERSION = 13
 
 
+def _authorized_topics(
+    broker: BrokerState, request: RequestContext, from_follower: bool
+) -> Callable[[str], bool] | None:
+    """Which topics this fetch may read (None: all): a follower needs CLUSTER_ACTION on the
+    cluster (else every partition TOPIC_AUTHORIZATION_FAILED, as Kafka answers), a consumer READ
+    on each topic."""
+    if broker.authorizer is None:
+        return None
+    if from_follower:
+        ok = allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        return None if ok else (lambda _topic: False)
+    return partial(allowed, broker, request, AclOperation.READ, ResourceType.TOPIC)
+
+
 async def _raft_fetch(
     broker: BrokerState, request: RequestContext, body: FetchRequest
 ) -> FetchResponse:
     from strom.broker.handlers.raft_rpc import answer
+
+    if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return FetchResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
     if request.api_version < RAFT_MIN_VERSION:
         raise ProtocolError(

@@ -13,7 +13,8 @@ or disagreeing with `cluster.id`, stops start-up.
 
 `bootstrap.checkpoint` (metadata directory only, written by `strom format` as Kafka does):
 the feature levels the cluster starts with, as `FeatureLevelRecord`s in the checkpoint
-format of `snapshot` (header control batch, records, footer control batch; snapshot epoch 0).
+format of `snapshot` (header control batch, records, footer control batch; snapshot epoch 0),
+then the first users' `UserScramCredentialRecord`s (`--add-scram`).
 The controller reads it on the first start, before the metadata log has any record.
 
 Crash safety: both files are replaced atomically and durably (strom.storage.durable): a crash
@@ -35,6 +36,8 @@ from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import read_records, write_records
 from strom.storage.durable import atomic_replace
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
+from strom.wire.message import Message
 
 FILE_NAME = "meta.properties"
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
@@ -193,6 +196,7 @@ def format_directories(
     timestamp: int,
     metadata_directory_id: uuid.UUID | None = None,
     features: Mapping[str, int] | None = None,
+    scram: Iterable[UserScramCredentialRecord] = (),
 ) -> list[tuple[Path, str]]:
     """`kafka-storage format`: write `meta.properties` into every unformatted directory and
     `bootstrap.checkpoint` into the metadata directory; returns (directory, description)
@@ -225,7 +229,7 @@ def format_directories(
         directory_id = new_uuid()
         if directory == metadata:
             levels = {**(features or {}), METADATA_VERSION: metadata_version}
-            write_bootstrap_checkpoint(directory, levels, timestamp)
+            write_bootstrap_checkpoint(directory, levels, timestamp, scram)
             directory_id = metadata_directory_id or directory_id
         write_meta_properties(
             directory,
@@ -239,10 +243,17 @@ def format_directories(
     return formatted
 
 
-def write_bootstrap_checkpoint(directory: Path, features: Mapping[str, int], ts: int) -> None:
-    """`bootstrap.checkpoint`: the initial feature levels, metadata.version first."""
+def write_bootstrap_checkpoint(
+    directory: Path,
+    features: Mapping[str, int],
+    ts: int,
+    scram: Iterable[UserScramCredentialRecord] = (),
+) -> None:
+    """`bootstrap.checkpoint`: the initial feature levels, metadata.version first, then the
+    first users' SCRAM credentials (`strom format --add-scram`)."""
     names = sorted(features, key=lambda name: (name != METADATA_VERSION, name))
-    records = [FeatureLevelRecord(name, features[name]) for name in names]
+    records: list[Message] = [FeatureLevelRecord(name, features[name]) for name in names]
+    records += scram
     write_records(directory / BOOTSTRAP_FILE, records, 0, ts)
 
 
@@ -254,7 +265,22 @@ def read_bootstrap_checkpoint(directory: Path) -> dict[str, int] | None:
     records, _ = read_records(path)
     levels: dict[str, int] = {}
     for record in records:
+        if isinstance(record, UserScramCredentialRecord):
+            continue  # read_bootstrap_scram
         if not isinstance(record, FeatureLevelRecord):
-            raise MetadataError(f"{path} holds a {record.NAME}; only feature levels belong there")
+            raise MetadataError(
+                f"{path} holds a {record.NAME}; only feature levels and SCRAM credentials "
+                "belong there"
+            )
         levels[record.name] = record.feature_level
     return levels
+
+
+def read_bootstrap_scram(directory: Path) -> list[UserScramCredentialRecord]:
+    """The SCRAM credentials `strom format --add-scram` put into `bootstrap.checkpoint`, which
+    the first active controller writes into the metadata log with the feature levels."""
+    path = directory / BOOTSTRAP_FILE
+    if not path.exists():
+        return []
+    records, _ = read_records(path)
+    return [r for r in records if isinstance(r, UserScramCredentialRecord)]

@@ -13,7 +13,10 @@ partitionLeaderEpoch = the snapshot epoch:
     data batches    the image as metadata records, framed as in the log:
                     feature levels (metadata.version first), broker
                     registrations, each topic's TopicRecord and PartitionRecords,
-                    ConfigRecords, then one ProducerIdsRecord
+                    ConfigRecords, one ProducerIdsRecord, then the SCRAM
+                    credentials (UserScramCredentialRecord) and the ACLs
+                    (AccessControlEntryRecord) and client quotas
+                    (ClientQuotaRecord)
     control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
                     value SnapshotFooterRecord v0
 
@@ -35,12 +38,15 @@ from strom.coordinator.metadata.metadata_records import MetadataError, encode_ba
 from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
+from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.partition_record import PartitionRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
 from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
 from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
 from strom.wire.message import Message
@@ -131,6 +137,21 @@ def image_records(image: MetadataImage) -> Iterator[Message]:
             yield ConfigRecord(rtype, rname, key, values[key])
     if image.next_producer_id > 0:
         yield ProducerIdsRecord(-1, -1, image.next_producer_id)
+    for (user, mechanism), c in sorted(image.scram_credentials.items()):
+        yield UserScramCredentialRecord(
+            user, mechanism, c.salt, c.stored_key, c.server_key, c.iterations
+        )
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda kv: str(kv[0])):
+        for key in sorted(quotas):
+            yield ClientQuotaRecord(
+                [ClientQuotaRecord.EntityData(kind, name) for kind, name in entity],
+                key, quotas[key], False,
+            )  # fmt: skip
+    for acl_id, a in sorted(image.acls.items()):
+        yield AccessControlEntryRecord(
+            acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+            a.operation, a.permission,
+        )  # fmt: skip
 
 
 def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts: int) -> bytes:
