@@ -58,7 +58,7 @@ import struct
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import trio
 
@@ -100,6 +100,9 @@ from strom.wire.primitives import read_uvarint, uvarint
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
+COMMIT_WAIT_S = 60.0
+"""How long a group of commands waits for its records to commit before answering NOT_CONTROLLER
+(they may still commit, as after any NOT_CONTROLLER; clients retry)."""
 A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 _TIMESTAMP = struct.Struct(">q")
 _SNAPSHOT_HEADER = struct.Struct(">4sqiq")
@@ -216,6 +219,8 @@ class QuorumController(MetadataController):
         self.raft = RaftDriver.from_config(config, cluster_id, self)
         """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
         self._lock = trio.Lock()
+        self._queued: list[_Command[Any]] = []
+        """Commands waiting for the next group (`_run_command`)."""
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -389,21 +394,77 @@ class QuorumController(MetadataController):
     ) -> R:
         """Plan `command(next offset of the Raft log)` as the active controller, commit its
         records, answer; NotActiveController when this node is not (or stops being) the active
-        controller."""
+        controller.
+
+        Commands are committed in groups (`_run_batch`): the ones that queue up while a group
+        waits for its commit are planned one after the other, each against the image the
+        earlier ones make, proposed together and answered once committed. So a storm of
+        registrations, or hundreds of brokers' heartbeats behind a CreateTopics, cost one
+        quorum round per group rather than one each."""
         if self._closed:
             raise trio.ClosedResourceError("the controller is closed")
         if wait:
             await self._await_catch_up()
-        async with self._lock:
-            epoch = self._active_epoch
-            if not self.is_active or epoch is None:
-                raise NotActiveController
-            core = self.raft.core
-            assert core is not None
-            result = command(core.log.end_offset)
-            if result.records:
-                await self._commit(result.records, epoch)
-            return result.response
+        job = _Command(command)
+        self._queued.append(job)
+        try:
+            async with self._lock:
+                if not job.done:
+                    await self._run_batch()
+        finally:
+            if not job.done and job in self._queued:
+                self._queued.remove(job)  # cancelled before its group ran: never planned
+        return job.outcome()
+
+    async def _run_batch(self) -> None:
+        """Plan, commit and answer every queued command (see `_run_command`); lock held."""
+        batch, self._queued = self._queued, []
+        epoch = self._active_epoch
+        core = self.raft.core
+        if not self.is_active or epoch is None or core is None:
+            for job in batch:
+                job.fail(NotActiveController())
+            return
+        committed = self._controller.image
+        offset = core.log.end_offset
+        payloads: list[bytes] = []
+        after_commit: list[_Command[Any]] = []
+        try:
+            for job in batch:
+                try:
+                    result = job.command(offset)
+                    if result.records:
+                        # replay first: records that would not apply must never be proposed
+                        self._controller.adopt(self._controller.stage(result.records))
+                        payloads += encode_entries(result.records, self._clock())
+                        offset += len(result.records)
+                except Exception as exc:  # the command's own refusal, raised to its caller
+                    job.fail(exc)
+                    continue
+                if payloads:  # planned against records not committed yet: answer after them
+                    job.response = result.response
+                    after_commit.append(job)
+                else:
+                    job.succeed(result.response)
+        finally:
+            self._controller.reset(committed)  # committed entries are applied onto it
+        if not payloads:
+            return
+        committed_ok = False
+        # the group's commands are others' too: this task being cancelled must not cut their
+        # wait short (bounded, in case the quorum never commits)
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + COMMIT_WAIT_S
+            try:
+                await self._commit_payloads(payloads, epoch)
+                committed_ok = True
+            except NotActiveController:
+                pass
+        for job in after_commit:
+            if committed_ok:
+                job.succeed(cast(Any, job.response))
+            else:
+                job.fail(NotActiveController())
 
     async def _await_activation(self) -> None:
         """Wait (however long) until this node is the active controller."""
@@ -426,12 +487,16 @@ class QuorumController(MetadataController):
         """Propose `records` in `epoch` and wait until they are applied and published."""
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
+        await self._commit_payloads(encode_entries(records, self._clock()), epoch)
+
+    async def _commit_payloads(self, payloads: list[bytes], epoch: int) -> None:
+        """Propose the entries `payloads` in `epoch`; wait until applied and published."""
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
             raise NotActiveController
-        first = self.raft.propose(encode_entries(records, self._clock()))
+        first = self.raft.propose(payloads)
         if first is None:
             raise NotActiveController
-        last = first + len(records) - 1
+        last = first + len(payloads) - 1
         while True:
             change = self._changed
             if self._published >= last:
@@ -515,6 +580,28 @@ class QuorumController(MetadataController):
             await self._publish(image, delta)
             self._published = offset
             self._notify()
+
+
+class _Command(Generic[R]):
+    """A command waiting in `_run_command`'s queue, and its outcome once its group ran."""
+
+    def __init__(self, command: Callable[[int], ControllerResult[R]]) -> None:
+        self.command = command
+        self.done = False
+        self.response: R | None = None
+        self.error: Exception | None = None
+
+    def succeed(self, response: R) -> None:
+        self.response, self.done = response, True
+
+    def fail(self, error: Exception) -> None:
+        self.error, self.done = error, True
+
+    def outcome(self) -> R:
+        if self.error is not None:
+            raise self.error
+        assert self.done
+        return cast(R, self.response)
 
 
 class QuorumChannel:

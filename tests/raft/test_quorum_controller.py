@@ -409,3 +409,47 @@ async def test_entries_say_how_many_of_their_command_follow() -> None:
         decode_entry(entries[0][:5])
     with pytest.raises(MetadataError, match="not a metadata snapshot"):
         decode_snapshot(b"XXXX" + bytes(20))
+
+
+async def test_concurrent_commands_commit_in_groups_each_planned_on_the_last(
+    tmp_path: Path,
+) -> None:
+    """Commands that queue up while a group waits for its commit are planned one after the
+    other against the image the earlier ones make (a second CreateTopics of a name in the same
+    group is TOPIC_ALREADY_EXISTS) and committed together: far fewer Raft commits than
+    commands, every one answered, every replica agreeing."""
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        await c.until(lambda: all(n.image.metadata_version > 0 for n in c.running()))
+        await c.register_all()
+        core = active.raft.core
+        assert core is not None
+        before = core.high_watermark
+        answers: dict[str, list[int]] = {}
+
+        async def create(name: str, key: str) -> None:
+            response = await active.create_topics(_create(name, 1), 7)
+            answers[key] = [t.error_code for t in response.topics]
+
+        proposals: list[int] = []
+        propose = active.raft.propose
+
+        def counting(payloads: list[bytes]) -> int | None:
+            proposals.append(len(payloads))
+            return propose(payloads)
+
+        active.raft.propose = counting  # type: ignore[method-assign]
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(create, f"t{i}", f"t{i}")
+            nursery.start_soon(create, "t0", "t0 again")
+        assert len(proposals) < 20  # grouped
+        created = sorted(k for k, v in answers.items() if v == [ErrorCode.NONE])
+        assert len(created) == 20
+        assert sorted(v[0] for v in answers.values()).count(ErrorCode.TOPIC_ALREADY_EXISTS) == 1
+        await c.until(
+            lambda: all(len(n.image.topics_by_name) == 20 for n in c.running())
+        )
+        assert core.high_watermark > before
+        ids = {tuple(sorted(n.image.topics_by_name)) for n in c.running()}
+        assert len(ids) == 1
