@@ -148,6 +148,8 @@ class Fleet:
         self.probes: list[Probe] = []
         self.leader: int | None = None
         """The quorum leader as the latest answers say."""
+        self.epochs: set[int] = set()
+        """Raft epochs seen by DescribeQuorum (more than one: leader elections)."""
 
     def committed(self, broker: SimBroker, offset: int) -> None:
         now = time.perf_counter()
@@ -442,10 +444,15 @@ async def create_topics(fleet: Fleet, admin: SimBroker, names: list[str], partit
 
 
 async def committed_offset(fleet: Fleet) -> int:
-    found = await describe_quorum(fleet, sorted(fleet.voters))
-    if found is None:
-        raise RuntimeError("no quorum leader")
-    return found.high_watermark
+    """The quorum's high watermark (waiting out an election)."""
+    with trio.move_on_after(60):
+        while True:
+            found = await describe_quorum(fleet, sorted(fleet.voters))
+            if found is not None:
+                fleet.epochs.add(found.leader_epoch)
+                return found.high_watermark
+            await trio.sleep(0.1)
+    raise RuntimeError("no quorum leader for 60 s")
 
 
 def controller_rss(cluster: ClusterProcess) -> dict[int, int]:
@@ -508,6 +515,7 @@ async def _run(cluster: ClusterProcess, n_brokers: int, n_partitions: int, log: 
             log(f"  {done:,} partitions in {time.perf_counter() - began:.1f} s")
         created = time.perf_counter() - began
         fig["create_s"] = round(created, 2)
+        fig["elections_during_creation"] = len(fleet.epochs) - 1
         fig["create_partitions_per_s"] = round(topics * per_topic / created)
         fig["propagation_under_creation_ms"] = _ms(loaded)
         await trio.sleep(3)  # let snapshots and publishing settle

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/...py` from a checkout
@@ -466,6 +466,46 @@ def _start_tansu(spec: TansuSpec) -> Iterator[RunningBroker]:
         yield running
     finally:
         child.stop()
+
+
+class ClusterBroker(RunningBroker):
+    """A started `ClusterProcess` seen as one broker by the workloads: readings sum every node
+    (the followers' fetching and appending is part of what a replicated record costs)."""
+
+    def __init__(self, cluster: Any, label: str = "rf3") -> None:
+        self.cluster = cluster
+        super().__init__(label, "strom", cluster.bootstrap, cluster.nodes[0].pid, 0.0, 0.0)
+
+    def node_bootstrap(self, node_id: int) -> str:
+        return str(self.cluster.node(node_id).bootstrap)
+
+    def sample(self) -> Sample:
+        parts = [sample(n.pid) for n in self.cluster.nodes]
+        return Sample(time.perf_counter(), sum(p.cpu_s for p in parts), sum(p.rss for p in parts))
+
+    def peak_rss(self) -> int:
+        return sum(peak_rss_bytes(n.pid) for n in self.cluster.nodes)
+
+    def alive(self) -> bool:
+        return all(n.alive for n in self.cluster.nodes)
+
+    def open_files(self) -> int:
+        return sum(len(os.listdir(f"/proc/{n.pid}/fd")) for n in self.cluster.nodes if n.alive)
+
+
+@contextlib.contextmanager
+def start_cluster(
+    label: str = "rf3", nodes: int = 3, overrides: Mapping[str, str] | None = None
+) -> Iterator[ClusterBroker]:
+    """`nodes` combined `strom serve` nodes (`strom.broker.testing.cluster.ClusterProcess`), in a
+    temporary directory, as one `RunningBroker`."""
+    from strom.broker.testing.cluster import ClusterProcess
+
+    with (
+        tempfile.TemporaryDirectory(prefix="strom-bench-cluster-") as tmp,
+        ClusterProcess(Path(tmp) / label, combined=nodes, overrides=overrides) as cluster,
+    ):
+        yield ClusterBroker(cluster, label)
 
 
 def broker_version(spec: BrokerSpec) -> str:
