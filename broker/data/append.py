@@ -188,7 +188,7 @@ async def append_partition(
             waiters.changed(topic, index)  # committed at append: consumers may read it
         else:  # followers fetch it; consumers and acks=all wait for the high watermark
             waiters.appended(topic, index)
-        if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
+        if log.flush_owed():
             try:
                 await trio.to_thread.run_sync(log.flush)
             except KafkaStorageError:

@@ -23,11 +23,12 @@ import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
-from strom.broker.data.coordinator_topics import group_driver
+from strom.broker.data.coordinator_topics import group_driver, transaction_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.follower_sessions import forget_session
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
+from strom.broker.data.txn_verifier import CoordinatorVerifier
 from strom.broker.data.txn_verify import TransactionVerification
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller import ControllerDriver
@@ -160,6 +161,9 @@ class Broker:
             with trio.CancelScope(shield=True):
                 if self.state is not None:  # connections to the active controller, if any
                     await self.state.forwarder.aclose()
+                    await self.state.txn_verifier.aclose()  # ... and to other brokers
+                    if self.state.transactions is not None:
+                        await self.state.transactions.markers.aclose()
                 await controller.close()
 
     async def _serve(
@@ -225,6 +229,11 @@ class Broker:
             await _follow(state, controller)
         state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
         await state.groups.load()
+        state.transactions = transaction_driver(
+            state, state.replication, state.waiters, state.min_isr, state.producer_ids
+        )
+        await state.transactions.load()
+        state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
         server = Server(state, tls, sasl)
         server.faults = faults
         endpoint = None
@@ -285,6 +294,7 @@ class Broker:
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(state.groups.run)
+                    accepting.start_soon(state.transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)
@@ -365,6 +375,7 @@ def build_services(state: BrokerState) -> None:
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()
+    state.txn_verifier = CoordinatorVerifier(state)
 
 
 async def _follow(state: BrokerState, controller: MetadataController) -> None:
