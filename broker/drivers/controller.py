@@ -226,10 +226,15 @@ class ControllerDriver(MetadataController):
         """A single node is active from `open` on: nothing to wait for."""
 
     async def _run_command(
-        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+        self,
+        command: Callable[[int], ControllerResult[R]],
+        *,
+        wait: bool = True,
+        timeout_ms: int | None = None,
     ) -> R:
         """Run `command(next offset of the metadata log)` under the lock, append its records;
-        never NotActiveController (`wait` has nothing to wait for: this node is always active)."""
+        never NotActiveController (`wait` has nothing to wait for: this node is always active)
+        nor CommandTimedOut (its appends are local and shielded: `timeout_ms` is not needed)."""
         async with self._lock:
             self._check_open()
             result = command(self._log.end_offset)

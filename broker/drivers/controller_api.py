@@ -133,6 +133,11 @@ class NotActiveController(Exception):
     were committed."""
 
 
+class CommandTimedOut(Exception):
+    """The command's deadline passed before it was answered (Kafka's TimeoutException:
+    REQUEST_TIMED_OUT). Records it proposed, if any, may still commit."""
+
+
 def _fail_not_controller(item: Struct) -> None:
     item.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
     if "error_message" in item.FIELDS:
@@ -198,12 +203,17 @@ class MetadataController(ABC):
 
     @abstractmethod
     async def _run_command(
-        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+        self,
+        command: Callable[[int], ControllerResult[R]],
+        *,
+        wait: bool = True,
+        timeout_ms: int | None = None,
     ) -> R:
         """Plan `command(offset its first record will get)` as the active controller, make its
         records durable and applied, and return its response. Raises NotActiveController when
         this node is not (or stops being) the active controller; with `wait`, a node that was
-        just elected first waits (briefly) until it is active."""
+        just elected first waits (briefly) until it is active; CommandTimedOut once
+        `timeout_ms` (the request's deadline, as Kafka gives one) has passed."""
 
     @abstractmethod
     async def _await_activation(self) -> None:
@@ -388,15 +398,21 @@ class MetadataController(ABC):
             return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
 
     async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
+        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down. Only the
+        active controller answers, and only once the commands before it are settled;
+        REQUEST_TIMED_OUT after half of broker.heartbeat.interval.ms, as Kafka's controller."""
         try:
             return await self._run_command(
                 lambda offset: self._controller.broker_heartbeat(
                     request, next_offset=offset, now_ms=monotonic_ms()
-                )
+                ),
+                # Kafka's controller gives a heartbeat half the heartbeat interval
+                timeout_ms=self._config.broker_heartbeat_interval_ms // 2,
             )
         except NotActiveController:
             return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+        except CommandTimedOut:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.REQUEST_TIMED_OUT, is_fenced=True)
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every broker whose lease has run out, one command each (the active controller

@@ -32,9 +32,19 @@ Every node (a voter with the controller role, an observer with only the broker r
   watermark has reached its own epoch (everything committed before is applied): it resets the
   broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
   yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
-  commands one at a time: plan against its image, propose, wait until the entries are
-  committed, applied and published, answer. A command that loses leadership while waiting
-  answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
+  commands in arrival order: plan against its image, propose, wait until the entries are
+  committed, applied and published, answer. The image holds committed records only, so a
+  command plans only once the one before it is settled: its records published, dropped by a
+  failed write, or its leadership lost (then nothing is planned: this node is no longer
+  active). A command succeeds only if the entry committed at its last offset is its own (same
+  epoch); one that loses leadership while waiting answers NOT_CONTROLLER (its entries may still
+  commit, as in Kafka). A command with a deadline (BrokerHeartbeat: half
+  broker.heartbeat.interval.ms, as Kafka's controller) answers REQUEST_TIMED_OUT when it passes,
+  while queued or waiting; the queue itself waits for the settling, never for a caller. A
+  resigned leader reports no leader (`RaftCore.current_leader_id`), so a leader cut off from
+  the quorum stops being active at its check-quorum and everything waiting on it answers
+  NOT_CONTROLLER; commands that write nothing, such as heartbeats, are answered only by the
+  active controller.
 - **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
   admin response; BrokerRegistration and BrokerHeartbeat in their error code);
   `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER) (the broker then asks the active
@@ -58,13 +68,15 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Protocol, TypeVar
 
 import trio
 
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
+    CommandTimedOut,
     LocalControllerChannel,
     MetadataController,
     NotActiveController,
@@ -101,9 +113,6 @@ from strom.wire.primitives import read_uvarint, uvarint
 log = logging.getLogger("strom.controller")
 
 R = TypeVar("R")
-COMMIT_WAIT_S = 60.0
-"""How long a group of commands waits for its records to commit before answering NOT_CONTROLLER
-(they may still commit, as after any NOT_CONTROLLER; clients retry)."""
 A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 _TIMESTAMP = struct.Struct(">q")
 _SNAPSHOT_HEADER = struct.Struct(">4sqiq")
@@ -164,6 +173,19 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     return delta.apply(Provenance(offset, epoch, timestamp)), delta
 
 
+@dataclass(slots=True)
+class _Proposal:
+    """A command's records proposed to Raft, not yet settled."""
+
+    epoch: int
+    """The epoch they were proposed in (this node leading)."""
+    last: int
+    """The offset of the command's last entry."""
+    committed_epoch: int | None = None
+    """The epoch of the entry committed at `last` once applied: `epoch` if it is this
+    command's, another if another leader's entry took the offset."""
+
+
 class RemoteChannelFactory(Protocol):
     """Makes the channel to the active controller from where it is (`lookup`) and an event
     source set when that may have changed (`changes`)."""
@@ -216,14 +238,15 @@ class QuorumController(MetadataController):
         self._clock = clock
         self._snapshot_interval = snapshot_interval_bytes
         self._since_snapshot = 0
-        self._snapshotting = False
-        """A snapshot is being encoded (in a worker thread)."""
         self._voters = dict(config.quorum_voters)
         self.raft = RaftDriver.from_config(config, cluster_id, self)
         """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
         self._lock = trio.Lock()
-        self._queued: list[_Command[Any]] = []
-        """Commands waiting for the next group (`_run_command`)."""
+        """Commands plan and propose one at a time, in arrival order (trio's lock is fair)."""
+        self._proposal: _Proposal | None = None
+        """The last command's records, until applied (see `_settled`)."""
+        self._snapshotting = False
+        """A snapshot is being encoded (in a worker thread)."""
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -319,7 +342,10 @@ class QuorumController(MetadataController):
 
     def apply(self, entries: list[Entry]) -> None:
         """Committed entries (RaftStateMachine): replay whole commands, queue them to publish."""
+        proposal = self._proposal
         for entry in entries:
+            if proposal is not None and entry.offset == proposal.last:
+                proposal.committed_epoch = entry.epoch
             if not entry.control:
                 remaining, timestamp, record = decode_entry(entry.data)
                 self._pending.append(record)
@@ -398,81 +424,35 @@ class QuorumController(MetadataController):
         self._changed = trio.Event()
 
     async def _run_command(
-        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+        self,
+        command: Callable[[int], ControllerResult[R]],
+        *,
+        wait: bool = True,
+        timeout_ms: int | None = None,
     ) -> R:
-        """Plan `command(next offset of the Raft log)` as the active controller, commit its
-        records, answer; NotActiveController when this node is not (or stops being) the active
-        controller.
-
-        Commands are committed in groups (`_run_batch`): the ones that queue up while a group
-        waits for its commit are planned one after the other, each against the image the
-        earlier ones make, proposed together and answered once committed. So a storm of
-        registrations, or hundreds of brokers' heartbeats behind a CreateTopics, cost one
-        quorum round per group rather than one each."""
+        """Plan `command(next offset of the Raft log)` as the active controller once the command
+        before it is settled, commit its records, answer; NotActiveController when this node is
+        not (or stops being) the active controller, CommandTimedOut after `timeout_ms`."""
         if self._closed:
             raise trio.ClosedResourceError("the controller is closed")
-        if wait:
-            await self._await_catch_up()
-        job = _Command(command)
-        self._queued.append(job)
-        try:
+        deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000
+        with trio.move_on_at(deadline):
+            if wait:
+                await self._await_catch_up()
             async with self._lock:
-                if not job.done:
-                    await self._run_batch()
-        finally:
-            if not job.done and job in self._queued:
-                self._queued.remove(job)  # cancelled before its group ran: never planned
-        return job.outcome()
-
-    async def _run_batch(self) -> None:
-        """Plan, commit and answer every queued command (see `_run_command`); lock held."""
-        batch, self._queued = self._queued, []
-        epoch = self._active_epoch
-        core = self.raft.core
-        if not self.is_active or epoch is None or core is None:
-            for job in batch:
-                job.fail(NotActiveController())
-            return
-        committed = self._controller.image
-        offset = core.log.end_offset
-        payloads: list[bytes] = []
-        after_commit: list[_Command[Any]] = []
-        try:
-            for job in batch:
-                try:
-                    result = job.command(offset)
-                    if result.records:
-                        # replay first: records that would not apply must never be proposed
-                        self._controller.adopt(self._controller.stage(result.records))
-                        payloads += encode_entries(result.records, self._clock())
-                        offset += len(result.records)
-                except Exception as exc:  # the command's own refusal, raised to its caller
-                    job.fail(exc)
-                    continue
-                if payloads:  # planned against records not committed yet: answer after them
-                    job.response = result.response
-                    after_commit.append(job)
-                else:
-                    job.succeed(result.response)
-        finally:
-            self._controller.reset(committed)  # committed entries are applied onto it
-        if not payloads:
-            return
-        committed_ok = False
-        # the group's commands are others' too: this task being cancelled must not cut their
-        # wait short (bounded, in case the quorum never commits)
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + COMMIT_WAIT_S
-            try:
-                await self._commit_payloads(payloads, epoch)
-                committed_ok = True
-            except NotActiveController:
-                pass
-        for job in after_commit:
-            if committed_ok:
-                job.succeed(cast(Any, job.response))
-            else:
-                job.fail(NotActiveController())
+                await self._settled()
+                epoch = self._active_epoch
+                if not self.is_active or epoch is None:
+                    raise NotActiveController
+                core = self.raft.core
+                assert core is not None
+                result = command(core.log.end_offset)
+                if not result.records:
+                    return result.response
+                proposal = self._propose(result.records, epoch)
+            await self._committed(proposal)
+            return result.response
+        raise CommandTimedOut
 
     async def _await_activation(self) -> None:
         """Wait (however long) until this node is the active controller."""
@@ -491,25 +471,49 @@ class QuorumController(MetadataController):
                     return
                 await change.wait()
 
-    async def _commit(self, records: Sequence[Message], epoch: int) -> None:
-        """Propose `records` in `epoch` and wait until they are applied and published."""
+    def _propose(self, records: Sequence[Message], epoch: int) -> _Proposal:
+        """Propose `records` in `epoch` (this node leading it); NotActiveController if it does
+        not lead it any more."""
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
-        await self._commit_payloads(encode_entries(records, self._clock()), epoch)
-
-    async def _commit_payloads(self, payloads: list[bytes], epoch: int) -> None:
-        """Propose the entries `payloads` in `epoch`; wait until applied and published."""
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
             raise NotActiveController
-        first = self.raft.propose(payloads)
+        first = self.raft.propose(encode_entries(records, self._clock()))
         if first is None:
             raise NotActiveController
-        last = first + len(payloads) - 1
+        self._proposal = _Proposal(epoch, first + len(records) - 1)
+        return self._proposal
+
+    def _lost(self, proposal: _Proposal) -> bool:
+        """This node no longer leads the epoch `proposal` was made in."""
+        return (
+            self.raft.epoch != proposal.epoch
+            or self.raft.leader_id != self.node_id
+            or self._closed
+        )
+
+    async def _settled(self) -> None:
+        """Wait until the last proposal is settled: applied and published (the image holds it,
+        so the next command may plan), or this node no longer leads its epoch (then it plans
+        nothing: it is not active)."""
         while True:
             change = self._changed
-            if self._published >= last:
+            proposal = self._proposal
+            if proposal is None or self._published >= proposal.last or self._lost(proposal):
                 return
-            if self.raft.epoch != epoch or self._closed:
+            await change.wait()
+
+    async def _committed(self, proposal: _Proposal) -> None:
+        """Wait until `proposal` is committed, applied and published. The entry committed at its
+        last offset must be its own (same epoch): another leader's entry there means it was
+        overwritten (NotActiveController, as when leadership is lost while waiting)."""
+        while True:
+            change = self._changed
+            if self._published >= proposal.last:
+                if proposal.committed_epoch != proposal.epoch:
+                    raise NotActiveController
+                return
+            if self._lost(proposal):
                 raise NotActiveController
             await change.wait()
 
@@ -599,7 +603,9 @@ class QuorumController(MetadataController):
         if records:
             try:
                 async with self._lock:
-                    await self._commit(records, epoch)
+                    await self._settled()
+                    proposal = self._propose(records, epoch)
+                await self._committed(proposal)
             except NotActiveController:
                 return
             log.info("node %d bootstrapped the cluster metadata", self.node_id)
@@ -613,28 +619,6 @@ class QuorumController(MetadataController):
             await self._publish(image, delta)
             self._published = offset
             self._notify()
-
-
-class _Command(Generic[R]):
-    """A command waiting in `_run_command`'s queue, and its outcome once its group ran."""
-
-    def __init__(self, command: Callable[[int], ControllerResult[R]]) -> None:
-        self.command = command
-        self.done = False
-        self.response: R | None = None
-        self.error: Exception | None = None
-
-    def succeed(self, response: R) -> None:
-        self.response, self.done = response, True
-
-    def fail(self, error: Exception) -> None:
-        self.error, self.done = error, True
-
-    def outcome(self) -> R:
-        if self.error is not None:
-            raise self.error
-        assert self.done
-        return cast(R, self.response)
 
 
 class QuorumChannel:
