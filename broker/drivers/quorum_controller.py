@@ -564,7 +564,7 @@ class QuorumController(MetadataController):
         is immutable, so the commits meanwhile do not disturb it."""
         try:
             began = time.perf_counter()
-            data = await trio.to_thread.run_sync(encode_snapshot, image)
+            data = await runtime.to_thread(encode_snapshot, image)
             encoded = time.perf_counter() - began
             core = self.raft.core
             if core is None or not core.log.start_offset < end <= core.high_watermark:
