@@ -53,6 +53,7 @@ if str(_ROOT) not in sys.path:  # `python bench/replication.py` from a checkout
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]  # noqa: E402
 
 from bench.harness import (  # noqa: E402
+    ClusterBroker,
     RunningBroker,
     Sample,
     StromSpec,
@@ -76,24 +77,6 @@ DECODING = ("decode_records", "records/iterate.py", "records/record.py", "record
             "records/legacy.py")
 """Frames of per-record work (decoding, or the produce-time record walk). On the leader the walk
 is the produce validation (Kafka's LogValidator); on a follower any of them would be a bug."""
-
-
-class ClusterBroker(RunningBroker):
-    """A started cluster seen as one broker by the workloads: readings sum every node."""
-
-    def __init__(self, cluster: ClusterProcess) -> None:
-        self.cluster = cluster
-        super().__init__("rf3", "strom", cluster.bootstrap, cluster.nodes[0].pid, 0.0, 0.0)
-
-    def sample(self) -> Sample:
-        parts = [sample(n.pid) for n in self.cluster.nodes]
-        return Sample(time.perf_counter(), sum(p.cpu_s for p in parts), sum(p.rss for p in parts))
-
-    def peak_rss(self) -> int:
-        return sum(peak_rss_bytes(n.pid) for n in self.cluster.nodes)
-
-    def alive(self) -> bool:
-        return all(n.alive for n in self.cluster.nodes)
 
 
 class KafkaCluster(RunningBroker):

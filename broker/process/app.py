@@ -11,6 +11,7 @@ clean-shutdown marker that lets the next start skip recovery).
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver, transaction_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
+from strom.broker.data.follower_sessions import forget_session
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
 from strom.broker.data.txn_verifier import CoordinatorVerifier
@@ -367,8 +369,9 @@ def build_services(state: BrokerState) -> None:
     """The broker's services, each built once from `state` and handed down as its fields."""
     state.replication = ReplicationManager(state)
     state.waiters = DataWaiters()
-    state.replication.high_watermark_listeners.append(state.waiters.changed)
+    state.replication.high_watermark_listeners.append(state.waiters.high_watermark_moved)
     state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
+    state.fetch_sessions.on_remove = functools.partial(forget_session, state.waiters)
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()
@@ -473,8 +476,18 @@ def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
 
 async def _flush_loop(state: BrokerState) -> None:
     """fsync partitions whose flush.messages / flush.ms policy says so, off the event loop.
-    A failed flush takes its partition offline (it logs why) and is reported at once."""
+    A failed flush takes its partition offline (it logs why) and is reported at once. While no
+    log is a flush candidate (the default policy between segment rolls) it sleeps until one is,
+    so an idle broker does not wake every FLUSH_CHECK_SECONDS."""
+    token = trio.lowlevel.current_trio_token()
+    wanted = trio.Event()
+    # the hook may run in a worker thread (a roll inside an append run by one)
+    state.logs.on_flush_wanted = lambda: token.run_sync_soon(wanted.set)
     while True:
+        if not state.logs.has_flush_candidates():
+            await wanted.wait()
+            wanted = trio.Event()
+            continue
         await trio.sleep(FLUSH_CHECK_SECONDS)
         for partition in state.logs.flush_due(wall_clock_ms()):
             try:

@@ -258,10 +258,13 @@ class ReplicationManager:
         fetch_offset: int,
         log_start_offset: int = -1,
         broker_epoch: int = -1,
+        quiet_since_ms: int = -1,
     ) -> None:
         """A follower fetched `key` from `fetch_offset` (its log end) with its log starting at
         `log_start_offset`, naming `broker_epoch`: move the high watermark and propose it into
-        the ISR if it caught up. Raises StaleFetch for a fetch of an older incarnation."""
+        the ISR if it caught up. `quiet_since_ms`: its fetch session left the partition unread
+        until now as quiet, i.e. caught up, at that time (see `ReplicaSet.follower_fetched`).
+        Raises StaleFetch for a fetch of an older incarnation."""
         leadership = self.leaders.get(key)
         if leadership is None:
             return
@@ -270,8 +273,9 @@ class ReplicationManager:
         follower = leadership.replica_set.followers.get(replica_id)
         start_before = None if follower is None else follower.log_start_offset
         if leadership.replica_set.follower_fetched(
-            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset, broker_epoch
-        ):
+            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset, broker_epoch,
+            quiet_since_ms,
+        ):  # fmt: skip
             self._set_high_watermark(key, leadership)
         elif (
             follower := leadership.replica_set.followers.get(replica_id)
