@@ -25,6 +25,7 @@ need g++ || missing+=(g++)
 need make || missing+=(make)
 [ -e /usr/include/zlib.h ] || missing+=(zlib1g-dev)
 [ -e /usr/include/rapidjson/schema.h ] || missing+=(rapidjson-dev)
+[ -e /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
   if need apt-get && { [ "$(id -u)" -eq 0 ] || need sudo; }; then
     sudo=""
@@ -35,7 +36,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
       ca-certificates "${missing[@]}" >/dev/null
   else
-    echo "scripts/test.sh: install kcat, a JDK 17 (javac), Maven (mvn), npm, g++, make and the zlib and RapidJSON headers with your package manager (missing: ${missing[*]}), then run scripts/test.sh again" >&2
+    echo "scripts/test.sh: install kcat, a JDK 17 (javac), Maven (mvn), npm, g++, make and the zlib, RapidJSON and OpenSSL headers with your package manager (missing: ${missing[*]}), then run scripts/test.sh again" >&2
     exit 1
   fi
 fi

@@ -42,7 +42,7 @@ from strom.broker.network.faults import FaultInjector
 from strom.broker.network.server import Server
 from strom.broker.process import socket_activation
 from strom.broker.replication.partitions import (
-    follow_image,
+    ImageFollower,
     heartbeat_loop,
     log_config,
     report_storage,
@@ -277,7 +277,8 @@ class Broker:
                     except RegistrationError as exc:
                         failure = exc
                     else:  # unfenced: caught up with the metadata log
-                        await _follow(state, controller)
+                        if "broker" in config.roles:  # a controller alone hosts no partition
+                            await _follow(state, controller)
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
                     if endpoint is not None:
@@ -391,8 +392,9 @@ async def _follow(state: BrokerState, controller: MetadataController) -> None:
     the image replayed from its own metadata log at start may be far behind, and acting on it
     would delete logs of partitions created since, or lead a partition that has moved on.
     Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`BrokerCore.followed`)."""
-    await follow_image(state, state.replication, controller.image)
-    controller.subscribe(lambda image: follow_image(state, state.replication, image))
+    follower = ImageFollower(state, state.replication)
+    await follower(controller.image)
+    controller.subscribe_deltas(follower)
     # after the logs and roles moved: a parked fetch woken by a new image sees them
     controller.subscribe(lambda _image: state.waiters.wake_all())
 

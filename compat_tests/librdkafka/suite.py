@@ -7,8 +7,9 @@ librdkafka tree, tests included (`package/deps/librdkafka`), at a pinned version
 kept under `.cache/librdkafka/` (git-ignored), so it is fetched and built once:
 
 1. `npm pack node-rdkafka@<version>` and unpack it;
-2. `./configure` with what a plaintext test run needs (no SSL, SASL/GSSAPI, curl or external
-   zstd/lz4: the bundled lz4 and snappy, and zlib, are enough) and `make libs`;
+2. `./configure` with OpenSSL (TLS, and SCRAM, which librdkafka computes with it) and
+   without GSSAPI, curl or external zstd/lz4 (the bundled lz4 and snappy, and zlib, are
+   enough), then `make libs`;
 3. the `test-runner` with only the tests asked for: `test.c` lists every test, so the others
    are linked as weak stubs that fail if called (the Makefile's test list is overridden,
    nothing in librdkafka's tree is edited).
@@ -17,7 +18,8 @@ kept under `.cache/librdkafka/` (git-ignored), so it is fetched and built once:
 version as Kafka 4.1 (`TEST_KAFKA_VERSION`: the suite chooses its sub-tests by it), and for the
 tests that start a Java producer (0098's `TransactionProducerCli`) a `KAFKA_PATH` laid out as a
 Kafka release: `libs/` holds the Java client from Maven Central with its dependencies, and
-`bin/kafka-run-class.sh` runs a class on that classpath.
+`bin/kafka-run-class.sh` runs a class on that classpath. The tests that manage ACLs with
+`bin/kafka-acls.sh` get the `KAFKA_PATH` of `acl_tools()`: Kafka's own AclCommand.
 
 A missing `npm`, compiler or `java` raises `SuiteUnavailable` with the command that installs
 it: the tests fail, never skip.
@@ -43,14 +45,18 @@ LIBRDKAFKA = "2.12.0"
 CACHE = maven.CACHE / "librdkafka"
 BROKER_VERSION = "4.1.0"
 """What the suite is told the broker is (it picks sub-tests by broker version)."""
-INSTALL = "apt-get install -y npm build-essential zlib1g-dev rapidjson-dev"
+INSTALL = "apt-get install -y npm build-essential zlib1g-dev rapidjson-dev libssl-dev"
 RAPIDJSON = Path("/usr/include/rapidjson/schema.h")
 """0098 checks statistics with RapidJSON and is skipped without it: required here."""
+OPENSSL = Path("/usr/include/openssl/ssl.h")
+"""TLS and SCRAM (the security tests) need librdkafka built with OpenSSL."""
 
 _CONFIGURE = (
-    "--disable-ssl", "--disable-gssapi", "--disable-curl", "--disable-zstd",
-    "--disable-lz4-ext", "--disable-optimization",
+    "--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext",
+    "--disable-optimization",
 )  # fmt: skip
+_BUILD = CACHE / f"node-rdkafka-{NODE_RDKAFKA}-ssl"
+"""Where the tree is unpacked and built (named for the build's configuration)."""
 _HARNESS_OBJECTS = (
     "test.o", "rusage.o", "testcpp.o", "tinycthread.o", "tinycthread_extra.o", "rdlist.o",
     "sockem.o", "sockem_ctrl.o",
@@ -95,7 +101,7 @@ def _locked() -> Iterator[None]:
 
 def source() -> Path:
     """librdkafka's source tree (fetched once)."""
-    root = CACHE / f"node-rdkafka-{NODE_RDKAFKA}" / "package" / "deps" / "librdkafka"
+    root = _BUILD / "package" / "deps" / "librdkafka"
     if (root / "tests" / "test.c").exists():
         return root
     npm = _need("npm")
@@ -104,7 +110,7 @@ def source() -> Path:
     if not packed.exists():
         _run([npm, "pack", f"node-rdkafka@{NODE_RDKAFKA}", "--pack-destination", str(CACHE)],
              CACHE, "npm pack node-rdkafka")  # fmt: skip
-    target = CACHE / f"node-rdkafka-{NODE_RDKAFKA}"
+    target = _BUILD
     shutil.rmtree(target, ignore_errors=True)
     with tarfile.open(packed) as tar:
         tar.extractall(target, filter="data")
@@ -149,8 +155,11 @@ def test_runner(wanted: Sequence[str]) -> Path:
             _need(tool)
         if not RAPIDJSON.exists():
             raise SuiteUnavailable(f"RapidJSON's headers are not installed: {INSTALL}")
+        if not OPENSSL.exists():
+            raise SuiteUnavailable(f"OpenSSL's headers are not installed: {INSTALL}")
         config = root / "config.h"
-        if not config.exists() or "WITH_RAPIDJSON 1" not in config.read_text():
+        configured = config.read_text() if config.exists() else ""
+        if "WITH_RAPIDJSON 1" not in configured or "WITH_SSL 1" not in configured:
             _run(["./configure", *_CONFIGURE], root, "librdkafka ./configure")
         jobs = f"-j{max(1, min(2, os.cpu_count() or 1))}"
         _run(["make", jobs, "libs"], root, "librdkafka make libs")
@@ -190,9 +199,22 @@ def kafka_path() -> Path:
     return home
 
 
+def acl_tools() -> Path:
+    """A `KAFKA_PATH` whose `bin/kafka-acls.sh` is Kafka's own AclCommand (Maven Central)."""
+    from compat_tests.kafka_tools.tools import KafkaTools
+
+    home = CACHE / f"kafka-{maven.KAFKA_VERSION}-acls"
+    script = home / "bin" / "kafka-acls.sh"
+    command = " ".join(f"'{part}'" for part in KafkaTools.resolve().command("kafka-acls"))
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+    script.chmod(0o755)
+    return home
+
+
 def run(
     runner: Path, test: str, bootstrap: str, workdir: Path, *, timeout: float = 900,
-    extra_conf: Mapping[str, str] | None = None,
+    extra_conf: Mapping[str, str] | None = None, kafka_home: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run one numbered test of `runner` against `bootstrap`; its output is in the result
     (exit status 0: every sub-test passed)."""
@@ -205,7 +227,7 @@ def run(
         "TESTS": test,
         "RDKAFKA_TEST_CONF": str(conf),
         "TEST_KAFKA_VERSION": BROKER_VERSION,
-        "KAFKA_PATH": str(kafka_path()),
+        "KAFKA_PATH": str(kafka_home or kafka_path()),
         "TEST_LEVEL": "2",
         # the runner links librdkafka's shared libraries from the tree, as run-test.sh sets it
         "LD_LIBRARY_PATH": os.pathsep.join(

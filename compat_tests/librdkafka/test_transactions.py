@@ -11,20 +11,22 @@
 - 0129 `fetch_aborted_msgs`: a read_committed consumer reaching the end of a partition
   whose tail is an aborted transaction larger than a fetch, across small segments.
 
-Each runs as librdkafka runs it (`test-runner -p1`, the broker version given as Kafka 4.1);
-a failure shows the runner's last lines and the cluster's logs.
+Each runs as librdkafka runs it (`test-runner -p1`, the broker version given as Kafka 4.1),
+all three on one cluster (each test names its own topics and transactional ids); a failure
+shows the runner's last lines and the cluster's logs.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from compat_tests.cluster.test_cluster import wait_for_leader
 from compat_tests.librdkafka import suite
-from strom.broker.testing.pytest_plugin import StartCluster
+from strom.broker.testing.cluster import ClusterProcess
 
 TESTS = ("0098", "0103", "0129")
 CLUSTER = {
@@ -41,9 +43,15 @@ def runner() -> Path:
     return suite.test_runner(TESTS)
 
 
-def _passes(runner: Path, strom_cluster: StartCluster, tmp_path: Path, test: str) -> None:
-    cluster = strom_cluster(combined=3, overrides=CLUSTER)
-    wait_for_leader(cluster)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
+    with ClusterProcess(tmp_path_factory.mktemp("rdkafka-cluster"), combined=3,
+                        overrides=CLUSTER) as started:  # fmt: skip
+        wait_for_leader(started)
+        yield started
+
+
+def _passes(runner: Path, cluster: ClusterProcess, tmp_path: Path, test: str) -> None:
     done = suite.run(
         runner, test, cluster.bootstrap, tmp_path / "rdkafka",
         extra_conf={"test.timeout.multiplier": "4"},
@@ -63,17 +71,17 @@ def _passes(runner: Path, strom_cluster: StartCluster, tmp_path: Path, test: str
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # the first run fetches and builds librdkafka (several minutes)
-def test_0103_transactions(runner: Path, strom_cluster: StartCluster, tmp_path: Path) -> None:
-    _passes(runner, strom_cluster, tmp_path, "0103")
+def test_0103_transactions(runner: Path, cluster: ClusterProcess, tmp_path: Path) -> None:
+    _passes(runner, cluster, tmp_path, "0103")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_0098_consumer_txn(runner: Path, strom_cluster: StartCluster, tmp_path: Path) -> None:
-    _passes(runner, strom_cluster, tmp_path, "0098")
+def test_0098_consumer_txn(runner: Path, cluster: ClusterProcess, tmp_path: Path) -> None:
+    _passes(runner, cluster, tmp_path, "0098")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_0129_fetch_aborted_msgs(runner: Path, strom_cluster: StartCluster, tmp_path: Path) -> None:
-    _passes(runner, strom_cluster, tmp_path, "0129")
+def test_0129_fetch_aborted_msgs(runner: Path, cluster: ClusterProcess, tmp_path: Path) -> None:
+    _passes(runner, cluster, tmp_path, "0129")
