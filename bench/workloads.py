@@ -209,6 +209,15 @@ def timed_phase(
     return result
 
 
+def idle(broker: RunningBroker, seconds: float) -> PhaseResult:
+    """No traffic for `seconds`: what the broker (or cluster) costs doing nothing."""
+
+    def body(result: PhaseResult) -> None:
+        time.sleep(seconds)
+
+    return timed_phase(broker, "idle", body)
+
+
 def producer_config(
     bootstrap: str, acks: str, compression: str, linger_ms: float
 ) -> dict[str, Any]:
@@ -384,6 +393,7 @@ def latency(
             "acks": acks,
             "p50_ms": round(percentile(ms, 50), 3),
             "p99_ms": round(percentile(ms, 99), 3),
+            "p999_ms": round(percentile(ms, 99.9), 3),
             "max_ms": round(ms[-1], 3),
             "mean_ms": round(statistics.fmean(ms), 3),
         }

@@ -41,7 +41,7 @@ members too, since the controller may already count them in the ISR.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -132,12 +132,20 @@ class ReplicationManager:
 
     # --- transitions -------------------------------------------------------------------------
 
-    def follow(self, image: MetadataImage) -> None:
-        """Make the leader/follower transitions of `image` (see the module docstring)."""
+    def follow(self, image: MetadataImage, topics: Set[str] | None = None) -> None:
+        """Make the leader/follower transitions of `image` (see the module docstring), for
+        every partition, or only those of `topics` (the others did not change: see
+        `strom.broker.replication.partitions.touched_topics`)."""
         me = self.broker.node_id
         now = self.broker.clock()
-        leaders: dict[Key, Leadership] = {}
-        targets: dict[Key, FetchTarget] = {}
+        if topics is None:
+            leaders: dict[Key, Leadership] = {}
+            targets: dict[Key, FetchTarget] = {}
+            scan = list(image.topics_by_name.values())
+        else:
+            leaders = {k: v for k, v in self.leaders.items() if k[0] not in topics}
+            targets = {k: v for k, v in self.targets.items() if k[0] not in topics}
+            scan = [t for name in topics if (t := image.topics_by_name.get(name)) is not None]
         effective = image.broker_config_layers(self.broker.config).effective()
         lag = effective.replica_lag_time_max_ms
 
@@ -147,7 +155,7 @@ class ReplicationManager:
                 return 0
             return topic_min_insync_replicas(effective, image.topic_config_overrides(topic.name))
 
-        for topic in image.topics_by_name.values():
+        for topic in scan:
             for partition in topic.partitions.values():
                 if me not in partition.replicas:
                     continue

@@ -46,7 +46,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 
 from strom.storage import disk
@@ -167,8 +167,11 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def partitions(self) -> Iterable[PartitionLog]:
-        return list(self._logs.values())
+    def partitions(self, topics: Container[str] | None = None) -> Iterable[PartitionLog]:
+        """Every log, or those of `topics`."""
+        if topics is None:
+            return list(self._logs.values())
+        return [p for (topic, _index), p in self._logs.items() if topic in topics]
 
     def offline_partitions(self) -> list[TopicPartition]:
         """Partitions hosted here that cannot serve: failed logs (an offline dir's included)
