@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
     LocalControllerChannel,
@@ -128,7 +129,7 @@ class ControllerDriver(MetadataController):
         config: BrokerConfig,
         *,
         clock: Callable[[], int] = wall_clock_ms,
-        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        new_uuid: Callable[[], uuid.UUID] = runtime.new_uuid,
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
@@ -136,7 +137,7 @@ class ControllerDriver(MetadataController):
     ) -> ControllerDriver:
         """Recover the metadata, bootstrap a new cluster, become the active controller and
         (with `register`) register this node's broker with its configured endpoints."""
-        cluster_id, metadata_log, image, bootstrap = await trio.to_thread.run_sync(
+        cluster_id, metadata_log, image, bootstrap = await runtime.to_thread(
             _load, config, new_uuid
         )
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
@@ -272,7 +273,7 @@ class ControllerDriver(MetadataController):
         # Replay first: records that would not apply must never become durable.
         delta = self._controller.stage(records, Provenance(last_offset, self._epoch, timestamp))
         with trio.CancelScope(shield=True):
-            batch = await trio.to_thread.run_sync(
+            batch = await runtime.to_thread(
                 partial(self._log.append, records, epoch=self._epoch, timestamp=timestamp)
             )
             self._controller.adopt(delta)
@@ -302,7 +303,7 @@ class ControllerDriver(MetadataController):
             self._log.delete_before(snapshot_id.end_offset)
             return True
 
-        if not await trio.to_thread.run_sync(write):
+        if not await runtime.to_thread(write):
             return None
         log.info("metadata snapshot %s written", snapshot_id.file_name)
         return snapshot_id

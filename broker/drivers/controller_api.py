@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
 from strom.config import BrokerConfig
 from strom.coordinator.controller.result import ControllerError
@@ -101,14 +101,11 @@ SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
 NOT_CONTROLLER_MESSAGE = "this node is not the active controller"
 
 
-def wall_clock_ms() -> int:
-    """Record timestamps: the wall clock, in milliseconds."""
-    return time.time_ns() // 1_000_000
+wall_clock_ms = runtime.wall_clock_ms
+"""Record timestamps: the wall clock, in milliseconds."""
 
-
-def monotonic_ms() -> int:
-    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
-    return time.monotonic_ns() // 1_000_000
+monotonic_ms = runtime.monotonic_ms
+"""Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
 
 
 def prepare_node_directories(

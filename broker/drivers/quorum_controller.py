@@ -74,6 +74,7 @@ from typing import Protocol, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.controller_api import (
     SNAPSHOT_INTERVAL_BYTES,
     CommandTimedOut,
@@ -276,7 +277,7 @@ class QuorumController(MetadataController):
         config: BrokerConfig,
         *,
         clock: Callable[[], int] = wall_clock_ms,
-        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        new_uuid: Callable[[], uuid.UUID] = runtime.new_uuid,
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
@@ -288,7 +289,7 @@ class QuorumController(MetadataController):
         this node is not the active controller (`lookup()`: the active controller's address or
         None; `changes()`: an event set at the next change, `next_change`).
         """
-        cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
+        cluster_id, bootstrap = await runtime.to_thread(_load, config, new_uuid)
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
             metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
             features = bootstrap
@@ -563,7 +564,7 @@ class QuorumController(MetadataController):
         is immutable, so the commits meanwhile do not disturb it."""
         try:
             began = time.perf_counter()
-            data = await trio.to_thread.run_sync(encode_snapshot, image)
+            data = await runtime.to_thread(encode_snapshot, image)
             encoded = time.perf_counter() - began
             core = self.raft.core
             if core is None or not core.log.start_offset < end <= core.high_watermark:

@@ -28,8 +28,6 @@ stop does in Kafka, so that another voter stands at once.
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Protocol
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.metrics.recorder import CommitLatency
 from strom.broker.security.peer import PeerSecurity
@@ -165,7 +164,11 @@ class RaftDriver:
 
     @staticmethod
     def now() -> int:
-        return int(trio.current_time() * 1000)
+        """trio's clock in whole ms. Woken at a deadline of X ms (`trio.move_on_at(X / 1000)`),
+        the clock may read X/1000 exactly, and X/1000 * 1000 can come out just under X (7634 ->
+        7633.999...): without the nudge the tick loop saw its deadline not yet reached, slept
+        until a moment already past and spun (a virtual clock lands exactly on deadlines)."""
+        return int(trio.current_time() * 1000 + 1e-6)
 
     def propose(self, payloads: list[bytes]) -> int | None:
         """Append entries as the leader: the offset of the first, None when not the leader."""
@@ -189,7 +192,7 @@ class RaftDriver:
         clock is trio's, which only measures intervals)."""
         now = self.now()
         info = self._running().describe(now)
-        shift = time.time_ns() // 1_000_000 - now
+        shift = runtime.wall_clock_ms() - now
 
         def wall(replica: ReplicaInfo) -> ReplicaInfo:
             return replace(
@@ -244,7 +247,7 @@ class RaftDriver:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the durable state, then serve until cancelled (a crash: nothing more is written)."""
-        recovered = await trio.to_thread.run_sync(self.store.load)
+        recovered = await runtime.to_thread(self.store.load)
         if recovered.snapshot is not None:
             self.state_machine.load_snapshot(recovered.snapshot, recovered.snapshot_data)
             self.applied = recovered.snapshot.end_offset
@@ -265,7 +268,7 @@ class RaftDriver:
                 self.node_id,
                 frozenset(self.voters),
                 recovered,
-                random.Random(),
+                runtime.new_random(),
                 self.now(),
                 self.config,
             )
@@ -375,7 +378,7 @@ class RaftDriver:
             batch, self._writes = self._writes, []
             if not batch:
                 continue
-            await trio.to_thread.run_sync(self._perform, batch)
+            await runtime.to_thread(self._perform, batch)
             self._running().writes_durable(max(w.seq for w in batch), self.now())
             self._drain()
 

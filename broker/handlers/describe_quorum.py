@@ -23,9 +23,9 @@ the first of `controller.listener.names`).
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
+from strom.broker import runtime
 from strom.broker.admin.forwarding import forward
 from strom.broker.handlers.raft_rpc import driver
 from strom.coordinator.raft import wire
@@ -92,7 +92,7 @@ def _standalone(broker: BrokerState, body: DescribeQuorumRequest) -> DescribeQuo
     if unknown is not None:
         return unknown
     end = broker.image.provenance.offset + 1
-    now = time.time_ns() // 1_000_000
+    now = runtime.wall_clock_ms()
     me = ReplicaInfo(broker.node_id, end, now, now)
     return wire.describe_quorum_response(
         QuorumInfo(broker.node_id, broker.controller.epoch, end, (me,), ())

@@ -34,6 +34,7 @@ from pathlib import Path
 from strom.coordinator.metadata.image import METADATA_VERSION
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import read_records, write_records
+from strom.storage import disk
 from strom.storage.durable import atomic_replace
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
@@ -80,10 +81,10 @@ def parse_kafka_uuid(text: str) -> uuid.UUID:
 def read_meta_properties(directory: Path) -> dict[str, str] | None:
     """The key/value pairs of `meta.properties`, or None when there is none."""
     path = directory / FILE_NAME
-    if not path.exists():
+    if not disk.exists(path):
         return None
     values: dict[str, str] = {}
-    for line in path.read_text("utf-8").splitlines():
+    for line in disk.read_file(path).decode("utf-8").splitlines():
         text = line.strip()
         if text and not text.startswith(("#", "!")):
             key, _, value = text.partition("=")
@@ -106,7 +107,7 @@ def log_directory_ids(data_dirs: Iterable[str | Path]) -> list[uuid.UUID]:
 def write_meta_properties(
     directory: Path, *, cluster_id: str, node_id: int, directory_id: uuid.UUID, by: str
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    disk.makedirs(directory)
     body = (
         f"#Written by {by}\n"
         f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
@@ -225,7 +226,7 @@ def format_directories(
     for directory in directories:
         if directory in found:
             continue
-        directory.mkdir(parents=True, exist_ok=True)
+        disk.makedirs(directory)
         directory_id = new_uuid()
         if directory == metadata:
             levels = {**(features or {}), METADATA_VERSION: metadata_version}
@@ -260,7 +261,7 @@ def write_bootstrap_checkpoint(
 def read_bootstrap_checkpoint(directory: Path) -> dict[str, int] | None:
     """The feature levels in `bootstrap.checkpoint` (None when there is none)."""
     path = directory / BOOTSTRAP_FILE
-    if not path.exists():
+    if not disk.exists(path):
         return None
     records, _ = read_records(path)
     levels: dict[str, int] = {}
@@ -280,7 +281,7 @@ def read_bootstrap_scram(directory: Path) -> list[UserScramCredentialRecord]:
     """The SCRAM credentials `strom format --add-scram` put into `bootstrap.checkpoint`, which
     the first active controller writes into the metadata log with the feature levels."""
     path = directory / BOOTSTRAP_FILE
-    if not path.exists():
+    if not disk.exists(path):
         return []
     records, _ = read_records(path)
     return [r for r in records if isinstance(r, UserScramCredentialRecord)]

@@ -36,6 +36,7 @@ from typing import NamedTuple
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
 from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
+from strom.storage import disk
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
@@ -197,7 +198,7 @@ def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> MetadataImage:
 
 def read_records(path: Path) -> tuple[list[Message], int]:
     """The records of a checkpoint-format file and its header's lastContainedLogTimestamp."""
-    data = path.read_bytes()
+    data = disk.read_file(path)
     records: list[Message] = []
     header: SnapshotHeaderRecord | None = None
     footer = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.raft.quorum_state import FILE_NAME as QUORUM_STATE
 from strom.storage.raft.quorum_state import read_quorum_state, write_quorum_state
 from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir
@@ -31,16 +32,16 @@ def holds_quorum_log(metadata_dir: Path) -> bool:
     (`strom.coordinator.metadata.log`) never writes one. The two logs share the directory name
     and segment naming, so this file is what tells them apart.
     """
-    return (Path(metadata_dir) / LOG_DIR_NAME / QUORUM_STATE).exists()
+    return disk.exists(Path(metadata_dir) / LOG_DIR_NAME / QUORUM_STATE)
 
 
 def holds_single_node_log(metadata_dir: Path) -> bool:
     """Whether `metadata_dir` holds log segments or snapshots but no Raft replica state: the
     single-node metadata log."""
     directory = Path(metadata_dir) / LOG_DIR_NAME
-    if not directory.is_dir() or holds_quorum_log(metadata_dir):
+    if not disk.is_dir(directory) or holds_quorum_log(metadata_dir):
         return False
-    return any(p.suffix in (".log", ".checkpoint") for p in directory.iterdir())
+    return any(name.endswith((".log", ".checkpoint")) for name in disk.listdir(directory))
 
 
 class DiskRaftStore:
