@@ -842,6 +842,11 @@ class PartitionLog:
         """Drop every batch at or after `offset` (a batch straddling it goes too)."""
         with self._lock:
             if offset >= self.log_end_offset:
+                # nothing to cut, but an epoch this replica started at its log end as leader,
+                # appending nothing before another was elected, conflicts with the new leader's
+                # log: drop it (Kafka's truncateTo does too), or the next fetch diverges again
+                if self.epochs.truncate_from_end(self.log_end_offset):
+                    self.epochs.save(sync=False)
                 return
             self.generation += 1
             self._aborted_segments = None
