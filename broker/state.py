@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from strom.broker.drivers.controller_api import MetadataController
+    from strom.broker.drivers.quorum_controller import QuorumController
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
@@ -39,7 +39,7 @@ class BrokerState:
     cluster_id: str
     endpoints: list[Listener]
     """Advertised endpoints, with the real ports once listeners are bound."""
-    controller: MetadataController
+    controller: QuorumController
     """The single-node `ControllerDriver` or a quorum member's `QuorumController`."""
     logs: LogManager
     clock: Callable[[], int] = field(default=wall_clock_ms)

@@ -19,6 +19,13 @@ Durability: every change returns after fsync (and a directory fsync when files c
 batch. A snapshot is written to `<name>.part`, fsynced and renamed
 (`strom.storage.durable.atomic_replace`); older snapshots are deleted after the new one is durable.
 
+A failed append (ENOSPC, EIO) never stays behind: batches are written with unbuffered `pwrite`
+at the segment's last good length, and on a failed write or fsync the file is cut back to that
+length (`ftruncate`; nothing is buffered, so nothing of the failed batch can reach the file
+later) before the OSError propagates. If even that cut fails, the next append repeats it
+before writing, and a crash meanwhile leaves a torn tail that recovery removes. A failed roll
+deletes the new segment. So the log is usable again the moment the disk is.
+
 Crash recovery (`RaftLogDir.open`): each segment is scanned and each batch's length and CRC
 checked. In the last segment, the first torn or corrupt batch and everything after it is an
 append that was never acknowledged and is cut off. The same damage in an earlier segment would be
@@ -32,6 +39,7 @@ import contextlib
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,12 +133,23 @@ class _Batch:
     next_offset: int
 
 
-def _segment_name(base_offset: int) -> str:
+def segment_name(base_offset: int) -> str:
+    """`<20-digit base offset>.log`: a segment's file name."""
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 
 
-def _snapshot_name(snapshot: SnapshotId) -> str:
+def snapshot_name(snapshot: SnapshotId) -> str:
+    """`<20-digit end offset>-<10-digit epoch>.checkpoint`: a snapshot's file name (Kafka's)."""
     return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> SnapshotId | None:
+    """The snapshot id a file name gives (None: not a snapshot's name)."""
+    stem = name[: -len(SNAPSHOT_SUFFIX)] if name.endswith(SNAPSHOT_SUFFIX) else ""
+    offset, _, epoch = stem.partition("-")
+    if len(offset) != 20 or len(epoch) != 10 or not (offset + epoch).isdigit():
+        return None
+    return SnapshotId(int(offset), int(epoch))
 
 
 class RaftLogDir:
@@ -142,6 +161,8 @@ class RaftLogDir:
         self._segments: list[_Segment] = []
         self._batches: list[_Batch] = []
         self._end = 0
+        self._tail_dirty = False
+        """A failed append may have left bytes past the active segment's size."""
 
     @classmethod
     def open(cls, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> RaftLogDir:
@@ -209,10 +230,21 @@ class RaftLogDir:
     def read_all(self) -> list[Entry]:
         """Every entry from the log start, in order."""
         entries: list[Entry] = []
+        for data in self.segment_data():
+            entries.extend(decode_entries(data))
+        return entries
+
+    def segment_data(self) -> Iterator[bytes]:
+        """Each segment's batches (whole, recovered), from the log start."""
         for segment in self._segments:
             with open(segment.path, "rb") as handle:
-                entries.extend(decode_entries(handle.read(segment.size)))
-        return entries
+                yield handle.read(segment.size)
+
+    def batches(self) -> Iterator[memoryview]:
+        """Every batch from the log start, whole, in order."""
+        for data in self.segment_data():
+            for _header, view in iter_batches(data, allow_partial=False):
+                yield view
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -235,21 +267,44 @@ class RaftLogDir:
         self._end = entries[-1].offset + 1
 
     def _write_at(self, segment: _Segment, position: int, data: bytes) -> None:
-        with open(segment.path, "r+b") as handle:
+        """Write and fsync `data` at `position`, which becomes the segment's end; on failure cut
+        the file back to `position` (see the module docstring) and raise."""
+        fd = os.open(segment.path, os.O_RDWR)
+        try:
+            if self._tail_dirty:
+                os.ftruncate(fd, position)
+                self._tail_dirty = False
+            view = memoryview(data)
+            at = position
+            while view:
+                written = os.pwrite(fd, view, at)
+                view, at = view[written:], at + written
+            os.fsync(fd)
+        except BaseException:
             try:
-                handle.seek(position)
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            except BaseException:
-                handle.truncate(position)
-                raise
+                os.ftruncate(fd, position)
+            except OSError as exc:
+                self._tail_dirty = True  # retried before the next write; recovery trims it
+                log.error("raft log %s: cannot cut back a failed write yet: %s", segment.path, exc)
+            raise
+        finally:
+            os.close(fd)
 
     def _roll(self, base_offset: int) -> _Segment:
-        path = self.directory / _segment_name(base_offset)
-        with open(path, "xb") as handle:
-            os.fsync(handle.fileno())
-        fsync_dir(self.directory)
+        """Start a new, empty active segment at `base_offset` (nothing left behind on failure)."""
+        if self._tail_dirty and self._segments:  # only the last segment may end torn
+            active = self._segments[-1]
+            os.truncate(active.path, active.size)
+            self._tail_dirty = False
+        path = self.directory / segment_name(base_offset)
+        try:
+            with open(path, "xb") as handle:
+                os.fsync(handle.fileno())
+            fsync_dir(self.directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         segment = _Segment(base_offset, path, 0)
         self._segments.append(segment)
         return segment
@@ -279,6 +334,7 @@ class RaftLogDir:
         with open(cut.segment.path, "r+b") as handle:
             handle.truncate(cut.position)
             os.fsync(handle.fileno())
+        self._tail_dirty = False
         cut.segment.size = cut.position
         self._end = cut.base_offset
         self.append(kept)
@@ -288,6 +344,7 @@ class RaftLogDir:
         for segment in self._segments:
             segment.path.unlink()
         self._segments, self._batches, self._end = [], [], offset
+        self._tail_dirty = False
         self._roll(offset)
 
     def delete_before(self, offset: int) -> None:
@@ -306,7 +363,7 @@ class RaftLogDir:
     def write_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """Store `snapshot` durably, then delete the older ones."""
         header = _SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, crc32c.crc32c(data), len(data))
-        path = self.directory / _snapshot_name(snapshot)
+        path = self.directory / snapshot_name(snapshot)
         atomic_replace(path, header + data, temp_suffix=PART_SUFFIX)
         for older in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
             if older != path:
@@ -317,11 +374,10 @@ class RaftLogDir:
         """The newest intact snapshot, if any."""
         found: list[tuple[SnapshotId, Path]] = []
         for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-            offset, _, epoch = stem.partition("-")
-            if not (offset.isdigit() and epoch.isdigit()):
+            snapshot = parse_snapshot_name(path.name)
+            if snapshot is None:
                 raise RaftLogError(f"unexpected file {path.name} in {self.directory}")
-            found.append((SnapshotId(int(offset), int(epoch)), path))
+            found.append((snapshot, path))
         for snapshot, path in sorted(found, reverse=True):
             raw = path.read_bytes()
             with contextlib.suppress(struct.error):

@@ -1,33 +1,22 @@
-"""`QuorumController`: the controller of a multi-node cluster, on the Raft quorum.
+"""`QuorumController`: the one controller host, a member of the Raft quorum of the metadata log.
 
-Every node (a voter with the controller role, an observer with only the broker role) hosts a
-`RaftDriver` and a replica of the pure `Controller`. The metadata log *is* the Raft log:
+Every node hosts a `RaftDriver` (`strom.broker.drivers.raft`) and a replica of the pure
+`Controller` (`strom.coordinator.controller`); the metadata log *is* the Raft log. The single
+node of `strom serve` is a one-voter quorum, as Kafka runs one node after `kafka-storage format
+--standalone`: the same code on the same disk store, electing itself at once. A multi-node
+cluster's controllers are its voters and its broker-only nodes observers. Handlers and the
+broker process reach the controller only through this class (`BrokerState.controller`).
 
-- **Records are entries.** A command's records become consecutive entries, one record each, so
-  a record's offset is its entry's offset and a broker's epoch is the offset of its
-  RegisterBrokerRecord, as in Kafka. Entry layout::
-
-      remaining   uvarint   entries of the same command after this one (0: the last)
-      timestamp   int64     the leader's wall clock when it proposed the command (ms, big-endian)
-      record      bytes     the metadata record, framed as in the metadata log
-                            (`strom.coordinator.metadata.records.encode_record`)
-
-  The control entry a new leader writes (Kafka's LeaderChangeMessage) carries no record.
+- **Records are entries** (`strom.coordinator.metadata.raft_entries`): a command's records
+  become consecutive entries, so a record's offset is its entry's offset and a broker's epoch
+  is the offset of its RegisterBrokerRecord, as in Kafka.
 - **Apply.** Committed entries reach `apply` in offset order. A command's records are staged and
   adopted together once its last entry is committed (`Provenance(last offset, its epoch,
   timestamp)`), so a replica never shows half a command; each adopted delta is published to the
-  subscribers in order by one task.
-- **Snapshots.** Every `SNAPSHOT_INTERVAL_BYTES` of applied entries the image is handed to the
-  Raft driver as its snapshot (the Raft log below it is dropped; a follower that falls behind it
-  fetches it). Snapshot data::
-
-      magic       4 bytes   b"SQC1"
-      offset      int64     the image's provenance: last record offset
-      epoch       int32     ... its epoch
-      timestamp   int64     ... its timestamp
-      records     repeated: uvarint length, then a framed metadata record
-                            (`strom.coordinator.metadata.snapshot.image_records`)
-
+  subscribers (`subscribe`, `subscribe_deltas`) in order by one task.
+- **Snapshots.** Every `SNAPSHOT_INTERVAL_BYTES` of applied entries (and on `snapshot()`) the
+  image is handed to the Raft driver as its snapshot; the Raft log below it is dropped, and a
+  follower that falls behind it fetches it.
 - **Leading.** Only the Raft leader runs commands. A new leader becomes active once its high
   watermark has reached its own epoch (everything committed before is applied): it resets the
   broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
@@ -36,127 +25,136 @@ Every node (a voter with the controller role, an observer with only the broker r
   committed, applied and published, answer. A command that loses leadership while waiting
   answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
 - **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
-  admin response; BrokerRegistration and BrokerHeartbeat in their error code);
-  `allocate_producer_ids` raises ControllerError(NOT_CONTROLLER) (the broker then asks the active
-  controller with AllocateProducerIds).
+  admin response, `strom.coordinator.controller.result.not_controller`; BrokerRegistration and
+  BrokerHeartbeat in their error code); `allocate_producer_ids` raises
+  ControllerError(NOT_CONTROLLER) (the broker then asks the active controller with
+  AllocateProducerIds).
+- **A metadata log that cannot be written** (ENOSPC, EIO): the Raft driver cuts the log back
+  and drops the entries it could not write (`RaftCore.writes_failed`), so the command changes
+  nothing and answers with error codes instead (`fail_unwritten`: UNKNOWN_SERVER_ERROR with the
+  cause, KAFKA_STORAGE_ERROR for a producer-id block), logged once per
+  WRITE_ERROR_LOG_INTERVAL_S however many fail; the next command simply tries again, so the
+  controller works again as soon as the disk does. A snapshot that cannot be written is logged
+  and retried after the next command.
 
 Broker leases and offline-replica reports are the active controller's soft state. This node's
 own reports (`heartbeat`) go to its local replica only: on a node that is not the active
 controller they do not reach the active one yet.
 
 This node's broker registers through `QuorumChannel`: straight to the local controller when it
-is active, otherwise through `remote` (a `ControllerChannel` to the active controller, in `strom serve` the
-`RemoteControllerChannel` of strom.broker.drivers.controller_channel), retrying with
+is active, otherwise through `remote` (a `ControllerChannel` to the active controller, in `strom
+serve` the `RemoteControllerChannel` of strom.broker.drivers.controller_channel), retrying with
 `controller.quorum.retry.backoff.ms` while no controller answers.
+
+Start-up (`open`, blocking parts in a worker thread): a member of a multi-node quorum must have
+been formatted (`strom.storage.meta_properties.check_quorum_member`); a one-voter node formats
+its directories itself on first start and migrates, once, the single-node metadata log older
+Strom versions wrote (`strom.storage.raft.single_node_log`).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
-import struct
+import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
-from strom.broker.drivers.controller_api import (
-    SNAPSHOT_INTERVAL_BYTES,
-    LocalControllerChannel,
-    MetadataController,
-    NotActiveController,
-    monotonic_ms,
-    prepare_node_directories,
-    wall_clock_ms,
-)
-from strom.broker.drivers.lifecycle import ControllerChannel
+from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
 from strom.broker.drivers.raft import RaftDriver
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, Controller
-from strom.coordinator.controller.result import ControllerResult
+from strom.coordinator.controller.result import (
+    NOT_CONTROLLER_MESSAGE,
+    ApiError,
+    ControllerError,
+    ControllerResult,
+    fail_unwritten,
+    not_controller,
+)
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, Controller
+from strom.coordinator.metadata import single_node_log
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from strom.coordinator.metadata.properties import (
-    read_meta_properties,
+from strom.coordinator.metadata.kraft_checkpoint import decode_bootstrap
+from strom.coordinator.metadata.metadata_records import MetadataError
+from strom.coordinator.metadata.raft_entries import (
+    decode_entry,
+    decode_snapshot,
+    encode_entries,
+    encode_snapshot,
 )
-from strom.coordinator.metadata.records import MetadataError, decode_record, encode_record
-from strom.coordinator.metadata.snapshot import image_records
 from strom.coordinator.raft.messages import NO_LEADER
-from strom.storage.raft_disk import holds_single_node_log
-from strom.storage.raft_store import Entry, SnapshotId
-from strom.wire.errors import ErrorCode, ProtocolError
+from strom.storage import meta_properties
+from strom.storage.meta_properties import BOOTSTRAP_FILE
+from strom.storage.raft import single_node_log as stored_single_node_log
+from strom.storage.raft.raft_store import Entry, QuorumState, SnapshotId
+from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 )
-from strom.wire.primitives import read_uvarint, uvarint
+
+if TYPE_CHECKING:
+    from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
+    from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
+    from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
+    from strom.wire.messages.alter_partition_reassignments import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+    )
+    from strom.wire.messages.create_partitions import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+    )
+    from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+    from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+    from strom.wire.messages.incremental_alter_configs import (
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
+    from strom.wire.messages.list_partition_reassignments import (
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
 
 log = logging.getLogger("strom.controller")
 
+ImageListener = Callable[[MetadataImage], Awaitable[None] | None]
+DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None] | None]
+
 R = TypeVar("R")
+M = TypeVar("M", bound=Message)
 A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
-_TIMESTAMP = struct.Struct(">q")
-_SNAPSHOT_HEADER = struct.Struct(">4sqiq")
-_SNAPSHOT_MAGIC = b"SQC1"
+
+SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
+"""Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+WRITE_ERROR_LOG_INTERVAL_S = 10.0
+"""A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
 
 
-# --- the entry and snapshot encodings (see the module docstring) ---------------------------------
+def wall_clock_ms() -> int:
+    """Record timestamps: the wall clock, in milliseconds."""
+    return time.time_ns() // 1_000_000
 
 
-def encode_entries(records: Sequence[Message], timestamp: int) -> list[bytes]:
-    """One entry per record; the first says how many follow."""
-    count = len(records)
-    return [
-        uvarint(count - 1 - i) + _TIMESTAMP.pack(timestamp) + encode_record(record)
-        for i, record in enumerate(records)
-    ]
+def monotonic_ms() -> int:
+    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
+    return time.monotonic_ns() // 1_000_000
 
 
-def decode_entry(data: bytes) -> tuple[int, int, Message]:
-    """(entries of the command after this one, timestamp, record); MetadataError if malformed."""
-    try:
-        remaining, pos = read_uvarint(data, 0)
-        (timestamp,) = _TIMESTAMP.unpack_from(data, pos)
-    except (ProtocolError, struct.error) as exc:
-        raise MetadataError(f"malformed metadata entry: {exc}") from exc
-    record, _version = decode_record(memoryview(data)[pos + _TIMESTAMP.size :])
-    return remaining, timestamp, record
-
-
-def encode_snapshot(image: MetadataImage) -> bytes:
-    """The image as Raft snapshot data."""
-    p = image.provenance
-    parts = [_SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, p.offset, p.epoch, p.timestamp)]
-    for record in image_records(image):
-        framed = encode_record(record)
-        parts.append(uvarint(len(framed)) + framed)
-    return b"".join(parts)
-
-
-def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
-    """The image in snapshot data, and the delta that builds it from empty."""
-    try:
-        magic, offset, epoch, timestamp = _SNAPSHOT_HEADER.unpack_from(data, 0)
-    except struct.error as exc:
-        raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
-    if magic != _SNAPSHOT_MAGIC:
-        raise MetadataError(f"not a metadata snapshot (magic {magic!r})")
-    delta = MetadataImage.EMPTY.delta()
-    pos, view = _SNAPSHOT_HEADER.size, memoryview(data)
-    while pos < len(view):
-        try:
-            length, pos = read_uvarint(view, pos)
-        except ProtocolError as exc:
-            raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
-        record, _version = decode_record(view[pos : pos + length])
-        delta.replay(record)
-        pos += length
-    return delta.apply(Provenance(offset, epoch, timestamp)), delta
+class NotActiveController(Exception):
+    """This node is not (or stopped being) the active controller before the command's records
+    were committed."""
 
 
 class RemoteChannelFactory(Protocol):
@@ -171,27 +169,54 @@ class RemoteChannelFactory(Protocol):
 def _load(
     config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
 ) -> tuple[str, dict[str, int] | None]:
-    """Blocking start-up checks: the directory is not a single-node log, the cluster id is
-    known (every member must share it), meta.properties; then the bootstrap checkpoint."""
+    """Blocking start-up: the directories are formatted as this node needs (see the module
+    docstring), the single-node log of an older Strom is migrated; (cluster id, the feature
+    levels of `bootstrap.checkpoint` or None)."""
     directory = Path(config.metadata_dir)
-    if holds_single_node_log(directory):
-        raise MetadataError(
-            f"{directory} holds a single-node metadata log, which a member of a Raft quorum "
-            "cannot reuse; move it away (use an empty metadata.log.dir) or run this node "
-            "alone again without controller.quorum.voters"
+    if config.runs_quorum:
+        if stored_single_node_log.holds_single_node_log(directory):
+            raise MetadataError(
+                f"{directory} holds a single-node metadata log, which a member of a multi-node "
+                "quorum cannot reuse; move it away (use an empty metadata.log.dir) or run this "
+                "node alone again without controller.quorum.voters"
+            )
+        meta_properties.check_quorum_member(
+            directory, voter=config.node_id in config.quorum_voters, cluster_id=config.cluster_id
         )
-    if config.cluster_id is None and read_meta_properties(directory) is None:
-        raise MetadataError(
-            "a member of a multi-node quorum needs the cluster id every member shares: run "
-            "`strom format --cluster-id ID` on each node (or set cluster.id)"
-        )
-    return prepare_node_directories(config, new_uuid)
+    cluster_id = meta_properties.ensure_meta_properties(
+        config.data_dirs,
+        directory,
+        node_id=config.node_id,
+        cluster_id=config.cluster_id,
+        new_uuid=new_uuid,
+    )
+    bootstrap = meta_properties.read_bootstrap(directory)
+    levels = None if bootstrap is None else decode_bootstrap(bootstrap, BOOTSTRAP_FILE)
+    if not config.runs_quorum:
+        _migrate_single_node_log(directory, config.node_id)
+    return cluster_id, levels
 
 
-class QuorumController(MetadataController):
-    """One node's controller on the Raft quorum. Create with `await QuorumController.open(config)`,
-    then keep `run` going (a task) until `close`; see the module docstring. The commands are
-    `MetadataController`'s, over `_run_command` here."""
+def _migrate_single_node_log(directory: Path, node_id: int) -> None:
+    """Turn the single-node metadata log of an older Strom into this one-voter quorum's Raft
+    state, once: its image becomes the Raft snapshot the log starts after."""
+    found = stored_single_node_log.read(directory)
+    if found is None:
+        return
+    image = single_node_log.image_of(found.snapshot, found.batches)
+    end, epoch = image.provenance.offset + 1, max(image.provenance.epoch, 0)
+    stored_single_node_log.replace(
+        directory,
+        QuorumState(leader_epoch=epoch, voters=frozenset({node_id})),
+        SnapshotId(end, epoch),
+        encode_snapshot(image),
+    )
+
+
+class QuorumController:
+    """This node's controller on the Raft quorum. Create with `await QuorumController.open(config)`,
+    then keep `run` going (a task) until `close`; `start` registers this node's broker. See the
+    module docstring."""
 
     def __init__(
         self,
@@ -205,7 +230,9 @@ class QuorumController(MetadataController):
         snapshot_interval_bytes: int,
         remote: RemoteChannelFactory | None,
     ) -> None:
-        super().__init__(config, controller, cluster_id=cluster_id)
+        self._config = config
+        self._controller = controller
+        self.cluster_id = cluster_id
         self._metadata_version = metadata_version
         self._features = dict(features or {})
         self._clock = clock
@@ -214,6 +241,9 @@ class QuorumController(MetadataController):
         self._voters = dict(config.quorum_voters)
         self.raft = RaftDriver.from_config(config, cluster_id, self)
         """The Raft replica (the broker serves its RPCs: `BrokerState.raft`)."""
+        self._listeners: list[DeltaListener] = []
+        self._leadership_check = trio.Event()
+        """Set to run the leadership check now (a config change may allow unclean elections)."""
         self._lock = trio.Lock()
         self._closed = False
         self._pending: list[Message] = []
@@ -230,12 +260,23 @@ class QuorumController(MetadataController):
         self._active_epoch: int | None = None
         self._scope: trio.CancelScope | None = None
         self._stopped = trio.Event()
+        self._quiet_until = -math.inf
+        self._unlogged = 0
+        """Refused commands not yet logged (one line per WRITE_ERROR_LOG_INTERVAL_S)."""
         self._channel = QuorumChannel(
             self,
             remote(self._active_address, changes=self.next_change) if remote is not None else None,
             config.controller_quorum_retry_backoff_ms,
         )
-        self.local_broker = self._local_broker_through(self._channel)
+        self.local_broker = BrokerLifecycle(
+            config,
+            self._channel,
+            registration=partial(
+                controller.local_registration,
+                log_dirs=meta_properties.log_directory_ids(config.data_dirs),
+            ),
+            metadata_offset=lambda: self.image.provenance.offset,
+        )
         """This node's broker (a broker-role node), registered with the active controller."""
 
     @classmethod
@@ -250,7 +291,9 @@ class QuorumController(MetadataController):
         features: Mapping[str, int] | None = None,
         remote: RemoteChannelFactory | None = None,
     ) -> QuorumController:
-        """Check the directories and build the node; nothing runs until `run`.
+        """Check (or format) the directories, recover the Raft store and build the node;
+        nothing runs until `run`. MetadataError, FormatError, RaftLogError or QuorumStateError
+        (one line each) when the directories cannot be used.
 
         `remote(lookup, changes=...)` makes the channel this node's broker registers through when
         this node is not the active controller (`lookup()`: the active controller's address or
@@ -261,7 +304,7 @@ class QuorumController(MetadataController):
             metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
             features = bootstrap
         controller = Controller(config, new_uuid=new_uuid, cluster_id=cluster_id)
-        return cls(
+        node = cls(
             config,
             controller,
             cluster_id=cluster_id,
@@ -271,12 +314,33 @@ class QuorumController(MetadataController):
             snapshot_interval_bytes=snapshot_interval_bytes,
             remote=remote,
         )
+        await trio.to_thread.run_sync(node.raft.load)
+        return node
 
     # --- reading ---------------------------------------------------------------------------
 
     @property
+    def image(self) -> MetadataImage:
+        """The latest published image (committed commands only)."""
+        return self._controller.image
+
+    @property
+    def node_id(self) -> int:
+        return self._controller.node_id
+
+    @property
+    def broker_epoch(self) -> int:
+        """This node's broker epoch (the offset of its latest registration)."""
+        return self.local_broker.broker_epoch
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas their brokers reported unable to serve (see coordinator.controller.liveness)."""
+        return self._controller.offline_replicas
+
+    @property
     def epoch(self) -> int:
-        """The Raft epoch this node knows."""
+        """The Raft epoch this node knows (and writes under, when active)."""
         return self.raft.epoch
 
     @property
@@ -295,7 +359,8 @@ class QuorumController(MetadataController):
         return None if leader == NO_LEADER else leader
 
     def controller_address(self, node_id: int) -> Address | None:
-        """Voter `node_id`'s controller address (controller.quorum.voters)."""
+        """Voter `node_id`'s controller address (controller.quorum.voters; None when not
+        configured, as on the single node of `strom serve`)."""
         return self._voters.get(node_id)
 
     def _active_address(self) -> Address | None:
@@ -305,6 +370,29 @@ class QuorumController(MetadataController):
     def next_change(self) -> trio.Event:
         """Set at the next publish or Raft change (take it before reading the state)."""
         return self._changed
+
+    # --- subscribers ----------------------------------------------------------------------------
+
+    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
+        """Call `listener(image)` after each change (awaited if it returns an awaitable)."""
+        return self.subscribe_deltas(lambda image, _delta: listener(image))
+
+    def subscribe_deltas(self, listener: DeltaListener) -> Callable[[], None]:
+        """Call `listener(image, delta)` after each change; returns an unsubscribe function.
+        Listeners run in order, before the command that made the change is answered; they
+        must not run commands (one runs at a time: that would deadlock)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    async def _publish(self, image: MetadataImage, delta: MetadataDelta) -> None:
+        """Hand an adopted change to every subscriber, in order; one failing is logged only."""
+        for listener in list(self._listeners):
+            try:
+                outcome = listener(image, delta)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("metadata listener %r failed", listener)
 
     # --- the Raft state machine ----------------------------------------------------------------
 
@@ -336,6 +424,13 @@ class QuorumController(MetadataController):
         self._since_snapshot = 0
         self._to_publish.send_nowait((image, delta, image.provenance.offset))
 
+    def snapshot_failed(self, snapshot: SnapshotId, error: OSError) -> None:
+        """The store could not write a snapshot of ours (RaftStateMachine): the log it would
+        have cut stays; take the next one after the next command."""
+        log.error("metadata snapshot %s failed (%s); retried after the next command", snapshot,
+                  error.strerror or error)  # fmt: skip
+        self._since_snapshot = self._snapshot_interval
+
     # --- life cycle -------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -356,7 +451,9 @@ class QuorumController(MetadataController):
                 await self._channel.aclose()
 
     async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
-        """(Re-)register this node's broker (broker role only) and wait until it is unfenced."""
+        """(Re-)register this node's broker (broker role only) with `endpoints` (default: the
+        configured advertised endpoints) unless it is already registered with exactly those,
+        and wait until it is unfenced."""
         if "broker" not in self._config.roles:
             return
         wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
@@ -377,20 +474,31 @@ class QuorumController(MetadataController):
             self._scope.cancel()
         self._notify()
 
-    # --- internals ---------------------------------------------------------------------------
+    async def snapshot(self) -> SnapshotId | None:
+        """Snapshot the applied image now, and wait until it is on disk (None: the log holds
+        nothing after the last snapshot)."""
+        async with self._lock:
+            self._check_open()
+            snapshot_id = self._take_snapshot()
+            if snapshot_id is not None:
+                await self.raft.writes_done()
+            return snapshot_id
 
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+    # --- commands -------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise trio.ClosedResourceError("the controller is closed")
 
     async def _run_command(
         self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
     ) -> R:
-        """Plan `command(next offset of the Raft log)` as the active controller, commit its
-        records, answer; NotActiveController when this node is not (or stops being) the active
-        controller."""
-        if self._closed:
-            raise trio.ClosedResourceError("the controller is closed")
+        """Plan `command(offset its first record will get)` as the active controller, commit its
+        records, answer. NotActiveController when this node is not (or stops being) the active
+        controller; with `wait`, a node that was just elected first waits (briefly) until it is
+        active. Records the metadata log refuses change nothing: the answer carries the error
+        (`_unwritten`)."""
+        self._check_open()
         if wait:
             await self._await_catch_up()
         async with self._lock:
@@ -401,8 +509,31 @@ class QuorumController(MetadataController):
             assert core is not None
             result = command(core.log.end_offset)
             if result.records:
-                await self._commit(result.records, epoch)
+                try:
+                    await self._commit(result.records, epoch)
+                except OSError as exc:
+                    return self._unwritten(result.response, exc)
             return result.response
+
+    def _unwritten(self, response: R, exc: OSError) -> R:
+        """The answer when the metadata log refused the records: nothing changed, and the log is
+        back at its last good length, so the same command works once the disk does."""
+        cause = f"the metadata log could not be written: {exc.strerror or exc}"
+        now = time.monotonic()
+        if now >= self._quiet_until:
+            self._quiet_until = now + WRITE_ERROR_LOG_INTERVAL_S
+            also = f" ({self._unlogged} more since the last report)" if self._unlogged else ""
+            self._unlogged = 0
+            log.error(
+                "%s in %s; the command was refused and nothing changed%s: free space or fix "
+                "the disk, the controller carries on by itself",
+                cause, self.raft.metadata_dir, also,
+            )  # fmt: skip
+        else:
+            self._unlogged += 1
+        if isinstance(response, Message):
+            return fail_unwritten(response, ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, cause))
+        raise ControllerError(ErrorCode.KAFKA_STORAGE_ERROR, cause) from exc
 
     async def _await_activation(self) -> None:
         """Wait (however long) until this node is the active controller."""
@@ -422,11 +553,13 @@ class QuorumController(MetadataController):
                 await change.wait()
 
     async def _commit(self, records: Sequence[Message], epoch: int) -> None:
-        """Propose `records` in `epoch` and wait until they are applied and published."""
+        """Propose `records` in `epoch` and wait until they are applied and published; the
+        OSError of the store if it could not write them (they were dropped)."""
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
             raise NotActiveController
+        failed_before = self.raft.write_failure
         first = self.raft.propose(encode_entries(records, self._clock()))
         if first is None:
             raise NotActiveController
@@ -435,9 +568,199 @@ class QuorumController(MetadataController):
             change = self._changed
             if self._published >= last:
                 return
+            failure = self.raft.write_failure
+            if failure is not failed_before and failure is not None and failure.end <= last:
+                raise failure.error
             if self.raft.epoch != epoch or self._closed:
                 raise NotActiveController
             await change.wait()
+
+    async def _run_admin(self, command: Callable[[], ControllerResult[M]]) -> M:
+        try:
+            return await self._run_command(lambda _offset: command())
+        except NotActiveController:
+            # planned against this replica only to shape the answer; nothing is written
+            return not_controller(command().response)
+
+    async def create_topics(
+        self, request: CreateTopicsRequest, version: int
+    ) -> CreateTopicsResponse:
+        return await self._run_admin(partial(self._controller.create_topics, request, version))
+
+    async def delete_topics(
+        self, request: DeleteTopicsRequest, version: int
+    ) -> DeleteTopicsResponse:
+        return await self._run_admin(partial(self._controller.delete_topics, request, version))
+
+    async def create_partitions(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> CreatePartitionsResponse:
+        return await self._run_admin(partial(self._controller.create_partitions, request, version))
+
+    async def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest, version: int
+    ) -> IncrementalAlterConfigsResponse:
+        response = await self._run_admin(
+            partial(self._controller.incremental_alter_configs, request, version)
+        )
+        self._leadership_check.set()
+        return response
+
+    async def alter_configs(
+        self, request: AlterConfigsRequest, version: int
+    ) -> AlterConfigsResponse:
+        response = await self._run_admin(partial(self._controller.alter_configs, request, version))
+        self._leadership_check.set()
+        return response
+
+    async def alter_partition(
+        self, request: AlterPartitionRequest, version: int
+    ) -> AlterPartitionResponse:
+        """AlterPartition (API 56): a partition leader's ISR change (NOT_CONTROLLER in its
+        top-level error code when this node is not the active controller)."""
+        return await self._run_admin(partial(self._controller.alter_partition, request, version))
+
+    async def elect_leaders(
+        self, request: ElectLeadersRequest, version: int
+    ) -> ElectLeadersResponse:
+        """ElectLeaders (API 43); when not active every partition (and v1+ the top level)
+        answers NOT_CONTROLLER."""
+        return await self._run_admin(partial(self._controller.elect_leaders, request, version))
+
+    async def alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest, version: int
+    ) -> AlterPartitionReassignmentsResponse:
+        return await self._run_admin(
+            partial(self._controller.alter_partition_reassignments, request, version)
+        )
+
+    async def list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest, version: int
+    ) -> ListPartitionReassignmentsResponse:
+        return await self._run_admin(
+            partial(self._controller.list_partition_reassignments, request, version)
+        )
+
+    # --- brokers ------------------------------------------------------------------------------
+
+    def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
+        """Report this broker's replicas that cannot serve (Kafka's BrokerHeartbeat
+        offlineLogDirs) to the local controller's soft state: nothing to append, so it never
+        waits nor fails on a full disk. True if the report changed anything."""
+        try:
+            return self._controller.heartbeat(self.node_id, self.broker_epoch, offline)
+        except ControllerError:  # (re-)registering: the report after it counts
+            return False
+
+    async def broker_registration(
+        self, request: BrokerRegistrationRequest
+    ) -> BrokerRegistrationResponse:
+        """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
+        try:
+            return await self._run_command(
+                lambda offset: self._controller.broker_registration(
+                    request, broker_epoch=offset, now_ms=monotonic_ms()
+                )
+            )
+        except NotActiveController:
+            return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
+
+    async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
+        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
+        try:
+            return await self._run_command(
+                lambda offset: self._controller.broker_heartbeat(
+                    request, next_offset=offset, now_ms=monotonic_ms()
+                )
+            )
+        except NotActiveController:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+
+    async def fence_stale_brokers(self) -> list[int]:
+        """Fence every broker whose lease has run out, one command each (the active controller
+        only); their ids."""
+        fenced: list[int] = []
+        while True:
+            try:
+                broker_id = await self._run_command(
+                    lambda _offset: self._controller.fence_stale_broker(monotonic_ms()), wait=False
+                )
+            except NotActiveController:
+                return fenced
+            if broker_id is None:
+                return fenced
+            log.info("fenced broker %d: its session timed out", broker_id)
+            fenced.append(broker_id)
+
+    async def watch_leases(self) -> None:
+        """Run forever: while active, fence brokers as their leases (broker.session.timeout.ms)
+        run out."""
+        timeout = self._config.broker_session_timeout_ms
+        while True:
+            await self._await_activation()
+            expiry = self._controller.next_lease_expiry()
+            wait = timeout if expiry is None else min(timeout, expiry + 1 - monotonic_ms())
+            await trio.sleep(max(0, wait) / 1000)
+            await self.fence_stale_brokers()
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        """A fresh block of producer ids for this node's broker: (first id, count).
+
+        Raises ControllerError: STALE_BROKER_EPOCH if the broker is not registered,
+        NOT_CONTROLLER unless this node is the active controller (elsewhere the broker sends
+        AllocateProducerIds to the active one: strom.broker.data.producer_ids),
+        KAFKA_STORAGE_ERROR if the metadata log cannot be written.
+        """
+        return await self.allocate_producer_ids_for(self.node_id, self.broker_epoch)
+
+    async def allocate_producer_ids_for(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds (API 67) for any registered broker, on the active controller."""
+        try:
+            return await self._run_command(
+                lambda _offset: self._controller.allocate_producer_ids(broker_id, broker_epoch)
+            )
+        except NotActiveController as exc:
+            raise ControllerError(ErrorCode.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE) from exc
+
+    # --- leadership ---------------------------------------------------------------------------
+
+    async def check_leadership(self) -> None:
+        """One leadership check on the active controller (nothing elsewhere): unclean elections
+        where topics allow them, then (with auto.leader.rebalance.enable) preferred elections,
+        pass after pass while capped."""
+        try:
+            unclean = await self._run_command(
+                lambda _offset: self._controller.elect_unclean_leaders(), wait=False
+            )
+            if unclean:
+                log.warning("elected %d leader(s) from outside the ISR (unclean election)", unclean)
+            if self._config.auto_leader_rebalance_enable:
+                while await self._run_command(
+                    lambda _offset: self._controller.balance_leaders(), wait=False
+                ):
+                    pass
+        except NotActiveController:
+            return
+
+    async def watch_leadership(self) -> None:
+        """Run forever: while active, the leadership check every
+        leader.imbalance.check.interval.seconds and right after a config change."""
+        interval = self._config.leader_imbalance_check_interval_seconds
+        while True:
+            await self._await_activation()
+            with trio.move_on_after(interval):
+                await self._leadership_check.wait()
+            self._leadership_check = trio.Event()
+            try:
+                await self.check_leadership()
+            except ControllerError as exc:  # the metadata log refused it: the next check retries
+                log.error("leadership check failed: %s", exc)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
 
     def _caught_up(self) -> bool:
         """The high watermark is in this leader's epoch and everything below it is applied."""
@@ -458,20 +781,22 @@ class QuorumController(MetadataController):
         here (not inside `apply`, which runs within the Raft driver's effect handling)."""
         while True:
             change = self.raft.next_change()
-            self._maybe_snapshot()
+            if self._since_snapshot >= self._snapshot_interval:
+                self._take_snapshot()
             self._notify()
             await change.wait()
 
-    def _maybe_snapshot(self) -> None:
+    def _take_snapshot(self) -> SnapshotId | None:
+        """Hand the image to the Raft driver as the snapshot of every entry below it (None when
+        nothing new is applied, or a command is half applied)."""
         core = self.raft.core
-        if core is None or self._since_snapshot < self._snapshot_interval or self._pending:
-            return
         end = self._boundary
-        if not core.log.start_offset < end <= core.high_watermark:
-            return
+        if core is None or self._pending or not core.log.start_offset < end <= core.high_watermark:
+            return None
         self._since_snapshot = 0
         snapshot_id = self.raft.snapshot(end, encode_snapshot(self.image))
         log.info("node %d: metadata snapshot at %s", self.node_id, snapshot_id)
+        return snapshot_id
 
     async def _lead_loop(self) -> None:
         """Become the active controller when elected and caught up; stop being it when not."""
@@ -513,30 +838,40 @@ class QuorumController(MetadataController):
 
 
 class QuorumChannel:
-    """This node's broker's `ControllerChannel` on a quorum: the local controller when it is
-    active, else `remote`; NOT_CONTROLLER answers (no active controller reachable yet) are
-    retried every controller.quorum.retry.backoff.ms until the caller's own timeout."""
+    """This node's broker's `ControllerChannel`: the local controller when it is active (or
+    there is no remote one: the single node), else `remote`; NOT_CONTROLLER answers (no active
+    controller reachable yet) are retried every controller.quorum.retry.backoff.ms until the
+    caller's own timeout."""
 
     def __init__(
         self, controller: QuorumController, remote: ControllerChannel | None, backoff_ms: int
     ) -> None:
         self._controller = controller
-        self._local = LocalControllerChannel(controller)
         self._remote = remote
         self._backoff_s = backoff_ms / 1000
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
-        return await self._until_answered(lambda channel: channel.register(request))
+        return await self._until_answered(
+            lambda remote: remote.register(request)
+            if remote is not None
+            else self._controller.broker_registration(request)
+        )
 
     async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        return await self._until_answered(lambda channel: channel.heartbeat(request))
+        return await self._until_answered(
+            lambda remote: remote.heartbeat(request)
+            if remote is not None
+            else self._controller.broker_heartbeat(request)
+        )
 
-    async def _until_answered(self, ask: Callable[[ControllerChannel], Awaitable[A]]) -> A:
-        """`ask` the local controller when it is active (or there is no remote), else the
+    async def _until_answered(
+        self, ask: Callable[[ControllerChannel | None], Awaitable[A]]
+    ) -> A:
+        """`ask` the local controller (None) when it is active or there is no remote, else the
         remote one; again after the backoff while the answer is NOT_CONTROLLER."""
         while True:
             remote = None if self._controller.is_active else self._remote
-            response = await ask(self._local if remote is None else remote)
+            response = await ask(remote)
             if response.error_code != ErrorCode.NOT_CONTROLLER:
                 return response
             await self._backoff()

@@ -22,8 +22,6 @@ import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
 from strom.broker.data.offsets_topic import group_driver
-from strom.broker.drivers.controller import ControllerDriver
-from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
@@ -39,6 +37,9 @@ from strom.broker.replication.partitions import (
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.metadata.records import MetadataError
+from strom.storage.meta_properties import FormatError
+from strom.storage.quorum_state import QuorumStateError
+from strom.storage.raft_log import RaftLogError
 from strom.storage.cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.errors import KafkaStorageError
@@ -106,14 +107,10 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
-        controller: MetadataController
         try:
-            if config.runs_quorum:
-                remote = partial(RemoteControllerChannel.for_broker, config)
-                controller = await QuorumController.open(config, remote=remote)
-            else:
-                controller = await ControllerDriver.open(config, register=False)
-        except MetadataError as exc:
+            remote = partial(RemoteControllerChannel.for_broker, config)
+            controller = await QuorumController.open(config, remote=remote)
+        except (MetadataError, FormatError, RaftLogError, QuorumStateError) as exc:
             raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
         try:
             logs = LogManager(
@@ -147,13 +144,13 @@ class Broker:
         self,
         config: BrokerConfig,
         logs: LogManager,
-        controller: MetadataController,
+        controller: QuorumController,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
-        """Serve until shutdown. A single node registers its broker before it accepts; a quorum
-        member first serves its controller listeners and runs its Raft replica (the other voters
-        must reach it to elect), then registers with the active controller, and serves its
-        other listeners only once it is unfenced and follows the metadata, as Kafka's broker
+        """Serve until shutdown. A node first serves its controller listeners and runs its Raft
+        replica (the other voters of a multi-node quorum must reach it to elect; a one-voter
+        quorum elects itself at once), then registers with the active controller, and serves
+        its other listeners only once it is unfenced and follows the metadata, as Kafka's broker
         enables request processing only after "the broker to be unfenced". Until then the
         sockets are bound and connections wait in the backlog: a restarted node's image is
         empty or stale (its Raft replica applies nothing before the quorum's high watermark
@@ -161,22 +158,13 @@ class Broker:
         their topics did not exist (librdkafka then decommissioned every broker it knew, marked
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
-        quorum = controller if isinstance(controller, QuorumController) else None
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
-        if quorum is None:
-            try:
-                await controller.start(self.endpoints)
-            except RegistrationError as exc:
-                raise StartupError(str(exc)) from exc
         state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
         state.topic_creator = ForwardingTopicCreator(state)
-        if quorum is not None:
-            state.raft = quorum.raft
+        state.raft = controller.raft
         self.state = state
-        if quorum is None:
-            await _follow(state, controller)
         state.groups = group_driver(state)
         await state.groups.load()
         server = Server(state)
@@ -200,14 +188,13 @@ class Broker:
                                 )
 
                 serve(controller_listeners=True)
-                if quorum is not None:
-                    await accepting.start(quorum.run)
-                    try:
-                        await quorum.start(self.endpoints)
-                    except RegistrationError as exc:
-                        failure = exc
-                    else:  # unfenced: caught up with the metadata log
-                        await _follow(state, controller)
+                await accepting.start(controller.run)
+                try:
+                    await controller.start(self.endpoints)
+                except RegistrationError as exc:
+                    failure = exc
+                else:  # unfenced: caught up with the metadata log
+                    await _follow(state, controller)
                 if failure is None:
                     serve(controller_listeners=False)  # see _serve's docstring
                     accepting.start_soon(_flush_loop, state)
@@ -222,12 +209,11 @@ class Broker:
                     accepting.start_soon(ReplicationManager.of(state).run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
-                    if quorum is not None and _controlled_shutdown_wanted(config, quorum):
+                    if _controlled_shutdown_wanted(config, controller):
                         heartbeats.cancel()  # the controlled shutdown's heartbeats replace them
-                        await _controlled_shutdown(config, quorum)
+                        await _controlled_shutdown(config, controller)
                     log.info("shutting down: no new connections; finishing in-flight requests")
-                    if quorum is not None:
-                        await quorum.shutdown()  # resign: another voter takes over at once
+                    await controller.shutdown()  # resign: another voter takes over at once
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
@@ -264,7 +250,7 @@ class Broker:
         return bound
 
 
-async def _follow(state: BrokerState, controller: MetadataController) -> None:
+async def _follow(state: BrokerState, controller: QuorumController) -> None:
     """Follow the metadata from now on: open and delete logs, lead and follow partitions.
 
     A quorum member starts following only once it is unfenced, i.e. its metadata has caught up
