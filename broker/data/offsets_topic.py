@@ -12,7 +12,7 @@ committed at append and answers at once, as before replication existed.
 
 The driver answers OffsetCommit, SyncGroup, OffsetDelete and DeleteGroups only once the
 wait says NONE; any other outcome goes through the coordinator's error mapping
-(`strom.coordinator.groups.coordinator.storage_error`).
+(`strom.coordinator.groups.outbox.storage_error`).
 """
 
 from __future__ import annotations

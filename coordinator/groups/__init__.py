@@ -1,7 +1,10 @@
 """The classic group coordinator as a pure state machine (`GroupCoordinator`).
 
-`coordinator` holds the whole state machine; `model` the group data it works on; `records`
-the bytes of `__consumer_offsets`; `api` the requests, results and writes it takes and gives.
+Split as Kafka splits it: `membership` (GroupMetadataManager: joins, syncs, heartbeats,
+leaves, their timers) and `offset_store` (OffsetMetadataManager: committed offsets), composed
+by `coordinator` (the shard: loading, unloading, group deletion, retention). `outbox` carries
+the replies and writes both halves emit; `model` the group data they work on; `records` the
+bytes of `__consumer_offsets`; `api` the requests, results and writes it takes and gives.
 Its trio driver is `strom.broker.drivers.groups`. See docs/groups.md for the design, the Kafka
 behaviours it follows and the records it keeps in `__consumer_offsets`.
 """

@@ -1,12 +1,19 @@
 """`GroupCoordinator`: every classic group of this node, as one pure state machine.
 
+Kafka's GroupCoordinatorShard: it composes the two halves Kafka splits a group
+coordinator into, `GroupMembership` (membership.py, Kafka's GroupMetadataManager:
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers) and `OffsetStore`
+(offset_store.py, Kafka's OffsetMetadataManager: OffsetCommit, OffsetFetch,
+OffsetDelete, retention), and does what needs both: loading and unloading a
+partition's groups, deleting a group with its offsets, and expiring offsets
+(deleting an empty group left without any).
+
 Requests, `tick(now)` and `write_completed` drive it; it never reads a clock,
 opens a socket, draws a random number (member ids come from `new_id`) or
 writes anything itself:
 
 - **Time** comes in as `now` (ms) on every call; `next_deadline()` says when
-  `tick` next has work (initial and regular join deadlines, pending-sync
-  expiry, session and KIP-394 pending-member expiry).
+  `tick` next has work.
 - **Replies it holds back** (JoinGroup until the join phase ends, SyncGroup
   until the leader's assignment is written, OffsetCommit, OffsetDelete and
   DeleteGroups until their records are written) are named by waiter tokens
@@ -34,232 +41,73 @@ requests NOT_COORDINATOR.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from functools import partial
 
 from strom.coordinator.groups import records
 from strom.coordinator.groups.api import (
-    CommitPartition,
     CommitRequest,
     CommitResult,
     GroupConfig,
     GroupSummary,
-    JoinMember,
     JoinRequest,
     JoinResult,
-    KeyValue,
     ListedGroup,
-    MemberSummary,
     OffsetDeleteResult,
     PartitionKey,
-    Released,
     Reply,
     SyncRequest,
     SyncResult,
     Write,
 )
-from strom.coordinator.groups.model import GROUP_TYPE, Group, GroupState, Member, OffsetEntry
+from strom.coordinator.groups.membership import GroupMembership, restore
+from strom.coordinator.groups.model import Group, GroupState, OffsetEntry
+from strom.coordinator.groups.offset_store import OffsetStore, tombstones
+from strom.coordinator.groups.outbox import Outbox
 from strom.coordinator.groups.records import GroupRecord, OffsetRecord
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
 
 log = logging.getLogger("strom.groups")
-S = GroupState
-
-OnWritten = Callable[[int, ErrorCode], None]
-"""What to do once a write's outcome is known: (now, the error to report, NONE if written)."""
-
-
-def storage_error(error: ErrorCode) -> ErrorCode:
-    """How a failed append is reported to clients: Kafka's coordinator mapping.
-
-    (GroupCoordinatorService / GroupMetadataManager: a partition that is not
-    there, not replicated enough before or after the append, or whose ISR did
-    not acknowledge the write within offsets.commit.timeout.ms ->
-    COORDINATOR_NOT_AVAILABLE, so the client retries; not the leader or a failed disk -> NOT_COORDINATOR, so it looks
-    the coordinator up again; a batch too large -> UNKNOWN_SERVER_ERROR; any
-    other error as it is.)
-    """
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-        ErrorCode.REQUEST_TIMED_OUT,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
-
-
-@dataclass
-class _InFlight:
-    """A write handed out and not yet reported back."""
-
-    write: Write
-    on_written: OnWritten
-    offsets: tuple[PartitionKey, ...] = ()
-    """Offsets it commits, so a group deletion staged meanwhile tombstones them too."""
-
-
-@dataclass
-class _StaticRestart:
-    """A static member's restart in a Stable group, staged until its new member id is written."""
-
-    group: Group
-    old: Member
-    new: Member
-    old_protocols: list[tuple[str, bytes]]
-    leader_before: str
-    was_leader: bool
-    was_pending_sync: bool
-    req: JoinRequest
-    waiter: int
 
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, new_id: Callable[[], str]) -> None:
         self.config = config
-        self.new_id = new_id
-        self.groups: dict[str, Group] = {}
-        self._replies: list[Reply] = []
-        self._wakeups: list[tuple[int, str]] = []
-        self._scheduled: dict[str, int] = {}
-        self._writes: list[Write] = []
-        self._in_flight: dict[int, _InFlight] = {}
-        self._write_tokens = itertools.count(1)
-        self._abandoned: set[int] = set()
-        """Writes handed out whose groups were unloaded before their outcome came back."""
-        self._syncing: set[tuple[str, int]] = set()
-        """(group, generation) whose leader's assignment is being written."""
+        self.outbox = Outbox()
+        self.membership = GroupMembership(config, new_id, self.outbox)
+        self.offsets = OffsetStore(config, self.membership, self.outbox)
 
-    # --- what comes out: replies and writes -------------------------------------------------
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.membership.groups
+
+    # --- what comes out: replies and writes ---------------------------------------------------
 
     def take_replies(self) -> list[Reply]:
-        out, self._replies = self._replies, []
-        return out
+        return self.outbox.take_replies()
 
     def take_writes(self) -> list[Write]:
         """Records to make durable, in order; report each with `write_completed`."""
-        out, self._writes = self._writes, []
-        return out
+        return self.outbox.take_writes()
 
     def write_completed(self, now: int, token: int, error: ErrorCode) -> None:
         """A write's outcome: NONE once its records are in the log, else the append's error."""
-        written = self._in_flight.pop(token, None)
-        if written is None:
-            if token in self._abandoned:  # its group was unloaded meanwhile: already answered
-                self._abandoned.discard(token)
-                return
-            raise ValueError(f"write {token} is not outstanding")
-        group_id = written.write.group_id
-        if error:
-            log.warning(
-                "group %s: writing %d records failed: %s",
-                group_id, len(written.write.records), error.name,
-            )  # fmt: skip
-        written.on_written(now, storage_error(error) if error else ErrorCode.NONE)
-        group = self.groups.get(group_id)
+        group_id = self.outbox.complete(now, token, error)
+        group = self.groups.get(group_id) if group_id is not None else None
         if group is not None:
-            self._schedule(group)
-
-    def _write(
-        self,
-        group: Group,
-        batch: list[KeyValue],
-        on_written: OnWritten,
-        offsets: tuple[PartitionKey, ...] = (),
-    ) -> None:
-        write = Write(next(self._write_tokens), group.group_id, batch)
-        self._writes.append(write)
-        self._in_flight[write.token] = _InFlight(write, on_written, offsets)
-
-    def _has_writes_in_flight(self, group_id: str) -> bool:
-        return any(p.write.group_id == group_id for p in self._in_flight.values())
-
-    def _reply(self, waiter: int | None, result: Released) -> None:
-        if waiter is not None:
-            self._replies.append((waiter, result))
+            self.membership.schedule(group)
 
     # --- timers -------------------------------------------------------------------------------
 
-    def _schedule(self, group: Group) -> None:
-        """Make sure a wake-up at or before the group's earliest deadline is queued."""
-        deadline = _group_deadline(group)
-        queued = self._scheduled.get(group.group_id)
-        if deadline is not None and (queued is None or deadline < queued):
-            self._scheduled[group.group_id] = deadline
-            heapq.heappush(self._wakeups, (deadline, group.group_id))
-
     def next_deadline(self) -> int | None:
         """When `tick` next has work (possibly a little early, never late)."""
-        return self._wakeups[0][0] if self._wakeups else None
+        return self.membership.next_deadline()
 
     def tick(self, now: int) -> None:
         """Fire every deadline at or before `now`."""
-        while self._wakeups and self._wakeups[0][0] <= now:
-            deadline, group_id = heapq.heappop(self._wakeups)
-            if self._scheduled.get(group_id) != deadline:
-                continue  # superseded by an earlier wake-up
-            del self._scheduled[group_id]
-            group = self.groups.get(group_id)
-            if group is not None:
-                self._fire(now, group)
-                self._schedule(group)
-
-    def _fire(self, now: int, group: Group) -> None:
-        for member_id, deadline in list(group.pending.items()):
-            if now >= deadline:
-                del group.pending[member_id]
-                if group.state is S.PREPARING_REBALANCE:
-                    self._maybe_complete_join(now, group)
-        for member in list(group.members.values()):
-            if member.member_id in group.members and member.expired(now):
-                log.info("group %s: member %s session expired", group.group_id, member.member_id)
-                self._remove_member_and_rebalance(now, group, member.member_id)
-        joining = group.state is S.PREPARING_REBALANCE and group.join_deadline is not None
-        if joining and now >= (group.join_deadline or 0):
-            self._join_deadline(now, group)
-        if group.sync_deadline is not None and now >= group.sync_deadline:
-            group.sync_deadline = None
-            self._expire_pending_sync(now, group)
-
-    def _join_deadline(self, now: int, group: Group) -> None:
-        if group.initial_join and group.new_member_added and group.initial_remaining_ms > 0:
-            # group.initial.rebalance.delay.ms: new members keep arriving, wait a bit more
-            group.new_member_added = False
-            delay = min(self.config.initial_rebalance_delay_ms, group.initial_remaining_ms)
-            group.initial_remaining_ms = max(group.initial_remaining_ms - delay, 0)
-            group.join_deadline = now + delay
-            return
-        if group.initial_join and group.pending and group.initial_remaining_ms > 0:
-            # Members that just got MEMBER_ID_REQUIRED are one round trip from joining: wait
-            # for them (or their expiry) rather than form a generation they must then break.
-            group.initial_delay_done = True
-            wait = min(min(group.pending.values()) - now, group.initial_remaining_ms)
-            group.initial_remaining_ms -= max(wait, 0)
-            group.join_deadline = now + max(wait, 0)
-            return
-        self._complete_join(now, group)
-
-    def _expire_pending_sync(self, now: int, group: Group) -> None:
-        if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync:
-            return
-        missing = sorted(group.pending_sync)
-        log.info("group %s: members %s never sent SyncGroup", group.group_id, missing)
-        for member_id in missing:
-            self._drop_member(group, member_id, ErrorCode.UNKNOWN_MEMBER_ID)
-        self._prepare_rebalance(now, group)
+        self.membership.tick(now)
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -282,7 +130,7 @@ class GroupCoordinator:
                     parts[record.partition] = record
         for group_id in sorted(set(metadata) | set(offsets)):
             value = metadata.get(group_id)
-            group_offsets = {
+            group_offsets: dict[str, dict[int, OffsetEntry]] = {
                 topic: {p: r.entry for p, r in parts.items() if r.entry is not None}
                 for topic, parts in offsets.get(group_id, {}).items()
                 if parts
@@ -290,11 +138,11 @@ class GroupCoordinator:
             if value is None and not group_offsets:
                 continue
             group = Group(group_id, state_timestamp=now)
-            group.offsets = group_offsets
             if value is not None:
-                _restore(group, value, now)
+                restore(group, value, now)
             self.groups[group_id] = group
-            self._schedule(group)
+            self.offsets.load(group_id, group_offsets)
+            self.membership.schedule(group)
 
     def unload(self, now: int, doomed: Callable[[str], bool]) -> list[str]:
         """Forget every group `doomed(group_id)` selects: this node stopped leading their
@@ -304,328 +152,21 @@ class GroupCoordinator:
         reported fail with NOT_COORDINATOR, and every parked JoinGroup and SyncGroup of
         their members is answered NOT_COORDINATOR, so clients look the coordinator up
         again. Returns the ids of the groups dropped."""
-        failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
-        while failing:  # a failed write's handler may stage another: fail that one too
-            for token in failing:
-                self._abandoned.add(token)
-                self._in_flight.pop(token).on_written(now, ErrorCode.NOT_COORDINATOR)
-            failing = [t for t, f in self._in_flight.items() if doomed(f.write.group_id)]
-        untaken = {w.token for w in self._writes if doomed(w.group_id)}
-        self._abandoned -= untaken  # never handed out: no outcome will come back
-        self._writes = [w for w in self._writes if not doomed(w.group_id)]
-        dropped = [group_id for group_id in self.groups if doomed(group_id)]
+        self.outbox.abandon(now, doomed)
+        dropped = self.membership.unload(now, doomed)
         for group_id in dropped:
-            group = self.groups.pop(group_id)
-            for member in group.members.values():
-                if member.join_waiter is not None:
-                    self._reply(
-                        member.join_waiter,
-                        JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id),
-                    )
-                    member.join_waiter = None
-                if member.sync_waiter is not None:
-                    self._reply(member.sync_waiter, SyncResult(ErrorCode.NOT_COORDINATOR))
-                    member.sync_waiter = None
-            self._scheduled.pop(group_id, None)
-        self._syncing = {key for key in self._syncing if not doomed(key[0])}
+            self.offsets.forget(group_id)
         return dropped
 
-    # --- JoinGroup: new and known members, KIP-394, static members (KIP-345) ----------------
+    # --- membership ---------------------------------------------------------------------------
 
     def join(self, now: int, req: JoinRequest, waiter: int) -> JoinResult | None:
         """The response now, or None when it is parked until the join phase ends."""
-        error = self._check_join(req)
-        if error:
-            return JoinResult(error, member_id=req.member_id)
-        group = self.groups.get(req.group_id)
-        created = group is None
-        if group is None:
-            if req.member_id:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
-            group = self.groups[req.group_id] = Group(req.group_id, state_timestamp=now)
-        try:
-            if group.state is S.DEAD:
-                return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id)
-            if not self._accepts(group, req.member_id):
-                return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=req.member_id)
-            if not req.member_id:
-                return self._join_new(now, group, req, waiter)
-            return self._join_known(now, group, req, waiter)
-        finally:
-            if created and not group.members and not group.pending and not group.has_offsets():
-                self.groups.pop(group.group_id, None)
-            self._schedule(group)
-
-    def _check_join(self, req: JoinRequest) -> ErrorCode:
-        if not req.group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        cfg = self.config
-        if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
-            return ErrorCode.INVALID_SESSION_TIMEOUT
-        if not req.protocol_type or not req.protocols:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        return ErrorCode.NONE
-
-    def _accepts(self, group: Group, member_id: str) -> bool:
-        """group.max.size: members already in the group may always rejoin."""
-        limit = self.config.max_size
-        if group.state is S.EMPTY:
-            return True
-        if group.state is S.PREPARING_REBALANCE:
-            member = group.members.get(member_id)
-            return (
-                member is not None and member.join_waiter is not None
-            ) or group.awaiting_join() < limit
-        return member_id in group.members or len(group.members) < limit
-
-    def _join_new(self, now: int, group: Group, req: JoinRequest, waiter: int) -> JoinResult | None:
-        if not group.supports(req.protocol_type, req.protocols):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        member_id = f"{req.group_instance_id or req.client_id}-{self.new_id()}"
-        if req.group_instance_id is not None:
-            known = group.static.get(req.group_instance_id)
-            if known is not None:
-                return self._replace_static(now, group, known, member_id, req, waiter)
-        elif req.require_known_member_id:
-            group.pending[member_id] = now + req.session_timeout_ms
-            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=member_id)
-        self._add_member(now, group, member_id, req, waiter)
-        return None
-
-    def _add_member(
-        self, now: int, group: Group, member_id: str, req: JoinRequest, waiter: int
-    ) -> None:
-        member = Member(
-            member_id,
-            req.group_instance_id,
-            req.client_id,
-            req.client_host,
-            req.rebalance_timeout_ms,
-            req.session_timeout_ms,
-            req.protocol_type,
-            list(req.protocols),
-            join_waiter=waiter,
-            is_new=True,
-            deadline=now + self.config.new_member_join_timeout_ms,
-        )
-        if group.state is S.PREPARING_REBALANCE and group.generation == 0:
-            group.new_member_added = True
-        group.pending.pop(member_id, None)
-        group.add(member)
-        self._maybe_prepare_rebalance(now, group)
-
-    def _join_known(
-        self, now: int, group: Group, req: JoinRequest, waiter: int
-    ) -> JoinResult | None:
-        member_id = req.member_id
-        if not group.supports(req.protocol_type, req.protocols):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-        if member_id in group.pending:
-            self._add_member(now, group, member_id, req, waiter)
-            return None
-        error = group.validate_member(member_id, req.group_instance_id)
-        if error:
-            return JoinResult(error, member_id=member_id)
-        member = group.members[member_id]
-        if group.state is S.PREPARING_REBALANCE:
-            self._update_member(now, group, member, req, waiter)
-            return None
-        if group.state is S.COMPLETING_REBALANCE:
-            if member.matches(req.protocols):
-                # The member missed our response: hand it the same generation again.
-                return self._join_result(group, member, leader_view=True)
-            self._update_member(now, group, member, req, waiter)
-            return None
-        if group.state is S.STABLE:
-            if group.is_leader(member_id) or not member.matches(req.protocols):
-                self._update_member(now, group, member, req, waiter)
-                return None
-            member.deadline = now + member.session_timeout_ms
-            return self._join_result(group, member, leader_view=False)
-        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-
-    def _update_member(
-        self, now: int, group: Group, member: Member, req: JoinRequest, waiter: int
-    ) -> None:
-        if member.join_waiter is not None and member.join_waiter != waiter:
-            self._reply(
-                member.join_waiter,
-                JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id),
-            )
-        member.protocols = list(req.protocols)
-        member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.session_timeout_ms = req.session_timeout_ms
-        member.join_waiter = waiter
-        self._maybe_prepare_rebalance(now, group)
-
-    def _replace_static(
-        self, now: int, group: Group, old_id: str, new_id: str, req: JoinRequest, waiter: int
-    ) -> JoinResult | None:
-        """A known group.instance.id with a fresh member id: fence the old member, keep its place."""
-        old = group.members[old_id]
-        fenced = ErrorCode.FENCED_INSTANCE_ID
-        if old.join_waiter is not None:
-            self._reply(old.join_waiter, JoinResult(fenced, member_id=old_id))
-        if old.sync_waiter is not None:
-            self._reply(old.sync_waiter, SyncResult(fenced))
-        member = Member(
-            new_id, req.group_instance_id, req.client_id, req.client_host,
-            req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
-            list(req.protocols), assignment=old.assignment,
-            deadline=now + req.session_timeout_ms,
-        )  # fmt: skip
-        staged = _StaticRestart(
-            group, old, member, old.protocols, group.leader or "", group.leader == old_id,
-            old_id in group.pending_sync, req, waiter,
-        )  # fmt: skip
-        group.remove(old_id)
-        group.add(member)
-        if staged.was_leader:
-            group.leader = new_id
-        if staged.was_pending_sync:
-            group.pending_sync.add(new_id)
-        if group.state is S.STABLE and group.select_protocol() == group.protocol_name:
-            # No rebalance: the member is answered once its new member id is written.
-            written = partial(self._static_restart_written, staged)
-            self._write(group, [records.group_record(group, now)], written)
-            return None
-        member.join_waiter = waiter
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now, group)
-        else:
-            self._maybe_prepare_rebalance(now, group)
-        return None
-
-    def _static_restart_written(self, staged: _StaticRestart, now: int, error: ErrorCode) -> None:
-        group, old, new = staged.group, staged.old, staged.new
-        if error:
-            if self.groups.get(group.group_id) is group and group.members.get(new.member_id) is new:
-                # Undo: the old member stays as it was.
-                self._drop_member(group, new.member_id, error)
-                old.join_waiter = old.sync_waiter = None
-                old.protocols = staged.old_protocols
-                group.add(old)
-                if staged.was_leader:
-                    group.leader = old.member_id
-                if staged.was_pending_sync:
-                    group.pending_sync.add(old.member_id)
-            self._reply(staged.waiter, JoinResult(error, member_id=new.member_id))
-            return
-        req = staged.req
-        error = group.validate_member(new.member_id, req.group_instance_id)
-        if error:  # replaced again or removed while the write was in flight
-            self._reply(staged.waiter, JoinResult(error, member_id=new.member_id))
-        elif not req.supports_skip_assignment:
-            # Before KIP-814 the leader is named as it was, so an old client that
-            # led the group does not run an assignment with no members.
-            result = self._join_result(group, new, leader_view=False)
-            result.leader = staged.leader_before
-            self._reply(staged.waiter, result)
-        else:
-            skip = group.is_leader(new.member_id)
-            self._reply(staged.waiter, self._join_result(group, new, leader_view=True, skip=skip))
-
-    def _join_result(
-        self, group: Group, member: Member, *, leader_view: bool, skip: bool = False
-    ) -> JoinResult:
-        members = []
-        if leader_view and group.is_leader(member.member_id):
-            members = [
-                JoinMember(m.member_id, m.group_instance_id, m.metadata(group.protocol_name))
-                for m in group.members.values()
-            ]
-        return JoinResult(
-            ErrorCode.NONE,
-            member_id=member.member_id,
-            generation=group.generation,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader=group.leader or "",
-            members=members,
-            skip_assignment=skip,
-        )
-
-    # --- SyncGroup, Heartbeat, LeaveGroup ----------------------------------------------------
+        return self.membership.join(now, req, waiter)
 
     def sync(self, now: int, req: SyncRequest, waiter: int) -> SyncResult | None:
         """The response now, or None until the leader's assignment is written."""
-        group = self.groups.get(req.group_id)
-        if not req.group_id:
-            return SyncResult(ErrorCode.INVALID_GROUP_ID)
-        if group is None:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        try:
-            return self._sync(now, group, req, waiter)
-        finally:
-            self._schedule(group)
-
-    def _sync(self, now: int, group: Group, req: SyncRequest, waiter: int) -> SyncResult | None:
-        if group.state is S.DEAD:
-            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = group.validate_member(req.member_id, req.group_instance_id)
-        if error:
-            return SyncResult(error)
-        if req.generation != group.generation:
-            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
-        if req.protocol_type is not None and req.protocol_type != group.protocol_type:
-            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if req.protocol_name is not None and req.protocol_name != group.protocol_name:
-            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        member = group.members[req.member_id]
-        if group.state is S.PREPARING_REBALANCE:
-            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        if group.state is S.STABLE:
-            self._synced(group, req.member_id)
-            member.deadline = now + member.session_timeout_ms
-            return self._sync_result(group, member.assignment)
-        if group.state is not S.COMPLETING_REBALANCE:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        if member.sync_waiter is not None and member.sync_waiter != waiter:
-            self._reply(member.sync_waiter, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-        member.sync_waiter = waiter
-        self._synced(group, req.member_id)
-        syncing = (group.group_id, group.generation)
-        if group.is_leader(req.member_id) and syncing not in self._syncing:
-            # The members are answered once the leader's assignment is written.
-            assignments = {m: req.assignments.get(m, b"") for m in group.members}
-            self._syncing.add(syncing)
-            written = partial(self._assignment_written, group, group.generation, assignments)
-            self._write(group, [records.group_record(group, now, assignments)], written)
-        return None
-
-    def _assignment_written(
-        self,
-        group: Group,
-        generation: int,
-        assignments: dict[str, bytes],
-        now: int,
-        error: ErrorCode,
-    ) -> None:
-        self._syncing.discard((group.group_id, generation))
-        current = self.groups.get(group.group_id) is group and group.generation == generation
-        if not current or group.state is not S.COMPLETING_REBALANCE:
-            return  # a rebalance began meanwhile and answered the waiters
-        if error:
-            self._reset_assignments(group, error)
-            self._maybe_prepare_rebalance(now, group)
-            return
-        for member_id, assignment in assignments.items():
-            target = group.members[member_id]
-            target.assignment = assignment
-            if target.sync_waiter is not None:
-                self._reply(target.sync_waiter, self._sync_result(group, assignment))
-                target.sync_waiter = None
-                target.deadline = now + target.session_timeout_ms
-        self._transition(group, S.STABLE, now)
-
-    def _synced(self, group: Group, member_id: str) -> None:
-        group.pending_sync.discard(member_id)
-        if not group.pending_sync:
-            group.sync_deadline = None
-
-    @staticmethod
-    def _sync_result(group: Group, assignment: bytes) -> SyncResult:
-        return SyncResult(ErrorCode.NONE, assignment, group.protocol_type, group.protocol_name)
+        return self.membership.sync(now, req, waiter)
 
     def heartbeat(
         self,
@@ -635,318 +176,38 @@ class GroupCoordinator:
         generation: int,
         instance_id: str | None = None,
     ) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = group.validate_member(member_id, instance_id)
-        if error:
-            return error
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state is S.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        member = group.members[member_id]
-        member.deadline = now + member.session_timeout_ms
-        self._schedule(group)
-        if group.state is S.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.membership.heartbeat(now, group_id, member_id, generation, instance_id)
 
     def leave(
         self, now: int, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Remove members given as (member id, group.instance.id); one error per member."""
-        group = self.groups.get(group_id)
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, []
-        if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in leaving]
-        if group.state is S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        results = [
-            self._leave_one(now, group, member_id, instance) for member_id, instance in leaving
-        ]
-        self._schedule(group)
-        return ErrorCode.NONE, results
+        return self.membership.leave(now, group_id, leaving)
 
-    def _leave_one(
-        self, now: int, group: Group, member_id: str, instance_id: str | None
-    ) -> ErrorCode:
-        if member_id and member_id in group.pending:
-            del group.pending[member_id]
-            if group.state is S.PREPARING_REBALANCE:
-                self._maybe_prepare_rebalance(now, group)
-            return ErrorCode.NONE
-        if instance_id is not None:
-            known = group.static.get(instance_id)
-            if known is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if member_id and known != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-            member_id = known
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        self._remove_member_and_rebalance(now, group, member_id)
-        return ErrorCode.NONE
+    def list_groups(self, states: list[str], types: list[str]) -> list[ListedGroup]:
+        """Groups matching the (case-insensitive) state and type filters; empty means any."""
+        return self.membership.list_groups(states, types)
 
-    # --- transitions --------------------------------------------------------------------------
+    def describe(self, group_id: str) -> GroupSummary | None:
+        return self.membership.describe(group_id)
 
-    def _transition(self, group: Group, state: GroupState, now: int) -> None:
-        log.info(
-            "group %s: %s -> %s (generation %d, %d members)",
-            group.group_id, group.state.value, state.value, group.generation, len(group.members),
-        )  # fmt: skip
-        group.state = state
-        group.state_timestamp = now
-
-    def _prepare_rebalance(self, now: int, group: Group) -> None:
-        if group.state is S.COMPLETING_REBALANCE:
-            self._reset_assignments(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        group.pending_sync.clear()
-        group.sync_deadline = None
-        if group.state is S.EMPTY:
-            delay = self.config.initial_rebalance_delay_ms
-            group.initial_join = True
-            group.initial_delay_done = False
-            group.initial_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
-            group.join_deadline = now + delay
-        else:
-            group.initial_join = False
-            group.join_deadline = now + group.rebalance_timeout_ms()
-        self._transition(group, S.PREPARING_REBALANCE, now)
-        self._schedule(group)
-        self._maybe_complete_join(now, group)  # e.g. the only member rejoined
-
-    def _reset_assignments(self, group: Group, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            if member.sync_waiter is not None:
-                self._reply(member.sync_waiter, SyncResult(error))
-                member.sync_waiter = None
-
-    def _maybe_prepare_rebalance(self, now: int, group: Group) -> None:
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY):
-            self._prepare_rebalance(now, group)
-        elif group.state is S.PREPARING_REBALANCE:
-            self._maybe_complete_join(now, group)
-
-    def _maybe_complete_join(self, now: int, group: Group) -> None:
-        waiting = group.initial_join and not group.initial_delay_done
-        if group.state is S.PREPARING_REBALANCE and group.all_joined() and not waiting:
-            self._complete_join(now, group)
-
-    def _complete_join(self, now: int, group: Group) -> None:
-        """End the join phase: drop dynamic members that did not rejoin, start a generation."""
-        for member in list(group.members.values()):
-            if member.join_waiter is None and member.group_instance_id is None:
-                group.remove(member.member_id)
-        leader = group.members.get(group.leader) if group.leader else None
-        if leader is not None and leader.join_waiter is None:
-            joined = next((m for m in group.members.values() if m.join_waiter is not None), None)
-            group.leader = joined.member_id if joined else group.leader
-            leader = joined
-        if leader is None and group.members:
-            # Only static members that have not rejoined remain: wait for them or their sessions.
-            group.join_deadline = now + group.rebalance_timeout_ms()
-            group.initial_join = False
-            return
-        group.join_deadline = None
-        group.initial_join = False
-        group.generation += 1
-        if not group.members:
-            group.protocol_name = None
-            group.subscribed_topics = None
-            self._transition(group, S.EMPTY, now)
-            self._write(group, [records.group_record(group, now)], _ignore_outcome)
-            return
-        group.protocol_name = group.select_protocol()
-        group.subscribed_topics = group.compute_subscribed_topics()
-        self._transition(group, S.COMPLETING_REBALANCE, now)
-        for member in group.members.values():
-            if member.join_waiter is not None:
-                self._reply(member.join_waiter, self._join_result(group, member, leader_view=True))
-                member.join_waiter = None
-                member.is_new = False
-                member.deadline = now + member.session_timeout_ms
-        group.pending_sync = set(group.members)
-        group.sync_deadline = now + group.rebalance_timeout_ms()
-
-    def _drop_member(self, group: Group, member_id: str, error: ErrorCode) -> None:
-        member = group.remove(member_id)
-        if member is None:
-            return
-        if member.join_waiter is not None:
-            self._reply(member.join_waiter, JoinResult(error, member_id=member_id))
-        if member.sync_waiter is not None:
-            self._reply(member.sync_waiter, SyncResult(error))
-
-    def _remove_member_and_rebalance(self, now: int, group: Group, member_id: str) -> None:
-        self._drop_member(group, member_id, ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now, group)
-        elif group.state is S.PREPARING_REBALANCE:
-            self._maybe_complete_join(now, group)
-
-    # --- committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, retention ---------------
+    # --- offsets ------------------------------------------------------------------------------
 
     def commit(self, now: int, req: CommitRequest, waiter: int) -> CommitResult | None:
-        """The result now (nothing to write), or None until the offsets are written.
-
-        A commit is validated against the group as Kafka does (simple commits with
-        generation -1 only while the group is empty; otherwise member, instance and
-        generation must match); its offsets are applied and acknowledged only once
-        they are in the log.
-        """
-        keys = [(p.topic, p.partition) for p in req.partitions]
-        error, group = self._validate_commit(now, req)
-        if error:
-            return CommitResult(dict.fromkeys(keys, error))
-        assert group is not None
-        results: dict[PartitionKey, ErrorCode] = {}
-        writes: list[tuple[CommitPartition, OffsetEntry]] = []
-        for part in req.partitions:
-            metadata = part.metadata or ""
-            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                results[(part.topic, part.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            expire = now + req.retention_ms if req.retention_ms >= 0 else None
-            entry = OffsetEntry(part.offset, part.leader_epoch, metadata, now, expire)
-            writes.append((part, entry))
-        if not writes:
-            self._forget_if_untouched(group)  # a simple commit that wrote nothing
-            return CommitResult({key: results[key] for key in keys})
-
-        batch = [records.offset_record(group.group_id, p.topic, p.partition, e) for p, e in writes]
-        written = partial(self._commit_written, group, writes, results, keys, waiter)
-        self._write(group, batch, written, tuple((p.topic, p.partition) for p, _ in writes))
-        return None
-
-    def _commit_written(
-        self,
-        group: Group,
-        writes: list[tuple[CommitPartition, OffsetEntry]],
-        results: dict[PartitionKey, ErrorCode],
-        keys: list[PartitionKey],
-        waiter: int,
-        now: int,
-        error: ErrorCode,
-    ) -> None:
-        for part, entry in writes:
-            if not error:
-                group.offsets.setdefault(part.topic, {})[part.partition] = entry
-            results[(part.topic, part.partition)] = error
-        if error:
-            self._forget_if_untouched(group)
-        self._reply(waiter, CommitResult({key: results[key] for key in keys}))
-
-    def _forget_if_untouched(self, group: Group) -> None:
-        """Drop a group a simple commit created if nothing was written for it after all."""
-        untouched = group.generation == 0 and group.protocol_type is None and not group.members
-        if (
-            untouched
-            and not group.has_offsets()
-            and self.groups.get(group.group_id) is group
-            and not self._has_writes_in_flight(group.group_id)
-        ):
-            del self.groups[group.group_id]
-
-    def _validate_commit(self, now: int, req: CommitRequest) -> tuple[ErrorCode, Group | None]:
-        if not req.group_id:
-            return ErrorCode.INVALID_GROUP_ID, None
-        group = self.groups.get(req.group_id)
-        if group is None:
-            if req.generation >= 0:
-                missing = (
-                    ErrorCode.GROUP_ID_NOT_FOUND
-                    if req.group_must_exist
-                    else ErrorCode.ILLEGAL_GENERATION
-                )
-                return missing, None
-            group = self.groups[req.group_id] = Group(req.group_id, state_timestamp=now)
-        if group.state is S.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        if req.generation < 0 and group.state is S.EMPTY:
-            return ErrorCode.NONE, group
-        if req.generation >= 0 or req.member_id or req.group_instance_id is not None:
-            error = group.validate_member(req.member_id, req.group_instance_id)
-            if error:
-                return error, None
-            if req.generation != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION, None
-        elif group.state is not S.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID, None
-        if group.state is S.COMPLETING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS, None
-        member = group.members.get(req.member_id)
-        if member is not None:  # a commit is as good as a heartbeat
-            member.deadline = max(member.deadline, now + member.session_timeout_ms)
-            self._schedule(group)
-        return ErrorCode.NONE, group
+        """OffsetCommit: the result now, or None until the offsets are written."""
+        return self.offsets.commit(now, req, waiter)
 
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None
     ) -> list[tuple[str, list[tuple[int, OffsetEntry | None]]]]:
         """Committed offsets of the requested partitions (None: not committed), or all of them."""
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None and group.state is not S.DEAD else {}
-        if topics is None:
-            return [
-                (topic, sorted(parts.items())) for topic, parts in sorted(offsets.items()) if parts
-            ]
-        return [
-            (topic, [(p, offsets.get(topic, {}).get(p)) for p in partitions])
-            for topic, partitions in topics
-        ]
+        return self.offsets.fetch_offsets(group_id, topics)
 
     def delete_offsets(
         self, now: int, group_id: str, partitions: list[PartitionKey], waiter: int
     ) -> OffsetDeleteResult | None:
-        """The result now, or None until the tombstones are written."""
-        group = self.groups.get(group_id)
-        if not group_id:
-            return OffsetDeleteResult(ErrorCode.INVALID_GROUP_ID)
-        if group is None or group.state is S.DEAD:
-            return OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND)
-        if group.state is not S.EMPTY and group.protocol_type != "consumer":
-            return OffsetDeleteResult(ErrorCode.NON_EMPTY_GROUP)
-        results: dict[PartitionKey, ErrorCode] = {}
-        doomed: list[PartitionKey] = []
-        for topic, partition in partitions:
-            if group.is_subscribed(topic):
-                results[(topic, partition)] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                results[(topic, partition)] = ErrorCode.NONE
-                if partition in group.offsets.get(topic, {}):
-                    doomed.append((topic, partition))
-        if not doomed:
-            return OffsetDeleteResult(ErrorCode.NONE, results)
-
-        written = partial(self._offsets_deleted, group, doomed, results, waiter)
-        self._write(group, _tombstones(group.group_id, doomed), written)
-        return None
-
-    def _offsets_deleted(
-        self,
-        group: Group,
-        doomed: list[PartitionKey],
-        results: dict[PartitionKey, ErrorCode],
-        waiter: int | None,
-        now: int,
-        error: ErrorCode,
-    ) -> None:
-        if error:
-            self._reply(waiter, OffsetDeleteResult(error))
-            return
-        for topic, partition in doomed:
-            parts = group.offsets.get(topic, {})
-            parts.pop(partition, None)
-            if not parts:
-                group.offsets.pop(topic, None)
-        self._reply(waiter, OffsetDeleteResult(ErrorCode.NONE, results))
+        """OffsetDelete: the result now, or None until the tombstones are written."""
+        return self.offsets.delete_offsets(now, group_id, partitions, waiter)
 
     def expire_offsets(self, now: int) -> int:
         """offsets.retention.minutes; an empty group left without offsets is deleted too.
@@ -955,97 +216,34 @@ class GroupCoordinator:
         flight wait for the next check.
         """
         expired = 0
-        busy = {w.write.group_id for w in self._in_flight.values()}
+        busy = {f.write.group_id for f in self.outbox.in_flight()}
         for group in list(self.groups.values()):
-            if group.state is S.DEAD or group.group_id in busy:
+            if group.state is GroupState.DEAD or group.group_id in busy:
                 continue
-            doomed = [
-                (topic, partition)
-                for topic, parts in group.offsets.items()
-                for partition, entry in parts.items()
-                if self._expired(group, topic, entry, now)
-            ]
-            left = sum(len(parts) for parts in group.offsets.values()) - len(doomed)
-            idle = group.state is S.EMPTY and not left and not group.pending
+            doomed = self.offsets.expired(group, now)
+            left = self.offsets.count(group.group_id) - len(doomed)
+            idle = group.state is GroupState.EMPTY and not left and not group.pending
             if idle:
                 self._delete(now, group, doomed, None)
             elif doomed:
-                written = partial(self._offsets_deleted, group, doomed, {}, None)
-                self._write(group, _tombstones(group.group_id, doomed), written)
+                self.offsets.delete(group, doomed)
             expired += len(doomed)
         return expired
 
-    def _expired(self, group: Group, topic: str, entry: OffsetEntry, now: int) -> bool:
-        if entry.expire_timestamp is not None:
-            return now >= entry.expire_timestamp
-        retention = self.config.offsets_retention_ms
-        if group.protocol_type is None:
-            return now - entry.commit_timestamp >= retention
-        if group.state is S.EMPTY:
-            base = group.state_timestamp if group.state_timestamp >= 0 else entry.commit_timestamp
-            return now - base >= retention
-        if group.state is S.STABLE and group.subscribed_topics is not None:
-            return (
-                topic not in group.subscribed_topics and now - entry.commit_timestamp >= retention
-            )
-        return False
-
-    # --- ListGroups, DescribeGroups, DeleteGroups --------------------------------------------
-
-    def list_groups(self, states: list[str], types: list[str]) -> list[ListedGroup]:
-        """Groups matching the (case-insensitive) state and type filters; empty means any."""
-        wanted_states = {s.lower() for s in states}
-        wanted_types = {t.lower() for t in types}
-        if wanted_types and GROUP_TYPE not in wanted_types:
-            return []
-        return [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value, GROUP_TYPE)
-            for g in self.groups.values()
-            if g.state is not S.DEAD
-            and (not wanted_states or g.state.value.lower() in wanted_states)
-        ]
-
-    def describe(self, group_id: str) -> GroupSummary | None:
-        group = self.groups.get(group_id)
-        if group is None:
-            return None
-        stable = group.state is S.STABLE
-        members = [
-            MemberSummary(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable else b"",
-                m.assignment,  # kept outside Stable, as Kafka 4.1 describes members
-            )
-            for m in group.members.values()
-        ]
-        return GroupSummary(
-            group_id,
-            group.state.value,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members,
-        )
+    # --- DeleteGroups -------------------------------------------------------------------------
 
     def delete_group(self, now: int, group_id: str, waiter: int) -> ErrorCode | None:
         """DeleteGroups for one group: the error now, or None until its tombstones are written."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group is None or group.state is GroupState.DEAD:
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if group.state is not S.EMPTY:
+        if group.state is not GroupState.EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
-        committing = [
-            key
-            for p in self._in_flight.values()
-            if p.write.group_id == group_id
-            for key in p.offsets
-        ]
-        doomed = [(t, p) for t, parts in group.offsets.items() for p in parts]
-        doomed += [key for key in dict.fromkeys(committing) if key not in doomed]
+        doomed = self.offsets.partitions(group_id)
+        committing = dict.fromkeys(self.offsets.committing(group_id))
+        doomed += [key for key in committing if key not in doomed]
         self._delete(now, group, doomed, waiter)
         return None
 
@@ -1054,72 +252,21 @@ class GroupCoordinator:
     ) -> None:
         """Tombstone the group and its offsets; Dead until written, Empty again if that fails."""
         written = partial(self._deletion_written, group, group.state_timestamp, waiter)
-        self._transition(group, S.DEAD, now)
-        batch = [*_tombstones(group.group_id, doomed), (records.group_key(group.group_id), None)]
-        self._write(group, batch, written)
+        self.membership.transition(group, GroupState.DEAD, now)
+        batch = [*tombstones(group.group_id, doomed), (records.group_key(group.group_id), None)]
+        self.outbox.write(group.group_id, batch, written)
 
     def _deletion_written(
         self, group: Group, empty_since: int, waiter: int | None, now: int, error: ErrorCode
     ) -> None:
         if error:
             log.info("group %s: Dead -> Empty (its deletion was not written)", group.group_id)
-            group.state = S.EMPTY
+            group.state = GroupState.EMPTY
             group.state_timestamp = empty_since
-            self._reply(waiter, error)
+            self.outbox.reply(waiter, error)
             return
-        group.offsets.clear()
         group.pending.clear()
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-        self._reply(waiter, ErrorCode.NONE)
-
-
-def _ignore_outcome(now: int, error: ErrorCode) -> None:
-    """A write nobody waits for (its failure is logged by `write_completed`)."""
-
-
-def _tombstones(group_id: str, doomed: list[PartitionKey]) -> list[KeyValue]:
-    return [(records.offset_key(group_id, t, p), None) for t, p in doomed]
-
-
-def _restore(group: Group, value: GroupMetadataValue, now: int) -> None:
-    group.protocol_type = value.protocol_type or None
-    group.generation = value.generation
-    group.protocol_name = value.protocol
-    if value.current_state_timestamp >= 0:
-        group.state_timestamp = value.current_state_timestamp
-    for m in value.members:
-        protocols = [(value.protocol, m.subscription)] if value.protocol else []
-        rebalance = m.rebalance_timeout if m.rebalance_timeout >= 0 else m.session_timeout
-        group.add(
-            Member(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, rebalance,
-                m.session_timeout, group.protocol_type or "", protocols, m.assignment,
-                deadline=now + m.session_timeout,
-            )
-        )  # fmt: skip
-    group.leader = (
-        value.leader if value.leader in group.members else next(iter(group.members), None)
-    )
-    if group.members:
-        group.state = S.STABLE
-        group.subscribed_topics = group.compute_subscribed_topics()
-    else:
-        group.state = S.EMPTY
-
-
-def _group_deadline(group: Group) -> int | None:
-    times: list[int | None] = list(group.pending.values())
-    times += [_member_deadline(m) for m in group.members.values()]
-    if group.state is S.PREPARING_REBALANCE and group.join_deadline is not None:
-        times.append(group.join_deadline)
-    if group.sync_deadline is not None:
-        times.append(group.sync_deadline)
-    found = [t for t in times if t is not None]
-    return min(found) if found else None
-
-
-def _member_deadline(member: Member) -> int | None:
-    if member.sync_waiter is not None or (member.join_waiter is not None and not member.is_new):
-        return None
-    return member.deadline
+            self.offsets.forget(group.group_id)
+        self.outbox.reply(waiter, ErrorCode.NONE)

@@ -1,8 +1,8 @@
-"""The data of a classic group: its members, state and committed offsets.
+"""The data of a classic group (its members and state) and of a committed offset.
 
 Plain data plus the small queries the rebalance logic asks of it (who has
 rejoined, which protocol wins the vote). Nothing here changes state on its
-own; `strom.coordinator.groups.coordinator` drives the transitions.
+own; `strom.coordinator.groups.membership` drives the transitions.
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ class Group:
     initial_remaining_ms: int = 0
     new_member_added: bool = False
     sync_deadline: int | None = None
-    offsets: dict[str, dict[int, OffsetEntry]] = field(default_factory=dict)
     subscribed_topics: frozenset[str] | None = None
 
     # --- membership queries -------------------------------------------------------------
@@ -189,9 +188,6 @@ class Group:
         if self.state is GroupState.EMPTY:
             return False
         return self.subscribed_topics is None or topic in self.subscribed_topics
-
-    def has_offsets(self) -> bool:
-        return any(self.offsets.values())
 
 
 def parse_subscription(data: bytes) -> list[str] | None:

@@ -7,6 +7,7 @@ classes for the driver. The durable state behind it lives in `strom.storage.raft
 docs/raft.md for the state machine, the invariants the simulator checks and what a driver does.
 """
 
-from strom.coordinator.raft.core import QuorumInfo, RaftConfig, RaftCore, RaftSafetyError, Role
+from strom.coordinator.raft.core import QuorumInfo, RaftConfig, RaftCore, RaftSafetyError
+from strom.coordinator.raft.states import Role
 
 __all__ = ["QuorumInfo", "RaftConfig", "RaftCore", "RaftSafetyError", "Role"]

@@ -5,11 +5,13 @@ state machine `propose`, `snapshot`, `resign`. Randomness comes from the injecte
 `random.Random`. Outputs: `take_effects()` (see `strom.coordinator.raft.effects`) and
 `next_deadline()`, the time the driver must call `tick` by.
 
-Roles, as in Kafka's KafkaRaftClient: UNATTACHED (epoch known, no leader, no vote), VOTED (voted in
-this epoch), PROSPECTIVE (pre-vote, KIP-996: asks whether it could win without bumping the epoch),
-CANDIDATE (bumped the epoch, voted for itself), LEADER, FOLLOWER (fetching from the known leader),
-RESIGNED (a former leader of this epoch waiting for the next one). Observers (`node_id` not in
-`voters`) are only UNATTACHED or FOLLOWER and never vote.
+Roles, as in Kafka's KafkaRaftClient, are state objects (`strom.coordinator.raft.states`):
+Unattached (epoch known, no leader; Voted when it voted in this epoch), Prospective (pre-vote,
+KIP-996: asks whether it could win without bumping the epoch), Candidate (bumped the epoch, voted
+for itself), Leader, Follower (fetching from the known leader), Resigned (a former leader of this
+epoch waiting for the next one). The core handles every message and makes every transition; the
+state holds what its role counts and waits for. Observers (`node_id` not in `voters`) are only
+Unattached or Follower and never vote.
 
 Replication is pull-based: followers and observers send Fetch(fetch offset, last fetched epoch);
 the leader checks the pair against its own log and answers with entries, with the diverging epoch
@@ -26,7 +28,6 @@ Durability: a `Send` is only released after every write issued before it is ackn
 
 from __future__ import annotations
 
-import enum
 import random
 from dataclasses import dataclass
 
@@ -57,6 +58,22 @@ from strom.coordinator.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from strom.coordinator.raft.states import (
+    NEVER,
+    CandidateState,
+    ElectionTimeoutState,
+    EpochState,
+    FetchProgress,
+    FollowerState,
+    LeaderState,
+    NomineeState,
+    ParkedFetch,
+    ProspectiveState,
+    ReplicaState,
+    ResignedState,
+    Role,
+    UnattachedState,
+)
 from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 
@@ -72,16 +89,6 @@ INCONSISTENT_VOTER_SET = int(ErrorCode.INCONSISTENT_VOTER_SET)
 class RaftSafetyError(Exception):
     """An input that could only arrive if Raft's safety were already broken (two leaders in one
     epoch, truncating committed entries). The node must stop rather than continue."""
-
-
-class Role(enum.Enum):
-    UNATTACHED = "Unattached"
-    VOTED = "Voted"
-    PROSPECTIVE = "Prospective"
-    CANDIDATE = "Candidate"
-    LEADER = "Leader"
-    FOLLOWER = "Follower"
-    RESIGNED = "Resigned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,28 +130,6 @@ class QuorumInfo:
     observers: tuple[ReplicaInfo, ...]
 
 
-@dataclass(slots=True)
-class _Replica:
-    """The leader's view of one fetching replica in its epoch."""
-
-    offset: int = -1
-    last_fetch_ms: int = -1
-    last_caught_up_ms: int = -1
-    told_high_watermark: int = -1
-    """The high watermark in the last fetch response it was sent: a fetch from a replica that
-    knows an older one is answered at once, not held (it learns of commits without waiting)."""
-
-
-@dataclass(slots=True)
-class _Parked:
-    src: int
-    request: FetchRequest
-    deadline: int
-
-
-NEVER = 1 << 62
-
-
 class RaftCore:
     """One replica of the metadata partition. See the module docstring."""
 
@@ -171,9 +156,6 @@ class RaftCore:
         self.config = config or RaftConfig()
         self._rng = rng
         self.log = ReplicaLog(recovered)
-        self.epoch = recovered.quorum.leader_epoch
-        self.leader_id = recovered.quorum.leader_id
-        self.voted_id = recovered.quorum.voted_id
         self.high_watermark = self.log.start_offset
         self._persisted = recovered.quorum
         self._effects: list[Effect] = []
@@ -185,91 +167,85 @@ class RaftCore:
         self._next_request_id = rng.getrandbits(24)
         self._announced: tuple[int, int] | None = None
 
-        # timers and per-role state
-        self._election_deadline = NEVER
-        self._fetch_deadline = NEVER
-        self._last_leader_contact = -NEVER
-        self._fetch_inflight: int | None = None
-        self._fetch_sent_at = 0
-        self._fetch_retry_at = NEVER
-        self._snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
-        self._votes: set[int] = set()
-        self._rejections: set[int] = set()
-        self._epoch_start_offset = 0
-        self._replicas: dict[int, _Replica] = {}
-        self._observers: dict[int, _Replica] = {}
-        self._parked: dict[int, _Parked] = {}
-        self._begin_unacked: set[int] = set()
-        self._begin_retry_at = NEVER
-
-        if self.leader_id == node_id:
+        epoch, leader_id, voted_id = (
+            recovered.quorum.leader_epoch,
+            recovered.quorum.leader_id,
+            recovered.quorum.voted_id,
+        )
+        self.state: EpochState
+        if leader_id == node_id:
             # a leader that restarts cannot know what it had appended: it resigns the epoch
-            self.role = Role.RESIGNED
-            self._reset_election_timer(now)
-        elif self.leader_id != NO_LEADER:
-            self.role = Role.FOLLOWER
-            self._fetch_deadline = now + self.config.fetch_timeout_ms
-            self._fetch_retry_at = now
-        elif self.voted_id != NO_LEADER and self.is_voter:
-            self.role = Role.VOTED
-            self._reset_election_timer(now)
+            self.state = ResignedState(epoch, leader_id, voted_id, self._election_deadline(now))
+        elif leader_id != NO_LEADER:
+            self.state = FollowerState(
+                epoch,
+                leader_id,
+                voted_id,
+                fetch_deadline=now + self.config.fetch_timeout_ms,
+                progress=FetchProgress(retry_at=now),
+            )
         else:
-            self.role = Role.UNATTACHED
-            self._start_unattached_timers(now)
+            self.state = self._unattached(epoch, voted_id, now)
         self._announce()
         if self.voters == {node_id}:
             # the only voter needs nobody's vote: lead at once, as Kafka does
             self._become_prospective(now)
         self.tick(now)
 
+    # --- what the state says ----------------------------------------------------------------
+
+    @property
+    def role(self) -> Role:
+        return self.state.role
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int:
+        """The leader of this epoch as this node names it in its responses (see
+        `EpochState.leader_id`)."""
+        return self.state.leader_id
+
+    @property
+    def voted_id(self) -> int:
+        return self.state.voted_id
+
     # --- inputs -----------------------------------------------------------------------------
 
     def tick(self, now: int) -> None:
         """Fire every timer due at `now`."""
-        role = self.role
-        if role is Role.LEADER:
-            self._tick_leader(now)
+        state = self.state
+        if isinstance(state, LeaderState):
+            self._tick_leader(state, now)
             return
-        if now >= self._election_deadline and role in (
-            Role.UNATTACHED,
-            Role.VOTED,
-            Role.PROSPECTIVE,
-            Role.CANDIDATE,
-            Role.RESIGNED,
-        ):
+        if isinstance(state, ElectionTimeoutState) and now >= state.election_deadline:
             if self.is_voter:
                 self._become_prospective(now)
             else:
-                self._election_deadline = NEVER
-        if self.role is Role.FOLLOWER and now >= self._fetch_deadline:
+                state.election_deadline = NEVER
+        state = self.state
+        if isinstance(state, FollowerState) and now >= state.fetch_deadline:
             if self.is_voter:
                 self._become_prospective(now)
             else:
-                self._become_unattached(self.epoch, now)
-        if self.role is Role.FOLLOWER or (self.role is Role.UNATTACHED and not self.is_voter):
-            if self._fetch_inflight is not None:
-                if now >= self._fetch_sent_at + self.config.request_timeout_ms:
-                    self._fetch_inflight = None
+                self._become_unattached(state.epoch, now)
+        progress = self.state.fetching()
+        if progress is not None:
+            if progress.inflight is not None:
+                if now >= progress.sent_at + self.config.request_timeout_ms:
+                    progress.inflight = None
                     self._send_fetch(now)
-            elif now >= self._fetch_retry_at:
+            elif now >= progress.retry_at:
                 self._send_fetch(now)
 
     def next_deadline(self) -> int:
         """The earliest time `tick` has something to do."""
-        if self.role is Role.LEADER:
-            deadline = min(self._begin_retry_at, self._check_quorum_deadline())
-            for parked in self._parked.values():
-                deadline = min(deadline, parked.deadline)
-            return deadline
-        deadline = self._election_deadline
-        if self.role is Role.FOLLOWER:
-            deadline = min(deadline, self._fetch_deadline)
-        if self.role is Role.FOLLOWER or (self.role is Role.UNATTACHED and not self.is_voter):
-            if self._fetch_inflight is not None:
-                deadline = min(deadline, self._fetch_sent_at + self.config.request_timeout_ms)
-            else:
-                deadline = min(deadline, self._fetch_retry_at)
-        return deadline
+        return self.state.deadline(
+            request_timeout_ms=self.config.request_timeout_ms,
+            fetch_timeout_ms=self.config.fetch_timeout_ms,
+        )
 
     def writes_durable(self, seq: int, now: int) -> None:
         """Every write with `seq` or lower is durable: release what waited on it."""
@@ -286,8 +262,8 @@ class RaftCore:
                 else:
                     still.append((needed, send))
             self._held = still
-        if self.role is Role.LEADER:
-            self._advance_high_watermark(now)
+        if isinstance(self.state, LeaderState):
+            self._advance_high_watermark(self.state, now)
 
     def writes_failed(self, seq: int) -> bool:
         """The store could not perform write `seq` and performed none after it; each of them
@@ -336,12 +312,15 @@ class RaftCore:
 
     def propose(self, payloads: list[bytes], now: int) -> int | None:
         """Append entries as leader; returns the offset of the first, None if not the leader."""
-        if self.role is not Role.LEADER or not payloads:
+        state = self.state
+        if not isinstance(state, LeaderState) or not payloads:
             return None
         first = self.log.end_offset
-        entries = tuple(Entry(first + i, self.epoch, payload) for i, payload in enumerate(payloads))
+        entries = tuple(
+            Entry(first + i, state.epoch, payload) for i, payload in enumerate(payloads)
+        )
         self._append(entries)
-        self._answer_parked(now, only_new_data=True)
+        self._answer_parked(state, now, only_new_data=True)
         return first
 
     def snapshot(self, end_offset: int, data: bytes) -> SnapshotId:
@@ -362,33 +341,30 @@ class RaftCore:
 
     def resign(self, now: int) -> None:
         """Step down gracefully (shutdown): tell the voters, best-placed successor first."""
-        if self.role is not Role.LEADER:
-            return
-        successors = sorted(
-            (v for v in self.voters if v != self.node_id),
-            key=lambda v: -self._replicas[v].offset,
-        )
-        self._become_resigned(now, tuple(successors))
+        state = self.state
+        if isinstance(state, LeaderState):
+            self._become_resigned(now, state.successors())
 
     def take_effects(self) -> list[Effect]:
         effects, self._effects = self._effects, []
         return effects
 
     def describe(self, now: int) -> QuorumInfo:
-        def info(replica_id: int, replica: _Replica) -> ReplicaInfo:
+        def info(replica_id: int, replica: ReplicaState) -> ReplicaInfo:
             return ReplicaInfo(
                 replica_id, replica.offset, replica.last_fetch_ms, replica.last_caught_up_ms
             )
 
         voters: list[ReplicaInfo] = []
         observers: list[ReplicaInfo] = []
-        if self.role is Role.LEADER:
+        state = self.state
+        if isinstance(state, LeaderState):
             for voter in sorted(self.voters):
                 if voter == self.node_id:
                     voters.append(ReplicaInfo(voter, self._durable_end, now, now))
                 else:
-                    voters.append(info(voter, self._replicas[voter]))
-            observers = [info(i, r) for i, r in sorted(self._observers.items())]
+                    voters.append(info(voter, state.replicas[voter]))
+            observers = [info(i, r) for i, r in sorted(state.observers.items())]
         return QuorumInfo(
             self.leader_id, self.epoch, self.high_watermark, tuple(voters), tuple(observers)
         )
@@ -436,12 +412,10 @@ class RaftCore:
             self.high_watermark = offset
             self._effects.append(HighWatermark(offset))
 
-    def _randomized_election_timeout(self) -> int:
+    def _election_deadline(self, now: int) -> int:
+        """A fresh election timeout, drawn from [t, 2t)."""
         base = self.config.election_timeout_ms
-        return base + self._rng.randrange(base)
-
-    def _reset_election_timer(self, now: int) -> None:
-        self._election_deadline = now + self._randomized_election_timeout()
+        return now + base + self._rng.randrange(base)
 
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
@@ -451,73 +425,71 @@ class RaftCore:
 
     # --- transitions --------------------------------------------------------------------------
 
-    def _leave_role(self, now: int) -> None:
-        if self.role is Role.LEADER:
-            self._answer_parked(now, error=NOT_LEADER_OR_FOLLOWER)
-            self._replicas.clear()
-            self._observers.clear()
-            self._begin_unacked.clear()
-            self._begin_retry_at = NEVER
-        self._election_deadline = NEVER
-        self._fetch_deadline = NEVER
-        self._fetch_inflight = None
-        self._fetch_retry_at = NEVER
-        self._snapshot_fetch = None
-        self._votes.clear()
-        self._rejections.clear()
+    def _leave(self, now: int) -> None:
+        """End the current role: a leader answers the fetches it holds (it leads no longer)."""
+        state = self.state
+        if isinstance(state, LeaderState):
+            self._answer_parked(state, now, error=NOT_LEADER_OR_FOLLOWER)
 
-    def _start_unattached_timers(self, now: int) -> None:
+    def _unattached(self, epoch: int, voted_id: int, now: int) -> UnattachedState:
+        """No leader known in `epoch`: a voter waits out its election timeout, an observer
+        fetches from any voter to find the leader."""
         if self.is_voter:
-            self._reset_election_timer(now)
-        else:
-            self._fetch_retry_at = now
+            return UnattachedState(epoch, NO_LEADER, voted_id, self._election_deadline(now))
+        return UnattachedState(
+            epoch, NO_LEADER, voted_id, NEVER, observer=FetchProgress(retry_at=now)
+        )
 
     def _become_unattached(self, epoch: int, now: int) -> None:
-        self._leave_role(now)
-        if epoch != self.epoch:
-            self.voted_id = NO_LEADER
-        self.epoch, self.leader_id = epoch, NO_LEADER
-        self.role = Role.VOTED if self.voted_id != NO_LEADER else Role.UNATTACHED
+        self._leave(now)
+        voted_id = self.voted_id if epoch == self.epoch else NO_LEADER
+        self.state = self._unattached(epoch, voted_id, now)
         self._persist()
         self._announce()
-        self._start_unattached_timers(now)
+
+    def _become_voted(self, candidate_id: int, now: int) -> None:
+        """Vote for `candidate_id` in the current epoch (persisted before the grant is sent)."""
+        self._leave(now)
+        self.state = UnattachedState(
+            self.epoch, NO_LEADER, candidate_id, self._election_deadline(now)
+        )
+        self._persist()
 
     def _become_follower(self, epoch: int, leader_id: int, now: int) -> None:
         if leader_id == self.node_id:
             raise RaftSafetyError(f"told that this node leads epoch {epoch}, which it does not")
-        if self.role is Role.LEADER and epoch == self.epoch:
+        if isinstance(self.state, LeaderState) and epoch == self.epoch:
             raise RaftSafetyError(f"node {leader_id} claims epoch {epoch}, led by this node")
-        self._leave_role(now)
-        if epoch != self.epoch:
-            self.voted_id = NO_LEADER
-        self.role = Role.FOLLOWER
-        self.epoch, self.leader_id = epoch, leader_id
+        self._leave(now)
+        voted_id = self.voted_id if epoch == self.epoch else NO_LEADER
+        self.state = FollowerState(
+            epoch, leader_id, voted_id, fetch_deadline=now + self.config.fetch_timeout_ms
+        )
         self._persist()
         self._announce()
-        self._fetch_deadline = now + self.config.fetch_timeout_ms
-        self._last_leader_contact = -NEVER
         self._send_fetch(now)
 
     def _become_prospective(self, now: int) -> None:
-        self._leave_role(now)
-        self.role = Role.PROSPECTIVE
-        self._votes = {self.node_id}
-        self._reset_election_timer(now)
-        if len(self._votes) >= self._majority():
+        self._leave(now)
+        state = ProspectiveState(
+            self.epoch, self.leader_id, self.voted_id, self._election_deadline(now)
+        )
+        state.granted.add(self.node_id)
+        self.state = state
+        if len(state.granted) >= self._majority():
             self._become_candidate(now)
             return
         self._request_votes(pre_vote=True)
 
     def _become_candidate(self, now: int) -> None:
-        self._leave_role(now)
-        self.role = Role.CANDIDATE
-        self.epoch += 1
-        self.leader_id, self.voted_id = NO_LEADER, self.node_id
+        self._leave(now)
+        self.state = state = CandidateState(
+            self.epoch + 1, NO_LEADER, self.node_id, self._election_deadline(now)
+        )
+        state.granted.add(self.node_id)
         self._persist()
         self._announce()
-        self._votes = {self.node_id}
-        self._reset_election_timer(now)
-        if len(self._votes) >= self._majority():
+        if len(state.granted) >= self._majority():
             self._become_leader(now)
             return
         self._request_votes(pre_vote=False)
@@ -539,21 +511,25 @@ class RaftCore:
                 )
 
     def _become_leader(self, now: int) -> None:
-        self._leave_role(now)
-        self.role = Role.LEADER
-        self.leader_id = self.node_id
+        self._leave(now)
+        self.state = state = LeaderState(
+            self.epoch,
+            self.node_id,
+            self.voted_id,
+            epoch_start_offset=self.log.end_offset,
+            replicas={v: ReplicaState(last_fetch_ms=now) for v in self.voters if v != self.node_id},
+        )
         self._persist()
         self._announce()
-        self._replicas = {v: _Replica(last_fetch_ms=now) for v in self.voters if v != self.node_id}
-        self._epoch_start_offset = self.log.end_offset
         self._append((Entry(self.log.end_offset, self.epoch, b"", control=True),))
-        self._begin_unacked = set(self._replicas)
-        self._send_begin_epoch(now)
+        state.begin_unacked = set(state.replicas)
+        self._send_begin_epoch(state, now)
 
     def _become_resigned(self, now: int, successors: tuple[int, ...]) -> None:
-        self._leave_role(now)
-        self.role = Role.RESIGNED
-        self._reset_election_timer(now)
+        self._leave(now)
+        self.state = ResignedState(
+            self.epoch, self.leader_id, self.voted_id, self._election_deadline(now)
+        )
         for voter in self.voters:
             if voter != self.node_id:
                 self._send(
@@ -574,7 +550,7 @@ class RaftCore:
             and leader_id not in (NO_LEADER, self.node_id)
             and self.leader_id == NO_LEADER
         ):
-            if self.role is Role.LEADER:
+            if isinstance(self.state, LeaderState):
                 raise RaftSafetyError(f"node {leader_id} claims epoch {epoch}, led by this node")
             self._become_follower(epoch, leader_id, now)
             return True
@@ -611,30 +587,16 @@ class RaftCore:
         log_ok = self._log_up_to_date(request.last_epoch, request.end_offset)
         if request.pre_vote:
             # KIP-996: refuse while this epoch's leader is alive (leading, or recently fetched)
-            leader_alive = request.epoch == self.epoch and (
-                self.role is Role.LEADER
-                or (
-                    self.role is Role.FOLLOWER
-                    and now - self._last_leader_contact < self.config.fetch_timeout_ms
-                )
+            leader_alive = request.epoch == self.epoch and self.state.hears_from_leader(
+                now, self.config.fetch_timeout_ms
             )
-            granted = log_ok and not leader_alive
-            reply(NONE, granted)
+            reply(NONE, log_ok and not leader_alive)
             return
         if request.epoch > self.epoch:
             self._become_unattached(request.epoch, now)
-        granted = (
-            self.role in (Role.UNATTACHED, Role.VOTED, Role.PROSPECTIVE)
-            and self.leader_id == NO_LEADER
-            and self.voted_id in (NO_LEADER, request.candidate_id)
-            and log_ok
-        )
+        granted = self.state.can_grant_vote(request.candidate_id, log_ok)
         if granted and self.voted_id == NO_LEADER:
-            self._leave_role(now)
-            self.voted_id = request.candidate_id
-            self.role = Role.VOTED
-            self._persist()
-            self._reset_election_timer(now)
+            self._become_voted(request.candidate_id, now)
         reply(NONE, granted)
 
     def _on_vote_response(self, src: int, response: VoteResponse, now: int) -> None:
@@ -644,26 +606,28 @@ class RaftCore:
             return
         if response.epoch != self.epoch or src not in self.voters:
             return
-        wanted = Role.PROSPECTIVE if response.pre_vote else Role.CANDIDATE
-        if self.role is not wanted:
+        state = self.state
+        wanted = ProspectiveState if response.pre_vote else CandidateState
+        if not isinstance(state, wanted):
             return
+        assert isinstance(state, NomineeState)
         if response.granted:
-            self._votes.add(src)
-            if len(self._votes) >= self._majority():
+            state.granted.add(src)
+            if len(state.granted) >= self._majority():
                 if response.pre_vote:
                     self._become_candidate(now)
                 else:
                     self._become_leader(now)
         else:
-            self._rejections.add(src)
-            if response.pre_vote and len(self._rejections) >= self._majority():
-                if self.leader_id not in (NO_LEADER, self.node_id):
+            state.rejected.add(src)
+            if response.pre_vote and len(state.rejected) >= self._majority():
+                if state.leader_id not in (NO_LEADER, self.node_id):
                     # the leader this node lost touch with is still there: rejoin it
-                    self._become_follower(self.epoch, self.leader_id, now)
+                    self._become_follower(state.epoch, state.leader_id, now)
                     return
                 # lost the pre-vote: back off, then try again
-                self._election_deadline = min(
-                    self._election_deadline,
+                state.election_deadline = min(
+                    state.election_deadline,
                     now + self._rng.randrange(self.config.election_backoff_max_ms + 1),
                 )
 
@@ -684,14 +648,21 @@ class RaftCore:
     ) -> None:
         if self._observe(response.epoch, response.leader_id, now):
             return
-        if self.role is Role.LEADER and response.error == NONE and response.epoch == self.epoch:
-            self._begin_unacked.discard(src)
+        state = self.state
+        if (
+            isinstance(state, LeaderState)
+            and response.error == NONE
+            and response.epoch == state.epoch
+        ):
+            state.begin_unacked.discard(src)
 
-    def _send_begin_epoch(self, now: int) -> None:
-        for voter in sorted(self._begin_unacked):
-            self._send(voter, BeginQuorumEpochRequest(self._request_id(), self.epoch, self.node_id))
-        self._begin_retry_at = (
-            now + self.config.request_timeout_ms if self._begin_unacked else NEVER
+    def _send_begin_epoch(self, state: LeaderState, now: int) -> None:
+        for voter in sorted(state.begin_unacked):
+            self._send(
+                voter, BeginQuorumEpochRequest(self._request_id(), state.epoch, self.node_id)
+            )
+        state.begin_retry_at = (
+            now + self.config.request_timeout_ms if state.begin_unacked else NEVER
         )
 
     def _on_end_epoch_request(self, src: int, request: EndQuorumEpochRequest, now: int) -> None:
@@ -700,13 +671,14 @@ class RaftCore:
         else:
             error = NONE
             self._observe(request.epoch, request.leader_id, now)
+            state = self.state
             if (
-                self.role is Role.FOLLOWER
-                and self.epoch == request.epoch
-                and self.leader_id == request.leader_id
+                isinstance(state, FollowerState)
+                and state.epoch == request.epoch
+                and state.leader_id == request.leader_id
             ):
                 # the leader is going: stand earlier the better placed this node is
-                self._last_leader_contact = -NEVER
+                state.last_leader_contact = -NEVER
                 if self.node_id in request.preferred_successors:
                     position = request.preferred_successors.index(self.node_id)
                     backoff = (
@@ -719,7 +691,7 @@ class RaftCore:
                     )
                 else:
                     backoff = self._rng.randrange(self.config.election_backoff_max_ms + 1)
-                self._fetch_deadline = min(self._fetch_deadline, now + backoff)
+                state.fetch_deadline = min(state.fetch_deadline, now + backoff)
         self._send(
             src, EndQuorumEpochResponse(request.request_id, error, self.epoch, self.leader_id)
         )
@@ -731,25 +703,24 @@ class RaftCore:
             return FENCED_LEADER_EPOCH
         if request_epoch > self.epoch:
             return UNKNOWN_LEADER_EPOCH
-        if self.role is not Role.LEADER:
+        if not isinstance(self.state, LeaderState):
             return NOT_LEADER_OR_FOLLOWER
         return NONE
 
     def _on_fetch_request(self, src: int, request: FetchRequest, now: int) -> None:
         error = self._fetch_error(request.epoch)
-        if error != NONE:
+        state = self.state
+        if error != NONE or not isinstance(state, LeaderState):
             self._send(src, self._fetch_response(request, error))
             return
-        replica = self._replicas.get(request.replica_id)
-        if replica is None:
-            replica = self._observers.setdefault(request.replica_id, _Replica())
+        replica = state.replica(request.replica_id)
         replica.last_fetch_ms = now
-        self._begin_unacked.discard(request.replica_id)
-        self._parked.pop(request.replica_id, None)  # superseded: the replica gave up on it
+        state.begin_unacked.discard(request.replica_id)
+        state.parked.pop(request.replica_id, None)  # superseded: the replica gave up on it
         high_watermark = self.high_watermark
-        response = self._serve_fetch(request, now)
+        response = self._serve_fetch(state, request, now)
         if self.high_watermark > high_watermark:
-            self._answer_parked(now)
+            self._answer_parked(state, now)
         if (
             response.diverging is None
             and response.snapshot_id is None
@@ -758,17 +729,19 @@ class RaftCore:
             and replica.told_high_watermark >= self.high_watermark
         ):
             deadline = now + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            self._parked[request.replica_id] = _Parked(src, request, deadline)
+            state.parked[request.replica_id] = ParkedFetch(src, request, deadline)
         else:
-            self._send_fetch_response(src, request.replica_id, response)
+            self._send_fetch_response(state, src, request.replica_id, response)
 
-    def _send_fetch_response(self, src: int, replica_id: int, response: FetchResponse) -> None:
-        replica = self._replicas.get(replica_id) or self._observers.get(replica_id)
+    def _send_fetch_response(
+        self, state: LeaderState, src: int, replica_id: int, response: FetchResponse
+    ) -> None:
+        replica = state.known_replica(replica_id)
         if replica is not None and response.error == NONE:
             replica.told_high_watermark = response.high_watermark
         self._send(src, response)
 
-    def _serve_fetch(self, request: FetchRequest, now: int) -> FetchResponse:
+    def _serve_fetch(self, state: LeaderState, request: FetchRequest, now: int) -> FetchResponse:
         """Validate a fetch position, update the replica's progress, build the answer."""
         log = self.log
         offset = request.fetch_offset
@@ -782,14 +755,12 @@ class RaftCore:
                 return self._fetch_response(request, NONE, diverging=SnapshotId(0, 0))
             if found.epoch != request.last_fetched_epoch or found.end_offset < offset:
                 return self._fetch_response(request, NONE, diverging=found)
-        replica = self._replicas.get(request.replica_id)
-        if replica is None:
-            replica = self._observers.setdefault(request.replica_id, _Replica())
+        replica = state.replica(request.replica_id)
         replica.offset = offset
         if offset >= log.end_offset:
             replica.last_caught_up_ms = now
-        if request.replica_id in self._replicas:
-            self._advance_high_watermark(now, answer_parked=False)
+        if request.replica_id in state.replicas:
+            self._advance_high_watermark(state, now, answer_parked=False)
         entries = (
             log.entries_from(offset, self.config.fetch_max_bytes) if offset < log.end_offset else ()
         )
@@ -817,57 +788,52 @@ class RaftCore:
         )
 
     def _answer_parked(
-        self, now: int, *, only_new_data: bool = False, error: int = NONE, due: bool = False
+        self,
+        state: LeaderState,
+        now: int,
+        *,
+        only_new_data: bool = False,
+        error: int = NONE,
+        due: bool = False,
     ) -> None:
-        for replica_id, parked in list(self._parked.items()):
+        for replica_id, parked in list(state.parked.items()):
             if due and parked.deadline > now:
                 continue
             if only_new_data and parked.request.fetch_offset >= self.log.end_offset:
                 continue
-            del self._parked[replica_id]
+            del state.parked[replica_id]
             if error != NONE:
                 self._send(parked.src, self._fetch_response(parked.request, error))
             else:
-                response = self._serve_fetch(parked.request, now)
-                self._send_fetch_response(parked.src, replica_id, response)
+                response = self._serve_fetch(state, parked.request, now)
+                self._send_fetch_response(state, parked.src, replica_id, response)
 
-    def _advance_high_watermark(self, now: int, *, answer_parked: bool = True) -> None:
-        offsets = sorted(
-            (
-                self._durable_end if v == self.node_id else self._replicas[v].offset
-                for v in self.voters
-            ),
-            reverse=True,
-        )
-        majority_offset = offsets[self._majority() - 1]
-        if majority_offset > self.high_watermark and majority_offset > self._epoch_start_offset:
+    def _advance_high_watermark(
+        self, state: LeaderState, now: int, *, answer_parked: bool = True
+    ) -> None:
+        majority_offset = state.majority_offset(self._durable_end)
+        if majority_offset > self.high_watermark and majority_offset > state.epoch_start_offset:
             self._set_high_watermark(majority_offset)
             if answer_parked:
-                self._answer_parked(now)
+                self._answer_parked(state, now)
 
-    def _check_quorum_deadline(self) -> int:
-        if len(self.voters) == 1:
-            return NEVER
-        times = sorted((r.last_fetch_ms for r in self._replicas.values()), reverse=True)
-        # the leader counts itself; it needs majority - 1 others
-        return times[self._majority() - 2] + self.config.fetch_timeout_ms
-
-    def _tick_leader(self, now: int) -> None:
-        if now >= self._check_quorum_deadline():
+    def _tick_leader(self, state: LeaderState, now: int) -> None:
+        if now >= state.check_quorum_deadline(self.config.fetch_timeout_ms):
             self._become_resigned(now, ())
             return
-        if now >= self._begin_retry_at:
-            self._send_begin_epoch(now)
-        if self._parked:
-            self._answer_parked(now, due=True)
+        if now >= state.begin_retry_at:
+            self._send_begin_epoch(state, now)
+        if state.parked:
+            self._answer_parked(state, now, due=True)
 
     def _on_fetch_snapshot_request(self, src: int, request: FetchSnapshotRequest, now: int) -> None:
         error = self._fetch_error(request.epoch)
         snapshot = self.log.snapshot
         size = len(self.log.snapshot_data)
         data = b""
-        if error == NONE:
-            replica = self._replicas.get(request.replica_id)
+        state = self.state
+        if error == NONE and isinstance(state, LeaderState):
+            replica = state.replicas.get(request.replica_id)
             if replica is not None:
                 replica.last_fetch_ms = now
             if snapshot != request.snapshot_id:
@@ -893,23 +859,22 @@ class RaftCore:
 
     # --- fetching (follower and observer side) ------------------------------------------------
 
-    def _fetch_target(self) -> int | None:
-        if self.role is Role.FOLLOWER:
-            return self.leader_id
-        if self.role is Role.UNATTACHED and not self.is_voter:
-            # an observer looking for the leader asks any voter
-            return self._rng.choice(sorted(self.voters))
-        return None
-
     def _send_fetch(self, now: int) -> None:
-        target = self._fetch_target()
-        if target is None:
+        """Send the next Fetch (or FetchSnapshot chunk request): a follower to its leader, an
+        observer that knows no leader to any voter (whose answer names the leader)."""
+        state = self.state
+        progress = state.fetching()
+        if progress is None:
             return
+        if isinstance(state, FollowerState):
+            target = state.leader_id
+        else:
+            target = self._rng.choice(sorted(self.voters))
         request_id = self._request_id()
-        self._fetch_inflight, self._fetch_sent_at = request_id, now
-        self._fetch_retry_at = NEVER
-        if self._snapshot_fetch is not None:
-            snapshot_id, buffer = self._snapshot_fetch
+        progress.inflight, progress.sent_at = request_id, now
+        progress.retry_at = NEVER
+        if isinstance(state, FollowerState) and state.snapshot_fetch is not None:
+            snapshot_id, buffer = state.snapshot_fetch
             self._send(
                 target,
                 FetchSnapshotRequest(
@@ -935,35 +900,37 @@ class RaftCore:
             ),
         )
 
-    def _fetch_failed(self, now: int) -> None:
-        self._fetch_inflight = None
-        self._fetch_retry_at = now + self.config.retry_backoff_ms
+    def _fetch_failed(self, progress: FetchProgress, now: int) -> None:
+        progress.inflight = None
+        progress.retry_at = now + self.config.retry_backoff_ms
 
     def _on_fetch_response(self, src: int, response: FetchResponse, now: int) -> None:
-        if response.request_id != self._fetch_inflight:
+        progress = self.state.fetching()
+        if progress is None or response.request_id != progress.inflight:
             return
         if self._observe(response.epoch, response.leader_id, now):
             return
+        state = self.state
         if (
             response.error != NONE
-            or self.role is not Role.FOLLOWER
-            or src != self.leader_id
-            or response.epoch != self.epoch
+            or not isinstance(state, FollowerState)
+            or src != state.leader_id
+            or response.epoch != state.epoch
         ):
-            self._fetch_failed(now)
+            self._fetch_failed(progress, now)
             return
-        self._fetch_inflight = None
-        self._fetch_deadline = now + self.config.fetch_timeout_ms
-        self._last_leader_contact = now
+        progress.inflight = None
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        state.last_leader_contact = now
         if response.diverging is not None:
             self._truncate_diverging(response.diverging)
         elif response.snapshot_id is not None:
-            self._snapshot_fetch = (response.snapshot_id, bytearray())
+            state.snapshot_fetch = (response.snapshot_id, bytearray())
         else:
             entries = response.entries
             if entries:
                 if entries[0].offset != self.log.end_offset:
-                    self._fetch_failed(now)
+                    self._fetch_failed(progress, now)
                     return
                 self._append(entries)
             # the position was accepted: this log matches the leader's up to its end
@@ -987,26 +954,32 @@ class RaftCore:
     def _on_fetch_snapshot_response(
         self, src: int, response: FetchSnapshotResponse, now: int
     ) -> None:
-        if response.request_id != self._fetch_inflight or self._snapshot_fetch is None:
+        state = self.state
+        if (
+            not isinstance(state, FollowerState)
+            or response.request_id != state.progress.inflight
+            or state.snapshot_fetch is None
+        ):
             return
         if self._observe(response.epoch, response.leader_id, now):
             return
-        snapshot_id, buffer = self._snapshot_fetch
-        if response.error != NONE or src != self.leader_id or response.epoch != self.epoch:
+        progress = state.progress
+        snapshot_id, buffer = state.snapshot_fetch
+        if response.error != NONE or src != state.leader_id or response.epoch != state.epoch:
             if response.error in (SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE):
-                self._snapshot_fetch = None  # fetch the log again; it names the new snapshot
-            self._fetch_failed(now)
+                state.snapshot_fetch = None  # fetch the log again; it names the new snapshot
+            self._fetch_failed(progress, now)
             return
-        self._fetch_inflight = None
-        self._fetch_deadline = now + self.config.fetch_timeout_ms
-        self._last_leader_contact = now
+        progress.inflight = None
+        state.fetch_deadline = now + self.config.fetch_timeout_ms
+        state.last_leader_contact = now
         if response.snapshot_id != snapshot_id or response.position != len(buffer):
-            self._fetch_failed(now)
+            self._fetch_failed(progress, now)
             return
         buffer += response.data
         if len(buffer) >= response.size:
             data = bytes(buffer[: response.size])
-            self._snapshot_fetch = None
+            state.snapshot_fetch = None
             if snapshot_id.end_offset > self.log.start_offset:
                 reset = self.log.install_snapshot(snapshot_id, data)
                 if reset and self.high_watermark > snapshot_id.end_offset:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError, Role
+from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError
 from strom.coordinator.raft.effects import (
     AppendEntries,
     HighWatermark,
@@ -50,6 +50,7 @@ from strom.coordinator.raft.messages import (
     RaftMessage,
     VoteResponse,
 )
+from strom.coordinator.raft.states import Role
 from strom.storage.raft_store import Entry, MemoryRaftStore
 
 RESPONSES = (

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError, Role
+from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError
 from strom.coordinator.raft.effects import (
     AppendEntries,
     Effect,
@@ -28,6 +28,7 @@ from strom.coordinator.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from strom.coordinator.raft.states import Role
 from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from strom.coordinator.raft.core import RaftCore, Role
+from strom.coordinator.raft.core import RaftCore
 from strom.coordinator.raft.effects import (
     AppendEntries,
     InstallSnapshot,
     PersistQuorumState,
     TruncateTo,
 )
+from strom.coordinator.raft.states import Role
 from strom.storage.quorum_state import (
     QuorumStateError,
     read_quorum_state,
