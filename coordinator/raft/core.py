@@ -273,10 +273,11 @@ class RaftCore:
         writes before it are durable, so no replica has them and none is committed), and the
         sends that waited on them (the peers retry). False: the replica cannot go on, and the
         driver must stop it (a restart recovers from the store)."""
-        if self.role is not Role.LEADER or seq <= self._durable_seq:
+        state = self.state
+        if not isinstance(state, LeaderState) or seq <= self._durable_seq:
             return False
         keep = self._durable_end
-        if keep <= self._epoch_start_offset or keep < self.log.start_offset:
+        if keep <= state.epoch_start_offset or keep < self.log.start_offset:
             return False
         self.log.truncate_to(keep)
         self._log_writes = [(s, end) for s, end in self._log_writes if s < seq]
