@@ -40,13 +40,14 @@ class BrokerState:
     endpoints: list[Listener]
     """Advertised endpoints, with the real ports once listeners are bound."""
     controller: QuorumController
-    """The single-node `ControllerDriver` or a quorum member's `QuorumController`."""
+    """The controller: this node's member of the metadata quorum (a one-voter quorum on a
+    single node)."""
     logs: LogManager
     clock: Callable[[], int] = field(default=wall_clock_ms)
     groups: GroupDriver | None = None
     """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
     raft: RaftDriver | None = None
-    """The Raft replica of the metadata log, on a member of a multi-node quorum (else None)."""
+    """The Raft replica of the metadata log (`controller.raft`; None only in handler tests)."""
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""

@@ -2,10 +2,10 @@
 the core's answer, put it back on the wire.
 
 Used by Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot and, on a CONTROLLER listener,
-Fetch (of `__cluster_metadata`). A node that runs no Raft driver (the single-node default,
-whose one-voter quorum needs no peers) refuses them by closing the connection, as it did before
-they were registered. A request naming another cluster id gets INCONSISTENT_CLUSTER_ID, as
-Kafka answers it.
+Fetch (of `__cluster_metadata`). Every node runs a Raft driver (the single node of `strom
+serve` a one-voter quorum, which answers them as Kafka's standalone controller does); a state
+without one (handler tests) refuses them by closing the connection. A request naming another
+cluster id gets INCONSISTENT_CLUSTER_ID, as Kafka answers it.
 """
 
 from __future__ import annotations

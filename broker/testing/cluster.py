@@ -57,7 +57,7 @@ from strom.broker.testing.activation import BACKLOG, listening_socket, popen_act
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.network import Network
-from strom.coordinator.metadata.properties import new_cluster_id
+from strom.storage.meta_properties import new_cluster_id
 from strom.wire.errors import ProtocolError
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
