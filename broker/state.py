@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
     from strom.coordinator.metadata.image import MetadataImage
-    from strom.storage.manager import LogManager
+    from strom.storage.log.log_manager import LogManager
 
 
 S = TypeVar("S")

@@ -24,10 +24,10 @@ Strom-only keys: `cluster.id` (cluster id for newly formatted storage) and
 Imports only `strom.wire`; the coordinators, storage and broker import it.
 """
 
-from strom.config.alter import AlterOp
+from strom.config.alter_ops import AlterOp
 from strom.config.broker import BROKER_KEYS, STROM_DEFAULTS, BrokerConfig, load_config
+from strom.config.config_error import ConfigError
 from strom.config.dynamic import BrokerLayers
-from strom.config.errors import ConfigError
 from strom.config.ignored import IGNORED_KEYS, IGNORED_PREFIXES, is_ignored
 from strom.config.keys import ConfigKey, Synonym
 from strom.config.listeners import (
@@ -36,7 +36,7 @@ from strom.config.listeners import (
     parse_listeners,
     parse_protocol_map,
 )
-from strom.config.properties import (
+from strom.config.properties_file import (
     apply_overrides,
     parse_override,
     parse_properties,

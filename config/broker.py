@@ -19,7 +19,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.ignored import is_ignored
 from strom.config.keys import attr_name, check_fields, keys_of, setting
 from strom.config.listeners import (
@@ -30,7 +30,7 @@ from strom.config.listeners import (
     parse_protocol_map,
     split_list,
 )
-from strom.config.properties import apply_overrides, read_properties_file
+from strom.config.properties_file import apply_overrides, read_properties_file
 from strom.config.quorum import (
     BOOTSTRAP_KEY,
     VOTERS_KEY,

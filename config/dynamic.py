@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from strom.config.broker import BROKER_KEYS, BrokerConfig
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.values import parse_value
 
 PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})

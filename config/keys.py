@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.validators import Validator
 from strom.config.values import ConfigType, ConfigValue, conforms, expected_type
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.listeners import Listener
 
 VOTERS_KEY = "controller.quorum.voters"

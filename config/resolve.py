@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from strom.config.broker import BROKER_KEYS, BrokerConfig
+from strom.config.config_error import ConfigError
 from strom.config.dynamic import BrokerLayers
-from strom.config.errors import ConfigError
 from strom.config.keys import ConfigKey
 from strom.config.topic import TOPIC_KEYS, TopicConfig
 from strom.config.values import ConfigSource, ConfigType, ConfigValue, parse_value, to_string

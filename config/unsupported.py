@@ -9,7 +9,7 @@ as TLS, SASL and ACLs land.
 
 from __future__ import annotations
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 
 SECURITY_KEYS = frozenset(
     {

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 from strom.config.values import ConfigValue
 
 

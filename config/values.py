@@ -10,7 +10,7 @@ import math
 import re
 from enum import IntEnum
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 
 ConfigValue = bool | int | float | str | tuple[str, ...] | None
 """A parsed setting: LIST values are tuples so configs stay hashable."""

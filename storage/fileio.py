@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
-from strom.storage.errors import CorruptLogError
+from strom.storage.log_errors import CorruptLogError
 from strom.wire.errors import ProtocolError
 from strom.wire.primitives import Buffer
 from strom.wire.records import (

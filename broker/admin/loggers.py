@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from strom.broker.admin.describe_configs import ResourceError
+from strom.broker.admin.describe_resources import ResourceError
 from strom.config import ConfigType
-from strom.config.alter import AlterOp
+from strom.config.alter_ops import AlterOp
 from strom.config.resolve import ConfigEntry
 from strom.config.values import ConfigSource
 from strom.wire.errors import ErrorCode

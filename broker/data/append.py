@@ -27,8 +27,8 @@ import trio
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.topics import is_internal_topic
-from strom.broker.replication.manager import Leadership, ReplicationManager
 from strom.broker.replication.partitions import report_storage
+from strom.broker.replication.replication_manager import Leadership, ReplicationManager
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse

@@ -26,7 +26,7 @@ from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, last_stable_offset, locate
 from strom.broker.replication.divergence import diverging_epoch
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Records

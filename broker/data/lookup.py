@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 

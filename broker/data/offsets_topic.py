@@ -28,8 +28,8 @@ from strom.broker.drivers.topics import (
     create_internal_topic,
     internal_topic,
 )
-from strom.broker.replication.manager import ReplicationManager
 from strom.broker.replication.partitions import report_storage
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, PartitionLog
 from strom.wire.errors import ErrorCode
 

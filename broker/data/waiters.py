@@ -106,7 +106,7 @@ class DataWaiters:
 
 
 def _make(broker: BrokerState) -> DataWaiters:
-    from strom.broker.replication.manager import ReplicationManager
+    from strom.broker.replication.replication_manager import ReplicationManager
 
     waiters = DataWaiters()
     broker.controller.subscribe(lambda _image: waiters.wake_all())

@@ -61,9 +61,9 @@ from strom.coordinator.raft.effects import (
     Write,
 )
 from strom.coordinator.raft.messages import NO_LEADER, Request, Response
-from strom.storage.raft_disk import DiskRaftStore
-from strom.storage.raft_log import DEFAULT_SEGMENT_BYTES
-from strom.storage.raft_store import Entry, RecoveredState, SnapshotId
+from strom.storage.raft.raft_disk import DiskRaftStore
+from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES
+from strom.storage.raft.raft_store import Entry, RecoveredState, SnapshotId
 from strom.wire.message import Message
 
 log = logging.getLogger("strom.raft")

@@ -7,7 +7,7 @@ Behavior:
   a change takes effect without a restart (`strom.broker.replication.partitions` pushes topic
   configs into the partition logs on every publish).
 - BROKER_LOGGER and any other type Kafka does not forward are INVALID_REQUEST
-  "Unknown resource type N", answered here (see `strom.broker.admin.alter`); results
+  "Unknown resource type N", answered here (see `strom.broker.admin.alter_preprocess`); results
   come back in request order. On a broker that is not the active controller the other
   resources go to the active controller (see `strom.broker.admin.forwarding`). `validate_only` changes nothing.
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.alter_preprocess import merge, preprocess
 from strom.broker.admin.forwarding import forward
-from strom.config.alter import AlterOp
+from strom.config.alter_ops import AlterOp
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ Behavior:
   answers its state after the change (leader, leader epoch, ISR, partition epoch).
 - A controller that is not the active one answers NOT_CONTROLLER in the top-level error code,
   so the leader's sender retries at the active controller.
-- Brokers send it from `strom.broker.replication.manager` when a follower falls out of the
+- Brokers send it from `strom.broker.replication.replication_manager` when a follower falls out of the
   ISR (replica.lag.time.max.ms) or catches up.
 
 Version notes: v2 flexible, topic ids (v0-v1, by topic name, are gone from Kafka 4); v3

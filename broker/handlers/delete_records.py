@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
 from strom.broker.data.waiters import DataWaiters
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse

@@ -5,7 +5,7 @@ Behavior:
   came in on (brokers without one are left out) and rack, the cluster id, and
   as "controller id" an unfenced broker, as a Kafka KRaft broker answers
   (clients cannot reach the controller quorum through it; see
-  `strom.broker.admin.cluster`). Fenced brokers are listed only when v2's
+  `strom.broker.admin.broker_nodes`). Fenced brokers are listed only when v2's
   `include_fenced_brokers` asks for them, with `is_fenced`.
 - `endpoint_type` (v1+, KIP-919): a broker listener serves 1 (brokers), a
   controller listener 2 (controllers); the other type is
@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, authorized
-from strom.broker.admin.cluster import broker_nodes, controller_id
+from strom.broker.admin.broker_nodes import broker_nodes, controller_id
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 

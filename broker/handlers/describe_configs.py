@@ -2,7 +2,7 @@
 
 Behavior:
 - TOPIC (2) and BROKER (4) resources as Kafka's ConfigHelper answers them (see
-  `strom.broker.admin.describe_configs`): topic values are the topic's overrides over the
+  `strom.broker.admin.describe_resources`): topic values are the topic's overrides over the
   broker's effective config, with their source and synonym chain; BROKER
   "<this node's id>" lists every broker key, BROKER "" only the dynamic
   cluster-wide defaults; dynamic broker configs from the metadata image show
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin import describe_configs as admin_configs
+from strom.broker.admin import describe_resources
 from strom.broker.admin import loggers as admin_loggers
-from strom.broker.admin.describe_configs import ResourceError
+from strom.broker.admin.describe_resources import ResourceError
 from strom.config.values import ConfigResource
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -82,9 +82,9 @@ def _describe(broker: BrokerState, resource: Resource, body: DescribeConfigsRequ
     )
     try:
         if resource.resource_type == ConfigResource.TOPIC:
-            entries = admin_configs.describe_topic(broker, name, keys, synonyms)
+            entries = describe_resources.describe_topic(broker, name, keys, synonyms)
         elif resource.resource_type == ConfigResource.BROKER:
-            entries = admin_configs.describe_broker(broker, name, keys, synonyms)
+            entries = describe_resources.describe_broker(broker, name, keys, synonyms)
         elif resource.resource_type == ConfigResource.BROKER_LOGGER:
             admin_loggers.check_node(name, broker.node_id, describing=True)
             entries = admin_loggers.describe(keys)

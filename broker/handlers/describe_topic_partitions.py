@@ -17,7 +17,7 @@ Behavior:
 - Partitions carry leader, epoch, replicas and ISR; replicas on missing, fenced
   or listener-less brokers, or reported offline by their broker (a failed log
   dir, a log that cannot be opened), are offline, and such a leader reads -1
-  (`strom.broker.admin.leadership`, shared with Metadata). Eligible
+  (`strom.broker.admin.partition_leadership`, shared with Metadata). Eligible
   leader replicas and the last known ELR (KIP-966) as the metadata holds them (empty
   lists unless `eligible.leader.replicas.version` is enabled): `kafka-topics --describe`
   prints them as "Elr:" and "LastKnownElr:".
@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.authz import TOPIC_OPERATIONS
-from strom.broker.admin.leadership import leadership
+from strom.broker.admin.partition_leadership import leadership
 from strom.broker.drivers.topics import is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode

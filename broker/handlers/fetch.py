@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.admin.cluster import current_leader
+from strom.broker.admin.broker_nodes import current_leader
 from strom.broker.data.fetch_read import (
     Consumer,
     PartitionRead,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.leadership import leadership
+from strom.broker.admin.partition_leadership import leadership
 from strom.broker.drivers.topics import (
     CONSUMER_OFFSETS,
     TRANSACTION_STATE,

@@ -13,7 +13,7 @@ Behavior:
   topic config changes into the partition logs on every publish.
 - BROKER_LOGGER (8) resources are answered here, never stored, as in Kafka
   (see `strom.broker.admin.loggers`); other unknown resource types are
-  INVALID_REQUEST "Unknown resource type N" (see `strom.broker.admin.alter`).
+  INVALID_REQUEST "Unknown resource type N" (see `strom.broker.admin.alter_preprocess`).
 - On a broker that is not the active controller, TOPIC and BROKER resources go to the active
   controller (see `strom.broker.admin.forwarding`).
 - Results come back in request order. `validate_only` checks everything and
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter import merge, preprocess
+from strom.broker.admin.alter_preprocess import merge, preprocess
 from strom.broker.admin.forwarding import forward
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,

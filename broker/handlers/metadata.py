@@ -10,7 +10,7 @@ Behavior:
 - Brokers: every registered, unfenced broker with an endpoint on the listener
   the request came in on (others are left out), with its rack; `controller_id`
   is an unfenced broker, as a Kafka KRaft broker answers (clients cannot reach
-  the controller quorum; see `strom.broker.admin.cluster`).
+  the controller quorum; see `strom.broker.admin.broker_nodes`).
 - A partition whose leader's replica is offline -- its broker reported it (a
   failed log dir, a log that cannot be opened; see
   `strom.coordinator.controller.liveness`) or the broker is fenced, gone or not
@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
-from strom.broker.admin.cluster import broker_nodes, controller_id
-from strom.broker.admin.leadership import leadership
+from strom.broker.admin.broker_nodes import broker_nodes, controller_id
+from strom.broker.admin.partition_leadership import leadership
 from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.wire.errors import ErrorCode

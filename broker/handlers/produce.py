@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.cluster import current_leader
+from strom.broker.admin.broker_nodes import current_leader
 from strom.broker.data.append import (
     AppendOutcome,
     append_partition,

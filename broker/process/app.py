@@ -26,24 +26,24 @@ from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
-from strom.broker.process import activation
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.process import socket_activation
 from strom.broker.replication.partitions import (
     follow_image,
     heartbeat_loop,
     log_config,
     report_storage,
 )
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.meta_properties import FormatError
-from strom.storage.quorum_state import QuorumStateError
-from strom.storage.raft_log import RaftLogError
-from strom.storage.cleaner import CleanerSettings, LogCleaner
+from strom.storage.raft.quorum_state import QuorumStateError
+from strom.storage.raft.raft_log import RaftLogError
+from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
-from strom.storage.errors import KafkaStorageError
-from strom.storage.manager import LogManager
+from strom.storage.log.log_manager import LogManager
+from strom.storage.log_errors import KafkaStorageError
 
 log = logging.getLogger("strom.broker")
 
@@ -65,7 +65,7 @@ class Broker:
         self.config = config
         self._inherited = dict(inherited or {})
         """Listening sockets passed by socket activation, by upper-cased listener name
-        (`strom.broker.process.activation`): served instead of binding those listeners."""
+        (`strom.broker.process.socket_activation`): served instead of binding those listeners."""
         self.endpoints: list[Listener] = []
         """Advertised client endpoints, with the bound ports."""
         self.controller_endpoints: list[Listener] = []
@@ -76,7 +76,7 @@ class Broker:
         self.state: BrokerState | None = None
         """What handlers see, once serving (tests reach the controller and logs through it)."""
         self.cleaner: LogCleaner | None = None
-        """The log cleaner thread (strom.storage.cleaner), once the logs are open."""
+        """The log cleaner thread (strom.storage.cleaner.log_cleaner), once the logs are open."""
 
     def shutdown(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -86,7 +86,7 @@ class Broker:
         try:
             await self._locked_run(task_status)
         finally:
-            activation.close_all(self._inherited)
+            socket_activation.close_all(self._inherited)
 
     async def _locked_run(self, task_status: trio.TaskStatus[list[Listener]]) -> None:
         config = self.config
@@ -233,9 +233,9 @@ class Broker:
             inherited = self._inherited.pop(lst.name.upper(), None)
             if inherited is not None:
                 try:
-                    bound.append(activation.adopt(lst, inherited))
-                except activation.ActivationError as exc:
-                    activation.close_all({lst.name: inherited})
+                    bound.append(socket_activation.adopt(lst, inherited))
+                except socket_activation.ActivationError as exc:
+                    socket_activation.close_all({lst.name: inherited})
                     raise StartupError(str(exc)) from exc
                 continue
             try:

@@ -18,7 +18,7 @@ from importlib.metadata import version
 
 import trio
 
-from strom.broker.process import activation, limits, malloc
+from strom.broker.process import limits, malloc, socket_activation
 from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
 from strom.broker.process.storage_tool import add_storage_commands, run_storage_command
@@ -47,15 +47,15 @@ def main(argv: list[str] | None = None) -> int:
         return run_storage_command(args)
     setup_logging(logging.INFO)
     try:
-        inherited = activation.inherited_sockets()
-    except activation.ActivationError as exc:
+        inherited = socket_activation.inherited_sockets()
+    except socket_activation.ActivationError as exc:
         log.error("%s", exc)
         return 1
     try:
         config = load_config(args.config, args.override)
     except (ConfigError, OSError) as exc:
         log.error("configuration error: %s", exc)
-        activation.close_all(inherited)
+        socket_activation.close_all(inherited)
         return 2
     setup_logging(config.python_log_level)
     malloc.tune()

@@ -1,6 +1,6 @@
 """Raise the process's open-files soft limit to its hard limit at start-up.
 
-A partition holds one fd (its active segment's `.log`; strom.storage.segment),
+A partition holds one fd (its active segment's `.log`; strom.storage.log.segment),
 every connection one more, and a fetch of an older segment one while its
 response is sent. Distributions often start processes at a soft limit of
 1,024 while allowing far more; Kafka's operations guide asks for a high

@@ -24,7 +24,7 @@ from typing import Any
 
 from strom.config import BrokerConfig, ConfigError, load_config
 from strom.config.quorum import NOT_YET, VOTERS_KEY, Address, is_own_controller
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, check_features
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, check_features
 from strom.coordinator.metadata.image import METADATA_VERSION
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
 from strom.storage.meta_properties import (

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom.storage.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from strom.storage.partition import PartitionLog
+from strom.storage.log.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from strom.storage.log.partition import PartitionLog
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     import uuid
 
     from strom.broker.state import BrokerState
-    from strom.storage.partition import PartitionLog
+    from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.fetcher")
 

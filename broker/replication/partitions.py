@@ -6,7 +6,7 @@ gets a log (a follower replica's too: the replica fetcher appends to it),
 one that is deleted or whose replicas no longer include this node loses it (as
 Kafka's ReplicaManager deletes a replica removed from a broker), and a topic
 config change reaches its logs without a restart. Then the `ReplicationManager` makes the
-leader/follower transitions of the image (strom.broker.replication.manager). Which of those logs serve
+leader/follower transitions of the image (strom.broker.replication.replication_manager). Which of those logs serve
 clients -- only the ones this node leads -- is `strom.broker.data.lookup`'s
 concern; the group coordinator follows the leadership of `__consumer_offsets`
 after each image (`GroupDriver.follow`).
@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.config import BrokerConfig, ConfigError
-from strom.storage.config import LogConfig
+from strom.storage.log.log_config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.state import BrokerState
     from strom.coordinator.metadata.image import MetadataImage
-    from strom.storage.manager import LogManager
-    from strom.storage.partition import PartitionLog
+    from strom.storage.log.log_manager import LogManager
+    from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.partitions")
 

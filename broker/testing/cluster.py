@@ -11,7 +11,7 @@ A static quorum (`controller.quorum.voters=1@host:port,...`) needs every voter's
 in every node's configuration before any node starts, and tests never guess ports. So this
 process binds each node's listeners itself (127.0.0.1, port 0), writes the real ports into the
 configurations, and hands the sockets to the children by socket activation
-(`strom.broker.testing.activation`). It keeps the listening sockets for the cluster's life, so a
+(`strom.broker.testing.activated_child`). It keeps the listening sockets for the cluster's life, so a
 restarted node inherits the same ports. While a node is down its sockets stop listening (a
 connection is refused, as to a dead machine, instead of waiting in a queue nobody accepts from)
 but stay bound to their ports (Linux releases a port the kernel chose when listening stops; the
@@ -53,7 +53,7 @@ from types import TracebackType
 
 import trio
 
-from strom.broker.testing.activation import BACKLOG, listening_socket, popen_activated
+from strom.broker.testing.activated_child import BACKLOG, listening_socket, popen_activated
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.network import Network

@@ -7,13 +7,13 @@ the new `MetadataImage`. `brokers` holds the broker life cycle (registration,
 heartbeats, leases, fencing, controlled shutdown; docs/cluster.md). See docs/metadata.md.
 """
 
-from strom.coordinator.controller.controller import (
+from strom.coordinator.controller.result import ApiError, ControllerError, ControllerResult
+from strom.coordinator.controller.state_machine import (
     LATEST_METADATA_VERSION,
     MIN_METADATA_VERSION,
     PRODUCER_ID_BLOCK_SIZE,
     Controller,
 )
-from strom.coordinator.controller.result import ApiError, ControllerError, ControllerResult
 
 __all__ = [
     "LATEST_METADATA_VERSION",

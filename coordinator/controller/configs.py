@@ -24,11 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from strom.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
-from strom.config.alter import AlterOp, list_altered
+from strom.config.alter_ops import AlterOp, list_altered
 from strom.coordinator.controller.election import MIN_ISR_KEY
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
-from strom.coordinator.controller.topics import check_topic_configs
+from strom.coordinator.controller.topic_creation import check_topic_configs
 from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord

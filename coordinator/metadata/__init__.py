@@ -16,7 +16,7 @@ from strom.coordinator.metadata.image import (
     Provenance,
     TopicImage,
 )
-from strom.coordinator.metadata.records import (
+from strom.coordinator.metadata.metadata_records import (
     MetadataBatch,
     MetadataError,
     decode_record,

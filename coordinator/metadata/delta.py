@@ -30,7 +30,7 @@ from strom.coordinator.metadata.image import (
     Provenance,
     TopicImage,
 )
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.wire.message import Message
 
 if TYPE_CHECKING:

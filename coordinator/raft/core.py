@@ -74,7 +74,7 @@ from strom.coordinator.raft.states import (
     Role,
     UnattachedState,
 )
-from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 
 NONE = int(ErrorCode.NONE)

@@ -6,7 +6,7 @@ The driver drains `RaftCore.take_effects()` after every input and handles the ef
   emits a `Send` once every write issued before it is durable, so a vote is never granted, nor an
   offset reported to the leader, before it is on disk.
 - the `Write` effects (`PersistQuorumState`, `AppendEntries`, `TruncateTo`, `InstallSnapshot`):
-  perform them in order through a `strom.storage.raft_store.RaftStore`, then call
+  perform them in order through a `strom.storage.raft.raft_store.RaftStore`, then call
   `RaftCore.writes_durable(seq)` with the highest `seq` done. They may be batched and synced
   together; they must not be reordered.
 - `HighWatermark`: entries below `offset` are committed: apply them to the state machine.
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from strom.coordinator.raft.messages import RaftMessage
-from strom.storage.raft_store import Entry, QuorumState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, SnapshotId
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from strom.storage.raft_store import Entry, RecoveredState, SnapshotId
+from strom.storage.raft.raft_store import Entry, RecoveredState, SnapshotId
 
 
 class ReplicaLog:

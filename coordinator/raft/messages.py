@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 
 NO_LEADER = -1
 

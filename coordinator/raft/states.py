@@ -28,7 +28,7 @@ import enum
 from dataclasses import dataclass, field
 
 from strom.coordinator.raft.messages import NO_LEADER, FetchRequest
-from strom.storage.raft_store import SnapshotId
+from strom.storage.raft.raft_store import SnapshotId
 
 NEVER = 1 << 62
 """A deadline that never comes (a timer that is not running)."""

@@ -7,7 +7,7 @@ the request's fields, e.g. whether a vote was a pre-vote). Incoming requests go 
 `request_from_wire(wire_request, correlation_id)`, their answers through `response_to_wire`.
 
 Everything concerns the one partition `__cluster_metadata-0`. Log entries travel in Fetch
-responses as the same v2 record batches the log holds on disk (`strom.storage.raft_log`).
+responses as the same v2 record batches the log holds on disk (`strom.storage.raft.raft_log`).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from strom.coordinator.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from strom.storage.raft_log import decode_entries, encode_entries
-from strom.storage.raft_store import SnapshotId
+from strom.storage.raft.raft_log import decode_entries, encode_entries
+from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages import begin_quorum_epoch as bqe

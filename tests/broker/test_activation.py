@@ -1,6 +1,6 @@
 """Socket activation: `strom serve` serves on listening sockets it inherits (systemd's protocol).
 
-Children get their sockets through `strom.broker.testing.activation.popen_activated`, the same
+Children get their sockets through `strom.broker.testing.activated_child.popen_activated`, the same
 path the cluster harness uses; the variables' parsing is tested in-process.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from strom.broker.process.activation import ActivationError, inherited_sockets
-from strom.broker.testing.activation import listening_socket, popen_activated
+from strom.broker.process.socket_activation import ActivationError, inherited_sockets
+from strom.broker.testing.activated_child import listening_socket, popen_activated
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse

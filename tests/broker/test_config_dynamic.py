@@ -19,7 +19,7 @@ from strom.config import (
     describe_broker_config,
     describe_cluster_defaults,
 )
-from strom.config.alter import list_altered
+from strom.config.alter_ops import list_altered
 from strom.config.broker import BROKER_KEYS
 from strom.config.topic import TOPIC_KEYS
 from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE

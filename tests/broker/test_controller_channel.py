@@ -25,7 +25,7 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.config import BrokerConfig, Listener, load_config
 from strom.config.quorum import Address
-from strom.coordinator.controller.controller import LATEST_METADATA_VERSION, MIN_METADATA_VERSION
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, MIN_METADATA_VERSION
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest

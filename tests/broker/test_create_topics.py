@@ -11,7 +11,7 @@ import pytest
 from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
-from strom.storage.manager import LogManager
+from strom.storage.log.log_manager import LogManager
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse

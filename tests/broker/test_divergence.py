@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.broker.replication.divergence import Truncation, diverging_epoch, truncation_point
-from strom.storage.partition import PartitionLog
+from strom.storage.log.partition import PartitionLog
 from tests.log.helpers import T0, batch, open_log, read_everything
 
 History = Sequence[tuple[int, int]]

@@ -14,7 +14,7 @@ import trio
 from strom.broker.replication.fetcher import FetchTarget, LeaderFetcher
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
-from strom.storage.partition import PartitionLog
+from strom.storage.log.partition import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchResponse
 from tests.log.helpers import T0, batch, open_log, read_everything

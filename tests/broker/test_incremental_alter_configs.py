@@ -9,7 +9,7 @@ import pytest
 
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
-from strom.storage.partition import PartitionLog
+from strom.storage.log.partition import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,

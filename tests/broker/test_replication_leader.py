@@ -16,7 +16,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from strom.broker.replication.manager import ReplicationManager
+from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker

@@ -18,8 +18,8 @@ from typing_extensions import Buffer
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
-from strom.storage.errors import KafkaStorageError
-from strom.storage.manager import LogManager
+from strom.storage.log.log_manager import LogManager
+from strom.storage.log_errors import KafkaStorageError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,

@@ -13,7 +13,7 @@ from strom.coordinator.controller import (
     Controller,
     ControllerError,
 )
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord

@@ -18,8 +18,8 @@ from strom.coordinator.controller import ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.log import LOG_DIR_NAME
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.properties import read_meta_properties
-from strom.coordinator.metadata.records import MetadataError
 from strom.coordinator.metadata.snapshot import list_snapshots
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from strom.coordinator.controller.controller import Controller, check_features
 from strom.coordinator.controller.election import Election, merge, plan_change
+from strom.coordinator.controller.state_machine import Controller, check_features
 from strom.coordinator.metadata.image import ELR_VERSION, MetadataImage, PartitionImage
+from strom.coordinator.metadata.metadata_records import decode_record, encode_record, write_version
 from strom.coordinator.metadata.properties import format_directories, read_bootstrap_checkpoint
-from strom.coordinator.metadata.records import decode_record, encode_record, write_version
 from strom.coordinator.metadata.snapshot import image_records
 from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord

@@ -12,7 +12,7 @@ from strom.coordinator.metadata.image import (
     MetadataImage,
     Provenance,
 )
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )

@@ -13,7 +13,7 @@ from typing_extensions import Buffer
 
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog, segment_name
-from strom.coordinator.metadata.records import MetadataError, encode_batch
+from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.wire.formats.metadata.topic_record import TopicRecord
 from tests.tinyfs import fill, tiny_filesystem
 

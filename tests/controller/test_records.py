@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from strom.coordinator.metadata.records import (
+from strom.coordinator.metadata.metadata_records import (
     RECORD_TYPE_IDS,
     MetadataError,
     decode_batch,

@@ -11,7 +11,7 @@ from strom.coordinator.controller import Controller, ControllerResult
 from strom.coordinator.metadata.image import MetadataImage, Provenance
 from strom.coordinator.metadata.loader import load_metadata
 from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog
-from strom.coordinator.metadata.records import MetadataError
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.snapshot import (
     SnapshotId,
     delete_snapshots_before,

@@ -15,9 +15,9 @@ import random
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from strom.storage.config import LogConfig
-from strom.storage.errors import LogAppendError
-from strom.storage.validate import AppendOrigin, validate_records
+from strom.storage.log.log_config import LogConfig
+from strom.storage.log.validate import AppendOrigin, validate_records
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import Codec, Record, build_batch, decode_batch, iter_batches
 from tests.records.records_strategies import FUZZ, codecs, fix_crc, raw_batch, record_lists

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from strom.storage import CleanerSettings, LogCleaner, LogConfig, LogManager, PartitionLog
-from strom.storage.cleaner import assess
-from strom.storage.cleaner_pass import PassResult
+from strom.storage.cleaner.cleaner_pass import PassResult
+from strom.storage.cleaner.log_cleaner import assess
 from strom.wire.records import BatchHeader, Codec, Record, build_batch, decode_batch, iter_batches
 from tests.log.helpers import Clock
 

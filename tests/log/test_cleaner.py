@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.storage import LogConfig
-from strom.storage.cleaner import assess
+from strom.storage.cleaner.log_cleaner import assess
 from strom.wire.records import Codec, TimestampType
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, latest, read_all
 from tests.log.helpers import T0, Clock, manager

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom.storage import PartitionLog
-from strom.storage.segment import LogSegment
+from strom.storage.log.segment import LogSegment
 from strom.wire.records import Codec, decode_batch, iter_batches
 from tests.log.compaction import COMPACT, Seen, clean, cleaner, keyed, read_all
 from tests.log.helpers import Clock, crash, manager

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from strom.storage import PartitionLog
-from strom.storage.offset_map import OffsetMap
-from strom.storage.segment import LogSegment
+from strom.storage.cleaner.offset_map import OffsetMap
+from strom.storage.log.segment import LogSegment
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, read_all
 from tests.log.helpers import T0, Clock, manager
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from strom.storage import LogConfig
-from strom.storage.epoch import LeaderEpochCache
-from strom.storage.partition import PartitionLog
+from strom.storage.log.epoch import LeaderEpochCache
+from strom.storage.log.partition import PartitionLog
 from tests.log.helpers import T0, batch, crash, get_log, manager, open_log
 
 CHECKPOINT = "leader-epoch-checkpoint"

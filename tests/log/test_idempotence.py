@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from strom.storage import LogAppendError, LogConfig, PartitionLog
-from strom.storage.producer_entry import INT32_MAX
-from strom.storage.snapshot import decode_snapshot
+from strom.storage.log.producer_entry import INT32_MAX
+from strom.storage.log.producer_snapshot import decode_snapshot
 from strom.wire.errors import ErrorCode
 from tests.log.helpers import T0, Clock, batch, crash, get_log, manager, open_log, read_everything
 

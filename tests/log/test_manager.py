@@ -11,15 +11,15 @@ import pytest
 
 from strom.config import BrokerConfig, effective_topic_config
 from strom.storage import LogConfig, LogManager
-from strom.storage.checkpoint import read_offsets
-from strom.storage.datadir import (
+from strom.storage.log.checkpoint import read_offsets
+from strom.storage.log.datadir import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     parse_log_dir_name,
 )
-from strom.storage.partition import PartitionLog
+from strom.storage.log.partition import PartitionLog
 from tests.log.helpers import T0, Clock, batch, decode_all, get_log, manager, read_everything
 
 
@@ -116,7 +116,7 @@ def test_deleted_directories_are_removed_off_the_calling_thread(
         removers.append(threading.current_thread())
         rmtree(path, ignore_errors=ignore_errors)
 
-    monkeypatch.setattr("strom.storage.deleter.shutil.rmtree", spy)
+    monkeypatch.setattr("strom.storage.log.deleter.shutil.rmtree", spy)
     m = manager([tmp_path])
     m.create("t", 0, LogConfig()).append(batch(), 0, T0)
     m.delete("t", 0)

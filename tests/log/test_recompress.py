@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.storage import LogAppendError, LogConfig
-from strom.storage.recompress import codec_level, target_codec
+from strom.storage.log.recompress import codec_level, target_codec
 from strom.wire.errors import ErrorCode
 from strom.wire.records import Codec, Record, TimestampType, build_batch, decode_batch, iter_batches
 from tests.log.helpers import T0, open_log

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from strom.storage import LogConfig, LogManager
-from strom.storage.datadir import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
+from strom.storage.log.datadir import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE
 from tests.log.helpers import T0, Clock, batch, crash, get_log, manager, read_everything
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100)

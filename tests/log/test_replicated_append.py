@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from strom.storage.errors import LogAppendError
-from strom.storage.partition import PartitionLog
+from strom.storage.log.partition import PartitionLog
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.records import iter_batches
 from strom.wire.records.batch import BatchHeader

@@ -51,7 +51,7 @@ from strom.coordinator.raft.messages import (
     VoteResponse,
 )
 from strom.coordinator.raft.states import Role
-from strom.storage.raft_store import Entry, MemoryRaftStore
+from strom.storage.raft.raft_store import Entry, MemoryRaftStore
 
 RESPONSES = (
     VoteResponse,

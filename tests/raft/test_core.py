@@ -29,7 +29,7 @@ from strom.coordinator.raft.messages import (
     VoteResponse,
 )
 from strom.coordinator.raft.states import Role
-from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 
 VOTERS = frozenset({1, 2, 3})

@@ -26,7 +26,7 @@ from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
 from strom.coordinator.raft.messages import FetchRequest, VoteRequest
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.describe_quorum import DescribeQuorumResponse
 from strom.wire.messages.fetch import FetchResponse

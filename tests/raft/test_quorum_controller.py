@@ -30,8 +30,8 @@ from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
+from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
-from strom.coordinator.metadata.records import MetadataError
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from strom.coordinator.raft.log import ReplicaLog
-from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 
 
 def reference_end_for_epoch(

@@ -16,14 +16,14 @@ from strom.coordinator.raft.effects import (
     TruncateTo,
 )
 from strom.coordinator.raft.states import Role
-from strom.storage.quorum_state import (
+from strom.storage.raft.quorum_state import (
     QuorumStateError,
     read_quorum_state,
     write_quorum_state,
 )
-from strom.storage.raft_disk import LOG_DIR_NAME, DiskRaftStore
-from strom.storage.raft_log import RaftLogDir, RaftLogError
-from strom.storage.raft_store import Entry, MemoryRaftStore, QuorumState, RaftStore, SnapshotId
+from strom.storage.raft.raft_disk import LOG_DIR_NAME, DiskRaftStore
+from strom.storage.raft.raft_log import RaftLogDir, RaftLogError
+from strom.storage.raft.raft_store import Entry, MemoryRaftStore, QuorumState, RaftStore, SnapshotId
 
 VOTERS = frozenset({1, 2, 3})
 

@@ -27,7 +27,7 @@ from strom.coordinator.raft.wire import (
     response_to_wire,
     sender,
 )
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ProtocolError
 from strom.wire.messages.describe_quorum import DescribeQuorumResponse
 

@@ -1,6 +1,6 @@
 """The Raft log and its snapshots on disk: `<metadata.log.dir>/__cluster_metadata-0/`.
 
-Segments, as in KRaft and `strom.coordinator.metadata.log`: files named by the offset of their
+Segments, as in KRaft: files named by the offset of their
 first entry, `<20-digit base offset>.log`, holding v2 RecordBatches back to back. One batch per run
 of entries that share an epoch and kind; `partitionLeaderEpoch` is the Raft epoch; each entry is
 one record (key null, value = the entry's bytes) at its own offset; the entry a new leader writes
@@ -46,7 +46,7 @@ from pathlib import Path
 import crc32c
 
 from strom.storage.durable import atomic_replace, fsync_dir
-from strom.storage.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ProtocolError
 from strom.wire.records import Record, build_batch, decode_batch, iter_batches, validate_batch
 from strom.wire.records.record import ControlType, control_key

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from strom.broker.admin import loggers as admin_loggers
-from strom.broker.admin.describe_configs import ResourceError
-from strom.config.alter import AlterOp
+from strom.broker.admin.describe_resources import ResourceError
+from strom.config.alter_ops import AlterOp
 from strom.config.values import ConfigResource
 from strom.coordinator.controller.result import ApiError
 from strom.wire.errors import ErrorCode

@@ -2,15 +2,15 @@
 
 Partition directory `<topic>-<partition>/`::
 
-    00000000000000000000.log          segments (see strom.storage.segment)
-    00000000000000000000.index        offset index (see strom.storage.index)
+    00000000000000000000.log          segments (see strom.storage.log.segment)
+    00000000000000000000.index        offset index (see strom.storage.log.index)
     00000000000000000000.timeindex    time index
-    00000000000000001234.snapshot     producer state at offset 1234 (strom.storage.producer_state)
-    leader-epoch-checkpoint           epoch history (strom.storage.epoch)
+    00000000000000001234.snapshot     producer state at offset 1234 (strom.storage.log.producer_state)
+    leader-epoch-checkpoint           epoch history (strom.storage.log.epoch)
 
 Recovery rules, applied in order:
 
-0. An interrupted cleaner swap is completed or rolled back (strom.storage.swap):
+0. An interrupted cleaner swap is completed or rolled back (strom.storage.log.swap):
    a committed `<base>.log.swap` replaces the segments it covers; uncommitted
    `*.cleaned` files and stray `*.swap` indexes are deleted.
 1. Leftover `*.tmp` files (interrupted atomic writes), `*.deleted` files and
@@ -25,7 +25,7 @@ Recovery rules, applied in order:
    recovered the same way; otherwise only its tail (after the last offset-index
    entry) is scanned, and indexed, so an index that lags the log is extended.
    Rebuilt or extended indexes are written out before the log opens. Only the
-   last segment keeps its `.log` open (strom.storage.segment).
+   last segment keeps its `.log` open (strom.storage.log.segment).
 4. The log start offset is max(checkpointed value, first segment's base), never
    past the log end; the recovery point becomes the log end after a clean
    shutdown and stays put (clamped to the log end) otherwise.
@@ -46,15 +46,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from strom.storage.config import LogConfig
 from strom.storage.durable import TMP_SUFFIX
-from strom.storage.epoch import FILE_NAME as EPOCH_FILE
-from strom.storage.epoch import LeaderEpochCache
-from strom.storage.errors import CorruptLogError
 from strom.storage.fileio import scan_headers
-from strom.storage.producer_state import ProducerStateManager
-from strom.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
-from strom.storage.swap import complete_swaps
+from strom.storage.log.epoch import FILE_NAME as EPOCH_FILE
+from strom.storage.log.epoch import LeaderEpochCache
+from strom.storage.log.log_config import LogConfig
+from strom.storage.log.producer_state import ProducerStateManager
+from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from strom.storage.log.swap import complete_swaps
+from strom.storage.log_errors import CorruptLogError
 from strom.wire.records import BatchHeader
 
 log = logging.getLogger(__name__)

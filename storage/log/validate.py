@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from enum import Enum
 
-from strom.storage.config import LONG_MAX, LogConfig
-from strom.storage.errors import LogAppendError
+from strom.storage.log.log_config import LONG_MAX, LogConfig
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import (
     HEADER_SIZE,

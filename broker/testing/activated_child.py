@@ -1,6 +1,6 @@
 """Start a child process with listening sockets passed by socket activation (systemd's protocol).
 
-The test side of `strom.broker.process.activation`: a test binds port 0 itself (`listening_socket`),
+The test side of `strom.broker.process.socket_activation`: a test binds port 0 itself (`listening_socket`),
 so it knows the port before the child starts, and hands the socket to the child
 (`popen_activated`), which serves on it. Nothing is guessed and nothing can take the port between
 the two.

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.admin.cluster import broker_nodes
+from strom.broker.admin.broker_nodes import broker_nodes
 from strom.broker.drivers.controller_channel import ActiveControllerClient
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.replication.fetcher import FetcherManager, FetchTarget, Key
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from strom.broker.state import BrokerState
     from strom.config.quorum import Address
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
-    from strom.storage.partition import PartitionLog
+    from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.replication")
 

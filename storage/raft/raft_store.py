@@ -6,9 +6,9 @@ driver performs them *in order* through a `RaftStore` and reports completion bac
 After a crash the driver calls `load()` and starts a fresh core from the `RecoveredState`.
 
 Two stores: `MemoryRaftStore` here (for the deterministic simulator: it can lose a suffix of
-un-synced writes on a simulated crash) and `DiskRaftStore` in `strom.storage.raft_disk` (the
-quorum-state file of `strom.storage.quorum_state` plus the log and snapshots of
-`strom.storage.raft_log`).
+un-synced writes on a simulated crash) and `DiskRaftStore` in `strom.storage.raft.raft_disk` (the
+quorum-state file of `strom.storage.raft.quorum_state` plus the log and snapshots of
+`strom.storage.raft.raft_log`).
 """
 
 from __future__ import annotations

@@ -398,7 +398,7 @@ class Controller:
     def create_topics(
         self, request: CreateTopicsRequest, version: int
     ) -> ControllerResult[CreateTopicsResponse]:
-        from strom.coordinator.controller.topics import create_topics
+        from strom.coordinator.controller.topic_creation import create_topics
 
         _check_version(request, version)
         return create_topics(self.context(), request, version)
@@ -414,7 +414,7 @@ class Controller:
     def create_partitions(
         self, request: CreatePartitionsRequest, version: int
     ) -> ControllerResult[CreatePartitionsResponse]:
-        from strom.coordinator.controller.partitions import create_partitions
+        from strom.coordinator.controller.partition_creation import create_partitions
 
         _check_version(request, version)
         return create_partitions(self.context(), request, version)

@@ -1,7 +1,7 @@
 """Leader epoch history: which epoch's leader wrote from which offset on.
 
 Persisted as `leader-epoch-checkpoint` in the partition directory, in Kafka's
-checkpoint format (see `strom.storage.checkpoint`): version `0`, the entry count,
+checkpoint format (see `strom.storage.log.checkpoint`): version `0`, the entry count,
 then one `epoch startOffset` line per epoch, oldest first. Epochs and start
 offsets both strictly increase.
 
@@ -24,7 +24,7 @@ import logging
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from strom.storage.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
+from strom.storage.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

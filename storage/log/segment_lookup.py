@@ -13,8 +13,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from strom.storage.fileio import SegmentFile, scan_headers
-from strom.storage.index import NO_TIMESTAMP
-from strom.storage.segment import LogSegment
+from strom.storage.log.index import NO_TIMESTAMP
+from strom.storage.log.segment import LogSegment
 from strom.wire.errors import ProtocolError
 from strom.wire.records import BatchHeader, TimestampType, decode_batch
 

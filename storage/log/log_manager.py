@@ -2,7 +2,7 @@
 
 Per data directory::
 
-    <topic>-<partition>/               one PartitionLog (see strom.storage.loader)
+    <topic>-<partition>/               one PartitionLog (see strom.storage.log.log_loader)
     <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
     recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
@@ -15,7 +15,7 @@ Per data directory::
                                        the broker epoch of the process that wrote it (-1:
                                        never registered)
 
-The checkpoints use Kafka's text format (strom.storage.checkpoint). Crash recovery:
+The checkpoints use Kafka's text format (strom.storage.log.checkpoint). Crash recovery:
 the marker is written last by `close()` after every log of the directory has
 been flushed and checkpointed, and removed by `load()` once the directory is
 open, before any append; without it each log scans the segments past its
@@ -50,9 +50,9 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from strom.storage.checkpoint import write_offsets
-from strom.storage.config import LogConfig
-from strom.storage.datadir import (
+from strom.storage.durable import atomic_replace, fsync_dir
+from strom.storage.log.checkpoint import write_offsets
+from strom.storage.log.datadir import (
     CLEAN_SHUTDOWN_FILE,
     CLEANER_FILE,
     DELETE_SUFFIX,
@@ -62,10 +62,10 @@ from strom.storage.datadir import (
     TopicPartition,
     scan_data_dir,
 )
-from strom.storage.deleter import DirectoryDeleter
-from strom.storage.durable import atomic_replace, fsync_dir
-from strom.storage.errors import LogError
-from strom.storage.partition import PartitionLog
+from strom.storage.log.deleter import DirectoryDeleter
+from strom.storage.log.log_config import LogConfig
+from strom.storage.log.partition import PartitionLog
+from strom.storage.log_errors import LogError
 
 log = logging.getLogger(__name__)
 

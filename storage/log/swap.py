@@ -42,7 +42,7 @@ from pathlib import Path
 
 from strom.storage.durable import fsync_dir
 from strom.storage.fileio import ValidatingScan
-from strom.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
+from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
 
 CLEANED = ".cleaned"
 SWAP = ".swap"

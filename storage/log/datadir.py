@@ -1,6 +1,6 @@
 """What a data directory (one of log.dirs) holds at start-up, before its logs are opened.
 
-The layout and crash rules are in `strom.storage.manager`. This reads the directory-level
+The layout and crash rules are in `strom.storage.log.log_manager`. This reads the directory-level
 files (clean-shutdown marker, recovery-point, log-start, cleaner and high-watermark
 checkpoints), removes
 partitions left half-deleted by a crash, and lists the partition directories to open.
@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strom.storage.checkpoint import CheckpointError, read_offsets
+from strom.storage.log.checkpoint import CheckpointError, read_offsets
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"

@@ -32,7 +32,7 @@ from pathlib import Path
 import crc32c
 
 from strom.storage.durable import atomic_replace
-from strom.storage.producer_entry import BatchMetadata, ProducerEntry
+from strom.storage.log.producer_entry import BatchMetadata, ProducerEntry
 
 SNAPSHOT_SUFFIX = ".snapshot"
 

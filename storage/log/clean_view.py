@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from strom.storage.config import LogConfig
-from strom.storage.segment import LogSegment
+from strom.storage.log.log_config import LogConfig
+from strom.storage.log.segment import LogSegment
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,14 @@
 2. Group: the closed segments below the mapped end are grouped, oldest first,
    into runs that fit one segment (segment.bytes, index capacity, an int32 of
    relative offsets).
-3. Rewrite each group into `<base>.log.cleaned` with strom.storage.compact_batch's
+3. Rewrite each group into `<base>.log.cleaned` with strom.storage.cleaner.compact_batch's
    rule, the map covering the whole log from its start (so the clean section
    also loses what newer dirty records supersede) up to the mapped end (past
    it, in a segment the map stopped inside, batches are copied unchanged: a
    tombstone there was never mapped, so it must not start its delete.retention.ms
    clock, or expire before the records it deletes are gone), then fsync, publish the
    swap and let the log replace the group (`PartitionLog.replace_segments`,
-   strom.storage.swap).
+   strom.storage.log.swap).
    A group that loses nothing is left alone; one that loses everything is
    deleted. Groups go oldest first, so a crash between them is harmless.
 
@@ -29,14 +29,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from strom.storage.clean_view import CleanView
-from strom.storage.compact_batch import KEY, OFFSET, Filtered, batch_records, filter_batch
-from strom.storage.errors import LogError
+from strom.storage.cleaner.compact_batch import KEY, OFFSET, Filtered, batch_records, filter_batch
+from strom.storage.cleaner.offset_map import OffsetMap
 from strom.storage.fileio import read_batches
-from strom.storage.offset_map import OffsetMap
-from strom.storage.partition import PartitionLog
-from strom.storage.segment import INT32_MAX, LogSegment
-from strom.storage.swap import CLEANED, discard, publish
+from strom.storage.log.clean_view import CleanView
+from strom.storage.log.partition import PartitionLog
+from strom.storage.log.segment import INT32_MAX, LogSegment
+from strom.storage.log.swap import CLEANED, discard, publish
+from strom.storage.log_errors import LogError
 from strom.wire.errors import ErrorCode
 from strom.wire.records import BatchHeader
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from strom.config.errors import ConfigError
+from strom.config.config_error import ConfigError
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _BLANK = " \t\f"

@@ -23,7 +23,7 @@ restart, as Kafka marks partitions uncleanable.
 
 Per data directory, `cleaner-offset-checkpoint` (Kafka's text checkpoint,
 `topic partition offset`) holds each log's first dirty offset; it is written
-atomically after every pass (strom.storage.manager), and a missing, stale (past
+atomically after every pass (strom.storage.log.log_manager), and a missing, stale (past
 the log end, or below the log start) or corrupt entry only means the next
 pass treats more of the log as dirty.
 """
@@ -37,15 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from strom.storage.errors import LogError
-from strom.storage.offset_map import OffsetMap
-from strom.storage.partition import PartitionLog
+from strom.storage.cleaner.offset_map import OffsetMap
+from strom.storage.log.partition import PartitionLog
+from strom.storage.log_errors import LogError
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
-    from strom.storage.clean_view import CleanView
-    from strom.storage.cleaner_pass import PassResult
-    from strom.storage.manager import LogManager
+    from strom.storage.cleaner.cleaner_pass import PassResult
+    from strom.storage.log.clean_view import CleanView
+    from strom.storage.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class LogCleaner:
     def clean(self, found: Assessment, now_ms: int) -> PassResult | None:
         """Run one pass over an assessed log and record its outcome (None: abandoned)."""
         # Imported on the first pass: a large import most brokers, compacting nothing, never need.
-        from strom.storage.cleaner_pass import CleaningAborted, CleaningPass
+        from strom.storage.cleaner.cleaner_pass import CleaningAborted, CleaningPass
 
         partition = found.log
         offsets = OffsetMap(self.settings.dedupe_buffer_size, self.settings.load_factor)

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 from strom.storage.durable import atomic_replace
-from strom.storage.raft_store import QuorumState
+from strom.storage.raft.raft_store import QuorumState
 
 FILE_NAME = "quorum-state"
 DATA_VERSION = 0

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from strom.storage.errors import CorruptLogError
-from strom.storage.offset_map import OffsetMap
+from strom.storage.cleaner.offset_map import OffsetMap
+from strom.storage.log_errors import CorruptLogError
 from strom.wire.errors import ProtocolError
 from strom.wire.primitives import varint, varlong
 from strom.wire.records import (

@@ -14,8 +14,8 @@ segment.bytes (RECORD_LIST_TOO_LARGE) are checked again on the result.
 
 from __future__ import annotations
 
-from strom.storage.config import LogConfig
-from strom.storage.errors import LogAppendError
+from strom.storage.log.log_config import LogConfig
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import BatchHeader, Codec, Record, build_batch, decode_batch
 

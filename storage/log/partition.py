@@ -32,7 +32,7 @@ lock, so a concurrent delete or close cannot pull a file from under it). Only
 segments it cleaned are still exactly where they were (retention,
 DeleteRecords, truncation or deletion may have removed or changed them
 meanwhile; then the attempt is dropped), deletes them, installs the cleaned
-segment (strom.storage.swap) and publishes a *new* segment list, so readers
+segment (strom.storage.log.swap) and publishes a *new* segment list, so readers
 holding the old list keep a coherent picture.
 """
 
@@ -45,20 +45,25 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from strom.storage.clean_view import CleanView
-from strom.storage.config import LONG_MAX, LogConfig
 from strom.storage.durable import fsync_dir, fsync_file
-from strom.storage.errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.storage.fileio import SegmentFile
-from strom.storage.index import NO_TIMESTAMP
-from strom.storage.loader import LoadedLog, iter_headers_from, load_partition, new_segment
-from strom.storage.lookup import Found, find_max_timestamp, find_timestamp, segment_index
-from strom.storage.producer_entry import ProducerInfo
-from strom.storage.recompress import recompress
-from strom.storage.results import AppendResult, ReadResult, SegmentInfo
-from strom.storage.segment import LogSegment
-from strom.storage.swap import discard, install
-from strom.storage.validate import AppendOrigin, validate_records, validate_replicated
+from strom.storage.log.clean_view import CleanView
+from strom.storage.log.index import NO_TIMESTAMP
+from strom.storage.log.log_config import LONG_MAX, LogConfig
+from strom.storage.log.log_loader import LoadedLog, iter_headers_from, load_partition, new_segment
+from strom.storage.log.producer_entry import ProducerInfo
+from strom.storage.log.recompress import recompress
+from strom.storage.log.results import AppendResult, ReadResult, SegmentInfo
+from strom.storage.log.segment import LogSegment
+from strom.storage.log.segment_lookup import (
+    Found,
+    find_max_timestamp,
+    find_timestamp,
+    segment_index,
+)
+from strom.storage.log.swap import discard, install
+from strom.storage.log.validate import AppendOrigin, validate_records, validate_replicated
+from strom.storage.log_errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.records import (
     BatchHeader,
@@ -304,7 +309,7 @@ class PartitionLog:
             for epoch, start in epochs:
                 changed = self.epochs.assign(epoch, start) or changed
             if changed:
-                self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.epoch)
+                self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.log.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)
             if active.should_roll(

@@ -1,7 +1,7 @@
 """`DiskRaftStore`: the `RaftStore` a real node runs on, in `__cluster_metadata-0/`.
 
-It holds the `quorum-state` file (`strom.storage.quorum_state`) and the log segments and
-snapshots (`strom.storage.raft_log`) in one directory; their modules give the byte layouts. Each
+It holds the `quorum-state` file (`strom.storage.raft.quorum_state`) and the log segments and
+snapshots (`strom.storage.raft.raft_log`) in one directory; their modules give the byte layouts. Each
 method returns once its change is fsynced; the driver calls them in a worker thread, in the order
 the core emitted them.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strom.storage.quorum_state import read_quorum_state, write_quorum_state
-from strom.storage.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir, RaftLogError
-from strom.storage.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
+from strom.storage.raft.quorum_state import read_quorum_state, write_quorum_state
+from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir, RaftLogError
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 
 LOG_DIR_NAME = "__cluster_metadata-0"
 

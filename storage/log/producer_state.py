@@ -9,7 +9,7 @@ DeleteRecords; refusing would make the client resend and duplicate). A retry
 whose (epoch, first sequence, last sequence) matches one of the five retained
 batches is a duplicate and gets the original offsets back.
 
-Snapshots (see `strom.storage.snapshot`) persist this state; the loader replays the
+Snapshots (see `strom.storage.log.producer_snapshot`) persist this state; the loader replays the
 batch headers after the newest valid one.
 """
 
@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from strom.storage import snapshot
-from strom.storage.errors import LogAppendError
-from strom.storage.producer_entry import (
+from strom.storage.log import producer_snapshot
+from strom.storage.log.producer_entry import (
     NO_PRODUCER_EPOCH,
     NO_SEQUENCE,
     BatchMetadata,
@@ -27,6 +26,7 @@ from strom.storage.producer_entry import (
     ProducerInfo,
     in_sequence,
 )
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode
 from strom.wire.records import BatchHeader
 
@@ -79,18 +79,18 @@ class ProducerStateManager:
     # --- snapshots -------------------------------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:
-        return snapshot.snapshot_offsets(self.directory)
+        return producer_snapshot.snapshot_offsets(self.directory)
 
     def write_snapshot(self, offset: int, sync: bool = False) -> Path:
         """Persist the current state as of `offset` (the log end offset, or a new segment's base)."""
-        return snapshot.write_snapshot(self.directory, offset, self.entries.values(), sync)
+        return producer_snapshot.write_snapshot(self.directory, offset, self.entries.values(), sync)
 
     def load_latest_snapshot(self, max_offset: int) -> int | None:
         """Load the newest valid snapshot at or below `max_offset`; its offset (None: none usable)."""
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_offset:
                 continue
-            entries = snapshot.read_snapshot(self.directory, offset)
+            entries = producer_snapshot.read_snapshot(self.directory, offset)
             if entries is not None:
                 self.entries = {e.producer_id: e for e in entries}
                 return offset
@@ -104,7 +104,7 @@ class ProducerStateManager:
                 self.delete_snapshot(offset)
 
     def delete_snapshot(self, offset: int) -> None:
-        snapshot.delete_snapshot(self.directory, offset)
+        producer_snapshot.delete_snapshot(self.directory, offset)
 
 
 class ProducerAppend:

@@ -6,12 +6,12 @@ increasing offset order; the file name is the segment's base offset, so every
 offset in it is >= the name and the next segment's name is > its last offset.
 
 The cleaner builds a replacement segment under the same names plus a suffix
-(`<base>.log.cleaned`, ...; see strom.storage.swap for how it goes live).
+(`<base>.log.cleaned`, ...; see strom.storage.log.swap for how it goes live).
 
 Open files: only the active segment (the one appended to) keeps its `.log` open;
 an older segment opens it for each use and the fd closes when the last user
 (a `ReadResult` waiting for sendfile, say) lets go of it. Neither index keeps
-a file open (strom.storage.index). So a partition holds one fd.
+a file open (strom.storage.log.index). So a partition holds one fd.
 
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from strom.storage.fileio import LogFile, SegmentFile, ValidatingScan, scan_headers, write_all
-from strom.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from strom.storage.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from strom.wire.records import BatchHeader
 
 INT32_MAX = 2**31 - 1
