@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from strom.broker.drivers.quorum_controller import QuorumController
     from strom.broker.drivers.groups import GroupDriver
+    from strom.broker.drivers.quorum_controller import QuorumController
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
     from strom.config import BrokerConfig

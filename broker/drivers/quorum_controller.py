@@ -852,21 +852,23 @@ class QuorumChannel:
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:
         return await self._until_answered(
-            lambda remote: remote.register(request)
-            if remote is not None
-            else self._controller.broker_registration(request)
+            lambda remote: (
+                remote.register(request)
+                if remote is not None
+                else self._controller.broker_registration(request)
+            )
         )
 
     async def heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         return await self._until_answered(
-            lambda remote: remote.heartbeat(request)
-            if remote is not None
-            else self._controller.broker_heartbeat(request)
+            lambda remote: (
+                remote.heartbeat(request)
+                if remote is not None
+                else self._controller.broker_heartbeat(request)
+            )
         )
 
-    async def _until_answered(
-        self, ask: Callable[[ControllerChannel | None], Awaitable[A]]
-    ) -> A:
+    async def _until_answered(self, ask: Callable[[ControllerChannel | None], Awaitable[A]]) -> A:
         """`ask` the local controller (None) when it is active or there is no remote, else the
         remote one; again after the backoff while the answer is NOT_CONTROLLER."""
         while True:

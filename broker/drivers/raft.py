@@ -473,7 +473,7 @@ class RaftDriver:
         first = void[0]
         if all(isinstance(w, AppendEntries) for w in void) and core.writes_failed(first.seq):
             self.write_failure = WriteFailure(core.log.end_offset, error)
-            log.error("node %d: the metadata log could not be written (%s); %d entries from "
+            log.debug("node %d: the metadata log could not be written (%s); %d entries from "
                       "offset %d dropped", self.node_id, error.strerror or error,
                       sum(len(w.entries) for w in void if isinstance(w, AppendEntries)),
                       core.log.end_offset)  # fmt: skip

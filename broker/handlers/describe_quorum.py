@@ -70,7 +70,11 @@ def _unknown_partitions(body: DescribeQuorumRequest) -> DescribeQuorumResponse |
         topics=[
             D.TopicData(
                 topic,
-                [D.PartitionData(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)],
+                [
+                    D.PartitionData(
+                        partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
+                ],
             )
             for topic, p in wanted
         ]

@@ -37,13 +37,13 @@ from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.state import BrokerState, wall_clock_ms
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.metadata.metadata_records import MetadataError
-from strom.storage.meta_properties import FormatError
-from strom.storage.raft.quorum_state import QuorumStateError
-from strom.storage.raft.raft_log import RaftLogError
 from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.log.log_manager import LogManager
 from strom.storage.log_errors import KafkaStorageError
+from strom.storage.meta_properties import FormatError
+from strom.storage.raft.quorum_state import QuorumStateError
+from strom.storage.raft.raft_log import RaftLogError
 
 log = logging.getLogger("strom.broker")
 
@@ -108,7 +108,8 @@ class Broker:
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
         try:
-            remote = partial(RemoteControllerChannel.for_broker, config)
+            # a one-voter quorum's broker only ever reaches its own controller, in process
+            remote = partial(RemoteControllerChannel.for_broker, config) if config.runs_quorum else None
             controller = await QuorumController.open(config, remote=remote)
         except (MetadataError, FormatError, RaftLogError, QuorumStateError) as exc:
             raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
@@ -270,11 +271,15 @@ async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -
 
 
 def _controlled_shutdown_wanted(config: BrokerConfig, quorum: QuorumController) -> bool:
-    """A registered cluster broker with another registered broker to take its leaderships.
+    """A registered broker of a multi-node cluster with another registered broker to take its
+    leaderships.
 
-    A node alone (no other broker) skips it, as Kafka's combined single node would gain nothing:
-    every leadership would only go offline and be elected again at the next start."""
-    if not config.controlled_shutdown_enable or "broker" not in config.roles:
+    A node alone (the single node of `strom serve`, or no other broker) skips it, as Kafka's
+    combined single node would gain nothing: every leadership would only go offline and be
+    elected again at the next start."""
+    if not config.runs_quorum or not config.controlled_shutdown_enable:
+        return False
+    if "broker" not in config.roles:
         return False
     if quorum.local_broker.broker_epoch < 0:
         return False

@@ -56,7 +56,8 @@ def test_a_voter_whose_storage_was_lost_refuses_to_start_until_formatted(
             shutil.rmtree(child)
         node.overrides["cluster.id"] = cluster.cluster_id
     line = _refusal(node)
-    assert "strom format" in line and cluster.cluster_id in line, line
+    assert "strom format" in line, line
+    assert cluster.cluster_id in line, line
 
     _format(cluster, node)
     node.start()

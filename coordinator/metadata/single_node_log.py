@@ -28,13 +28,17 @@ from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.primitives import Buffer
 
 
-def image_of(snapshot: tuple[SnapshotId, Buffer] | None, batches: Iterable[Buffer]) -> MetadataImage:
+def image_of(
+    snapshot: tuple[SnapshotId, Buffer] | None, batches: Iterable[Buffer]
+) -> MetadataImage:
     """The image the old log holds: `snapshot` (its id and checkpoint bytes; None if there is
     none), then `batches` (every batch of the log, in offset order)."""
     image, start = MetadataImage.EMPTY, 0
     if snapshot is not None:
         snapshot_id, data = snapshot
-        records, timestamp = decode_checkpoint(data, f"{snapshot_id.end_offset}-{snapshot_id.epoch}")
+        records, timestamp = decode_checkpoint(
+            data, f"{snapshot_id.end_offset}-{snapshot_id.epoch}"
+        )
         provenance = Provenance(snapshot_id.end_offset - 1, snapshot_id.epoch, timestamp)
         image, start = MetadataImage.EMPTY.apply_all(records, provenance), snapshot_id.end_offset
     delta, provenance, first = image.delta(), image.provenance, True

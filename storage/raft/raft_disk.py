@@ -63,7 +63,11 @@ class DiskRaftStore:
         if start > end:
             raise RaftLogError(
                 f"the metadata log in {self.directory} starts at {start} but "
-                + ("there is no snapshot" if found is None else f"the latest snapshot ends at {end}")
+                + (
+                    "there is no snapshot"
+                    if found is None
+                    else f"the latest snapshot ends at {end}"
+                )
                 + ": entries in between are missing; restore them or reformat this node"
             )
         if found is None:

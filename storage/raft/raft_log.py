@@ -292,10 +292,6 @@ class RaftLogDir:
 
     def _roll(self, base_offset: int) -> _Segment:
         """Start a new, empty active segment at `base_offset` (nothing left behind on failure)."""
-        if self._tail_dirty and self._segments:  # only the last segment may end torn
-            active = self._segments[-1]
-            os.truncate(active.path, active.size)
-            self._tail_dirty = False
         path = self.directory / segment_name(base_offset)
         try:
             with open(path, "xb") as handle:

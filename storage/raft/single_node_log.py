@@ -38,7 +38,12 @@ from strom.storage.durable import fsync_dir
 from strom.storage.raft.quorum_state import FILE_NAME as QUORUM_STATE
 from strom.storage.raft.quorum_state import write_quorum_state
 from strom.storage.raft.raft_disk import LOG_DIR_NAME
-from strom.storage.raft.raft_log import SEGMENT_SUFFIX, SNAPSHOT_SUFFIX, RaftLogDir, parse_snapshot_name
+from strom.storage.raft.raft_log import (
+    SEGMENT_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    RaftLogDir,
+    parse_snapshot_name,
+)
 from strom.storage.raft.raft_store import QuorumState, SnapshotId
 
 log = logging.getLogger(__name__)
@@ -92,13 +97,15 @@ def read(metadata_dir: Path) -> SingleNodeLog | None:
     return SingleNodeLog(snapshot, batches)
 
 
-def replace(
-    metadata_dir: Path, quorum: QuorumState, snapshot: SnapshotId, data: bytes
-) -> None:
+def replace(metadata_dir: Path, quorum: QuorumState, snapshot: SnapshotId, data: bytes) -> None:
     """Replace the old log by a Raft replica's state: `quorum`, and the snapshot `snapshot`
     holding `data` with an empty log after it (steps 1-4 of the module docstring). Blocking."""
     metadata_dir = Path(metadata_dir)
-    staged, live, retired = metadata_dir / STAGED, metadata_dir / LOG_DIR_NAME, metadata_dir / RETIRED
+    staged, live, retired = (
+        metadata_dir / STAGED,
+        metadata_dir / LOG_DIR_NAME,
+        metadata_dir / RETIRED,
+    )
     shutil.rmtree(staged, ignore_errors=True)
     segments = RaftLogDir.open(staged)
     write_quorum_state(staged, quorum)
@@ -116,7 +123,11 @@ def replace(
 
 
 def _finish_interrupted(metadata_dir: Path) -> None:
-    staged, live, retired = metadata_dir / STAGED, metadata_dir / LOG_DIR_NAME, metadata_dir / RETIRED
+    staged, live, retired = (
+        metadata_dir / STAGED,
+        metadata_dir / LOG_DIR_NAME,
+        metadata_dir / RETIRED,
+    )
     if retired.is_dir() and not live.exists():
         staged.rename(live)
         fsync_dir(metadata_dir)

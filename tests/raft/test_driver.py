@@ -57,6 +57,9 @@ class Applied:
         self.entries = []
         self.image = data.split(b"\n") if data else []
 
+    def snapshot_failed(self, snapshot: SnapshotId, error: OSError) -> None:
+        raise AssertionError(f"snapshot {snapshot} failed: {error}")
+
     def payloads(self) -> list[bytes]:
         return self.image
 
