@@ -53,8 +53,6 @@ from strom.config.validators import (
 )
 from strom.config.values import DOUBLE_MAX, INT_MAX, LONG_MAX, ConfigType, ConfigValue, parse_value
 
-C = ConfigType
-
 STROM_DEFAULTS: Mapping[str, str] = {
     "node.id": "Kafka has no default (required); Strom's embedded node is 1",
     "process.roles": "Kafka has no default (required); Strom's embedded node is combined",
@@ -98,37 +96,39 @@ class BrokerConfig:
     # --- node identity, listeners, sockets, connection limits, topics, metadata log --------------
     node_id: int = setting(
         "node.id",
-        C.INT,
+        ConfigType.INT,
         1,
         "This node's id (Kafka requires it; Strom's single node defaults to 1).",
         validator=at_least(0),
     )
     broker_id: int | None = setting(
         "broker.id",
-        C.INT,
+        ConfigType.INT,
         None,
         "Legacy alias of node.id; if set it must equal node.id.",
         validator=at_least(0),
     )
     process_roles: tuple[str, ...] = setting(
         "process.roles",
-        C.LIST,
+        ConfigType.LIST,
         ("broker", "controller"),
         "Roles of this node: broker, controller, or both (combined).",
         validator=subset_of("broker", "controller", allow_empty=False),
     )
     cluster_id: str | None = setting(
         "cluster.id",
-        C.STRING,
+        ConfigType.STRING,
         None,
         "Strom's own: the cluster id to format new storage with (Kafka keeps it in "
         "meta.properties); unset means generate one.",
         validator=matches(r"[A-Za-z0-9_\-]{1,64}", "1-64 characters of A-Z a-z 0-9 _ -"),
     )
-    broker_rack: str | None = setting("broker.rack", C.STRING, None, "Rack of this broker.")
+    broker_rack: str | None = setting(
+        "broker.rack", ConfigType.STRING, None, "Rack of this broker."
+    )
     replica_selector_class: str | None = setting(
         "replica.selector.class",
-        C.STRING,
+        ConfigType.STRING,
         None,
         "How a partition leader picks the replica a consumer should read from (KIP-392): "
         "unset or LeaderSelector (the leader), or RackAwareReplicaSelector (an in-sync replica "
@@ -137,7 +137,7 @@ class BrokerConfig:
     )
     controller_quorum_voters: tuple[str, ...] = setting(
         "controller.quorum.voters",
-        C.LIST,
+        ConfigType.LIST,
         (),
         "The static controller quorum: id@host:port of every voter (empty: a dynamic quorum "
         "found through controller.quorum.bootstrap.servers; with both empty Strom's combined "
@@ -145,41 +145,41 @@ class BrokerConfig:
     )
     controller_quorum_bootstrap_servers: tuple[str, ...] = setting(
         "controller.quorum.bootstrap.servers",
-        C.LIST,
+        ConfigType.LIST,
         (),
         "host:port of controllers to discover a dynamic quorum from (KIP-853).",
     )
     controller_quorum_election_timeout_ms: int = setting(
         "controller.quorum.election.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         1000,
         "Time without a leader before a voter starts an election.",
         validator=at_least(1),
     )
     controller_quorum_fetch_timeout_ms: int = setting(
         "controller.quorum.fetch.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         2000,
         "Time without a fetch from the leader before a follower becomes a candidate.",
         validator=at_least(1),
     )
     controller_quorum_election_backoff_max_ms: int = setting(
         "controller.quorum.election.backoff.max.ms",
-        C.INT,
+        ConfigType.INT,
         1000,
         "Longest randomized backoff before a new election.",
         validator=at_least(0),
     )
     controller_quorum_request_timeout_ms: int = setting(
         "controller.quorum.request.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         2000,
         "Time to wait for a quorum request's response.",
         validator=at_least(1),
     )
     controller_socket_timeout_ms: int = setting(
         "controller.socket.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         30000,
         "How long a request a broker sends to the active controller (forwarded admin requests,"
         " AllocateProducerIds) may wait for its response before it is retried.",
@@ -187,42 +187,42 @@ class BrokerConfig:
     )
     controller_quorum_retry_backoff_ms: int = setting(
         "controller.quorum.retry.backoff.ms",
-        C.INT,
+        ConfigType.INT,
         20,
         "Backoff before retrying a failed quorum request.",
         validator=at_least(0),
     )
     controller_quorum_append_linger_ms: int = setting(
         "controller.quorum.append.linger.ms",
-        C.INT,
+        ConfigType.INT,
         25,
         "Time the leader lingers to batch metadata appends.",
         validator=at_least(0),
     )
     broker_heartbeat_interval_ms: int = setting(
         "broker.heartbeat.interval.ms",
-        C.INT,
+        ConfigType.INT,
         2000,
         "Time between a broker's heartbeats to the controller.",
         validator=at_least(1),
     )
     broker_session_timeout_ms: int = setting(
         "broker.session.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         9000,
         "A broker that has not heartbeated for this long is fenced (its lease expires).",
         validator=at_least(1),
     )
     initial_broker_registration_timeout_ms: int = setting(
         "initial.broker.registration.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         60000,
         "Time a starting broker waits to register with the controller before giving up.",
         validator=at_least(1),
     )
     strom_log_level: str = setting(
         "strom.log.level",
-        C.STRING,
+        ConfigType.STRING,
         "INFO",
         "Strom's own: root log level (case-insensitive).",
         validator=one_of(*LOG_LEVELS, case_sensitive=False),
@@ -231,7 +231,7 @@ class BrokerConfig:
 
     listeners: str = setting(
         "listeners",
-        C.STRING,
+        ConfigType.STRING,
         "PLAINTEXT://127.0.0.1:9092",
         "Comma-separated NAME://host:port to bind; empty host = all interfaces, port 0 = "
         "ephemeral (Kafka's default binds PLAINTEXT://:9092). Kafka can add listeners at runtime; "
@@ -239,60 +239,69 @@ class BrokerConfig:
     )
     advertised_listeners: str | None = setting(
         "advertised.listeners",
-        C.STRING,
+        ConfigType.STRING,
         None,
         "Endpoints told to clients; unset or blank = the non-controller listeners. Read-only, as "
         "in Kafka 4 (a broker's endpoints are part of its registration).",
     )
     listener_security_protocol_map: str = setting(
         "listener.security.protocol.map",
-        C.STRING,
+        ConfigType.STRING,
         DEFAULT_PROTOCOL_MAP,
         "Listener name to security protocol. Read-only until listeners can change at runtime.",
     )
     controller_listener_names: str | None = setting(
-        "controller.listener.names", C.STRING, None, "Listener names used by the KRaft controller."
+        "controller.listener.names",
+        ConfigType.STRING,
+        None,
+        "Listener names used by the KRaft controller.",
     )
     inter_broker_listener_name: str | None = setting(
-        "inter.broker.listener.name", C.STRING, None, "Listener used between brokers."
+        "inter.broker.listener.name", ConfigType.STRING, None, "Listener used between brokers."
     )
     security_inter_broker_protocol: str = setting(
         "security.inter.broker.protocol",
-        C.STRING,
+        ConfigType.STRING,
         "PLAINTEXT",
         "Names the inter-broker listener when inter.broker.listener.name is unset.",
         validator=one_of(*SECURITY_PROTOCOLS),
     )
 
     socket_send_buffer_bytes: int = setting(
-        "socket.send.buffer.bytes", C.INT, 102400, "SO_SNDBUF of client sockets; -1 = OS default."
+        "socket.send.buffer.bytes",
+        ConfigType.INT,
+        102400,
+        "SO_SNDBUF of client sockets; -1 = OS default.",
     )
     socket_receive_buffer_bytes: int = setting(
         "socket.receive.buffer.bytes",
-        C.INT,
+        ConfigType.INT,
         102400,
         "SO_RCVBUF of client sockets; -1 = OS default.",
     )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes",
-        C.INT,
+        ConfigType.INT,
         104857600,
         "Largest request size accepted.",
         validator=at_least(1),
     )
     socket_listen_backlog_size: int = setting(
         "socket.listen.backlog.size",
-        C.INT,
+        ConfigType.INT,
         50,
         "Listen backlog of server sockets.",
         validator=at_least(1),
     )
     connections_max_idle_ms: int = setting(
-        "connections.max.idle.ms", C.LONG, 600000, "Idle connections are closed after this."
+        "connections.max.idle.ms",
+        ConfigType.LONG,
+        600000,
+        "Idle connections are closed after this.",
     )
     max_connections_per_ip: int = setting(
         "max.connections.per.ip",
-        C.INT,
+        ConfigType.INT,
         INT_MAX,
         "Connection limit per client address.",
         validator=at_least(0),
@@ -300,7 +309,7 @@ class BrokerConfig:
     )
     max_connections_per_ip_overrides: str = setting(
         "max.connections.per.ip.overrides",
-        C.STRING,
+        ConfigType.STRING,
         "",
         "Per-host limits as host:count,...",
         validator=matches(
@@ -310,7 +319,7 @@ class BrokerConfig:
     )
     max_connections: int = setting(
         "max.connections",
-        C.INT,
+        ConfigType.INT,
         INT_MAX,
         "Connection limit per broker.",
         validator=at_least(0),
@@ -318,34 +327,34 @@ class BrokerConfig:
     )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes",
-        C.LONG,
+        ConfigType.LONG,
         268435456,
         "Bytes of requests being read before reading from sockets pauses (-1: no bound).",
     )
     queued_max_requests: int = setting(
         "queued.max.requests",
-        C.INT,
+        ConfigType.INT,
         500,
         "Requests queued before reading from sockets pauses.",
         validator=at_least(1),
     )
     fetch_max_bytes: int = setting(
         "fetch.max.bytes",
-        C.INT,
+        ConfigType.INT,
         57671680,
         "Upper bound of bytes returned for one fetch.",
         validator=at_least(1024),
     )
     max_incremental_fetch_session_cache_slots: int = setting(
         "max.incremental.fetch.session.cache.slots",
-        C.INT,
+        ConfigType.INT,
         1000,
         "Incremental fetch sessions (KIP-227) the broker keeps at most.",
         validator=at_least(0),
     )
     num_network_threads: int = setting(
         "num.network.threads",
-        C.INT,
+        ConfigType.INT,
         3,
         "Accepted for compatibility; ignored (trio).",
         validator=at_least(1),
@@ -353,7 +362,7 @@ class BrokerConfig:
     )
     num_io_threads: int = setting(
         "num.io.threads",
-        C.INT,
+        ConfigType.INT,
         8,
         "Accepted for compatibility; ignored (trio).",
         validator=at_least(1),
@@ -361,44 +370,47 @@ class BrokerConfig:
     )
     background_threads: int = setting(
         "background.threads",
-        C.INT,
+        ConfigType.INT,
         10,
         "Accepted for compatibility; ignored (trio).",
         validator=at_least(1),
         dynamic=True,
     )
     auto_create_topics_enable: bool = setting(
-        "auto.create.topics.enable", C.BOOLEAN, True, "Create unknown topics on metadata requests."
+        "auto.create.topics.enable",
+        ConfigType.BOOLEAN,
+        True,
+        "Create unknown topics on metadata requests.",
     )
     delete_topic_enable: bool = setting(
-        "delete.topic.enable", C.BOOLEAN, True, "Allow DeleteTopics."
+        "delete.topic.enable", ConfigType.BOOLEAN, True, "Allow DeleteTopics."
     )
 
     metadata_log_dir: str | None = setting(
         "metadata.log.dir",
-        C.STRING,
+        ConfigType.STRING,
         None,
         "Where the cluster metadata log lives; unset = first log dir.",
     )
     metadata_log_segment_bytes: int = setting(
         "metadata.log.segment.bytes",
-        C.INT,
+        ConfigType.INT,
         1073741824,
         "Segment size of the metadata log.",
         validator=at_least(12),
     )
     metadata_log_segment_ms: int = setting(
-        "metadata.log.segment.ms", C.LONG, 604800000, "Roll time of metadata log segments."
+        "metadata.log.segment.ms", ConfigType.LONG, 604800000, "Roll time of metadata log segments."
     )
     metadata_max_retention_bytes: int = setting(
         "metadata.max.retention.bytes",
-        C.LONG,
+        ConfigType.LONG,
         104857600,
         "Metadata log size kept before snapshots allow deleting; -1 = unlimited.",
     )
     metadata_max_retention_ms: int = setting(
         "metadata.max.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         604800000,
         "Metadata log age kept before snapshots allow deleting; -1 = unlimited.",
     )
@@ -408,22 +420,29 @@ class BrokerConfig:
     # which is why Kafka can change them without a restart.
     log_dir: str = setting(
         "log.dir",
-        C.STRING,
+        ConfigType.STRING,
         "./data",
         "Data directory when log.dirs is unset (Kafka's default is /tmp/kafka-logs).",
     )
     log_dirs: str | None = setting(
-        "log.dirs", C.STRING, None, "Comma-separated data directories; wins over log.dir."
+        "log.dirs", ConfigType.STRING, None, "Comma-separated data directories; wins over log.dir."
     )
     num_partitions: int = setting(
-        "num.partitions", C.INT, 1, "Partitions of auto-created topics.", validator=at_least(1)
+        "num.partitions",
+        ConfigType.INT,
+        1,
+        "Partitions of auto-created topics.",
+        validator=at_least(1),
     )
     default_replication_factor: int = setting(
-        "default.replication.factor", C.INT, 1, "Replication factor of auto-created topics."
+        "default.replication.factor",
+        ConfigType.INT,
+        1,
+        "Replication factor of auto-created topics.",
     )
     num_recovery_threads_per_data_dir: int = setting(
         "num.recovery.threads.per.data.dir",
-        C.INT,
+        ConfigType.INT,
         2,
         "Accepted for compatibility; ignored.",
         validator=at_least(1),
@@ -431,7 +450,7 @@ class BrokerConfig:
     )
     log_segment_bytes: int = setting(
         "log.segment.bytes",
-        C.INT,
+        ConfigType.INT,
         1073741824,
         "Size at which a segment rolls.",
         validator=at_least(MIN_SEGMENT_BYTES),
@@ -439,7 +458,7 @@ class BrokerConfig:
     )
     log_roll_ms: int | None = setting(
         "log.roll.ms",
-        C.LONG,
+        ConfigType.LONG,
         None,
         "Age at which a segment rolls; wins over log.roll.hours.",
         validator=at_least(1),
@@ -447,7 +466,7 @@ class BrokerConfig:
     )
     log_roll_hours: int = setting(
         "log.roll.hours",
-        C.INT,
+        ConfigType.INT,
         168,
         "Segment roll age in hours.",
         validator=at_least(1),
@@ -455,7 +474,7 @@ class BrokerConfig:
     )
     log_roll_jitter_ms: int | None = setting(
         "log.roll.jitter.ms",
-        C.LONG,
+        ConfigType.LONG,
         None,
         "Random roll jitter; wins over log.roll.jitter.hours.",
         validator=at_least(0),
@@ -463,7 +482,7 @@ class BrokerConfig:
     )
     log_roll_jitter_hours: int = setting(
         "log.roll.jitter.hours",
-        C.INT,
+        ConfigType.INT,
         0,
         "Random roll jitter in hours.",
         validator=at_least(0),
@@ -471,7 +490,7 @@ class BrokerConfig:
     )
     log_index_size_max_bytes: int = setting(
         "log.index.size.max.bytes",
-        C.INT,
+        ConfigType.INT,
         10485760,
         "Maximum offset index size.",
         validator=at_least(4),
@@ -479,18 +498,18 @@ class BrokerConfig:
     )
     log_index_interval_bytes: int = setting(
         "log.index.interval.bytes",
-        C.INT,
+        ConfigType.INT,
         4096,
         "Bytes between offset index entries.",
         validator=at_least(0),
         dynamic=True,
     )
     log_preallocate: bool = setting(
-        "log.preallocate", C.BOOLEAN, False, "Preallocate segment files.", dynamic=True
+        "log.preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files.", dynamic=True
     )
     log_segment_delete_delay_ms: int = setting(
         "log.segment.delete.delay.ms",
-        C.LONG,
+        ConfigType.LONG,
         60000,
         "Delay before deleting a dropped segment.",
         validator=at_least(0),
@@ -499,7 +518,7 @@ class BrokerConfig:
 
     log_flush_interval_messages: int = setting(
         "log.flush.interval.messages",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "Messages between fsyncs.",
         validator=at_least(1),
@@ -507,56 +526,63 @@ class BrokerConfig:
     )
     log_flush_interval_ms: int | None = setting(
         "log.flush.interval.ms",
-        C.LONG,
+        ConfigType.LONG,
         None,
         "Time between fsyncs; unset = log.flush.scheduler.interval.ms.",
         validator=at_least(0),
         dynamic=True,
     )
     log_flush_scheduler_interval_ms: int = setting(
-        "log.flush.scheduler.interval.ms", C.LONG, LONG_MAX, "How often the flusher checks logs."
+        "log.flush.scheduler.interval.ms",
+        ConfigType.LONG,
+        LONG_MAX,
+        "How often the flusher checks logs.",
     )
     log_flush_offset_checkpoint_interval_ms: int = setting(
         "log.flush.offset.checkpoint.interval.ms",
-        C.INT,
+        ConfigType.INT,
         60000,
         "How often the recovery point is checkpointed.",
         validator=at_least(0),
     )
     log_flush_start_offset_checkpoint_interval_ms: int = setting(
         "log.flush.start.offset.checkpoint.interval.ms",
-        C.INT,
+        ConfigType.INT,
         60000,
         "How often the log start offset is checkpointed.",
         validator=at_least(0),
     )
 
     log_retention_hours: int = setting(
-        "log.retention.hours", C.INT, 168, "Retention in hours; -1 = unlimited."
+        "log.retention.hours", ConfigType.INT, 168, "Retention in hours; -1 = unlimited."
     )
     log_retention_minutes: int | None = setting(
-        "log.retention.minutes", C.INT, None, "Retention in minutes; wins over hours."
+        "log.retention.minutes", ConfigType.INT, None, "Retention in minutes; wins over hours."
     )
     log_retention_ms: int | None = setting(
         "log.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         None,
         "Retention in ms; wins over minutes; -1 = unlimited.",
         dynamic=True,
     )
     log_retention_bytes: int = setting(
-        "log.retention.bytes", C.LONG, -1, "Partition size kept; -1 = unlimited.", dynamic=True
+        "log.retention.bytes",
+        ConfigType.LONG,
+        -1,
+        "Partition size kept; -1 = unlimited.",
+        dynamic=True,
     )
     log_retention_check_interval_ms: int = setting(
         "log.retention.check.interval.ms",
-        C.LONG,
+        ConfigType.LONG,
         300000,
         "How often retention is enforced.",
         validator=at_least(1),
     )
     log_local_retention_ms: int = setting(
         "log.local.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         -2,
         "Tiered storage local retention; -2 = retention.ms.",
         validator=at_least(-2),
@@ -564,7 +590,7 @@ class BrokerConfig:
     )
     log_local_retention_bytes: int = setting(
         "log.local.retention.bytes",
-        C.LONG,
+        ConfigType.LONG,
         -2,
         "Tiered storage local retention; -2 = retention.bytes.",
         validator=at_least(-2),
@@ -574,7 +600,7 @@ class BrokerConfig:
     # --- records: size limits, compression, compaction, timestamps -------------------------------
     message_max_bytes: int = setting(
         "message.max.bytes",
-        C.INT,
+        ConfigType.INT,
         1048588,
         "Largest record batch accepted.",
         validator=at_least(0),
@@ -582,7 +608,7 @@ class BrokerConfig:
     )
     min_insync_replicas: int = setting(
         "min.insync.replicas",
-        C.INT,
+        ConfigType.INT,
         1,
         "Replicas that must ack an acks=all write.",
         validator=at_least(1),
@@ -590,21 +616,21 @@ class BrokerConfig:
     )
     unclean_leader_election_enable: bool = setting(
         "unclean.leader.election.enable",
-        C.BOOLEAN,
+        ConfigType.BOOLEAN,
         False,
         "Allow out-of-sync replicas to become leader.",
         dynamic=True,
     )
     auto_leader_rebalance_enable: bool = setting(
         "auto.leader.rebalance.enable",
-        C.BOOLEAN,
+        ConfigType.BOOLEAN,
         True,
         "The active controller periodically moves leadership back to each partition's "
         "preferred (first) replica when it is in sync and active.",
     )
     leader_imbalance_check_interval_seconds: int = setting(
         "leader.imbalance.check.interval.seconds",
-        C.LONG,
+        ConfigType.LONG,
         300,
         "How often the active controller checks for partitions not led by their preferred "
         "replica (and for leaderless partitions an unclean election may serve).",
@@ -612,14 +638,14 @@ class BrokerConfig:
     )
     leader_imbalance_per_broker_percentage: int = setting(
         "leader.imbalance.per.broker.percentage",
-        C.INT,
+        ConfigType.INT,
         10,
         "Accepted and validated; like Kafka's KRaft controller, the rebalance does not use it.",
         validator=at_least(0),
     )
     compression_type: str = setting(
         "compression.type",
-        C.STRING,
+        ConfigType.STRING,
         "producer",
         "Codec of stored batches; producer = as sent.",
         validator=one_of(*COMPRESSION_TYPES),
@@ -627,7 +653,7 @@ class BrokerConfig:
     )
     compression_gzip_level: int = setting(
         "compression.gzip.level",
-        C.INT,
+        ConfigType.INT,
         -1,
         "gzip level when recompressing.",
         validator=GZIP_LEVEL,
@@ -635,7 +661,7 @@ class BrokerConfig:
     )
     compression_lz4_level: int = setting(
         "compression.lz4.level",
-        C.INT,
+        ConfigType.INT,
         9,
         "lz4 level when recompressing.",
         validator=LZ4_LEVEL,
@@ -643,7 +669,7 @@ class BrokerConfig:
     )
     compression_zstd_level: int = setting(
         "compression.zstd.level",
-        C.INT,
+        ConfigType.INT,
         3,
         "zstd level when recompressing.",
         validator=ZSTD_LEVEL,
@@ -652,28 +678,36 @@ class BrokerConfig:
 
     log_cleanup_policy: tuple[str, ...] = setting(
         "log.cleanup.policy",
-        C.LIST,
+        ConfigType.LIST,
         ("delete",),
         "delete and/or compact.",
         validator=subset_of(*CLEANUP_POLICIES),
         dynamic=True,
     )
     log_cleaner_enable: bool = setting(
-        "log.cleaner.enable", C.BOOLEAN, True, "Run the log cleaner (needed for compaction)."
+        "log.cleaner.enable",
+        ConfigType.BOOLEAN,
+        True,
+        "Run the log cleaner (needed for compaction).",
     )
     log_cleaner_threads: int = setting(
-        "log.cleaner.threads", C.INT, 1, "Cleaner threads.", validator=at_least(0), dynamic=True
+        "log.cleaner.threads",
+        ConfigType.INT,
+        1,
+        "Cleaner threads.",
+        validator=at_least(0),
+        dynamic=True,
     )
     log_cleaner_dedupe_buffer_size: int = setting(
         "log.cleaner.dedupe.buffer.size",
-        C.LONG,
+        ConfigType.LONG,
         134217728,
         "Memory for key deduplication.",
         dynamic=True,
     )
     log_cleaner_io_buffer_size: int = setting(
         "log.cleaner.io.buffer.size",
-        C.INT,
+        ConfigType.INT,
         524288,
         "Cleaner I/O buffer.",
         validator=at_least(0),
@@ -681,21 +715,21 @@ class BrokerConfig:
     )
     log_cleaner_io_buffer_load_factor: float = setting(
         "log.cleaner.io.buffer.load.factor",
-        C.DOUBLE,
+        ConfigType.DOUBLE,
         0.9,
         "Dedupe buffer load factor.",
         dynamic=True,
     )
     log_cleaner_io_max_bytes_per_second: float = setting(
         "log.cleaner.io.max.bytes.per.second",
-        C.DOUBLE,
+        ConfigType.DOUBLE,
         DOUBLE_MAX,
         "Cleaner I/O throttle.",
         dynamic=True,
     )
     log_cleaner_backoff_ms: int = setting(
         "log.cleaner.backoff.ms",
-        C.LONG,
+        ConfigType.LONG,
         15000,
         "Sleep when nothing is cleanable.",
         validator=at_least(0),
@@ -703,7 +737,7 @@ class BrokerConfig:
     )
     log_cleaner_min_cleanable_ratio: float = setting(
         "log.cleaner.min.cleanable.ratio",
-        C.DOUBLE,
+        ConfigType.DOUBLE,
         0.5,
         "Dirty ratio that triggers cleaning.",
         validator=between(0, 1),
@@ -711,7 +745,7 @@ class BrokerConfig:
     )
     log_cleaner_delete_retention_ms: int = setting(
         "log.cleaner.delete.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         86400000,
         "How long tombstones are kept.",
         validator=at_least(0),
@@ -719,7 +753,7 @@ class BrokerConfig:
     )
     log_cleaner_min_compaction_lag_ms: int = setting(
         "log.cleaner.min.compaction.lag.ms",
-        C.LONG,
+        ConfigType.LONG,
         0,
         "Minimum age before compaction.",
         validator=at_least(0),
@@ -727,7 +761,7 @@ class BrokerConfig:
     )
     log_cleaner_max_compaction_lag_ms: int = setting(
         "log.cleaner.max.compaction.lag.ms",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "Maximum age before compaction.",
         validator=at_least(1),
@@ -736,7 +770,7 @@ class BrokerConfig:
 
     log_message_timestamp_type: str = setting(
         "log.message.timestamp.type",
-        C.STRING,
+        ConfigType.STRING,
         "CreateTime",
         "CreateTime or LogAppendTime.",
         validator=one_of(*TIMESTAMP_TYPES),
@@ -744,7 +778,7 @@ class BrokerConfig:
     )
     log_message_timestamp_before_max_ms: int = setting(
         "log.message.timestamp.before.max.ms",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "How far in the past a CreateTime timestamp may be.",
         validator=at_least(0),
@@ -752,7 +786,7 @@ class BrokerConfig:
     )
     log_message_timestamp_after_max_ms: int = setting(
         "log.message.timestamp.after.max.ms",
-        C.LONG,
+        ConfigType.LONG,
         3600000,
         "How far in the future a CreateTime timestamp may be (Kafka 4.0: 1 hour).",
         validator=at_least(0),
@@ -765,75 +799,85 @@ class BrokerConfig:
     # group coordinator).
     offsets_topic_num_partitions: int = setting(
         "offsets.topic.num.partitions",
-        C.INT,
+        ConfigType.INT,
         50,
         "Partitions of __consumer_offsets.",
         validator=at_least(1),
     )
     offsets_topic_replication_factor: int = setting(
         "offsets.topic.replication.factor",
-        C.SHORT,
+        ConfigType.SHORT,
         1,
         "Replication of __consumer_offsets (Kafka's built-in default is 3).",
         validator=at_least(1),
     )
     offsets_topic_segment_bytes: int = setting(
         "offsets.topic.segment.bytes",
-        C.INT,
+        ConfigType.INT,
         104857600,
         "Segment size of __consumer_offsets.",
         validator=at_least(1),
     )
     offsets_load_buffer_size: int = setting(
         "offsets.load.buffer.size",
-        C.INT,
+        ConfigType.INT,
         5242880,
         "Read size when loading offsets.",
         validator=at_least(1),
     )
     offsets_retention_minutes: int = setting(
         "offsets.retention.minutes",
-        C.INT,
+        ConfigType.INT,
         10080,
         "How long committed offsets of empty groups are kept.",
         validator=at_least(1),
     )
     offsets_retention_check_interval_ms: int = setting(
         "offsets.retention.check.interval.ms",
-        C.LONG,
+        ConfigType.LONG,
         600000,
         "How often stale offsets expire.",
         validator=at_least(1),
     )
     offsets_commit_timeout_ms: int = setting(
         "offsets.commit.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         5000,
         "Wait for an offset commit to be written.",
         validator=at_least(1),
     )
     offset_metadata_max_bytes: int = setting(
-        "offset.metadata.max.bytes", C.INT, 4096, "Largest metadata string of a commit."
+        "offset.metadata.max.bytes", ConfigType.INT, 4096, "Largest metadata string of a commit."
     )
 
     group_initial_rebalance_delay_ms: int = setting(
         "group.initial.rebalance.delay.ms",
-        C.INT,
+        ConfigType.INT,
         3000,
         "Wait for more members before the first rebalance of an empty group.",
     )
     group_min_session_timeout_ms: int = setting(
-        "group.min.session.timeout.ms", C.INT, 6000, "Smallest session timeout a member may ask."
+        "group.min.session.timeout.ms",
+        ConfigType.INT,
+        6000,
+        "Smallest session timeout a member may ask.",
     )
     group_max_session_timeout_ms: int = setting(
-        "group.max.session.timeout.ms", C.INT, 1800000, "Largest session timeout a member may ask."
+        "group.max.session.timeout.ms",
+        ConfigType.INT,
+        1800000,
+        "Largest session timeout a member may ask.",
     )
     group_max_size: int = setting(
-        "group.max.size", C.INT, INT_MAX, "Members allowed in one group.", validator=at_least(1)
+        "group.max.size",
+        ConfigType.INT,
+        INT_MAX,
+        "Members allowed in one group.",
+        validator=at_least(1),
     )
     group_coordinator_rebalance_protocols: tuple[str, ...] = setting(
         "group.coordinator.rebalance.protocols",
-        C.LIST,
+        ConfigType.LIST,
         ("classic", "consumer"),
         "Enabled group protocols.",
         validator=subset_of("classic", "consumer", "share", allow_empty=False),
@@ -841,70 +885,70 @@ class BrokerConfig:
 
     transaction_state_log_num_partitions: int = setting(
         "transaction.state.log.num.partitions",
-        C.INT,
+        ConfigType.INT,
         50,
         "Partitions of __transaction_state.",
         validator=at_least(1),
     )
     transaction_state_log_replication_factor: int = setting(
         "transaction.state.log.replication.factor",
-        C.SHORT,
+        ConfigType.SHORT,
         1,
         "Replication of __transaction_state (Kafka's built-in default is 3).",
         validator=at_least(1),
     )
     transaction_state_log_min_isr: int = setting(
         "transaction.state.log.min.isr",
-        C.INT,
+        ConfigType.INT,
         1,
         "min.insync.replicas of __transaction_state (Kafka's built-in default is 2).",
         validator=at_least(1),
     )
     transaction_state_log_segment_bytes: int = setting(
         "transaction.state.log.segment.bytes",
-        C.INT,
+        ConfigType.INT,
         104857600,
         "Segment size of __transaction_state.",
         validator=at_least(1),
     )
     transactional_id_expiration_ms: int = setting(
         "transactional.id.expiration.ms",
-        C.INT,
+        ConfigType.INT,
         604800000,
         "Idle time after which a transactional id expires.",
         validator=at_least(1),
     )
     transaction_max_timeout_ms: int = setting(
         "transaction.max.timeout.ms",
-        C.INT,
+        ConfigType.INT,
         900000,
         "Largest transaction timeout a producer may ask.",
         validator=at_least(1),
     )
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = setting(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        C.INT,
+        ConfigType.INT,
         10000,
         "How often timed-out transactions are aborted.",
         validator=at_least(1),
     )
     transaction_remove_expired_transaction_cleanup_interval_ms: int = setting(
         "transaction.remove.expired.transaction.cleanup.interval.ms",
-        C.INT,
+        ConfigType.INT,
         3600000,
         "How often expired transactional ids are removed.",
         validator=at_least(1),
     )
     transaction_partition_verification_enable: bool = setting(
         "transaction.partition.verification.enable",
-        C.BOOLEAN,
+        ConfigType.BOOLEAN,
         True,
         "Verify a partition joined the transaction before accepting transactional writes.",
         dynamic=True,
     )
     producer_id_expiration_ms: int = setting(
         "producer.id.expiration.ms",
-        C.INT,
+        ConfigType.INT,
         86400000,
         "Idle time after which a producer id's state is dropped.",
         validator=at_least(1),
@@ -912,41 +956,41 @@ class BrokerConfig:
     )
     producer_id_expiration_check_interval_ms: int = setting(
         "producer.id.expiration.check.interval.ms",
-        C.INT,
+        ConfigType.INT,
         600000,
         "How often idle producer ids are expired.",
         validator=at_least(1),
     )
     controlled_shutdown_enable: bool = setting(
-        "controlled.shutdown.enable", C.BOOLEAN, True,
+        "controlled.shutdown.enable", ConfigType.BOOLEAN, True,
         "On SIGTERM a cluster broker first asks the controller to move its leaderships away "
         "and stops only once told it may (at most 5 minutes, Kafka's shutdown bound).",
     )  # fmt: skip
     replica_lag_time_max_ms: int = setting(
-        "replica.lag.time.max.ms", C.LONG, 30000, "Followers lagging longer leave the ISR."
+        "replica.lag.time.max.ms", ConfigType.LONG, 30000, "Followers lagging longer leave the ISR."
     )
     replica_fetch_max_bytes: int = setting(
-        "replica.fetch.max.bytes", C.INT, 1048576,
+        "replica.fetch.max.bytes", ConfigType.INT, 1048576,
         "A follower's fetch size per partition (a larger first batch still comes whole).",
         validator=at_least(0),
     )  # fmt: skip
     replica_fetch_response_max_bytes: int = setting(
-        "replica.fetch.response.max.bytes", C.INT, 10485760,
+        "replica.fetch.response.max.bytes", ConfigType.INT, 10485760,
         "A follower's fetch size for the whole response.",
         validator=at_least(0),
     )  # fmt: skip
     replica_fetch_wait_max_ms: int = setting(
-        "replica.fetch.wait.max.ms", C.INT, 500,
+        "replica.fetch.wait.max.ms", ConfigType.INT, 500,
         "How long a follower's fetch may wait at the leader for new data.",
         validator=at_least(0),
     )  # fmt: skip
     replica_fetch_min_bytes: int = setting(
-        "replica.fetch.min.bytes", C.INT, 1,
+        "replica.fetch.min.bytes", ConfigType.INT, 1,
         "How many bytes a follower's fetch waits for at the leader.",
         validator=at_least(1),
     )  # fmt: skip
     replica_fetch_backoff_ms: int = setting(
-        "replica.fetch.backoff.ms", C.INT, 1000,
+        "replica.fetch.backoff.ms", ConfigType.INT, 1000,
         "How long a follower waits after a failed fetch from its leader.",
         validator=at_least(0),
     )  # fmt: skip

@@ -23,8 +23,6 @@ from strom.config.keys import Synonym, check_fields, keys_of, setting
 from strom.config.validators import Validator, at_least, between, one_of, subset_of
 from strom.config.values import LONG_MAX, ConfigType
 
-C = ConfigType
-
 
 def _scaled(factor: int) -> Callable[[int], int]:
     """Convert hours/minutes to ms."""
@@ -55,7 +53,7 @@ class TopicConfig:
 
     cleanup_policy: tuple[str, ...] = setting(
         "cleanup.policy",
-        C.LIST,
+        ConfigType.LIST,
         ("delete",),
         "delete and/or compact.",
         validator=subset_of(*CLEANUP_POLICIES),
@@ -63,7 +61,7 @@ class TopicConfig:
     )
     compression_type: str = setting(
         "compression.type",
-        C.STRING,
+        ConfigType.STRING,
         "producer",
         "Codec of stored batches.",
         validator=one_of(*COMPRESSION_TYPES),
@@ -71,7 +69,7 @@ class TopicConfig:
     )
     compression_gzip_level: int = setting(
         "compression.gzip.level",
-        C.INT,
+        ConfigType.INT,
         -1,
         "gzip level.",
         validator=GZIP_LEVEL,
@@ -79,7 +77,7 @@ class TopicConfig:
     )
     compression_lz4_level: int = setting(
         "compression.lz4.level",
-        C.INT,
+        ConfigType.INT,
         9,
         "lz4 level.",
         validator=LZ4_LEVEL,
@@ -87,7 +85,7 @@ class TopicConfig:
     )
     compression_zstd_level: int = setting(
         "compression.zstd.level",
-        C.INT,
+        ConfigType.INT,
         3,
         "zstd level.",
         validator=ZSTD_LEVEL,
@@ -95,7 +93,7 @@ class TopicConfig:
     )
     delete_retention_ms: int = setting(
         "delete.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         86400000,
         "How long tombstones are kept.",
         validator=at_least(0),
@@ -103,7 +101,7 @@ class TopicConfig:
     )
     file_delete_delay_ms: int = setting(
         "file.delete.delay.ms",
-        C.LONG,
+        ConfigType.LONG,
         60000,
         "Delay before deleting a dropped segment.",
         validator=at_least(0),
@@ -111,7 +109,7 @@ class TopicConfig:
     )
     flush_messages: int = setting(
         "flush.messages",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "Messages between fsyncs.",
         validator=at_least(1),
@@ -119,7 +117,7 @@ class TopicConfig:
     )
     flush_ms: int = setting(
         "flush.ms",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "Time between fsyncs.",
         validator=at_least(0),
@@ -127,14 +125,14 @@ class TopicConfig:
     )
     follower_replication_throttled_replicas: tuple[str, ...] = setting(
         "follower.replication.throttled.replicas",
-        C.LIST,
+        ConfigType.LIST,
         (),
         "Throttled follower replicas.",
         validator=_THROTTLED,
     )
     index_interval_bytes: int = setting(
         "index.interval.bytes",
-        C.INT,
+        ConfigType.INT,
         4096,
         "Bytes between offset index entries.",
         validator=at_least(0),
@@ -142,14 +140,14 @@ class TopicConfig:
     )
     leader_replication_throttled_replicas: tuple[str, ...] = setting(
         "leader.replication.throttled.replicas",
-        C.LIST,
+        ConfigType.LIST,
         (),
         "Throttled leader replicas.",
         validator=_THROTTLED,
     )
     local_retention_bytes: int = setting(
         "local.retention.bytes",
-        C.LONG,
+        ConfigType.LONG,
         -2,
         "Tiered storage local bytes; -2 = retention.bytes.",
         validator=at_least(-2),
@@ -157,7 +155,7 @@ class TopicConfig:
     )
     local_retention_ms: int = setting(
         "local.retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         -2,
         "Tiered storage local time; -2 = retention.ms.",
         validator=at_least(-2),
@@ -165,7 +163,7 @@ class TopicConfig:
     )
     max_compaction_lag_ms: int = setting(
         "max.compaction.lag.ms",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "Maximum age before compaction.",
         validator=at_least(1),
@@ -173,7 +171,7 @@ class TopicConfig:
     )
     max_message_bytes: int = setting(
         "max.message.bytes",
-        C.INT,
+        ConfigType.INT,
         1048588,
         "Largest record batch accepted.",
         validator=at_least(0),
@@ -181,7 +179,7 @@ class TopicConfig:
     )
     message_timestamp_after_max_ms: int = setting(
         "message.timestamp.after.max.ms",
-        C.LONG,
+        ConfigType.LONG,
         3600000,
         "How far in the future a CreateTime timestamp may be.",
         validator=at_least(0),
@@ -189,7 +187,7 @@ class TopicConfig:
     )
     message_timestamp_before_max_ms: int = setting(
         "message.timestamp.before.max.ms",
-        C.LONG,
+        ConfigType.LONG,
         LONG_MAX,
         "How far in the past a CreateTime timestamp may be.",
         validator=at_least(0),
@@ -197,7 +195,7 @@ class TopicConfig:
     )
     message_timestamp_type: str = setting(
         "message.timestamp.type",
-        C.STRING,
+        ConfigType.STRING,
         "CreateTime",
         "CreateTime or LogAppendTime.",
         validator=one_of(*TIMESTAMP_TYPES),
@@ -205,7 +203,7 @@ class TopicConfig:
     )
     min_cleanable_dirty_ratio: float = setting(
         "min.cleanable.dirty.ratio",
-        C.DOUBLE,
+        ConfigType.DOUBLE,
         0.5,
         "Dirty ratio that triggers cleaning.",
         validator=between(0, 1),
@@ -213,7 +211,7 @@ class TopicConfig:
     )
     min_compaction_lag_ms: int = setting(
         "min.compaction.lag.ms",
-        C.LONG,
+        ConfigType.LONG,
         0,
         "Minimum age before compaction.",
         validator=at_least(0),
@@ -221,7 +219,7 @@ class TopicConfig:
     )
     min_insync_replicas: int = setting(
         "min.insync.replicas",
-        C.INT,
+        ConfigType.INT,
         1,
         "Replicas that must ack an acks=all write.",
         validator=at_least(1),
@@ -229,30 +227,33 @@ class TopicConfig:
     )
     preallocate: bool = setting(
         "preallocate",
-        C.BOOLEAN,
+        ConfigType.BOOLEAN,
         False,
         "Preallocate segment files.",
         synonyms=_same_name("log.preallocate"),
     )
     remote_log_copy_disable: bool = setting(
-        "remote.log.copy.disable", C.BOOLEAN, False, "Stop copying to tiered storage."
+        "remote.log.copy.disable", ConfigType.BOOLEAN, False, "Stop copying to tiered storage."
     )
     remote_log_delete_on_disable: bool = setting(
-        "remote.log.delete.on.disable", C.BOOLEAN, False, "Drop tiered data when disabling it."
+        "remote.log.delete.on.disable",
+        ConfigType.BOOLEAN,
+        False,
+        "Drop tiered data when disabling it.",
     )
     remote_storage_enable: bool = setting(
-        "remote.storage.enable", C.BOOLEAN, False, "Tiered storage (unsupported by Strom)."
+        "remote.storage.enable", ConfigType.BOOLEAN, False, "Tiered storage (unsupported by Strom)."
     )
     retention_bytes: int = setting(
         "retention.bytes",
-        C.LONG,
+        ConfigType.LONG,
         -1,
         "Partition size kept; -1 = unlimited.",
         synonyms=_same_name("log.retention.bytes"),
     )
     retention_ms: int = setting(
         "retention.ms",
-        C.LONG,
+        ConfigType.LONG,
         604800000,
         "Age of data kept; -1 = unlimited.",
         validator=at_least(-1),
@@ -264,7 +265,7 @@ class TopicConfig:
     )
     segment_bytes: int = setting(
         "segment.bytes",
-        C.INT,
+        ConfigType.INT,
         1073741824,
         "Size at which a segment rolls.",
         validator=at_least(MIN_SEGMENT_BYTES),
@@ -272,7 +273,7 @@ class TopicConfig:
     )
     segment_index_bytes: int = setting(
         "segment.index.bytes",
-        C.INT,
+        ConfigType.INT,
         10485760,
         "Maximum offset index size.",
         validator=at_least(4),
@@ -280,7 +281,7 @@ class TopicConfig:
     )
     segment_jitter_ms: int = setting(
         "segment.jitter.ms",
-        C.LONG,
+        ConfigType.LONG,
         0,
         "Random segment roll jitter.",
         validator=at_least(0),
@@ -291,7 +292,7 @@ class TopicConfig:
     )
     segment_ms: int = setting(
         "segment.ms",
-        C.LONG,
+        ConfigType.LONG,
         604800000,
         "Age at which a segment rolls.",
         validator=at_least(1),
@@ -299,7 +300,7 @@ class TopicConfig:
     )
     unclean_leader_election_enable: bool = setting(
         "unclean.leader.election.enable",
-        C.BOOLEAN,
+        ConfigType.BOOLEAN,
         False,
         "Allow out-of-sync replicas to become leader.",
         synonyms=_same_name("unclean.leader.election.enable"),

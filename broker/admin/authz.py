@@ -29,15 +29,26 @@ def _bits(*ops: AclOperation) -> int:
     return sum(1 << op for op in ops)
 
 
-A = AclOperation
 TOPIC_OPERATIONS = _bits(
-    A.READ, A.WRITE, A.CREATE, A.DELETE, A.ALTER, A.DESCRIBE, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
 )
 CLUSTER_OPERATIONS = _bits(
-    A.CREATE, A.CLUSTER_ACTION, A.DESCRIBE_CONFIGS, A.ALTER_CONFIGS, A.IDEMPOTENT_WRITE, A.ALTER,
-    A.DESCRIBE,
-)  # fmt: skip
-GROUP_OPERATIONS = _bits(A.READ, A.DESCRIBE, A.DELETE)
+    AclOperation.CREATE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+)
+GROUP_OPERATIONS = _bits(AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
 
 
 def authorized(requested: bool, operations: int) -> int:

@@ -26,6 +26,7 @@ from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, last_stable_offset, locate
 from strom.broker.replication.divergence import diverging_epoch
+from strom.broker.replication.replica_set import StaleFetch
 from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
@@ -255,12 +256,14 @@ def _read_replica(
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
         ReplicationManager.of(broker).follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
-            part.follower_log_start,
+            part.follower_log_start, replica.broker_epoch,
         )  # fmt: skip
         max_bytes = max(0, min(part.max_bytes, budget))
         read.result = log.read(part.fetch_offset, max_bytes, min_one, None)
     except LogError as exc:
         return PartitionRead(part, name, exc.error)
+    except StaleFetch:  # an older incarnation than one this leader heard from (KIP-903)
+        return PartitionRead(part, name, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
     _set_offsets(read, log)

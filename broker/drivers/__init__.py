@@ -6,7 +6,8 @@ interfaces (a log to append to, a publish callback), never on the whole broker s
 `controller`: the metadata controller and its log; `quorum_controller` the same controller on
 the Raft quorum; `controller_api` what both share (`MetadataController`, their base class). `groups`: the classic group coordinator over
 `__consumer_offsets` (`group_loading` reads it back at start-up, in a worker thread; the
-broker's appends, acks=all, are `strom.broker.data.offsets_topic`'s).
+broker's appends, acks=all, are `strom.broker.data.coordinator_topics`'s, behind the
+`coordinator_topic` protocol both coordinators' drivers use).
 `topics`: the one path by which the broker creates topics on its own behalf (auto-creation,
 `__consumer_offsets`, `__transaction_state`), through the controller like a CreateTopics.
 `lifecycle`: this broker's registration with the controller and its heartbeats (BrokerRegistration,

@@ -8,7 +8,7 @@ are released; a single timer task sleeps until the machine's next deadline
 (or until a request moves it) and calls `tick`.
 
 The records the machine emits are appended, in order, to the group's
-partition (`OffsetsTopic.append`, on the event-loop thread), and each outcome
+partition (`CoordinatorTopic.append`, on the event-loop thread), and each outcome
 goes back to it with `write_completed`; only then does it act on them and
 release the replies waiting on them. Writes go with acks=all semantics, as
 Kafka's coordinator writes them: on a single-replica partition the append is
@@ -18,9 +18,9 @@ same wait acks=all produces use) before reporting the outcome. So an
 OffsetCommit or SyncGroup is answered only once every ISR member holds its
 records, and a commit survives the leader's failover.
 
-The driver reaches the broker only through `OffsetsTopic` (which partitions of
+The driver reaches the broker only through a `CoordinatorTopic` (which partitions of
 `__consumer_offsets` this node leads, their logs, appending to them, creating
-the topic; the broker's is strom.broker.data.offsets_topic), a clock and a few
+the topic; the broker's is strom.broker.data.coordinator_topics), a clock and a few
 config values, so it runs without a broker in tests.
 
 Leadership: a node coordinates exactly the groups whose `__consumer_offsets`
@@ -41,13 +41,14 @@ import itertools
 import logging
 import math
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated
 from strom.broker.drivers.group_loading import read_partition
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
 from strom.coordinator.groups.api import (
@@ -61,11 +62,11 @@ from strom.coordinator.groups.api import (
     Released,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
     Write,
 )
 from strom.coordinator.groups.coordinator import GroupCoordinator
 from strom.coordinator.groups.records import partition_for
-from strom.storage import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.records import Record, build_batch
 
@@ -89,33 +90,6 @@ def group_config(c: BrokerConfig) -> GroupConfig:
     )
 
 
-class OffsetsTopic(Protocol):
-    """`__consumer_offsets` as the group driver needs it."""
-
-    def partitions(self) -> list[int] | None:
-        """The topic's partition ids; None before it exists."""
-        ...
-
-    def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
-        """The partition's log and leader epoch while this node leads it; None otherwise."""
-        ...
-
-    def append(self, partition: int, batch: bytes | bytearray, now: int) -> ErrorCode | Replicated:
-        """Append one batch as the coordinator, acks=all: an error if nothing was written
-        (e.g. NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS), NONE if the records are committed
-        already (one replica), else the wait for the ISR to hold them."""
-        ...
-
-    async def create(self) -> ErrorCode:
-        """Create the topic (as Kafka does, on first use); NONE once it exists."""
-        ...
-
-
-Replicated = Callable[[], Awaitable[ErrorCode]]
-"""Waits until a written batch is committed (the high watermark passed it): NONE, or why not
-(NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT)."""
-
-
 def _new_uuid() -> str:
     return str(uuid.uuid4())
 
@@ -133,7 +107,7 @@ class GroupDriver:
 
     def __init__(
         self,
-        topic: OffsetsTopic,
+        topic: CoordinatorTopic,
         config: GroupConfig,
         *,
         num_partitions: int,
@@ -156,6 +130,9 @@ class GroupDriver:
         exactly the groups that hash to them."""
         self.loading: dict[int, int] = {}
         """Partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the load's id."""
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
+        """Transaction markers written to a partition while it loads: applied after the load
+        (applying one the load already read is harmless)."""
         self._load_ids = itertools.count(1)
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
         self._to_wait, self._wait_queue = trio.open_memory_channel[tuple[int, Replicated]](
@@ -202,6 +179,7 @@ class GroupDriver:
         self.owned -= lost
         for partition in lost:
             self.loading.pop(partition, None)
+            self._markers_while_loading.pop(partition, None)
         dropped = self.machine.unload(
             self.now(), lambda group_id: partition_for(group_id, self._num_partitions) in lost
         )
@@ -223,6 +201,8 @@ class GroupDriver:
             del self.loading[partition]
             self.machine.load(loaded, self.now())
             self.owned.add(partition)
+            for producer_id, commit in self._markers_while_loading.pop(partition, []):
+                self.complete_transaction(partition, producer_id, commit)
             self._settle()
             log.info("loaded %s-%d: now coordinating its groups", CONSUMER_OFFSETS, partition)
 
@@ -331,6 +311,34 @@ class GroupDriver:
         )
         return result.errors
 
+    async def txn_commit(self, req: TxnCommitRequest) -> dict[PartitionKey, ErrorCode]:
+        """TxnOffsetCommit, answered once the transaction's offsets are written (call `ready`
+        and verify the transaction first); they count once its COMMIT marker is written."""
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        result = await self._request(
+            partial(self.machine.txn_commit, req=req),
+            CommitResult,
+            lambda error: CommitResult(dict.fromkeys(keys, error)),
+        )
+        return result.errors
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A COMMIT/ABORT marker of `producer_id` is now committed in `__consumer_offsets`
+        partition `partition` (WriteTxnMarkers): the producer's transactional offsets of that
+        partition's groups become visible or are dropped. Returns how many were committed."""
+        if partition in self.loading:  # the load may have read the log before the marker
+            self._markers_while_loading.setdefault(partition, []).append((producer_id, commit))
+            return 0
+        if partition not in self.owned:
+            return 0  # not led here: the next leader replays the marker from the log
+        return self.run_sync(
+            lambda: self.machine.complete_transaction(
+                producer_id,
+                commit,
+                lambda group_id: partition_for(group_id, self._num_partitions) == partition,
+            )
+        )
+
     async def delete_offsets(
         self, group_id: str, partitions: list[PartitionKey]
     ) -> OffsetDeleteResult:
@@ -415,7 +423,14 @@ class GroupDriver:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         now = self.now()
-        batch = build_batch([Record(k, v, timestamp=now) for k, v in write.records])
+        records = [Record(k, v, timestamp=now) for k, v in write.records]
+        if write.producer is None:
+            batch = build_batch(records)
+        else:  # a transaction's offsets: its transactional batch, as Kafka's coordinator writes
+            producer_id, producer_epoch = write.producer
+            batch = build_batch(
+                records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
+            )
         outcome = self.topic.append(index, batch, now)
         if isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
             log.error(

@@ -134,8 +134,12 @@ class BrokerLifecycle:
             response = await self._channel.register(request)
             if response.error_code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
                 break
-            log.info("broker %d: an older incarnation still holds a lease; retrying", self.node_id)
-            await trio.sleep(self._config.broker_heartbeat_interval_ms / 1000)
+            log.info(
+                "broker %d: another incarnation is registered and still heartbeating; retrying",
+                self.node_id,
+            )
+            # a restart is accepted once the old incarnation missed its heartbeats: ask often
+            await trio.sleep(min(self._config.broker_heartbeat_interval_ms / 1000, 0.25))
         if response.error_code != ErrorCode.NONE:
             raise RegistrationError(
                 f"the controller refused to register broker {self.node_id}: "

@@ -6,13 +6,14 @@ Behavior:
 - The controller (`strom.coordinator.controller.brokers`) writes a fenced RegisterBrokerRecord
   whose offset is the broker's epoch (the response's `broker_epoch`); the broker is unfenced
   by a later heartbeat. Errors, without a message field on the wire: INCONSISTENT_CLUSTER_ID
-  (another cluster id), DUPLICATE_BROKER_REGISTRATION (another incarnation of that id still
-  holds a lease and names none of the same log directories), UNSUPPORTED_VERSION (the broker cannot run the finalized metadata.version),
+  (another cluster id), DUPLICATE_BROKER_REGISTRATION (another incarnation of that id is
+  unfenced and still holds a lease, unless it names the same log directories and stopped
+  heartbeating), UNSUPPORTED_VERSION (the broker cannot run the finalized metadata.version),
   BROKER_ID_NOT_REGISTERED (a ZooKeeper-migrating broker).
 
 Version notes: v0 flexible (KIP-631); v1 adds IsMigratingZkBroker; v2 LogDirs (Strom's
 brokers send their `directory.id`s: a restart on the same directories replaces the previous
-incarnation at once); v3
+incarnation once that one stopped heartbeating, without waiting out its lease); v3
 PreviousBrokerEpoch (KIP-966: Strom's brokers send the epoch their clean-shutdown markers
 name; with eligible leader replicas enabled a mismatch is an unclean shutdown that takes the
 broker out of every ISR and ELR, see coordinator/controller/brokers.py); v4 the same with

@@ -65,13 +65,12 @@ def _unknown_partitions(body: DescribeQuorumRequest) -> DescribeQuorumResponse |
     wanted = [(t.topic_name, p.partition_index) for t in body.topics for p in t.partitions]
     if wanted == [(wire.METADATA_TOPIC, wire.METADATA_PARTITION)]:
         return None
-    D = DescribeQuorumResponse
-    return D(
+    return DescribeQuorumResponse(
         topics=[
-            D.TopicData(
+            DescribeQuorumResponse.TopicData(
                 topic,
                 [
-                    D.PartitionData(
+                    DescribeQuorumResponse.PartitionData(
                         partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     )
                 ],

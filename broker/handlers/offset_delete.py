@@ -27,14 +27,14 @@ API_KEY = 47
 MIN_VERSION = 0
 MAX_VERSION = 0
 
-R = OffsetDeleteResponse
-
 
 async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     driver = group_driver(broker)
-    error = ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready(body.group_id)
+    error = (
+        ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready(body.group_id)
+    )
     if driver is None or error:
         return OffsetDeleteResponse(error_code=error)
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -52,10 +52,10 @@ async def handle(
     errors.update(deleted.partitions)
     return OffsetDeleteResponse(
         topics=[
-            R.OffsetDeleteResponseTopic(
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(
                 name=topic.name,
                 partitions=[
-                    R.OffsetDeleteResponsePartition(
+                    OffsetDeleteResponse.OffsetDeleteResponsePartition(
                         p.partition_index, errors[(topic.name, p.partition_index)]
                     )
                     for p in topic.partitions

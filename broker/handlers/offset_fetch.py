@@ -36,7 +36,6 @@ MIN_VERSION = 1
 MAX_VERSION = 9
 
 TOP_LEVEL_ERROR_VERSION = 2
-R = OffsetFetchResponse
 Fetched = list[tuple[str, list[tuple[int, OffsetEntry | None]]]]
 
 
@@ -53,7 +52,7 @@ async def handle(
             )
             error, fetched = _fetch(broker, group.group_id, wanted)
             groups.append(
-                R.OffsetFetchResponseGroup(
+                OffsetFetchResponse.OffsetFetchResponseGroup(
                     group_id=group.group_id, topics=_topics_v8(fetched), error_code=error
                 )
             )
@@ -65,10 +64,12 @@ async def handle(
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
         topics=[
-            R.OffsetFetchResponseTopic(
+            OffsetFetchResponse.OffsetFetchResponseTopic(
                 name=name,
                 partitions=[
-                    R.OffsetFetchResponsePartition(p, *_values(entry), error_code=partition_error)
+                    OffsetFetchResponse.OffsetFetchResponsePartition(
+                        p, *_values(entry), error_code=partition_error
+                    )
                     for p, entry in parts
                 ],
             )
@@ -104,10 +105,12 @@ def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
 
 def _topics_v8(fetched: Fetched) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     return [
-        R.OffsetFetchResponseTopics(
+        OffsetFetchResponse.OffsetFetchResponseTopics(
             name=name,
             partitions=[
-                R.OffsetFetchResponsePartitions(p, *_values(entry), error_code=ErrorCode.NONE)
+                OffsetFetchResponse.OffsetFetchResponsePartitions(
+                    p, *_values(entry), error_code=ErrorCode.NONE
+                )
                 for p, entry in parts
             ],
         )

@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
-from strom.broker.data.offsets_topic import group_driver
+from strom.broker.data.coordinator_topics import group_driver
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController

@@ -8,7 +8,11 @@ Kafka's `Partition` does, and nothing here touches a log, a socket or a clock of
   for it, never moving back. While an ISR change is in flight (AlterPartition sent, not yet in
   the metadata), the members counted are the union of the committed and the proposed ISR (Kafka's
   "maximal ISR"): a follower being added counts at once, one being removed still counts, so
-  the high watermark is safe under either outcome.
+  the high watermark is safe under either outcome. A proposal stays in flight until the
+  controller's answer or a newer partition epoch in the metadata settles it (`committed`); an
+  error settles it only when the controller says the change was not made
+  (`proposal_refused`: INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED): a timeout or a
+  NOT_CONTROLLER may hide a change that committed.
 - **Strict min ISR** (with eligible leader replicas, KIP-966): while the committed ISR is
   smaller than `min_isr` (the topic's min.insync.replicas, capped at the replication factor)
   the high watermark does not move, as in Kafka 4: every replica the controller moves into
@@ -20,7 +24,14 @@ Kafka's `Partition` does, and nothing here touches a log, a socket or a clock of
 - **Shrink**: an ISR follower not caught up for more than `replica.lag.time.max.ms` (and not
   at the leader's log end offset) leaves the ISR.
 - **Expand**: a follower outside the ISR joins once its log end offset reaches the high
-  watermark and the start of the leader's epoch (so it holds this leader's history).
+  watermark and the start of the leader's epoch (so it holds this leader's history), and its
+  fetches carried the broker epoch its broker is registered with now (KIP-903): a log end
+  learnt from an earlier incarnation proves nothing about the restarted process's log.
+- **Broker epochs** (KIP-903): each follower's state remembers the broker epoch its fetches
+  named; a fetch naming an older one is stale (refused), and a new registration of the
+  follower's broker (`registered`) forgets what the previous incarnation reported. The ISR
+  proposed carries each follower's epoch as its fetches named it (-1 when unknown), so the
+  controller refuses the change if that broker registered again meanwhile.
 - **acks=all**: a produce whose last offset is below the high watermark is replicated to the
   whole ISR; `min.insync.replicas` is checked before the append (NOT_ENOUGH_REPLICAS) and
   again when it completes (NOT_ENOUGH_REPLICAS_AFTER_APPEND), as Kafka does.
@@ -37,7 +48,7 @@ metadata image, sends the AlterPartition it proposes, and completes waiting prod
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from strom.wire.errors import ErrorCode
@@ -55,6 +66,19 @@ class Follower:
     leader_end_at_last_fetch: int = UNKNOWN_OFFSET
     log_start_offset: int = UNKNOWN_OFFSET
     """The follower's log start, as its last fetch said (KIP-392's read replica choice)."""
+    broker_epoch: int | None = None
+    """The broker epoch its fetches named (None: no fetch yet; -1: a fetch without one)."""
+
+
+@dataclass(eq=False, slots=True)
+class Proposal:
+    """An ISR change sent to the controller; identity tells one proposal from the next."""
+
+    isr: frozenset[int]
+
+
+class StaleFetch(Exception):
+    """A fetch from an older incarnation of the follower than one already heard from."""
 
 
 class ReplicaSet:
@@ -74,8 +98,9 @@ class ReplicaSet:
         self.leader_id = leader_id
         self.isr = frozenset(isr)
         """The ISR committed in the metadata."""
-        self.pending: frozenset[int] | None = None
-        """An ISR proposed in an AlterPartition not yet answered (None: none in flight)."""
+        self.pending: Proposal | None = None
+        """An ISR change in flight: sent, or refused in a way that leaves its outcome unknown
+        (None: none in flight)."""
         self.high_watermark = high_watermark
         self.min_isr = 0
         """Strict min ISR (see the module docstring); 0: off."""
@@ -98,15 +123,26 @@ class ReplicaSet:
         leader_end: int,
         now_ms: int,
         log_start_offset: int = UNKNOWN_OFFSET,
+        broker_epoch: int = -1,
     ) -> bool:
-        """A follower fetched from `fetch_offset` while the leader's log ended at `leader_end`.
+        """A follower fetched from `fetch_offset` while the leader's log ended at `leader_end`,
+        naming `broker_epoch` (-1: none).
 
         Returns whether the high watermark moved. A replica that is not assigned is ignored
-        (the Fetch handler answers it NOT_LEADER_OR_FOLLOWER before asking).
+        (the Fetch handler answers it NOT_LEADER_OR_FOLLOWER before asking). Raises
+        StaleFetch for a fetch naming an older broker epoch than an earlier fetch did.
         """
         follower = self.followers.get(replica_id)
         if follower is None:
             return False
+        known = follower.broker_epoch
+        if broker_epoch >= 0 and known is not None and known != broker_epoch:
+            if known > broker_epoch:
+                raise StaleFetch(f"broker epoch {broker_epoch} is older than {known}")
+            if known >= 0:  # a new incarnation: nothing the previous one said holds
+                follower = self.followers[replica_id] = Follower()
+        if broker_epoch >= 0 or known is None:
+            follower.broker_epoch = broker_epoch
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.leader_end_at_last_fetch:
@@ -126,21 +162,41 @@ class ReplicaSet:
         for replica in self.followers.keys() - wanted:
             del self.followers[replica]
 
+    def registered(self, replica_id: int, broker_epoch: int) -> None:
+        """The metadata says `replica_id`'s broker is registered with `broker_epoch`: when its
+        fetches named an older one, that incarnation is gone and what it reported with it
+        (Kafka fences such state by the broker epoch, KIP-903)."""
+        follower = self.followers.get(replica_id)
+        if follower is None or follower.broker_epoch is None:
+            return
+        if 0 <= follower.broker_epoch < broker_epoch:
+            self.followers[replica_id] = Follower()
+
     def committed(self, isr: Iterable[int]) -> None:
-        """The metadata now holds `isr` (an AlterPartition answered, or any ISR change)."""
+        """The controller decided: `isr` is the committed ISR (an AlterPartition's answer, or
+        metadata with a newer partition epoch than the proposal in flight was made from), and
+        no change is in flight any more."""
         self.isr = frozenset(isr)
-        if self.pending is not None and self.pending == self.isr:
+        self.pending = None
+
+    def proposal_refused(self, proposal: Proposal) -> None:
+        """The controller says `proposal` was not made (INELIGIBLE_REPLICA,
+        OPERATION_NOT_ATTEMPTED): back to the committed ISR, to propose again. Any other
+        failure leaves it in flight until the answer or the metadata settles it."""
+        if self.pending is proposal:
             self.pending = None
 
-    def proposal_failed(self) -> None:
-        """The AlterPartition in flight was refused or lost: propose again from the ISR."""
-        self.pending = None
+    def report(self) -> Proposal:
+        """The committed ISR, sent as a change of the leader recovery state only (an uncleanly
+        elected leader's RECOVERED): in flight like any other proposal."""
+        self.pending = Proposal(self.isr)
+        return self.pending
 
     # --- decisions ---------------------------------------------------------------------------
 
     def counted(self) -> frozenset[int]:
         """The replicas the high watermark waits for (the maximal ISR; see the module doc)."""
-        return self.isr | (self.pending or frozenset())
+        return self.isr if self.pending is None else self.isr | self.pending.isr
 
     def advance(self, leader_end: int) -> bool:
         """Move the high watermark to the smallest log end offset counted; True if it moved."""
@@ -159,15 +215,15 @@ class ReplicaSet:
         return False
 
     def proposal(
-        self, leader_end: int, now_ms: int, eligible: Iterable[int]
-    ) -> frozenset[int] | None:
-        """The ISR to propose now (None: keep it, or one is already in flight).
+        self, leader_end: int, now_ms: int, eligible: Mapping[int, int]
+    ) -> Proposal | None:
+        """The ISR change to propose now (None: keep the ISR, or a change is in flight).
 
-        `eligible` are the brokers that may join (registered, unfenced, not shutting down).
+        `eligible` maps the brokers that may join (registered, unfenced, not shutting down) to
+        their registered broker epochs: a follower joins only if its fetches named that epoch.
         """
         if self.pending is not None:
             return None
-        may_join = frozenset(eligible)
         isr = set(self.isr)
         for replica, follower in self.followers.items():
             if replica in isr:
@@ -175,7 +231,8 @@ class ReplicaSet:
                 if behind and now_ms - follower.last_caught_up_ms > self.lag_time_max_ms:
                     isr.discard(replica)
             elif (
-                replica in may_join
+                replica in eligible
+                and follower.broker_epoch in (-1, eligible[replica])
                 and follower.log_end_offset >= self.high_watermark
                 and follower.log_end_offset >= self.leader_epoch_start
             ):
@@ -184,8 +241,22 @@ class ReplicaSet:
         proposed = frozenset(isr)
         if proposed == self.isr:
             return None
-        self.pending = proposed
-        return proposed
+        self.pending = Proposal(proposed)
+        return self.pending
+
+    def member_epochs(self, isr: Iterable[int], leader_epoch: int) -> list[tuple[int, int]]:
+        """(broker id, broker epoch) of each member of `isr` as AlterPartition sends them: the
+        leader's own, each follower's as its fetches named it, -1 when unknown (the controller
+        then skips the check; Kafka's addBrokerEpochToIsr)."""
+        out = []
+        for broker_id in sorted(isr):
+            if broker_id == self.leader_id:
+                out.append((broker_id, leader_epoch))
+                continue
+            follower = self.followers.get(broker_id)
+            epoch = None if follower is None else follower.broker_epoch
+            out.append((broker_id, -1 if epoch is None else epoch))
+        return out
 
     def low_watermark(self, leader_log_start: int, alive: Container[int]) -> int:
         """DeleteRecords' low watermark: the smallest log start of this leader (`leader_log_start`)

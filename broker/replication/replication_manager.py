@@ -29,8 +29,13 @@ follower outside the ISR that caught up is proposed at once; lagging ISR members
 dropped by `isr_loop`, every `replica.lag.time.max.ms` / 2 (Kafka's ISR expiration schedule).
 Proposals go to the active controller as AlterPartition (latest version) from one sender task,
 batched, with the same retries as the broker's other controller requests
-(`ActiveControllerClient`); a refused or lost proposal is proposed again from the committed ISR
-on the next check.
+(`ActiveControllerClient`). What happens to a proposal follows Kafka's Partition and
+AlterPartitionManager: an answer settles it; INELIGIBLE_REPLICA and OPERATION_NOT_ATTEMPTED (the
+controller did not make the change) put it back to the committed ISR; no answer, a top-level
+error or an unexpected partition error sends it again; the other partition errors
+(FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...) leave it in flight until metadata with a
+newer partition epoch settles it. While in flight the high watermark counts the proposed
+members too, since the controller may already count them in the ISR.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from strom.broker.replication.read_replica import (
     ReplicaView,
     select_read_replica,
 )
-from strom.broker.replication.replica_set import ReplicaSet
+from strom.broker.replication.replica_set import Proposal, ReplicaSet
 from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
@@ -70,7 +75,18 @@ ALTER_PARTITION_VERSION = AlterPartitionRequest.MAX_VERSION
 RECOVERED, RECOVERING = 0, 1
 """Leader recovery states (KIP-704): RECOVERING after an unclean election."""
 ALTER_PARTITION_TIMEOUT_S = 30.0
-"""How long one AlterPartition may retry across controller changes before it is proposed anew."""
+"""How long one AlterPartition may retry across controller changes before it is sent anew."""
+RESEND_AFTER_S = 0.05
+"""Wait before sending a proposal again (Kafka's AlterPartitionManager: 50 ms)."""
+RESET_ON = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
+"""Partition errors after which the change was certainly not made: back to the committed ISR."""
+WAIT_FOR_METADATA_ON = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST,
+    ErrorCode.NEW_LEADER_ELECTED,
+})  # fmt: skip
+"""Partition errors after which the proposal stays in flight until the metadata settles it
+(Kafka's handleAlterPartitionError); any other partition error is sent again."""
 
 
 @dataclass
@@ -87,9 +103,9 @@ class Leadership:
 
 @dataclass
 class _Outbox:
-    """ISR proposals waiting for the sender: key -> (leadership, proposed ISR)."""
+    """ISR proposals waiting for the sender: key -> (leadership, proposal)."""
 
-    proposals: dict[Key, tuple[Leadership, frozenset[int]]] = field(default_factory=dict)
+    proposals: dict[Key, tuple[Leadership, Proposal]] = field(default_factory=dict)
     ready: trio.Event = field(default_factory=trio.Event)
 
 
@@ -167,11 +183,14 @@ class ReplicationManager:
                         if partition.replicas != current.replicas:
                             current.replica_set.reassigned(partition.replicas)
                             current.replicas = partition.replicas
-                        if partition.partition_epoch >= current.partition_epoch:
+                        if partition.partition_epoch > current.partition_epoch:
+                            # the controller changed the partition since the leader last
+                            # knew it: that settles any proposal in flight
                             current.partition_epoch = partition.partition_epoch
                             current.replica_set.committed(partition.isr)
-                            # a smaller ISR (the controller fenced a follower) may commit more
-                            self._advance(key, current)
+                    self._registrations(image, current)
+                    # a smaller ISR (the controller fenced a follower) may commit more
+                    self._advance(key, current)
                     leaders[key] = current
                     continue
                 plog.high_watermark_follows_appends = False
@@ -224,18 +243,29 @@ class ReplicationManager:
             # elected uncleanly: report RECOVERED at once (every AlterPartition this leader
             # sends says RECOVERED; there is no transaction state to recover yet)
             log.info("%s: elected uncleanly; reporting RECOVERED", plog.name)
-            self._outbox.proposals[key] = (leadership, frozenset(partition.isr))
-            self._outbox.ready.set()
+            self._queue(key, leadership, replica_set.report())
         return leadership
+
+    def _registrations(self, image: MetadataImage, leadership: Leadership) -> None:
+        """Forget what earlier incarnations of the followers' brokers reported (KIP-903)."""
+        for replica_id in leadership.replica_set.followers:
+            registration = image.broker(replica_id)
+            if registration is not None:
+                leadership.replica_set.registered(replica_id, registration.epoch)
 
     # --- leader side -------------------------------------------------------------------------
 
     def follower_fetched(
-        self, key: Key, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+        self,
+        key: Key,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int = -1,
+        broker_epoch: int = -1,
     ) -> None:
         """A follower fetched `key` from `fetch_offset` (its log end) with its log starting at
-        `log_start_offset`: move the high watermark and propose it into the ISR if it caught
-        up."""
+        `log_start_offset`, naming `broker_epoch`: move the high watermark and propose it into
+        the ISR if it caught up. Raises StaleFetch for a fetch of an older incarnation."""
         leadership = self.leaders.get(key)
         if leadership is None:
             return
@@ -244,10 +274,12 @@ class ReplicationManager:
         follower = leadership.replica_set.followers.get(replica_id)
         start_before = None if follower is None else follower.log_start_offset
         if leadership.replica_set.follower_fetched(
-            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset
+            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset, broker_epoch
         ):
             self._set_high_watermark(key, leadership)
-        elif follower is not None and follower.log_start_offset != start_before:
+        elif (
+            follower := leadership.replica_set.followers.get(replica_id)
+        ) is not None and follower.log_start_offset != start_before:
             self._notify(key)  # the low watermark may have moved: DeleteRecords waits on it
         if replica_id not in leadership.replica_set.isr:
             self._propose(key, leadership, now)
@@ -320,16 +352,23 @@ class ReplicationManager:
 
     def _propose(self, key: Key, leadership: Leadership, now: int) -> None:
         image = self.broker.image
-        eligible = [b.broker_id for b in image.brokers() if b.active]
+        eligible = {b.broker_id: b.epoch for b in image.brokers() if b.active}
         proposed = leadership.replica_set.proposal(leadership.log.log_end_offset, now, eligible)
         if proposed is None:
             return
         log.info(
             "%s: proposing ISR %s (committed %s)",
-            leadership.log.name, sorted(proposed), sorted(leadership.replica_set.isr),
+            leadership.log.name, sorted(proposed.isr), sorted(leadership.replica_set.isr),
         )  # fmt: skip
-        self._outbox.proposals[key] = (leadership, proposed)
+        self._queue(key, leadership, proposed)
+
+    def _queue(self, key: Key, leadership: Leadership, proposal: Proposal) -> None:
+        self._outbox.proposals[key] = (leadership, proposal)
         self._outbox.ready.set()
+
+    def _in_flight(self, key: Key, leadership: Leadership, proposal: Proposal) -> bool:
+        """`proposal` is still what `key`'s current leadership waits on."""
+        return self.leaders.get(key) is leadership and leadership.replica_set.pending is proposal
 
     def check_isr(self) -> None:
         """Shrink or expand every led ISR that needs it (the periodic check)."""
@@ -353,15 +392,23 @@ class ReplicationManager:
             if batch:
                 await self._send(batch)
 
-    async def _send(self, batch: dict[Key, tuple[Leadership, frozenset[int]]]) -> None:
-        image = self.broker.image
+    async def _send(self, batch: dict[Key, tuple[Leadership, Proposal]]) -> None:
+        batch = {
+            key: (leadership, proposal)
+            for key, (leadership, proposal) in batch.items()
+            if self._in_flight(key, leadership, proposal)
+        }
+        if not batch:
+            return
+        own_epoch = self.broker.controller.broker_epoch
         topics: dict[uuid.UUID, AlterPartitionRequest.TopicData] = {}
-        for (_, index), (leadership, isr) in batch.items():
-            members = []
-            for broker_id in sorted(isr):
-                registration = image.broker(broker_id)
-                epoch = -1 if registration is None else registration.epoch
-                members.append(AlterPartitionRequest.BrokerState(broker_id, epoch))
+        for (_, index), (leadership, proposal) in batch.items():
+            members = [
+                AlterPartitionRequest.BrokerState(broker_id, epoch)
+                for broker_id, epoch in leadership.replica_set.member_epochs(
+                    proposal.isr, own_epoch
+                )
+            ]
             topic = topics.setdefault(
                 leadership.topic_id, AlterPartitionRequest.TopicData(leadership.topic_id)
             )
@@ -376,15 +423,21 @@ class ReplicationManager:
             )
         request = AlterPartitionRequest(
             broker_id=self.broker.node_id,
-            broker_epoch=self.broker.controller.broker_epoch,
+            broker_epoch=own_epoch,
             topics=list(topics.values()),
         )
         try:
             response = await self._request(request)
         except ControllerUnavailable as exc:
-            log.warning("AlterPartition not answered: %s; proposing again later", exc)
+            log.warning("AlterPartition not answered: %s; sending it again", exc)
             response = AlterPartitionResponse(error_code=ErrorCode.REQUEST_TIMED_OUT)
-        self._answered(batch, response)
+        resend = self._answered(batch, response)
+        if resend:
+            await trio.sleep(RESEND_AFTER_S)
+            for key, (leadership, proposal) in resend.items():
+                if self._in_flight(key, leadership, proposal):
+                    self._outbox.proposals.setdefault(key, (leadership, proposal))
+            self._outbox.ready.set()
 
     async def _request(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
         controller = self.broker.controller
@@ -412,27 +465,46 @@ class ReplicationManager:
         return response
 
     def _answered(
-        self, batch: dict[Key, tuple[Leadership, frozenset[int]]], response: AlterPartitionResponse
-    ) -> None:
+        self, batch: dict[Key, tuple[Leadership, Proposal]], response: AlterPartitionResponse
+    ) -> dict[Key, tuple[Leadership, Proposal]]:
+        """Settle what the answer settles (see the module docstring); returns the proposals
+        to send again."""
         answers: dict[tuple[uuid.UUID, int], AlterPartitionResponse.PartitionData] = {}
         if response.error_code == ErrorCode.NONE:
             for topic in response.topics:
                 for p in topic.partitions:
                     answers[(topic.topic_id, p.partition_index)] = p
-        for key, (leadership, _) in batch.items():
+        resend: dict[Key, tuple[Leadership, Proposal]] = {}
+        for key, (leadership, proposal) in batch.items():
+            if not self._in_flight(key, leadership, proposal):
+                continue  # the metadata settled it meanwhile
             answer = answers.get((leadership.topic_id, key[1]))
-            if answer is None or answer.error_code != ErrorCode.NONE:
-                code = response.error_code if answer is None else answer.error_code
-                log.info("%s: ISR change refused (%s)", leadership.log.name, ErrorCode(code).name)
-                leadership.replica_set.proposal_failed()
+            if answer is None:  # no answer, or a top-level error: the outcome is unknown
+                resend[key] = (leadership, proposal)
+                continue
+            if answer.error_code != ErrorCode.NONE:
+                error = ErrorCode(answer.error_code)
+                if error in RESET_ON:
+                    log.info("%s: ISR change refused (%s)", leadership.log.name, error.name)
+                    leadership.replica_set.proposal_refused(proposal)
+                elif error in WAIT_FOR_METADATA_ON:
+                    log.info(
+                        "%s: ISR change refused (%s); waiting for the metadata",
+                        leadership.log.name, error.name,
+                    )  # fmt: skip
+                else:
+                    log.warning(
+                        "%s: ISR change got %s; sending it again", leadership.log.name, error.name
+                    )
+                    resend[key] = (leadership, proposal)
                 continue
             if answer.leader_epoch != leadership.leader_epoch:
-                leadership.replica_set.proposal_failed()
-                continue
+                continue  # stale: the metadata will settle it
             if answer.partition_epoch >= leadership.partition_epoch:
                 leadership.partition_epoch = answer.partition_epoch
                 leadership.replica_set.committed(answer.isr)
             self._advance(key, leadership)
+        return resend
 
     async def run(self) -> None:
         """The ISR check, the AlterPartition sender and the follower fetchers."""

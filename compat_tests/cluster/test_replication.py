@@ -440,8 +440,7 @@ def test_a_reassignment_moves_the_data(strom_cluster: StartCluster) -> None:
         wait_for_topics(node, topic)
     produce(cluster.bootstrap, topic, list(values(100)))
 
-    R = AlterPartitionReassignmentsRequest
-    request = R(topics=[R.ReassignableTopic(topic, [R.ReassignablePartition(0, [2, 3])])])
+    request = AlterPartitionReassignmentsRequest(topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(topic, [AlterPartitionReassignmentsRequest.ReassignablePartition(0, [2, 3])])])
     response = _call(cluster.node(1).bootstrap, request, 0, AlterPartitionReassignmentsResponse)
     assert isinstance(response, AlterPartitionReassignmentsResponse)
     assert response.error_code == ErrorCode.NONE

@@ -34,9 +34,10 @@ SAME_CONFIG = {
 
 async def _cluster_default(client: KafkaClient, key: str, value: str) -> None:
     """Set a cluster-wide dynamic default (a fresh Kafka 4.1 cluster has min.insync.replicas)."""
-    R = IncrementalAlterConfigsRequest
-    config = R.AlterableConfig(name=key, config_operation=0, value=value)
-    request = R(resources=[R.AlterConfigsResource(resource_type=4, resource_name="",
+    config = IncrementalAlterConfigsRequest.AlterableConfig(
+        name=key, config_operation=0, value=value
+    )
+    request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(resource_type=4, resource_name="",
                                                   configs=[config])])  # fmt: skip
     response = await client.request(request, 1, IncrementalAlterConfigsResponse)
     assert response.responses[0].error_code == ErrorCode.NONE, response

@@ -274,13 +274,12 @@ class AlterConfigs:
     api = "IncrementalAlterConfigs"
 
     async def run(self, side: Side, ctx: Context) -> Plain:
-        R = IncrementalAlterConfigsRequest
-        request = R(
+        request = IncrementalAlterConfigsRequest(
             resources=[
-                R.AlterConfigsResource(
+                IncrementalAlterConfigsRequest.AlterConfigsResource(
                     resource_type=2,
                     resource_name=topic_name(ctx, self.topic),
-                    configs=[R.AlterableConfig(name=k, config_operation=op, value=v)
+                    configs=[IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=op, value=v)
                              for k, op, v in self.changes],
                 )
             ],
@@ -435,16 +434,15 @@ class OffsetCommit:
         else:
             generation = _generation(side, self.group, self.generation_delta)
             member = _member(side, self.group, self.mode == "member")
-        R = OffsetCommitRequest
-        request = R(
+        request = OffsetCommitRequest(
             group_id=ctx.group(self.group),
             generation_id_or_member_epoch=generation,
             member_id=member,
             topics=[
-                R.OffsetCommitRequestTopic(
+                OffsetCommitRequest.OffsetCommitRequestTopic(
                     name=topic_name(ctx, self.topic),
                     partitions=[
-                        R.OffsetCommitRequestPartition(
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
                             partition_index=self.partition,
                             committed_offset=self.offset,
                             committed_metadata=f"m{self.offset}",
@@ -464,20 +462,19 @@ class OffsetFetch:
     api = "OffsetFetch"
 
     async def run(self, side: Side, ctx: Context) -> Plain:
-        R = OffsetFetchRequest
         if self.version >= 8:
             topics8 = None if self.topics is None else [
-                R.OffsetFetchRequestTopics(name=topic_name(ctx, t), partition_indexes=list(ps))
+                OffsetFetchRequest.OffsetFetchRequestTopics(name=topic_name(ctx, t), partition_indexes=list(ps))
                 for t, ps in self.topics
             ]  # fmt: skip
-            request = R(groups=[R.OffsetFetchRequestGroup(group_id=ctx.group(self.group),
+            request = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=ctx.group(self.group),
                                                           topics=topics8)])  # fmt: skip
         else:
             topics = None if self.topics is None else [
-                R.OffsetFetchRequestTopic(name=topic_name(ctx, t), partition_indexes=list(ps))
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=topic_name(ctx, t), partition_indexes=list(ps))
                 for t, ps in self.topics
             ]  # fmt: skip
-            request = R(group_id=ctx.group(self.group), topics=topics)
+            request = OffsetFetchRequest(group_id=ctx.group(self.group), topics=topics)
         return await _send(side, request, self.version, OffsetFetchResponse)
 
 

@@ -4,12 +4,16 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
 `ReplicationControlManager`, over Strom's image:
 
 - BrokerRegistration (API 62) writes a RegisterBrokerRecord, fenced, whose offset is the
-  broker's epoch. A different incarnation of a broker id whose session is still valid is
-  refused (DUPLICATE_BROKER_REGISTRATION), unless it names one of the previous incarnation's
-  log directories (their `directory.id`s): only one process holds a directory's lock, so the
-  previous one is gone (a kill -9 and restart) and is replaced at once, where Kafka waits for
-  its lease to run out; a broker that cannot run the finalized
-  metadata.version is refused (UNSUPPORTED_VERSION); another cluster id, INCONSISTENT_CLUSTER_ID.
+  broker's epoch. A different incarnation of a broker id whose previous incarnation is
+  unfenced with a valid session is refused (DUPLICATE_BROKER_REGISTRATION), as in Kafka,
+  unless it names one of the previous incarnation's log directories (their `directory.id`s)
+  AND the previous one has stopped heartbeating (`BrokerLeases.silent`: no heartbeat for two
+  heartbeat intervals): then it is a restart (a kill -9, a power cut) and replaces the old
+  incarnation at once, where Kafka waits for the lease to run out. The directory lock is
+  local to a host, so a shared directory id alone proves nothing (a copy of the directory on
+  another host): a second process that still heartbeats is always refused. A broker that
+  cannot run the finalized metadata.version is refused (UNSUPPORTED_VERSION); another
+  cluster id, INCONSISTENT_CLUSTER_ID.
 - BrokerHeartbeat (API 63) renews the broker's lease and moves it between Kafka's states:
   FENCED -> UNFENCED once its metadata offset reaches its registration record's offset;
   UNFENCED -> CONTROLLED_SHUTDOWN (`want_shut_down` while it leads partitions: they move
@@ -116,6 +120,9 @@ class BrokerLeases:
     """The active controller's view of broker liveness (Kafka's BrokerHeartbeatManager)."""
 
     session_timeout_ms: int
+    silent_after_ms: int = 4000
+    """No heartbeat for this long (two `broker.heartbeat.interval.ms`): the incarnation stopped
+    heartbeating; a restart on its directories may replace it before its lease runs out."""
     sessions: dict[int, Session] = field(default_factory=dict)
 
     def activate(self, image: MetadataImage, now_ms: int, *, except_broker: int | None) -> None:
@@ -138,6 +145,14 @@ class BrokerLeases:
             and session.epoch == epoch
             and session.last_contact_ms + self.session_timeout_ms >= now_ms
         )
+
+    def silent(self, broker_id: int, epoch: int, now_ms: int) -> bool:
+        """The incarnation has not heartbeated for `silent_after_ms` (or was never heard from
+        by this controller, and not since it became active)."""
+        session = self.sessions.get(broker_id)
+        if session is None or session.epoch != epoch:
+            return True
+        return session.last_contact_ms + self.silent_after_ms < now_ms
 
     def expired(self, broker_id: int, epoch: int, now_ms: int) -> bool:
         """The broker's lease has run out (a broker never heard from has no lease to lose)."""
@@ -173,12 +188,17 @@ def register_broker(
     """Register a broker incarnation (fenced); `broker_epoch` is the offset of the command's
     first record.
 
-    A new incarnation of a broker whose previous one is still unfenced first takes that one
-    out of every ISR it shares with another replica (its leaderships move to them), as its
-    lease running out would: the previous process is gone, and the new one rejoins those
-    ISRs by catching up. (A partition whose only in-sync replica it is keeps it: nothing else
-    could lead, and the new incarnation resumes once unfenced.) Its epoch is the offset of
-    its own RegisterBrokerRecord, after those records; the record itself fences the old one.
+    A new incarnation of a broker whose previous one is still unfenced (a restart before the
+    lease ran out, see `_registration_record`) first fences that one as its lease running out
+    would: it leaves every ISR and every leadership, and a partition whose only in-sync
+    replica it is goes offline with a new leader epoch (the ISR keeps it), to be led again,
+    in yet another epoch, once the new incarnation is unfenced. A restarted broker never
+    leads in its previous incarnation's leader epoch: its log may be shorter than what that
+    epoch's followers hold (a power cut loses what was not synced), and appends in the same
+    epoch would pass the followers' divergence check. (A single-replica partition has no
+    follower to diverge from it and keeps its leader and epoch: a single node restarts
+    without rewriting every partition.) Its epoch is the offset of its own
+    RegisterBrokerRecord, after those records; the record itself fences the old one.
 
     With eligible leader replicas enabled, a registration whose `previous_broker_epoch` is not
     the epoch of the registered incarnation (its clean-shutdown marker is missing or stale: the
@@ -196,7 +216,7 @@ def register_broker(
         if image.elr_enabled and request.previous_broker_epoch != existing.epoch:
             replaced = _remove_from_isrs(image, broker_id, unclean, elr, unclean_shutdown=True)
         elif not existing.fenced:
-            replaced = _remove_from_isrs(image, broker_id, unclean, elr, shared_only=True)
+            replaced = _remove_from_isrs(image, broker_id, unclean, elr, replicated_only=True)
     epoch = broker_epoch + len(replaced)
     try:
         record = _registration_record(image, leases, request, cluster_id, epoch, now_ms)
@@ -223,8 +243,12 @@ def _registration_record(
     if (
         existing is not None
         and existing.incarnation_id != request.incarnation_id
+        and not existing.fenced  # Kafka: a fenced broker holds no valid session
         and leases.has_valid_session(existing.broker_id, existing.epoch, now_ms)
-        and not set(existing.log_dirs) & set(request.log_dirs)
+        and not (
+            set(existing.log_dirs) & set(request.log_dirs)
+            and leases.silent(existing.broker_id, existing.epoch, now_ms)
+        )
     ):
         raise ControllerError(
             ErrorCode.DUPLICATE_BROKER_REGISTRATION,
@@ -452,15 +476,15 @@ def _remove_from_isrs(
     unclean: Unclean,
     elr: MinIsr,
     *,
-    shared_only: bool = False,
     unclean_shutdown: bool = False,
+    replicated_only: bool = False,
 ) -> list[Message]:
-    """Take the broker out of every ISR and off every leadership; `shared_only`: only where
-    another replica is in sync with it. Without ELR the last member stays in the ISR; with
-    ELR an ISR that falls below min.insync.replicas moves its leavers into the ELR (and may
-    empty: see election.py). `unclean_shutdown` (Kafka's handleBrokerUncleanShutdown): the
+    """Take the broker out of every ISR and off every leadership. Without ELR the last member
+    stays in the ISR (the partition goes offline in a new leader epoch); with ELR an ISR that
+    falls below min.insync.replicas moves its leavers into the ELR (and may empty: see
+    election.py). `unclean_shutdown` (Kafka's handleBrokerUncleanShutdown): the
     broker restarted without a clean shutdown, so it leaves every ELR too and may not be
-    elected by these changes."""
+    elected by these changes. `replicated_only`: leave single-replica partitions alone."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
@@ -470,7 +494,7 @@ def _remove_from_isrs(
         in_elr = unclean_shutdown and broker_id in p.elr
         if broker_id not in p.isr and p.leader != broker_id and not in_elr:
             continue
-        if shared_only and p.isr == (broker_id,):
+        if replicated_only and len(p.replicas) == 1:
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         isr = [r for r in p.isr if r != broker_id]

@@ -102,7 +102,12 @@ class Controller:
         self._context: Context | None = None
         self.cluster_id = cluster_id
         """The cluster id brokers must register with."""
-        self.leases = BrokerLeases(config.broker_session_timeout_ms)
+        self.leases = BrokerLeases(
+            config.broker_session_timeout_ms,
+            silent_after_ms=min(
+                2 * config.broker_heartbeat_interval_ms, config.broker_session_timeout_ms
+            ),
+        )
         """Broker liveness, the active controller's soft state (never in the log)."""
         self._offline = OfflineReplicas()
 

@@ -108,6 +108,20 @@ class CommitRequest:
 
 
 @dataclass
+class TxnCommitRequest:
+    """TxnOffsetCommit: offsets a transaction commits, visible once its COMMIT marker is in
+    the group's partition."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: list[CommitPartition]
+    generation: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@dataclass
 class MemberSummary:
     member_id: str
     group_instance_id: str | None
@@ -168,3 +182,5 @@ class Write:
     token: int
     group_id: str
     records: list[KeyValue]
+    producer: tuple[int, int] | None = None
+    """(producer id, epoch) of a transaction's offsets: written as its transactional batch."""

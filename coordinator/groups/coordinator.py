@@ -59,13 +59,14 @@ from strom.coordinator.groups.api import (
     Reply,
     SyncRequest,
     SyncResult,
+    TxnCommitRequest,
     Write,
 )
 from strom.coordinator.groups.membership import GroupMembership, restore
 from strom.coordinator.groups.model import Group, GroupState, OffsetEntry
 from strom.coordinator.groups.offset_store import OffsetStore, tombstones
 from strom.coordinator.groups.outbox import Outbox
-from strom.coordinator.groups.records import GroupRecord, OffsetRecord
+from strom.coordinator.groups.records import GroupRecord, LoadedRecord
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.group_coordinator.group_metadata_value import GroupMetadataValue
 
@@ -111,37 +112,30 @@ class GroupCoordinator:
 
     # --- loading ------------------------------------------------------------------------------
 
-    def load(self, loaded: Iterable[OffsetRecord | GroupRecord], now: int) -> None:
-        """Replay records (last one per key wins) and bring the groups back.
+    def load(self, loaded: Iterable[LoadedRecord], now: int) -> None:
+        """Replay one partition's records (last one per key wins, a transaction's offsets
+        count once its COMMIT marker follows) and bring its groups back.
 
         A group with members comes back Stable with fresh session timers, so its
         members carry on with their generation after a broker restart.
         """
+        loaded = list(loaded)
         metadata: dict[str, GroupMetadataValue | None] = {}
-        offsets: dict[str, dict[str, dict[int, OffsetRecord]]] = {}
         for record in loaded:
             if isinstance(record, GroupRecord):
                 metadata[record.group_id] = record.value
-            else:
-                parts = offsets.setdefault(record.group_id, {}).setdefault(record.topic, {})
-                if record.entry is None:
-                    parts.pop(record.partition, None)
-                else:
-                    parts[record.partition] = record
-        for group_id in sorted(set(metadata) | set(offsets)):
+        with_offsets = self.offsets.replay(loaded)
+        for group_id in sorted(set(metadata) | with_offsets):
             value = metadata.get(group_id)
-            group_offsets: dict[str, dict[int, OffsetEntry]] = {
-                topic: {p: r.entry for p, r in parts.items() if r.entry is not None}
-                for topic, parts in offsets.get(group_id, {}).items()
-                if parts
-            }
-            if value is None and not group_offsets:
+            if value is None and not (
+                self.offsets.has_offsets(group_id) or self.offsets.has_pending(group_id)
+            ):
+                self.offsets.forget(group_id)
                 continue
             group = Group(group_id, state_timestamp=now)
             if value is not None:
                 restore(group, value, now)
             self.groups[group_id] = group
-            self.offsets.load(group_id, group_offsets)
             self.membership.schedule(group)
 
     def unload(self, now: int, doomed: Callable[[str], bool]) -> list[str]:
@@ -203,6 +197,24 @@ class GroupCoordinator:
         """Committed offsets of the requested partitions (None: not committed), or all of them."""
         return self.offsets.fetch_offsets(group_id, topics)
 
+    def txn_commit(self, now: int, req: TxnCommitRequest, waiter: int) -> CommitResult | None:
+        """TxnOffsetCommit: the result now, or None until the transaction's offsets are
+        written; they count once its COMMIT marker reaches the partition."""
+        return self.offsets.txn_commit(now, req, waiter)
+
+    def complete_transaction(
+        self, producer_id: int, commit: bool, in_partition: Callable[[str], bool]
+    ) -> int:
+        """A COMMIT or ABORT marker of `producer_id` is in the `__consumer_offsets` partition
+        whose groups `in_partition` selects: its transactional offsets there are committed or
+        dropped. Returns how many it committed."""
+        return self.offsets.complete_transaction(producer_id, commit, in_partition)
+
+    def unstable_offsets(self, group_id: str) -> set[PartitionKey]:
+        """Partitions whose offsets a transaction may still change (OffsetFetch's
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return self.offsets.unstable(group_id)
+
     def delete_offsets(
         self, now: int, group_id: str, partitions: list[PartitionKey], waiter: int
     ) -> OffsetDeleteResult | None:
@@ -220,6 +232,8 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if group.state is GroupState.DEAD or group.group_id in busy:
                 continue
+            if self.offsets.has_pending(group.group_id):
+                continue  # a transaction may still commit offsets for it
             doomed = self.offsets.expired(group, now)
             left = self.offsets.count(group.group_id) - len(doomed)
             idle = group.state is GroupState.EMPTY and not left and not group.pending

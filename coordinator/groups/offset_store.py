@@ -11,11 +11,20 @@ Offsets are applied only once their records are written (`Outbox`): until the
 outcome of the write comes back, OffsetFetch still answers the previous offsets.
 Offsets exist only for groups present in membership's `groups`: a simple commit
 creates its group there, and deleting or unloading a group forgets its offsets.
+
+**Transactional offsets** (TxnOffsetCommit, KIP-98/KIP-447) are written as their producer's
+transactional batch and held *pending* per producer: invisible to OffsetFetch (which with
+`require_stable` answers UNSTABLE_OFFSET_COMMIT for them), until the transaction's marker
+reaches the group's partition (`complete_transaction`). A COMMIT makes them committed
+offsets, unless a commit written after them already replaced them (Kafka compares their
+places in the log; `_sequence` orders writes as the log does); an ABORT drops them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import partial
 
 from strom.coordinator.groups import records
@@ -27,14 +36,24 @@ from strom.coordinator.groups.api import (
     KeyValue,
     OffsetDeleteResult,
     PartitionKey,
+    TxnCommitRequest,
 )
 from strom.coordinator.groups.membership import GroupMembership
 from strom.coordinator.groups.model import CONSUMER_PROTOCOL_TYPE, Group, GroupState, OffsetEntry
 from strom.coordinator.groups.outbox import Outbox
+from strom.coordinator.groups.records import LoadedRecord, OffsetRecord, TxnMarker
 from strom.wire.errors import ErrorCode
 
 Offsets = dict[str, dict[int, OffsetEntry]]
 """One group's committed offsets: topic -> partition -> entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A transactional offset waiting for its transaction's marker."""
+
+    entry: OffsetEntry
+    sequence: int
 
 
 class OffsetStore:
@@ -43,15 +62,66 @@ class OffsetStore:
         self.membership = membership
         self.outbox = outbox
         self._committed: dict[str, Offsets] = {}
+        self._committed_at: dict[tuple[str, PartitionKey], int] = {}
+        """When each committed offset was written, in `_sequence` order."""
+        self._pending: dict[int, dict[str, dict[PartitionKey, _Pending]]] = {}
+        """producer id -> group -> its transaction's offsets not yet committed or aborted."""
+        self._sequence = itertools.count()
 
     # --- what the coordinator asks of it -----------------------------------------------------
 
-    def load(self, group_id: str, offsets: Offsets) -> None:
-        if offsets:
-            self._committed[group_id] = offsets
+    def replay(self, loaded: Iterable[LoadedRecord]) -> set[str]:
+        """Rebuild the offsets of one partition's groups from its records, in log order (last
+        one per key wins, tombstones delete, a transaction's offsets wait for its marker);
+        the groups that had offset records."""
+        touched: set[str] = set()
+        for record in loaded:
+            if isinstance(record, TxnMarker):
+                self.complete_transaction(
+                    record.producer_id, record.commit, touched.__contains__, replaying=True
+                )
+                continue
+            if not isinstance(record, OffsetRecord):
+                continue
+            touched.add(record.group_id)
+            key = (record.topic, record.partition)
+            sequence = next(self._sequence)
+            if record.producer_id >= 0:
+                held = self._pending.setdefault(record.producer_id, {})
+                offsets = held.setdefault(record.group_id, {})
+                if record.entry is None:
+                    offsets.pop(key, None)
+                else:
+                    offsets[key] = _Pending(record.entry, sequence)
+            elif record.entry is None:
+                self._committed_at.pop((record.group_id, key), None)
+                parts = self._committed.get(record.group_id, {}).get(record.topic)
+                if parts is not None:
+                    parts.pop(record.partition, None)
+            else:
+                self._set_committed(record.group_id, key, record.entry, sequence)
+        for group_id in touched:  # drop what deletions emptied
+            committed = self._committed.get(group_id)
+            if committed is not None:
+                for topic in [t for t, parts in committed.items() if not parts]:
+                    del committed[topic]
+                if not committed:
+                    del self._committed[group_id]
+        return touched
 
     def forget(self, group_id: str) -> None:
+        for key in self.partitions(group_id):
+            self._committed_at.pop((group_id, key), None)
         self._committed.pop(group_id, None)
+        for producer_id in list(self._pending):
+            groups = self._pending[producer_id]
+            groups.pop(group_id, None)
+            if not groups:
+                del self._pending[producer_id]
+
+    def has_pending(self, group_id: str) -> bool:
+        """Whether a transaction's offsets for the group await their marker."""
+        return any(group_id in groups for groups in self._pending.values())
 
     def has_offsets(self, group_id: str) -> bool:
         return any(self._committed.get(group_id, {}).values())
@@ -107,10 +177,18 @@ class OffsetStore:
             return CommitResult({key: results[key] for key in keys})
 
         batch = [records.offset_record(group.group_id, p.topic, p.partition, e) for p, e in writes]
-        written = partial(self._commit_written, group, writes, results, keys, waiter)
+        sequence = next(self._sequence)
+        written = partial(self._commit_written, group, writes, results, keys, waiter, sequence)
         committing = tuple((p.topic, p.partition) for p, _ in writes)
         self.outbox.write(group.group_id, batch, written, committing)
         return None
+
+    def _set_committed(
+        self, group_id: str, key: PartitionKey, entry: OffsetEntry, sequence: int
+    ) -> None:
+        offsets = self._committed.setdefault(group_id, {})
+        offsets.setdefault(key[0], {})[key[1]] = entry
+        self._committed_at[(group_id, key)] = sequence
 
     def _commit_written(
         self,
@@ -119,14 +197,14 @@ class OffsetStore:
         results: dict[PartitionKey, ErrorCode],
         keys: list[PartitionKey],
         waiter: int,
+        sequence: int,
         now: int,
         error: ErrorCode,
     ) -> None:
         current = self.membership.groups.get(group.group_id) is group
         for part, entry in writes:
             if not error and current:
-                offsets = self._committed.setdefault(group.group_id, {})
-                offsets.setdefault(part.topic, {})[part.partition] = entry
+                self._set_committed(group.group_id, (part.topic, part.partition), entry, sequence)
             results[(part.topic, part.partition)] = error
         if error:
             self._forget_if_untouched(group)
@@ -138,6 +216,7 @@ class OffsetStore:
         if (
             untouched
             and not self.has_offsets(group.group_id)
+            and not self.has_pending(group.group_id)
             and self.membership.groups.get(group.group_id) is group
             and not self.outbox.has_writes_in_flight(group.group_id)
         ):
@@ -196,6 +275,105 @@ class OffsetStore:
             for topic, partitions in topics
         ]
 
+    def unstable(self, group_id: str) -> set[PartitionKey]:
+        """Partitions with a transaction's offsets awaiting their marker (OffsetFetch with
+        require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return {key for groups in self._pending.values() for key in groups.get(group_id, {})}
+
+    # --- TxnOffsetCommit and transaction markers ---------------------------------------------
+
+    def txn_commit(self, now: int, req: TxnCommitRequest, waiter: int) -> CommitResult | None:
+        """TxnOffsetCommit: the result now, or None until the transaction's offsets are
+        written (pending until its marker). Checked as Kafka checks a transactional commit:
+        a missing group is created only for generation -1 (else ILLEGAL_GENERATION); with a
+        member or generation they must be current (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+        ILLEGAL_GENERATION); a rebalance in progress does not refuse it."""
+        keys = [(p.topic, p.partition) for p in req.partitions]
+        error, group = self._validate_txn_commit(now, req)
+        if error:
+            return CommitResult(dict.fromkeys(keys, error))
+        assert group is not None
+        results: dict[PartitionKey, ErrorCode] = {}
+        writes: list[tuple[CommitPartition, OffsetEntry]] = []
+        for part in req.partitions:
+            metadata = part.metadata or ""
+            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                results[(part.topic, part.partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            writes.append((part, OffsetEntry(part.offset, part.leader_epoch, metadata, now)))
+        if not writes:
+            self._forget_if_untouched(group)
+            return CommitResult({key: results[key] for key in keys})
+        batch = [records.offset_record(group.group_id, p.topic, p.partition, e) for p, e in writes]
+        sequence = next(self._sequence)
+
+        def written(at: int, err: ErrorCode) -> None:
+            if not err and self.membership.groups.get(group.group_id) is group:
+                pending = self._pending.setdefault(req.producer_id, {})
+                offsets = pending.setdefault(group.group_id, {})
+                for part, entry in writes:
+                    offsets[(part.topic, part.partition)] = _Pending(entry, sequence)
+            for part, _ in writes:
+                results[(part.topic, part.partition)] = err
+            if err:
+                self._forget_if_untouched(group)
+            self.outbox.reply(waiter, CommitResult({key: results[key] for key in keys}))
+
+        self.outbox.write(
+            group.group_id, batch, written, producer=(req.producer_id, req.producer_epoch)
+        )
+        return None
+
+    def _validate_txn_commit(
+        self, now: int, req: TxnCommitRequest
+    ) -> tuple[ErrorCode, Group | None]:
+        if not req.group_id:
+            return ErrorCode.INVALID_GROUP_ID, None
+        groups = self.membership.groups
+        group = groups.get(req.group_id)
+        if group is None:
+            if req.generation >= 0:
+                return ErrorCode.ILLEGAL_GENERATION, None
+            group = groups[req.group_id] = Group(req.group_id, state_timestamp=now)
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if req.generation < 0 and group.state is GroupState.EMPTY:
+            return ErrorCode.NONE, group
+        if req.generation >= 0 or req.member_id or req.group_instance_id is not None:
+            error = group.validate_member(req.member_id, req.group_instance_id)
+            if error:
+                return error, None
+            if req.generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION, None
+        return ErrorCode.NONE, group
+
+    def complete_transaction(
+        self,
+        producer_id: int,
+        commit: bool,
+        in_partition: Callable[[str], bool],
+        *,
+        replaying: bool = False,
+    ) -> int:
+        """A marker of `producer_id` is in the partition whose groups `in_partition` selects:
+        its pending offsets there become committed (COMMIT) or are dropped (ABORT). Returns
+        how many offsets it committed. `replaying`: loading, before the groups exist."""
+        groups = self._pending.get(producer_id)
+        if not groups:
+            return 0
+        committed = 0
+        for group_id in [g for g in groups if in_partition(g)]:
+            pending = groups.pop(group_id)
+            if not commit or (not replaying and group_id not in self.membership.groups):
+                continue
+            for key, held in pending.items():
+                if held.sequence > self._committed_at.get((group_id, key), -1):
+                    self._set_committed(group_id, key, held.entry, held.sequence)
+                    committed += 1
+        if not groups:
+            del self._pending[producer_id]
+        return committed
+
     def delete_offsets(
         self, now: int, group_id: str, partitions: list[PartitionKey], waiter: int
     ) -> OffsetDeleteResult | None:
@@ -238,6 +416,7 @@ class OffsetStore:
             return
         offsets = self._committed.get(group.group_id, {})
         for topic, partition in doomed:
+            self._committed_at.pop((group.group_id, (topic, partition)), None)
             parts = offsets.get(topic, {})
             parts.pop(partition, None)
             if not parts:

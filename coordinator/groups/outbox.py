@@ -87,9 +87,11 @@ class Outbox:
         batch: list[KeyValue],
         on_written: OnWritten,
         offsets: tuple[PartitionKey, ...] = (),
+        producer: tuple[int, int] | None = None,
     ) -> None:
-        """Stage one batch for the group's partition; `on_written` runs with its outcome."""
-        write = Write(next(self._tokens), group_id, batch)
+        """Stage one batch for the group's partition; `on_written` runs with its outcome.
+        `producer`: the transaction whose batch it is (TxnOffsetCommit)."""
+        write = Write(next(self._tokens), group_id, batch, producer)
         self._writes.append(write)
         self._in_flight[write.token] = InFlight(write, on_written, offsets)
 

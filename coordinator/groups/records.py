@@ -10,6 +10,10 @@ formatter, kafka-dump-log) read them:
 | group metadata | v2 `GroupMetadataKey(group)` | v3 `GroupMetadataValue` |
 | delete | the same key | null (a tombstone; compaction drops both) |
 
+A TxnOffsetCommit's offset records are the same, written as a transactional batch of its
+producer; they count once that producer's COMMIT marker (a control batch the transaction
+coordinator has the partition's leader write) follows them, and never after an ABORT.
+
 Key versions 0 and 1 are both offset commits; 2 is group metadata; the newer
 consumer-group (KIP-848) record types are skipped when loading.
 """
@@ -110,6 +114,17 @@ class OffsetRecord:
     partition: int
     entry: OffsetEntry | None
     """None: a tombstone."""
+    producer_id: int = -1
+    """The transaction that wrote it (TxnOffsetCommit), -1 for a plain commit: a transaction's
+    offsets count only once its COMMIT marker follows."""
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A transaction marker in the partition: producer `producer_id`'s transaction ended."""
+
+    producer_id: int
+    commit: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +133,15 @@ class GroupRecord:
     value: GroupMetadataValue | None
 
 
-def parse_record(key: bytes | None, value: bytes | None) -> OffsetRecord | GroupRecord | None:
-    """Decode one record of the topic; None for record types this coordinator does not keep."""
+LoadedRecord = OffsetRecord | GroupRecord | TxnMarker
+"""What loading a `__consumer_offsets` partition yields, in log order."""
+
+
+def parse_record(
+    key: bytes | None, value: bytes | None, producer_id: int = -1
+) -> OffsetRecord | GroupRecord | None:
+    """Decode one record of the topic (`producer_id`: of its transactional batch, if any);
+    None for record types this coordinator does not keep."""
     if key is None or len(key) < 2:
         raise ProtocolError("__consumer_offsets record without a key")
     version = _SHORT.unpack_from(key)[0]
@@ -127,7 +149,7 @@ def parse_record(key: bytes | None, value: bytes | None) -> OffsetRecord | Group
     if version in (0, 1):
         k = OffsetCommitKey.decode(body, version)
         return OffsetRecord(
-            k.group, k.topic, k.partition, None if value is None else _offset(value)
+            k.group, k.topic, k.partition, None if value is None else _offset(value), producer_id
         )
     if version == GROUP_KEY_VERSION:
         g = GroupMetadataKey.decode(body, version)

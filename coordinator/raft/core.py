@@ -212,6 +212,18 @@ class RaftCore:
     def voted_id(self) -> int:
         return self.state.voted_id
 
+    @property
+    def current_leader_id(self) -> int:
+        """The leader this node reports to its host (`LeaderChange`): the epoch's leader, but
+        never itself unless it leads now. A former leader (Resigned, then Prospective or
+        Candidate after its election timeout) still names itself in its responses, as its
+        quorum-state file does, yet must not tell its host that it leads: the host would go on
+        answering commands from an image the rest of the quorum may have moved past."""
+        leader = self.state.leader_id
+        if leader == self.node_id and not self.state.is_leading():
+            return NO_LEADER
+        return leader
+
     # --- inputs -----------------------------------------------------------------------------
 
     def tick(self, now: int) -> None:
@@ -399,10 +411,10 @@ class RaftCore:
             self._write(PersistQuorumState(self._next_seq(), state))
 
     def _announce(self) -> None:
-        now_known = (self.epoch, self.leader_id)
+        now_known = (self.epoch, self.current_leader_id)
         if now_known != self._announced:
             self._announced = now_known
-            self._effects.append(LeaderChange(self.epoch, self.leader_id))
+            self._effects.append(LeaderChange(*now_known))
 
     def _append(self, entries: tuple[Entry, ...]) -> None:
         self.log.append(entries)
@@ -531,6 +543,7 @@ class RaftCore:
         self.state = ResignedState(
             self.epoch, self.leader_id, self.voted_id, self._election_deadline(now)
         )
+        self._announce()
         for voter in self.voters:
             if voter != self.node_id:
                 self._send(

@@ -10,7 +10,8 @@ The driver drains `RaftCore.take_effects()` after every input and handles the ef
   `RaftCore.writes_durable(seq)` with the highest `seq` done. They may be batched and synced
   together; they must not be reordered.
 - `HighWatermark`: entries below `offset` are committed: apply them to the state machine.
-- `LeaderChange`: the quorum's leader (or -1) for `epoch`, as this node now knows it.
+- `LeaderChange`: the quorum's leader (or -1) for `epoch`, as this node now knows it; never this
+  node unless it leads now (`RaftCore.current_leader_id`).
 - `SnapshotLoaded`: the state machine must reload from the snapshot (a follower fetched one).
 """
 

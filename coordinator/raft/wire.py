@@ -61,15 +61,14 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None, version
     """
     match request:
         case VoteRequest():
-            W = vote_wire.VoteRequest
-            return W(
+            return vote_wire.VoteRequest(
                 cluster_id=cluster_id,
                 voter_id=dest,
                 topics=[
-                    W.TopicData(
+                    vote_wire.VoteRequest.TopicData(
                         METADATA_TOPIC,
                         [
-                            W.PartitionData(
+                            vote_wire.VoteRequest.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 replica_epoch=request.epoch,
                                 replica_id=request.candidate_id,
@@ -82,15 +81,14 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None, version
                 ],
             )
         case BeginQuorumEpochRequest():
-            B = bqe.BeginQuorumEpochRequest
-            return B(
+            return bqe.BeginQuorumEpochRequest(
                 cluster_id=cluster_id,
                 voter_id=dest,
                 topics=[
-                    B.TopicData(
+                    bqe.BeginQuorumEpochRequest.TopicData(
                         METADATA_TOPIC,
                         [
-                            B.PartitionData(
+                            bqe.BeginQuorumEpochRequest.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 leader_id=request.leader_id,
                                 leader_epoch=request.epoch,
@@ -100,20 +98,19 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None, version
                 ],
             )
         case EndQuorumEpochRequest():
-            E = eqe.EndQuorumEpochRequest
-            return E(
+            return eqe.EndQuorumEpochRequest(
                 cluster_id=cluster_id,
                 topics=[
-                    E.TopicData(
+                    eqe.EndQuorumEpochRequest.TopicData(
                         METADATA_TOPIC,
                         [
-                            E.PartitionData(
+                            eqe.EndQuorumEpochRequest.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 leader_id=request.leader_id,
                                 leader_epoch=request.epoch,
                                 preferred_successors=list(request.preferred_successors),
                                 preferred_candidates=[
-                                    E.ReplicaInfo(candidate_id=c)
+                                    eqe.EndQuorumEpochRequest.ReplicaInfo(candidate_id=c)
                                     for c in request.preferred_successors
                                 ],
                             )
@@ -122,21 +119,20 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None, version
                 ],
             )
         case FetchRequest():
-            F = fetch_wire.FetchRequest
-            return F(
+            return fetch_wire.FetchRequest(
                 cluster_id=cluster_id,
                 replica_id=request.replica_id if version < 15 else -1,
-                replica_state=F.ReplicaState(
+                replica_state=fetch_wire.FetchRequest.ReplicaState(
                     replica_id=request.replica_id if version >= 15 else -1, replica_epoch=-1
                 ),
                 max_wait_ms=request.max_wait_ms,
                 min_bytes=1,
                 topics=[
-                    F.FetchTopic(
+                    fetch_wire.FetchRequest.FetchTopic(
                         topic=METADATA_TOPIC,
                         topic_id=METADATA_TOPIC_ID,
                         partitions=[
-                            F.FetchPartition(
+                            fetch_wire.FetchRequest.FetchPartition(
                                 partition=METADATA_PARTITION,
                                 current_leader_epoch=request.epoch,
                                 fetch_offset=request.fetch_offset,
@@ -149,19 +145,20 @@ def request_to_wire(request: Request, dest: int, cluster_id: str | None, version
                 ],
             )
         case FetchSnapshotRequest():
-            S = fs.FetchSnapshotRequest
-            return S(
+            return fs.FetchSnapshotRequest(
                 cluster_id=cluster_id,
                 replica_id=request.replica_id,
                 max_bytes=request.max_bytes,
                 topics=[
-                    S.TopicSnapshot(
+                    fs.FetchSnapshotRequest.TopicSnapshot(
                         METADATA_TOPIC,
                         [
-                            S.PartitionSnapshot(
+                            fs.FetchSnapshotRequest.PartitionSnapshot(
                                 partition=METADATA_PARTITION,
                                 current_leader_epoch=request.epoch,
-                                snapshot_id=S.SnapshotId(*request.snapshot_id),
+                                snapshot_id=fs.FetchSnapshotRequest.SnapshotId(
+                                    *request.snapshot_id
+                                ),
                                 position=request.position,
                             )
                         ],
@@ -242,13 +239,12 @@ def response_to_wire(response: Response) -> Message:
     """The wire form of a response the core sends."""
     match response:
         case VoteResponse():
-            V = vote_wire.VoteResponse
-            return V(
+            return vote_wire.VoteResponse(
                 topics=[
-                    V.TopicData(
+                    vote_wire.VoteResponse.TopicData(
                         METADATA_TOPIC,
                         [
-                            V.PartitionData(
+                            vote_wire.VoteResponse.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 error_code=response.error,
                                 leader_id=response.leader_id,
@@ -260,13 +256,12 @@ def response_to_wire(response: Response) -> Message:
                 ]
             )
         case BeginQuorumEpochResponse():
-            B = bqe.BeginQuorumEpochResponse
-            return B(
+            return bqe.BeginQuorumEpochResponse(
                 topics=[
-                    B.TopicData(
+                    bqe.BeginQuorumEpochResponse.TopicData(
                         METADATA_TOPIC,
                         [
-                            B.PartitionData(
+                            bqe.BeginQuorumEpochResponse.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 error_code=response.error,
                                 leader_id=response.leader_id,
@@ -277,13 +272,12 @@ def response_to_wire(response: Response) -> Message:
                 ]
             )
         case EndQuorumEpochResponse():
-            E = eqe.EndQuorumEpochResponse
-            return E(
+            return eqe.EndQuorumEpochResponse(
                 topics=[
-                    E.TopicData(
+                    eqe.EndQuorumEpochResponse.TopicData(
                         METADATA_TOPIC,
                         [
-                            E.PartitionData(
+                            eqe.EndQuorumEpochResponse.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 error_code=response.error,
                                 leader_id=response.leader_id,
@@ -294,27 +288,26 @@ def response_to_wire(response: Response) -> Message:
                 ]
             )
         case FetchResponse():
-            F = fetch_wire.FetchResponse
             diverging = response.diverging or SnapshotId(-1, -1)
             snapshot_id = response.snapshot_id or SnapshotId(-1, -1)
-            return F(
+            return fetch_wire.FetchResponse(
                 responses=[
-                    F.FetchableTopicResponse(
+                    fetch_wire.FetchResponse.FetchableTopicResponse(
                         topic=METADATA_TOPIC,
                         topic_id=METADATA_TOPIC_ID,
                         partitions=[
-                            F.PartitionData(
+                            fetch_wire.FetchResponse.PartitionData(
                                 partition_index=METADATA_PARTITION,
                                 error_code=response.error,
                                 high_watermark=response.high_watermark,
                                 log_start_offset=response.log_start_offset,
-                                diverging_epoch=F.EpochEndOffset(
+                                diverging_epoch=fetch_wire.FetchResponse.EpochEndOffset(
                                     epoch=diverging.epoch, end_offset=diverging.end_offset
                                 ),
-                                current_leader=F.LeaderIdAndEpoch(
+                                current_leader=fetch_wire.FetchResponse.LeaderIdAndEpoch(
                                     leader_id=response.leader_id, leader_epoch=response.epoch
                                 ),
-                                snapshot_id=F.SnapshotId(
+                                snapshot_id=fetch_wire.FetchResponse.SnapshotId(
                                     end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch
                                 ),
                                 records=encode_entries(response.entries),
@@ -324,17 +317,18 @@ def response_to_wire(response: Response) -> Message:
                 ]
             )
         case FetchSnapshotResponse():
-            S = fs.FetchSnapshotResponse
-            return S(
+            return fs.FetchSnapshotResponse(
                 topics=[
-                    S.TopicSnapshot(
+                    fs.FetchSnapshotResponse.TopicSnapshot(
                         METADATA_TOPIC,
                         [
-                            S.PartitionSnapshot(
+                            fs.FetchSnapshotResponse.PartitionSnapshot(
                                 index=METADATA_PARTITION,
                                 error_code=response.error,
-                                snapshot_id=S.SnapshotId(*response.snapshot_id),
-                                current_leader=S.LeaderIdAndEpoch(
+                                snapshot_id=fs.FetchSnapshotResponse.SnapshotId(
+                                    *response.snapshot_id
+                                ),
+                                current_leader=fs.FetchSnapshotResponse.LeaderIdAndEpoch(
                                     leader_id=response.leader_id, leader_epoch=response.epoch
                                 ),
                                 size=response.size,
@@ -423,10 +417,9 @@ def response_from_wire(message: Message, request: Request) -> Response:
 
 def describe_quorum_response(info: QuorumInfo) -> dq.DescribeQuorumResponse:
     """DescribeQuorum's answer from `RaftCore.describe` (the leader's view)."""
-    D = dq.DescribeQuorumResponse
 
     def state(replica: ReplicaInfo) -> dq.DescribeQuorumResponse.ReplicaState:
-        return D.ReplicaState(
+        return dq.DescribeQuorumResponse.ReplicaState(
             replica_id=replica.replica_id,
             log_end_offset=replica.log_end_offset,
             last_fetch_timestamp=replica.last_fetch_ms,
@@ -434,12 +427,12 @@ def describe_quorum_response(info: QuorumInfo) -> dq.DescribeQuorumResponse:
         )
 
     error = ErrorCode.NONE if info.voters else ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return D(
+    return dq.DescribeQuorumResponse(
         topics=[
-            D.TopicData(
+            dq.DescribeQuorumResponse.TopicData(
                 METADATA_TOPIC,
                 [
-                    D.PartitionData(
+                    dq.DescribeQuorumResponse.PartitionData(
                         partition_index=METADATA_PARTITION,
                         error_code=error,
                         error_message=None,

@@ -202,7 +202,7 @@ class PartitionLog:
                     staged.add_batch(
                         header, offset, now_ms if lat else header.max_timestamp, coordinator_epoch
                     )
-                offset += header.last_offset_delta + 1
+                offset += header.offset_count
             base = self.log_end_offset
             self._assign(buf, batches, base, leader_epoch, now_ms if lat else None)
             self._write(buf, batches, [(leader_epoch, base)], now_ms)

@@ -145,7 +145,7 @@ class ProducerAppend:
             entry.end_txn(header, coordinator_epoch)
         else:
             self._staged.add(header.producer_id)
-            entry.add(header, first_offset, first_offset + header.last_offset_delta, timestamp)
+            entry.add(header, first_offset, header.last_offset_at(first_offset), timestamp)
 
     @staticmethod
     def _check_sequence(

@@ -100,7 +100,7 @@ def validate_replicated(buf: bytearray, log_end_offset: int) -> list[tuple[int, 
                 f"replicated batch at offset {header.base_offset} does not continue the log "
                 f"at {next_offset}",
             )
-        next_offset = header.last_offset + 1
+        next_offset = header.next_offset
         batches.append((pos, header))
         pos += size
     return batches
@@ -148,7 +148,7 @@ def _check_client_header(header: BatchHeader) -> None:
         problem = f"batch base offset must be 0, not {header.base_offset}"
     elif header.record_count <= 0:
         problem = f"batch record count {header.record_count} must be positive"
-    elif header.record_count != header.last_offset_delta + 1:
+    elif header.record_count != header.offset_count:
         problem = "batch record count does not match its offset range"
     elif header.is_control:
         problem = "clients may not write control batches"

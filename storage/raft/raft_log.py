@@ -14,10 +14,22 @@ Snapshots: `<20-digit end offset>-<10-digit epoch>.checkpoint` (Kafka's naming),
     length    uint64    length of the data
     data                the state machine's snapshot, opaque here
 
+Cut records: a truncation inside a batch (a follower batches what it fetches its own way, so
+its batch boundaries differ from the leader's) cuts the segment at the start of that batch and
+writes the kept part again. So that a crash between the two cannot lose the kept entries, it
+first stores what it is about to do in `<20-digit segment base offset>.cut`::
+
+    magic     4 bytes   b"SRCT"
+    crc       uint32    CRC-32C of what follows
+    position  uint64    where the segment is cut (the start of the batch)
+    kept                the kept entries as v2 batches, written at `position` after the cut
+
 Durability: every change returns after fsync (and a directory fsync when files come or go).
-`truncate_to` cuts the file at the batch holding the offset and rewrites the kept part of that
-batch. A snapshot is written to `<name>.part`, fsynced and renamed
-(`strom.storage.durable.atomic_replace`); older snapshots are deleted after the new one is durable.
+`truncate_to` deletes the later segments and cuts the segment at the batch holding the offset;
+inside a batch, the cut record is made durable first (written to `<name>.part`, fsynced and
+renamed: `strom.storage.durable.atomic_replace`), the kept part written and fsynced after the
+cut, and the record deleted last. A snapshot is written to `<name>.part`, fsynced and renamed;
+older snapshots are deleted after the new one is durable.
 
 A failed append (ENOSPC, EIO) never stays behind: batches are written with unbuffered `pwrite`
 at the segment's last good length, and on a failed write or fsync the file is cut back to that
@@ -29,8 +41,13 @@ deletes the new segment. So the log is usable again the moment the disk is.
 Crash recovery (`RaftLogDir.open`): each segment is scanned and each batch's length and CRC
 checked. In the last segment, the first torn or corrupt batch and everything after it is an
 append that was never acknowledged and is cut off. The same damage in an earlier segment would be
-loss of acknowledged entries: opening fails with RaftLogError. Leftover `.part` snapshots are
-deleted; the newest snapshot whose CRC holds is used (an older one if the newest is damaged).
+loss of acknowledged entries: opening fails with RaftLogError. A cut record found first is a
+truncation a crash interrupted at some step: it is done again from the start (segments after its
+segment deleted, the segment cut at `position`, the kept bytes written there, fsynced, the record
+deleted), which lands on the same log whatever step the crash came at; a damaged cut record
+cannot come from a crash (it is renamed into place whole) and fails the open. Leftover `.part`
+files are deleted; the newest snapshot whose CRC holds is used (an older one if the newest is
+damaged).
 """
 
 from __future__ import annotations
@@ -59,6 +76,10 @@ PART_SUFFIX = ".part"
 DEFAULT_SEGMENT_BYTES = 1 << 30
 SNAPSHOT_MAGIC = b"SRSN"
 _SNAPSHOT_HEADER = struct.Struct(">4sIQ")
+CUT_SUFFIX = ".cut"
+CUT_MAGIC = b"SRCT"
+_CUT_HEADER = struct.Struct(">4sI")
+_CUT_POSITION = struct.Struct(">Q")
 
 
 class RaftLogError(Exception):
@@ -138,6 +159,10 @@ def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 
 
+def _cut_record_name(segment_base_offset: int) -> str:
+    return f"{segment_base_offset:020d}{CUT_SUFFIX}"
+
+
 def snapshot_name(snapshot: SnapshotId) -> str:
     """`<20-digit end offset>-<10-digit epoch>.checkpoint`: a snapshot's file name (Kafka's)."""
     return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{SNAPSHOT_SUFFIX}"
@@ -171,14 +196,50 @@ class RaftLogDir:
             directory.mkdir(parents=True)
             fsync_dir(directory.parent)
         opened = cls(directory, segment_bytes)
+        for leftover in directory.glob(f"*{PART_SUFFIX}"):
+            leftover.unlink()
+        for record in sorted(directory.glob(f"*{CUT_SUFFIX}")):
+            opened._finish_cut(record)
         names = sorted(p for p in directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
         for index, path in enumerate(names):
             opened._recover(path, last=index == len(names) - 1)
         if not opened._segments:
             opened._roll(0)
-        for leftover in directory.glob(f"*{SNAPSHOT_SUFFIX}{PART_SUFFIX}"):
-            leftover.unlink()
         return opened
+
+    def _finish_cut(self, record: Path) -> None:
+        """Redo the truncation a crash interrupted (see the module docstring)."""
+        raw = record.read_bytes()
+        stem = record.name[: -len(CUT_SUFFIX)]
+        segment = self.directory / (stem + SEGMENT_SUFFIX)
+        magic, crc = _CUT_HEADER.unpack_from(raw) if len(raw) >= _CUT_HEADER.size else (b"", 0)
+        body = raw[_CUT_HEADER.size :]
+        if (
+            magic != CUT_MAGIC
+            or len(body) < _CUT_POSITION.size
+            or crc32c.crc32c(body) != crc
+            or len(stem) != 20
+            or not stem.isdigit()
+            or not segment.exists()
+        ):
+            raise RaftLogError(
+                f"{record} is damaged or names no segment: the truncation it records cannot be "
+                "finished; restore the directory or reformat this node"
+            )
+        log.warning("raft log %s: finishing a truncation a crash interrupted", segment)
+        for later in self.directory.glob(f"*{SEGMENT_SUFFIX}"):
+            if later.name > segment.name:
+                later.unlink()
+        fsync_dir(self.directory)
+        (position,) = _CUT_POSITION.unpack_from(body)
+        with open(segment, "r+b") as handle:
+            handle.truncate(position)
+            handle.seek(position)
+            handle.write(body[_CUT_POSITION.size :])
+            handle.flush()
+            os.fsync(handle.fileno())
+        record.unlink()
+        fsync_dir(self.directory)
 
     def _recover(self, path: Path, *, last: bool) -> None:
         stem = path.name[: -len(SEGMENT_SUFFIX)]
@@ -259,12 +320,16 @@ class RaftLogDir:
             segment = self._roll(self._end)
         data = encode_entries(entries)
         self._write_at(segment, segment.size, data)
+        self._written(segment, data)
+
+    def _written(self, segment: _Segment, data: bytes) -> None:
+        """`data` (whole batches) now ends `segment`: index its batches, move the end."""
         position = segment.size
         for header, _view in iter_batches(data, allow_partial=False):
             self._batches.append(_Batch(segment, position, header.base_offset, header.next_offset))
             position += header.size
+            self._end = header.next_offset
         segment.size = position
-        self._end = entries[-1].offset + 1
 
     def _write_at(self, segment: _Segment, position: int, data: bytes) -> None:
         """Write and fsync `data` at `position`, which becomes the segment's end; on failure cut
@@ -313,27 +378,41 @@ class RaftLogDir:
             raise ValueError(f"truncate to {offset} below the log start {self.start_offset}")
         index = next(i for i, b in enumerate(self._batches) if b.next_offset > offset)
         cut = self._batches[index]
-        kept: list[Entry] = []
+        segment = cut.segment
+        record: Path | None = None
+        kept = b""
         if cut.base_offset < offset:
-            with open(cut.segment.path, "rb") as handle:
+            # inside a batch: its kept part is written again after the cut; the cut record
+            # lets recovery finish the job if a crash comes in between
+            with open(segment.path, "rb") as handle:
                 handle.seek(cut.position)
-                kept = [
-                    e
-                    for e in decode_entries(handle.read(cut.segment.size - cut.position))
-                    if e.offset < offset
-                ]
+                kept = encode_entries(
+                    [
+                        e
+                        for e in decode_entries(handle.read(segment.size - cut.position))
+                        if e.offset < offset
+                    ]
+                )
+            record = self.directory / _cut_record_name(segment.base_offset)
+            body = _CUT_POSITION.pack(cut.position) + kept
+            header = _CUT_HEADER.pack(CUT_MAGIC, crc32c.crc32c(body))
+            atomic_replace(record, header + body, temp_suffix=PART_SUFFIX)
         del self._batches[index:]
         # segments after the one holding the cut go whole
-        while self._segments[-1] is not cut.segment:
+        while self._segments[-1] is not segment:
             self._segments.pop().path.unlink()
         fsync_dir(self.directory)
-        with open(cut.segment.path, "r+b") as handle:
+        with open(segment.path, "r+b") as handle:
             handle.truncate(cut.position)
             os.fsync(handle.fileno())
         self._tail_dirty = False
-        cut.segment.size = cut.position
+        segment.size = cut.position
         self._end = cut.base_offset
-        self.append(kept)
+        if record is not None:
+            self._write_at(segment, cut.position, kept)
+            self._written(segment, kept)
+            record.unlink()
+            fsync_dir(self.directory)
 
     def reset(self, offset: int) -> None:
         """Drop every segment and continue, empty, at `offset` (a snapshot replaced the log)."""

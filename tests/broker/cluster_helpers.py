@@ -37,19 +37,23 @@ async def register(
     listeners: Sequence[str] = ("PLAINTEXT",),
     rack: str | None = None,
     unfence: bool = True,
+    incarnation: int | None = None,
+    log_dirs: Sequence[uuid.UUID] = (),
 ) -> int:
     """Register broker `broker_id` with the node's controller (unfenced unless told not to);
-    its epoch."""
+    its epoch. `incarnation` names a new incarnation (a restart) of the broker, `log_dirs` its
+    directories' ids."""
     request = BrokerRegistrationRequest(
         broker_id=broker_id,
         cluster_id=state.cluster_id,
-        incarnation_id=uuid.UUID(int=broker_id),
+        incarnation_id=uuid.UUID(int=broker_id if incarnation is None else incarnation),
         listeners=[
             BrokerRegistrationRequest.Listener(name, "127.0.0.1", peer_port(broker_id), 0)
             for name in listeners
         ],
         features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
         rack=rack,
+        log_dirs=list(log_dirs),
     )
     registered = await state.controller.broker_registration(request)
     assert registered.error_code == ErrorCode.NONE, registered

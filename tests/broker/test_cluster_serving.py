@@ -119,12 +119,11 @@ async def test_fetch(cluster: BrokerState, client: KafkaClient, version: int) ->
 
 
 async def test_list_offsets(cluster: BrokerState, client: KafkaClient) -> None:
-    P = ListOffsetsRequest.ListOffsetsPartition
     request = ListOffsetsRequest(
         replica_id=-1,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
-                "placed", [P(partition_index=p, timestamp=-1) for p in range(5)]
+                "placed", [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(5)]
             )
         ],
     )
@@ -138,13 +137,12 @@ async def test_offset_for_leader_epoch(
 ) -> None:
     """A partition with no replica here is NOT_LEADER_OR_FOLLOWER whatever the client's epoch
     (Kafka answers before the epoch check); a follower replica checks the epoch first."""
-    P = OffsetForLeaderEpochRequest.OffsetForLeaderPartition
     request = OffsetForLeaderEpochRequest(
         replica_id=-1,
         topics=[
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
                 "placed",
-                [P(partition=p, current_leader_epoch=current_epoch, leader_epoch=0) for p in range(5)],
+                [OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=p, current_leader_epoch=current_epoch, leader_epoch=0) for p in range(5)],
             )
         ],
     )
@@ -156,9 +154,8 @@ async def test_offset_for_leader_epoch(
 
 
 async def test_delete_records(cluster: BrokerState, client: KafkaClient) -> None:
-    P = DeleteRecordsRequest.DeleteRecordsPartition
     request = DeleteRecordsRequest(
-        topics=[DeleteRecordsRequest.DeleteRecordsTopic("placed", [P(p, 0) for p in range(5)])],
+        topics=[DeleteRecordsRequest.DeleteRecordsTopic("placed", [DeleteRecordsRequest.DeleteRecordsPartition(p, 0) for p in range(5)])],
         timeout_ms=200,
     )
     response = await client.request(request, 2, DeleteRecordsResponse)
@@ -342,17 +339,16 @@ async def test_kafka_python_reads_the_redirect(broker: EmbeddedBroker, cluster: 
     endpoint (what its producer uses to move the batch without a Metadata round trip)."""
     from tests.wire.kp_helpers import kp_producer, kp_send, record_batch
 
-    T = kp_producer.ProduceRequest.TopicProduceData
     request = kp_producer.ProduceRequest(
         version=10,
         transactional_id=None,
         acks=1,  # partition 2's follower runs nowhere: acks=all would time out
         timeout_ms=5000,
         topic_data=[
-            T(
+            kp_producer.ProduceRequest.TopicProduceData(
                 name="placed",
                 partition_data=[
-                    T.PartitionProduceData(index=i, records=record_batch(b"v", producer_id=-1))
+                    kp_producer.ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=record_batch(b"v", producer_id=-1))
                     for i in (1, 2)
                 ],
             )
@@ -385,12 +381,11 @@ async def test_list_offsets_from_the_debugging_replica_reads_a_follower(
 ) -> None:
     """Kafka serves ListOffsets with replica id -2 from any local replica (fetchOnlyFromLeader
     is false only for it): the follower replica of partition 1 answers; partition 0 has none."""
-    P = ListOffsetsRequest.ListOffsetsPartition
     request = ListOffsetsRequest(
         replica_id=-2,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
-                "placed", [P(partition_index=p, timestamp=-2) for p in range(3)]
+                "placed", [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-2) for p in range(3)]
             )
         ],
     )

@@ -134,13 +134,14 @@ def keyed(key: bytes, value: bytes | None) -> bytes:
 
 
 def _commit(group: str, topic: str, offset: int) -> OffsetCommitRequest:
-    P = OffsetCommitRequest.OffsetCommitRequestPartition
     return OffsetCommitRequest(
         group_id=group,
         generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
-            OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[P(0, offset)])
+            OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=topic, partitions=[OffsetCommitRequest.OffsetCommitRequestPartition(0, offset)]
+            )
         ],
     )
 

@@ -45,8 +45,12 @@ async def test_every_version(
 async def test_filtered_like_kafka(broker: EmbeddedBroker, client: KafkaClient) -> None:
     await create_topic(broker, "a", partitions=2)
     await create_topic(broker, "b")
-    T = DescribeLogDirsRequest.DescribableLogDirTopic
-    request = DescribeLogDirsRequest(topics=[T("a", [1]), T("missing", [0])])
+    request = DescribeLogDirsRequest(
+        topics=[
+            DescribeLogDirsRequest.DescribableLogDirTopic("a", [1]),
+            DescribeLogDirsRequest.DescribableLogDirTopic("missing", [0]),
+        ]
+    )
     [result] = (await client.request(request, 4, DescribeLogDirsResponse)).results
     # every topic of the directory is listed, with only the requested partitions
     assert {t.name: [p.partition_index for p in t.partitions] for t in result.topics} == {

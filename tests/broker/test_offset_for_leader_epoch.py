@@ -15,15 +15,17 @@ from tests.broker.test_produce_helpers import batch, create_topic, produce, stat
 
 pytestmark = pytest.mark.trio
 
-R = OffsetForLeaderEpochRequest
-
 
 async def _ask(
     client: KafkaClient, epoch: int, version: int = 4, current: int = -1, topic: str = "t"
 ) -> OffsetForLeaderEpochResponse.EpochEndOffset:
-    request = R(
+    request = OffsetForLeaderEpochRequest(
         replica_id=-1,
-        topics=[R.OffsetForLeaderTopic(topic, [R.OffsetForLeaderPartition(0, current, epoch)])],
+        topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+                topic, [OffsetForLeaderEpochRequest.OffsetForLeaderPartition(0, current, epoch)]
+            )
+        ],
     )
     response = await client.request(request, version, OffsetForLeaderEpochResponse)
     return response.topics[0].partitions[0]

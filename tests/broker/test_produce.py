@@ -235,13 +235,17 @@ async def test_multiple_partitions_answer_independently(
     broker: EmbeddedBroker, client: KafkaClient
 ) -> None:
     await create_topic(broker, "t", partitions=2)
-    P = ProduceRequest.PartitionProduceData
     request = ProduceRequest(
         acks=1,
         timeout_ms=1000,
         topic_data=[
             ProduceRequest.TopicProduceData(
-                name="t", partition_data=[P(0, batch([b"a"])), P(1, b"junk"), P(9, batch())]
+                name="t",
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(0, batch([b"a"])),
+                    ProduceRequest.PartitionProduceData(1, b"junk"),
+                    ProduceRequest.PartitionProduceData(9, batch()),
+                ],
             )
         ],
     )

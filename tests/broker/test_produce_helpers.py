@@ -54,13 +54,16 @@ async def create_topic(
 
 
 async def alter_topic_config(broker: EmbeddedBroker, name: str, key: str, value: str) -> None:
-    R = IncrementalAlterConfigsRequest
-    request = R(
+    request = IncrementalAlterConfigsRequest(
         resources=[
-            R.AlterConfigsResource(
+            IncrementalAlterConfigsRequest.AlterConfigsResource(
                 resource_type=2,
                 resource_name=name,
-                configs=[R.AlterableConfig(name=key, config_operation=0, value=value)],
+                configs=[
+                    IncrementalAlterConfigsRequest.AlterableConfig(
+                        name=key, config_operation=0, value=value
+                    )
+                ],
             )
         ]
     )

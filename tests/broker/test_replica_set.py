@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strom.broker.replication.replica_set import ReplicaSet
+from strom.broker.replication.replica_set import ReplicaSet, StaleFetch
 from strom.wire.errors import ErrorCode
 
 LAG_MS = 30_000
+LIVE = {2: -1, 3: -1}
+"""Brokers 2 and 3 may join; this test's fetches name no broker epoch (-1)."""
 
 
 def _set(isr: tuple[int, ...] = (1, 2, 3), *, hw: int = 0, epoch_start: int = 0) -> ReplicaSet:
@@ -62,11 +65,13 @@ def test_a_lagging_follower_leaves_the_isr_after_the_lag_time_only() -> None:
     replicas = _set()
     replicas.follower_fetched(2, 10, leader_end=10, now_ms=1000)
     replicas.follower_fetched(3, 4, leader_end=10, now_ms=1000)
-    assert replicas.proposal(10, now_ms=LAG_MS, eligible=(2, 3)) is None
-    assert replicas.proposal(10, now_ms=LAG_MS + 1, eligible=(2, 3)) == frozenset({1, 2})
+    assert replicas.proposal(10, now_ms=LAG_MS, eligible=LIVE) is None
+    shrink = replicas.proposal(10, now_ms=LAG_MS + 1, eligible=LIVE)
+    assert shrink is not None
+    assert shrink.isr == frozenset({1, 2})
     # while the shrink is in flight, broker 3 still counts for the high watermark
     assert replicas.counted() == frozenset({1, 2, 3})
-    assert replicas.proposal(10, now_ms=LAG_MS + 2, eligible=(2, 3)) is None  # one at a time
+    assert replicas.proposal(10, now_ms=LAG_MS + 2, eligible=LIVE) is None  # one at a time
     replicas.committed((1, 2))
     assert replicas.pending is None
     replicas.advance(10)
@@ -82,7 +87,7 @@ def test_a_follower_that_keeps_up_with_a_busy_leader_stays_in_sync() -> None:
         now = step * 1000
         replicas.follower_fetched(2, end, leader_end=end + 100, now_ms=now)
         end += 100
-        assert replicas.proposal(end, now_ms=now, eligible=(2, 3)) is None
+        assert replicas.proposal(end, now_ms=now, eligible=LIVE) is None
 
 
 def test_a_follower_rejoins_once_at_the_high_watermark_and_in_the_leaders_epoch() -> None:
@@ -90,19 +95,68 @@ def test_a_follower_rejoins_once_at_the_high_watermark_and_in_the_leaders_epoch(
     replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)
     assert replicas.high_watermark == 10
     replicas.follower_fetched(3, 9, leader_end=10, now_ms=1)
-    assert replicas.proposal(10, now_ms=2, eligible=(2, 3)) is None  # below the high watermark
+    assert replicas.proposal(10, now_ms=2, eligible=LIVE) is None  # below the high watermark
     replicas.follower_fetched(3, 10, leader_end=10, now_ms=3)
-    assert replicas.proposal(10, now_ms=3, eligible=(2,)) is None  # fenced: may not join
-    assert replicas.proposal(10, now_ms=3, eligible=(2, 3)) == frozenset({1, 2, 3})
+    assert replicas.proposal(10, now_ms=3, eligible={2: -1}) is None  # fenced: may not join
+    expand = replicas.proposal(10, now_ms=3, eligible=LIVE)
+    assert expand is not None
+    assert expand.isr == frozenset({1, 2, 3})
 
 
 def test_a_refused_proposal_can_be_made_again() -> None:
     replicas = _set((1, 2))
     replicas.follower_fetched(2, 5, leader_end=5, now_ms=1)
     replicas.follower_fetched(3, 5, leader_end=5, now_ms=1)
-    assert replicas.proposal(5, now_ms=1, eligible=(2, 3)) == frozenset({1, 2, 3})
-    replicas.proposal_failed()
-    assert replicas.proposal(5, now_ms=2, eligible=(2, 3)) == frozenset({1, 2, 3})
+    first = replicas.proposal(5, now_ms=1, eligible=LIVE)
+    assert first is not None
+    assert first.isr == frozenset({1, 2, 3})
+    replicas.proposal_refused(first)
+    again = replicas.proposal(5, now_ms=2, eligible=LIVE)
+    assert again is not None
+    assert again.isr == frozenset({1, 2, 3})
+    replicas.proposal_refused(first)  # an answer to the earlier one settles nothing now
+    assert replicas.pending is again
+
+
+def test_a_proposal_in_flight_counts_until_settled() -> None:
+    """Until the controller's answer or newer metadata settles an expansion, the follower it
+    adds holds the high watermark back (the controller may count it in the ISR already)."""
+    replicas = _set((1, 2))
+    replicas.follower_fetched(2, 5, leader_end=5, now_ms=1)
+    replicas.follower_fetched(3, 5, leader_end=5, now_ms=1)
+    assert replicas.high_watermark == 5
+    assert replicas.proposal(5, now_ms=1, eligible=LIVE) is not None
+    replicas.follower_fetched(2, 8, leader_end=8, now_ms=2)
+    assert replicas.high_watermark == 5  # broker 3 is at 5
+    replicas.committed((1, 2))  # the metadata says: not added
+    assert replicas.pending is None
+    assert replicas.advance(8)
+    assert replicas.high_watermark == 8
+
+
+def test_broker_epochs_fence_an_older_incarnation() -> None:
+    """KIP-903: a fetch naming an older broker epoch than an earlier one is stale; a newer one
+    (or the metadata naming a newer registration) starts the follower afresh; only a follower
+    whose fetches named its registered epoch may join; AlterPartition names those epochs."""
+    replicas = _set((1, 2))
+    replicas.follower_fetched(2, 5, leader_end=5, now_ms=1)  # high watermark 5
+    replicas.follower_fetched(3, 5, leader_end=5, now_ms=1, broker_epoch=40)
+    with pytest.raises(StaleFetch):
+        replicas.follower_fetched(3, 5, leader_end=5, now_ms=2, broker_epoch=39)
+    assert replicas.proposal(5, now_ms=2, eligible={2: 10, 3: 41}) is None  # registered anew
+    replicas.registered(3, 41)
+    assert replicas.followers[3].log_end_offset == -1  # forgotten
+    replicas.follower_fetched(3, 4, leader_end=5, now_ms=3, broker_epoch=41)
+    assert replicas.proposal(5, now_ms=3, eligible={2: 10, 3: 41}) is None  # behind
+    replicas.follower_fetched(3, 5, leader_end=5, now_ms=4, broker_epoch=41)
+    expand = replicas.proposal(5, now_ms=4, eligible={2: 10, 3: 41})
+    assert expand is not None
+    assert replicas.member_epochs(expand.isr, 7) == [(1, 7), (2, -1), (3, 41)]
+    fresh = _set((1, 2))
+    fresh.follower_fetched(3, 5, leader_end=5, now_ms=1, broker_epoch=40)
+    fresh.follower_fetched(3, 6, leader_end=6, now_ms=2, broker_epoch=45)  # restarted
+    assert fresh.followers[3].broker_epoch == 45
+    assert fresh.followers[3].last_caught_up_ms == 2
 
 
 def test_acks_all_waits_for_the_high_watermark_and_checks_min_insync() -> None:
@@ -150,10 +204,10 @@ def test_invariants_under_any_fetch_sequence(
             for member in replicas.counted() - {1}:
                 assert replicas.high_watermark <= ends[member]
         if propose:
-            proposed = replicas.proposal(leader_end, now, eligible=(2, 3))
+            proposed = replicas.proposal(leader_end, now, eligible=LIVE)
             if proposed is not None:
-                assert 1 in proposed
-                replicas.committed(proposed)
+                assert 1 in proposed.isr
+                replicas.committed(proposed.isr)
 
 
 def test_a_reassignment_adds_and_forgets_followers() -> None:
@@ -164,6 +218,8 @@ def test_a_reassignment_adds_and_forgets_followers() -> None:
     assert set(rs.followers) == {2, 3}
     assert rs.followers[3].log_end_offset == -1
     rs.follower_fetched(3, 0, 0, now_ms=1)
-    assert rs.proposal(0, 2, eligible=[1, 2, 3]) == frozenset({1, 2, 3})
+    expand = rs.proposal(0, 2, eligible={1: -1, 2: -1, 3: -1})
+    assert expand is not None
+    assert expand.isr == frozenset({1, 2, 3})
     rs.reassigned([1, 3])
     assert set(rs.followers) == {3}

@@ -17,6 +17,7 @@ from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
+from strom.wire.messages.alter_partition import AlterPartitionRequest
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (
     BrokerRegistrationRequest,
@@ -166,15 +167,37 @@ def test_another_incarnation_waits_for_the_session_to_expire() -> None:
     assert (broker.incarnation_id, broker.epoch) == (uuid.UUID(int=99), replaced.broker_epoch)
 
 
-def test_a_new_incarnation_on_the_same_log_dirs_replaces_a_live_one_at_once() -> None:
-    """A kill -9 and restart: the new process holds the old one's directory locks, so the old
-    incarnation is gone; it is fenced (out of the ISR, leadership moved) without waiting for
-    its lease, and the new one registers after those records."""
+HEARTBEAT_MS = 2000
+"""broker.heartbeat.interval.ms's default: an incarnation silent for two of them stopped."""
+
+
+def test_a_second_incarnation_is_refused_while_the_first_still_heartbeats() -> None:
+    """The same directory ids do not prove the first process gone: the directory lock is local
+    to one host, and a copy of the directory on another host names the same ids. While the
+    first incarnation heartbeats, the second is DUPLICATE_BROKER_REGISTRATION, as in Kafka."""
     cluster = Cluster()
     disk = uuid.UUID(int=0xD15C)
     old = cluster.register(2, log_dirs=[disk]).broker_epoch
     assert not cluster.heartbeat(2, old).is_fenced
     cluster.topic_on("pair", 2, 1)
+    for now in (1000, 2 * HEARTBEAT_MS, 3 * HEARTBEAT_MS):
+        cluster.now = now
+        twin = cluster.register(2, incarnation=99, log_dirs=[disk])
+        assert twin.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+        assert not cluster.heartbeat(2, old).is_fenced  # the first one goes on
+    assert cluster.partition("pair").leader == 2
+
+
+def test_a_restart_replaces_an_incarnation_that_stopped_heartbeating_at_once() -> None:
+    """A kill -9 (or a power cut) and restart: the new process names the old one's directories
+    and the old one has missed its heartbeats, so it is fenced (out of the ISR, leadership
+    moved) without waiting for its lease, and the new one registers after those records."""
+    cluster = Cluster()
+    disk = uuid.UUID(int=0xD15C)
+    old = cluster.register(2, log_dirs=[disk]).broker_epoch
+    assert not cluster.heartbeat(2, old).is_fenced
+    cluster.topic_on("pair", 2, 1)
+    cluster.now = 2 * HEARTBEAT_MS + 1  # silent for two intervals, well within the lease
     other_disk = cluster.register(2, incarnation=98, log_dirs=[uuid.UUID(int=7)])
     assert other_disk.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION  # maybe alive
     before = cluster.offset
@@ -193,6 +216,62 @@ def test_a_new_incarnation_on_the_same_log_dirs_replaces_a_live_one_at_once() ->
     assert cluster.heartbeat(2, old).error_code == ErrorCode.STALE_BROKER_EPOCH
     assert not cluster.heartbeat(2, restarted.broker_epoch).is_fenced
     assert cluster.partition("pair").isr == (1,)  # it rejoins by catching up, not by restarting
+
+
+def test_a_restart_never_leads_in_its_previous_incarnations_leader_epoch() -> None:
+    """Where the restarted broker is the only ISR member it goes on leading, but in a new
+    leader epoch: its log may have lost an unsynced tail that followers outside the ISR still
+    hold, and appends in the old epoch would pass their divergence check."""
+    cluster = Cluster()
+    disk = uuid.UUID(int=0xD15C)
+    old = cluster.register(2, log_dirs=[disk]).broker_epoch
+    assert not cluster.heartbeat(2, old).is_fenced
+    cluster.topic_on("alone", 2, 1)
+    cluster.topic_on("pair", 2, 1)
+    cluster.topic_on("single", 2)
+    alone = cluster.partition("alone")
+    shrink = AlterPartitionRequest(
+        broker_id=2,
+        broker_epoch=old,
+        topics=[
+            AlterPartitionRequest.TopicData(
+                cluster.controller.image.topics_by_name["alone"].topic_id,
+                [
+                    AlterPartitionRequest.PartitionData(
+                        partition_index=0,
+                        leader_epoch=alone.leader_epoch,
+                        new_isr_with_epochs=[AlterPartitionRequest.BrokerState(2, old)],
+                        partition_epoch=alone.partition_epoch,
+                    )
+                ],
+            )
+        ],
+    )
+    cluster._commit(cluster.controller.alter_partition(shrink, 3))
+    assert cluster.partition("alone").isr == (2,)  # broker 1 fell behind
+    names = ("alone", "pair", "single")
+    before = {name: cluster.partition(name).leader_epoch for name in names}
+    cluster.now = 2 * HEARTBEAT_MS + 1
+    restarted = cluster.register(2, incarnation=99, log_dirs=[disk])
+    assert restarted.error_code == ErrorCode.NONE
+    alone = cluster.partition("alone")
+    assert (alone.leader, alone.isr) == (-1, (2,))  # offline until the new one is unfenced
+    assert alone.leader_epoch > before["alone"]
+    assert not cluster.heartbeat(2, restarted.broker_epoch).is_fenced
+    alone = cluster.partition("alone")
+    assert (alone.leader, alone.isr) == (2, (2,))
+    assert alone.leader_epoch > before["alone"] + 1
+    assert cluster.partition("pair").leader_epoch > before["pair"]
+    # a single replica has no follower to diverge from: a restarted node rewrites none of them
+    assert cluster.partition("single").leader_epoch == before["single"]
+
+
+def test_a_fenced_incarnation_is_replaced_at_once() -> None:
+    """Kafka: a fenced broker holds no valid session (whatever its directories)."""
+    cluster = Cluster()
+    old = cluster.join(2)
+    assert cluster.heartbeat(2, old, want_fence=True).is_fenced
+    assert cluster.register(2, incarnation=99).error_code == ErrorCode.NONE
 
 
 def test_a_new_incarnation_after_the_lease_ran_out_fences_the_old_one_first() -> None:

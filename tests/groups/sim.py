@@ -32,24 +32,41 @@ R = TypeVar("R")
 
 @dataclass
 class MemoryLog:
-    """What was written, per group; `fail` makes appends fail with that error, `hold` waits."""
+    """What was written, per group; `fail` makes appends fail with that error, `hold` waits.
+    Transactional batches keep their producer id (`producers`, -1 for plain ones), and
+    `mark` appends a transaction marker, as the partition leader writes them."""
 
     written: list[tuple[str, KeyValue]] = field(default_factory=list)
+    producers: list[int] = field(default_factory=list)
+    markers: dict[int, list[records.TxnMarker]] = field(default_factory=dict)
+    """Position in `written` -> the markers written before that record."""
     fail: ErrorCode = ErrorCode.NONE
     hold: bool = False
 
-    def append(self, group_id: str, pairs: list[KeyValue]) -> ErrorCode:
+    def append(
+        self, group_id: str, pairs: list[KeyValue], producer: tuple[int, int] | None = None
+    ) -> ErrorCode:
         if self.fail:
             return self.fail
         self.written += [(group_id, kv) for kv in pairs]
+        self.producers += [-1 if producer is None else producer[0]] * len(pairs)
         return ErrorCode.NONE
 
-    def parsed(self) -> list[records.OffsetRecord | records.GroupRecord]:
-        out = []
-        for _, (key, value) in self.written:
-            parsed = records.parse_record(key, value)
+    def mark(self, producer_id: int, commit: bool) -> None:
+        self.markers.setdefault(len(self.written), []).append(
+            records.TxnMarker(producer_id, commit)
+        )
+
+    def parsed(self) -> list[records.LoadedRecord]:
+        out: list[records.LoadedRecord] = []
+        for index, ((_, (key, value)), producer) in enumerate(
+            zip(self.written, self.producers, strict=True)
+        ):
+            out += self.markers.get(index, [])
+            parsed = records.parse_record(key, value, producer)
             assert parsed is not None
             out.append(parsed)
+        out += self.markers.get(len(self.written), [])
         return out
 
 
@@ -78,7 +95,11 @@ class Sim:
         """Append the held writes in order (or fail them with `error`) and report each outcome."""
         while self.held:
             write = self.held.pop(0)
-            outcome = self.log.append(write.group_id, write.records) if error is None else error
+            outcome = (
+                self.log.append(write.group_id, write.records, write.producer)
+                if error is None
+                else error
+            )
             self.machine.write_completed(self.now, write.token, outcome)
             self.held += self.machine.take_writes()
         self._collect()

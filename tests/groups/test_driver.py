@@ -1,4 +1,4 @@
-"""`GroupDriver` without a broker: a real partition log behind the `OffsetsTopic` protocol."""
+"""`GroupDriver` without a broker: a real partition log behind the `CoordinatorTopic` protocol."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 import trio
 from trio.testing import wait_all_tasks_blocked
 
+from strom.broker.drivers.coordinator_topic import Replicated
 from strom.broker.drivers.group_loading import read_partition
-from strom.broker.drivers.groups import GroupDriver, Replicated
+from strom.broker.drivers.groups import GroupDriver
 from strom.coordinator.groups.api import (
     CommitPartition,
     CommitRequest,
@@ -42,7 +43,9 @@ class OneLogTopic:
     def leader(self, partition: int) -> tuple[PartitionLog, int] | None:
         return (self.log, 3) if partition == 0 else None
 
-    def append(self, partition: int, batch: bytes | bytearray, now: int) -> ErrorCode | Replicated:
+    def append(
+        self, partition: int, batch: bytes | bytearray, now: int, timeout_ms: int | None = None
+    ) -> ErrorCode | Replicated:
         led = self.leader(partition)
         if led is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER

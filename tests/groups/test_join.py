@@ -12,8 +12,6 @@ from strom.coordinator.groups.records import GroupRecord
 from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
 
-S = GroupState
-
 
 def test_new_member_gets_member_id_required_then_joins() -> None:
     sim = Sim()
@@ -27,7 +25,7 @@ def test_new_member_gets_member_id_required_then_joins() -> None:
     assert (result.generation, result.leader, result.protocol_name) == (1, first.member_id, "range")
     assert [m.member_id for m in result.members] == [first.member_id]
     assert result.protocol_type == "consumer"
-    assert sim.state() is S.COMPLETING_REBALANCE
+    assert sim.state() is GroupState.COMPLETING_REBALANCE
     assert not sim.group().pending
 
 
@@ -143,7 +141,7 @@ def test_member_joining_during_a_rebalance_is_included() -> None:
     (a, b), gen = sim.form(2)
     assert sim.heartbeat(a, gen) == ErrorCode.NONE
     ta = sim.join(a)  # the leader rejoins: a rebalance starts
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
     assert sim.heartbeat(b, gen) == ErrorCode.REBALANCE_IN_PROGRESS
     c = sim.join_new(client="late")
     tc = sim.join(c)
@@ -193,7 +191,7 @@ def test_leader_leaving_while_completing_rebalance() -> None:
     assert sim.reply(wait_b) is None
     sim.leave((a, None))
     assert sim.synced(wait_b).error == ErrorCode.REBALANCE_IN_PROGRESS
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
     rb = sim.joined(sim.join(b))
     assert (rb.leader, rb.generation) == (b, gen2 + 1)
     assert sim.joined(tb).generation == gen2
@@ -205,14 +203,14 @@ def test_rejoin_with_same_metadata_in_stable_returns_the_generation() -> None:
     result = sim.join(b)
     assert isinstance(result, JoinResult)
     assert (result.error, result.generation, result.members) == (ErrorCode.NONE, gen, [])
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
 
 
 def test_rejoin_with_new_metadata_rebalances() -> None:
     sim = Sim()
     (a, b), gen = sim.form(2)
     tb = sim.join(b, protocols=[("range", b"changed")])
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
     ta = sim.join(a)
     leader = sim.joined(ta)
     assert sim.joined(tb).generation == gen + 1
@@ -242,9 +240,10 @@ def test_last_member_leaving_empties_the_group_and_stores_it() -> None:
     sim = Sim()
     (a,), gen = sim.form(1)
     sim.log.written.clear()
+    sim.log.producers.clear()
     sim.leave((a, None))
     sim.advance(0)
-    assert sim.state() is S.EMPTY
+    assert sim.state() is GroupState.EMPTY
     assert sim.group().generation == gen + 1
     [record] = sim.log.parsed()
     assert isinstance(record, GroupRecord)
@@ -258,7 +257,7 @@ def test_only_member_rejoining_completes_at_once() -> None:
     (a,), gen = sim.form(1)
     result = sim.joined(sim.join(a, protocols=[("range", b"v2")]))
     assert result.generation == gen + 1
-    assert sim.state() is S.COMPLETING_REBALANCE
+    assert sim.state() is GroupState.COMPLETING_REBALANCE
 
 
 def test_zero_delay_first_generation_waits_for_members_mid_handshake() -> None:

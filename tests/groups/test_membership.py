@@ -7,8 +7,6 @@ from strom.coordinator.groups.model import GroupState
 from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
 
-S = GroupState
-
 
 def test_followers_wait_for_the_leaders_assignment() -> None:
     sim = Sim(initial_rebalance_delay_ms=50)
@@ -23,7 +21,7 @@ def test_followers_wait_for_the_leaders_assignment() -> None:
     assert mine.assignment == b"A"
     assert (mine.protocol_type, mine.protocol_name) == ("consumer", "range")
     assert sim.synced(wait).assignment == b"B"
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     assert sim.joined(tb).generation == gen
     [stored] = [r for r in sim.log.parsed() if r.value is not None]  # type: ignore[union-attr]
     assert {m.member_id: m.assignment for m in stored.value.members} == {a: b"A", b: b"B"}  # type: ignore[union-attr]
@@ -78,7 +76,7 @@ def test_storage_failure_during_sync_restarts_the_rebalance() -> None:
     sim.log.fail = ErrorCode.KAFKA_STORAGE_ERROR
     result = sim.synced(sim.sync(a, gen, {a: b"x"}))
     assert result.error == ErrorCode.NOT_COORDINATOR
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
 
 
 def test_heartbeat_errors_and_rebalance_signal() -> None:
@@ -114,9 +112,9 @@ def test_session_is_measured_from_the_last_heartbeat() -> None:
     sim.advance(5999)
     assert sim.heartbeat(a, gen) == ErrorCode.NONE
     sim.advance(5999)
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     sim.advance(1)
-    assert sim.state() is S.EMPTY
+    assert sim.state() is GroupState.EMPTY
 
 
 def test_members_waiting_in_join_do_not_expire_by_session() -> None:
@@ -140,12 +138,12 @@ def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout() -> Non
     assert sim.joined(tb).generation == gen2
     assert sim.group().leader == a
     assert sim.synced(sim.sync(a, gen2, {a: b"A", b: b"B"})).error == ErrorCode.NONE
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     sim.advance(9_999)
     assert b in sim.group().members
     sim.advance(1)
     assert set(sim.group().members) == {a}
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
 
 
 def test_leave_by_member_id_and_unknown_members() -> None:
@@ -156,7 +154,7 @@ def test_leave_by_member_id_and_unknown_members() -> None:
         [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID],
     )
     assert set(sim.group().members) == {a}
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
     assert sim.leave((a, None), group="nope") == (ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID])
 
 

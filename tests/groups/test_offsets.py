@@ -8,7 +8,6 @@ from strom.coordinator.groups.records import GroupRecord, OffsetRecord
 from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
 
-S = GroupState
 DAY = 24 * 3600 * 1000
 
 
@@ -47,7 +46,7 @@ def fetched(sim: Sim, group: str = "g") -> dict[tuple[str, int], int]:
 def test_simple_commit_creates_an_empty_group() -> None:
     sim = Sim()
     assert commit(sim) == {("t", 0): ErrorCode.NONE}
-    assert sim.state() is S.EMPTY
+    assert sim.state() is GroupState.EMPTY
     assert sim.group().protocol_type is None
     [(topic, [(partition, entry)])] = sim.machine.fetch_offsets("g", [("t", [0])])
     assert (topic, partition) == ("t", 0)
@@ -131,7 +130,7 @@ def test_commit_records_and_reload() -> None:
     again = Sim()
     again.machine.load(records, sim.now + 5)
     group = again.group()
-    assert group.state is S.STABLE
+    assert group.state is GroupState.STABLE
     assert group.generation == gen
     assert set(group.members) == {a, b}
     assert group.members[b].assignment == f"a-{b}".encode()
@@ -151,7 +150,11 @@ def test_delete_groups() -> None:
         "": ErrorCode.INVALID_GROUP_ID,
     }
     assert "simple" not in sim.machine.groups
-    tombstones = [r for r in sim.log.parsed() if r.group_id == "simple"]
+    tombstones = [
+        r
+        for r in sim.log.parsed()
+        if isinstance(r, OffsetRecord | GroupRecord) and r.group_id == "simple"
+    ]
     assert isinstance(tombstones[-1], GroupRecord)
     assert tombstones[-1].value is None
     assert isinstance(tombstones[-2], OffsetRecord)
@@ -202,7 +205,7 @@ def test_retention_of_empty_groups_and_explicit_expiry() -> None:
     assert fetched(sim) == {("t", 0): 5}  # a live group keeps its offsets
     sim.leave((a, None))
     sim.advance(0)
-    assert sim.state() is S.EMPTY
+    assert sim.state() is GroupState.EMPTY
     sim.now += 7 * DAY - 1
     sim.expire()
     assert fetched(sim) == {("t", 0): 5}

@@ -7,8 +7,6 @@ from strom.coordinator.groups.model import GroupState
 from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
 
-S = GroupState
-
 
 def _form_static(
     sim: Sim, instances: list[str], session: int = 10_000, rebalance: int = 30_000
@@ -51,7 +49,7 @@ def test_restarted_static_follower_gets_its_assignment_back_without_rebalance() 
     assert restarted.generation == gen
     assert restarted.member_id != ids[follower]
     assert not restarted.skip_assignment
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     sync = sim.synced(sim.sync(restarted.member_id, gen, instance=follower))
     assert sync.assignment == f"part-{follower}".encode()
     # the old incarnation is fenced
@@ -67,7 +65,7 @@ def test_restarted_static_leader_skips_assignment() -> None:
     assert restarted.skip_assignment
     assert restarted.leader == restarted.member_id == sim.group().leader
     assert len(restarted.members) == 2
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     old_style = sim.joined(sim.join(instance=leader_instance, v9=False))
     assert old_style.members == []
     assert not old_style.skip_assignment

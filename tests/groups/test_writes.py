@@ -15,7 +15,6 @@ from strom.coordinator.groups.records import GroupRecord, OffsetRecord
 from strom.wire.errors import ErrorCode
 from tests.groups.sim import Sim
 
-S = GroupState
 DAY = 24 * 3600 * 1000
 
 
@@ -90,7 +89,7 @@ def test_a_commit_whose_write_fails_gets_kafkas_coordinator_error(
     assert result.errors == {("t", 0): answered, ("t", 1): answered}
     assert fetched(sim) == {("t", 0): 5}  # the failed commit changed nothing
     assert len(sim.log.written) == written
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
     sim.log.hold = False
     assert sim.heartbeat(b, gen) == ErrorCode.NONE
 
@@ -114,12 +113,12 @@ def test_sync_group_waits_for_the_assignment_write() -> None:
     leading = sim.sync(leader, gen, {a: b"pa", b: b"pb"})
     assert sim.reply(waiting) is None
     assert sim.reply(leading) is None
-    assert sim.state() is S.COMPLETING_REBALANCE
+    assert sim.state() is GroupState.COMPLETING_REBALANCE
     assert len(sim.held) == 1
     sim.complete_writes()
     assert sim.synced(leading).assignment == (b"pa" if leader == a else b"pb")
     assert sim.synced(waiting).assignment == (b"pb" if leader == a else b"pa")
-    assert sim.state() is S.STABLE
+    assert sim.state() is GroupState.STABLE
 
 
 def test_a_rebalance_while_the_assignment_is_written_wins() -> None:
@@ -132,7 +131,7 @@ def test_a_rebalance_while_the_assignment_is_written_wins() -> None:
     sim.join(newcomer)  # PreparingRebalance: the parked SyncGroup is told to rejoin
     assert sim.synced(leading).error == ErrorCode.REBALANCE_IN_PROGRESS
     sim.complete_writes()  # the old generation's assignment arrives late: ignored
-    assert sim.state() is S.PREPARING_REBALANCE
+    assert sim.state() is GroupState.PREPARING_REBALANCE
     assert sim.group().members[a].assignment == b""
 
 
@@ -177,7 +176,7 @@ def test_a_group_being_deleted_is_dead_until_written_and_empty_again_if_that_fai
     token = sim.token()
     assert sim.machine.delete_group(sim.now, "g", token) is None
     sim.settle()
-    assert sim.state() is S.DEAD
+    assert sim.state() is GroupState.DEAD
     joined = sim.join()
     assert isinstance(joined, JoinResult)
     assert joined.error == ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -187,7 +186,7 @@ def test_a_group_being_deleted_is_dead_until_written_and_empty_again_if_that_fai
     assert sim.machine.list_groups([], []) == []
     sim.complete_writes(ErrorCode.KAFKA_STORAGE_ERROR)
     assert sim.answer(token, ErrorCode) == ErrorCode.NOT_COORDINATOR
-    assert sim.state() is S.EMPTY
+    assert sim.state() is GroupState.EMPTY
     assert fetched(sim) == {("t", 0): 4}
     sim.log.hold = False
     assert sim.delete_groups("g") == {"g": ErrorCode.NONE}

@@ -12,6 +12,7 @@ from strom.coordinator.raft.effects import (
     Effect,
     HighWatermark,
     InstallSnapshot,
+    LeaderChange,
     PersistQuorumState,
     Send,
     SnapshotLoaded,
@@ -357,6 +358,53 @@ def test_graceful_resignation_makes_the_best_placed_follower_stand_first() -> No
     drain(follower, 5003)
     follower.tick(5003)
     assert role(follower) is Role.PROSPECTIVE
+
+
+def announced(effects: list[Effect]) -> list[tuple[int, int]]:
+    return [(e.epoch, e.leader_id) for e in effects if isinstance(e, LeaderChange)]
+
+
+def test_a_leader_cut_off_from_the_quorum_stops_reporting_itself_as_leader() -> None:
+    """Check-quorum makes it Resigned, its election timeout Prospective: in neither may it tell
+    its host that it leads (the host would answer commands from a stale image)."""
+    timeout = RaftConfig().fetch_timeout_ms
+    core = make(epoch=1)
+    assert announced(elect(core, now=5000)) == [(2, 1)]
+    assert core.current_leader_id == 1
+    core.tick(5000 + timeout)
+    effects = drain(core, 5000 + timeout)
+    assert role(core) is Role.RESIGNED
+    assert announced(effects) == [(2, -1)]
+    assert core.current_leader_id == -1
+    assert core.leader_id == 1, "its quorum state still records it as the epoch's leader"
+    core.tick(core.next_deadline())
+    effects = drain(core, core.next_deadline())
+    assert role(core) is Role.PROSPECTIVE
+    assert announced(effects) == []
+    assert core.current_leader_id == -1
+
+
+def test_a_graceful_resignation_reports_no_leader() -> None:
+    core = make(epoch=1)
+    elect(core)
+    core.resign(5001)
+    assert announced(drain(core, 5001)) == [(2, -1)]
+    assert core.current_leader_id == -1
+
+
+def test_a_restarted_leader_reports_no_leader() -> None:
+    core = make(epoch=4, leader=1, voted=1)
+    assert announced(drain(core)) == [(4, -1)]
+    assert core.current_leader_id == -1
+
+
+def test_a_follower_standing_keeps_reporting_the_leader_it_lost_touch_with() -> None:
+    core = make(epoch=3, leader=2)
+    assert announced(drain(core)) == [(3, 2)]
+    core.tick(RaftConfig().fetch_timeout_ms)
+    assert role(core) is Role.PROSPECTIVE
+    assert announced(drain(core, 2000)) == []
+    assert core.current_leader_id == 2
 
 
 def test_a_restarted_leader_resigns_its_epoch() -> None:

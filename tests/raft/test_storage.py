@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import random
 from pathlib import Path
 
@@ -43,6 +45,51 @@ def test_appends_and_a_truncation_inside_a_batch_survive_a_reopen(tmp_path: Path
     assert loaded.entries == [*expected, *entries(6, 2, 3)]
     assert loaded.log_start == 0
     assert loaded.quorum == QuorumState(voters=VOTERS)
+
+
+class _Crash(BaseException):
+    """The process dies here (kill -9: what was written stays, nothing more is done)."""
+
+
+@pytest.mark.parametrize("segment_bytes", [1 << 30, 120])
+def test_a_crash_at_any_step_of_a_truncation_inside_a_batch_keeps_the_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segment_bytes: int
+) -> None:
+    """Followers batch what they fetch their own way, so a truncation can fall inside a batch:
+    its kept part is rewritten. A crash at any fsync of that step must leave a prefix of the log,
+    never one without the entries below the cut (this voter acknowledged them)."""
+    before = [*entries(0, 3, 1), *entries(3, 5, 2), *entries(8, 2, 2)]
+    real_fsync = os.fsync
+    for crash_at in itertools.count(1):
+        directory = tmp_path / f"crash-at-{crash_at}"
+        log = RaftLogDir.open(directory, segment_bytes=segment_bytes)
+        log.append(before[:3])
+        log.append(before[3:8])  # one batch, offsets 3-7: the cut at 5 falls inside it
+        log.append(before[8:])
+        calls = 0
+
+        def crashing_fsync(fd: int, crash_at: int = crash_at) -> None:
+            nonlocal calls
+            calls += 1
+            if calls == crash_at:
+                raise _Crash
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", crashing_fsync)
+        try:
+            log.truncate_to(5)
+            finished = True
+        except _Crash:
+            finished = False
+        finally:
+            monkeypatch.setattr(os, "fsync", real_fsync)
+        recovered = RaftLogDir.open(directory, segment_bytes=segment_bytes).read_all()
+        assert recovered[:5] == before[:5], f"a crash at fsync {crash_at} lost kept entries"
+        assert recovered == before[: len(recovered)], "what survives is a prefix of the log"
+        if finished:
+            assert recovered == before[:5]
+            assert crash_at > 2
+            break
 
 
 def test_a_torn_tail_is_cut_and_earlier_damage_refuses_to_open(tmp_path: Path) -> None:

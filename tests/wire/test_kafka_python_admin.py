@@ -33,26 +33,33 @@ BROKER_RESOURCE = 4
 
 
 def kp_create_topics_request(v: int) -> Any:
-    T = CreateTopicsRequest.CreatableTopic
-    A = T.CreatableReplicaAssignment
-    C = T.CreatableTopicConfig
     return CreateTopicsRequest(
         version=v,
         topics=[
-            T(
+            CreateTopicsRequest.CreatableTopic(
                 name="tøpic-中",
                 num_partitions=-1,
                 replication_factor=-1,
                 assignments=[
-                    A(partition_index=0, broker_ids=[1, 2]),
-                    A(partition_index=1, broker_ids=[2, 3]),
+                    CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment(
+                        partition_index=0, broker_ids=[1, 2]
+                    ),
+                    CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment(
+                        partition_index=1, broker_ids=[2, 3]
+                    ),
                 ],
                 configs=[
-                    C(name="cleanup.policy", value="compact"),
-                    C(name="retention.ms", value=None),
+                    CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(
+                        name="cleanup.policy", value="compact"
+                    ),
+                    CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(
+                        name="retention.ms", value=None
+                    ),
                 ],
             ),
-            T(name="t2", num_partitions=3, replication_factor=2, assignments=[], configs=[]),
+            CreateTopicsRequest.CreatableTopic(
+                name="t2", num_partitions=3, replication_factor=2, assignments=[], configs=[]
+            ),
         ],
         timeout_ms=30_000,
         validate_only=True,
@@ -60,12 +67,10 @@ def kp_create_topics_request(v: int) -> Any:
 
 
 def strom_create_topics_response(v: int) -> s_create_topics.CreateTopicsResponse:
-    R = s_create_topics.CreateTopicsResponse
-    C = R.CreatableTopicConfigs
-    return R(
+    return s_create_topics.CreateTopicsResponse(
         throttle_time_ms=11,
         topics=[
-            R.CreatableTopicResult(
+            s_create_topics.CreateTopicsResponse.CreatableTopicResult(
                 name="tøpic-中",
                 topic_id=fixed_uuid(1),
                 error_code=0,
@@ -74,14 +79,14 @@ def strom_create_topics_response(v: int) -> s_create_topics.CreateTopicsResponse
                 num_partitions=2,
                 replication_factor=3,
                 configs=[
-                    C(
+                    s_create_topics.CreateTopicsResponse.CreatableTopicConfigs(
                         name="cleanup.policy",
                         value="compact",
                         read_only=False,
                         config_source=1,
                         is_sensitive=False,
                     ),
-                    C(
+                    s_create_topics.CreateTopicsResponse.CreatableTopicConfigs(
                         name="sasl.secret-ü",
                         value=None,
                         read_only=True,
@@ -90,7 +95,7 @@ def strom_create_topics_response(v: int) -> s_create_topics.CreateTopicsResponse
                     ),
                 ],
             ),
-            R.CreatableTopicResult(
+            s_create_topics.CreateTopicsResponse.CreatableTopicResult(
                 name="t2",
                 topic_id=ZERO_UUID,
                 error_code=36,
@@ -153,17 +158,20 @@ CREATE_TOPICS = ApiCase(
 
 
 def kp_describe_configs_request(v: int) -> Any:
-    R = DescribeConfigsRequest.DescribeConfigsResource
     return DescribeConfigsRequest(
         version=v,
         resources=[
-            R(
+            DescribeConfigsRequest.DescribeConfigsResource(
                 resource_type=TOPIC_RESOURCE,
                 resource_name="tøpic-中",
                 configuration_keys=["cleanup.policy", "retention.ms"],
             ),
-            R(resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=None),
-            R(resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=[]),
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name="1", configuration_keys=None
+            ),
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER_RESOURCE, resource_name="", configuration_keys=[]
+            ),
         ],
         include_synonyms=True,
         include_documentation=True,
@@ -171,32 +179,33 @@ def kp_describe_configs_request(v: int) -> Any:
 
 
 def strom_describe_configs_response(v: int) -> s_describe_configs.DescribeConfigsResponse:
-    R = s_describe_configs.DescribeConfigsResponse
-    C = R.DescribeConfigsResourceResult
-    S = R.DescribeConfigsSynonym
-    return R(
+    return s_describe_configs.DescribeConfigsResponse(
         throttle_time_ms=13,
         results=[
-            R.DescribeConfigsResult(
+            s_describe_configs.DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=0,
                 error_message=None,
                 resource_type=TOPIC_RESOURCE,
                 resource_name="tøpic-中",
                 configs=[
-                    C(
+                    s_describe_configs.DescribeConfigsResponse.DescribeConfigsResourceResult(
                         name="cleanup.policy",
                         value="compact",
                         read_only=False,
                         config_source=1,
                         is_sensitive=False,
                         synonyms=[
-                            S(name="cleanup.policy", value="compact", source=1),
-                            S(name="log.cleanup.policy", value=None, source=5),
+                            s_describe_configs.DescribeConfigsResponse.DescribeConfigsSynonym(
+                                name="cleanup.policy", value="compact", source=1
+                            ),
+                            s_describe_configs.DescribeConfigsResponse.DescribeConfigsSynonym(
+                                name="log.cleanup.policy", value=None, source=5
+                            ),
                         ],
                         config_type=2,
                         documentation="Düc ✓",
                     ),
-                    C(
+                    s_describe_configs.DescribeConfigsResponse.DescribeConfigsResourceResult(
                         name="ssl.key.password",
                         value=None,
                         read_only=True,
@@ -208,7 +217,7 @@ def strom_describe_configs_response(v: int) -> s_describe_configs.DescribeConfig
                     ),
                 ],
             ),
-            R.DescribeConfigsResult(
+            s_describe_configs.DescribeConfigsResponse.DescribeConfigsResult(
                 error_code=3,
                 error_message="unknown tøpic",
                 resource_type=BROKER_RESOURCE,

@@ -51,7 +51,6 @@ ASSIGNMENT = b"\x00\x03\x00\x00\x00\x01\x00\x02t2\x00\x00\x00\x02\x00\x00\x00\x0
 
 
 def kp_join_group_request(v: int) -> Any:
-    P = JoinGroupRequest.JoinGroupRequestProtocol
     return JoinGroupRequest(
         version=v,
         group_id=GROUP,
@@ -60,14 +59,16 @@ def kp_join_group_request(v: int) -> Any:
         member_id=MEMBER if v % 2 else "",
         group_instance_id=INSTANCE if v % 2 else None,
         protocol_type="consumer",
-        protocols=[P(name="range", metadata=SUBSCRIPTION), P(name="roundrobin-ü", metadata=b"")],
+        protocols=[
+            JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUBSCRIPTION),
+            JoinGroupRequest.JoinGroupRequestProtocol(name="roundrobin-ü", metadata=b""),
+        ],
         reason="rejoin ✓" if v % 2 else None,
     )
 
 
 def strom_join_group_response(v: int) -> s_join_group.JoinGroupResponse:
-    R = s_join_group.JoinGroupResponse
-    return R(
+    return s_join_group.JoinGroupResponse(
         throttle_time_ms=5,
         error_code=0,
         generation_id=12,
@@ -77,10 +78,12 @@ def strom_join_group_response(v: int) -> s_join_group.JoinGroupResponse:
         skip_assignment=True,
         member_id=MEMBER,
         members=[
-            R.JoinGroupResponseMember(
+            s_join_group.JoinGroupResponse.JoinGroupResponseMember(
                 member_id=MEMBER, group_instance_id=INSTANCE, metadata=SUBSCRIPTION
             ),
-            R.JoinGroupResponseMember(member_id="m-2", group_instance_id=None, metadata=b""),
+            s_join_group.JoinGroupResponse.JoinGroupResponseMember(
+                member_id="m-2", group_instance_id=None, metadata=b""
+            ),
         ],
     )
 
@@ -131,7 +134,6 @@ JOIN_GROUP = ApiCase(
 
 
 def kp_sync_group_request(v: int) -> Any:
-    A = SyncGroupRequest.SyncGroupRequestAssignment
     return SyncGroupRequest(
         version=v,
         group_id=GROUP,
@@ -141,8 +143,8 @@ def kp_sync_group_request(v: int) -> Any:
         protocol_type="consumer",
         protocol_name="range",
         assignments=[
-            A(member_id=MEMBER, assignment=ASSIGNMENT),
-            A(member_id="m-2", assignment=b""),
+            SyncGroupRequest.SyncGroupRequestAssignment(member_id=MEMBER, assignment=ASSIGNMENT),
+            SyncGroupRequest.SyncGroupRequestAssignment(member_id="m-2", assignment=b""),
         ],
     )
 
@@ -230,26 +232,32 @@ HEARTBEAT = ApiCase(
 
 
 def kp_leave_group_request(v: int) -> Any:
-    M = LeaveGroupRequest.MemberIdentity
     return LeaveGroupRequest(
         version=v,
         group_id=GROUP,
         member_id=MEMBER,
         members=[
-            M(member_id=MEMBER, group_instance_id=INSTANCE, reason="bye ✓"),
-            M(member_id="", group_instance_id="instance-2", reason=None),
+            LeaveGroupRequest.MemberIdentity(
+                member_id=MEMBER, group_instance_id=INSTANCE, reason="bye ✓"
+            ),
+            LeaveGroupRequest.MemberIdentity(
+                member_id="", group_instance_id="instance-2", reason=None
+            ),
         ],
     )
 
 
 def strom_leave_group_response(v: int) -> s_leave_group.LeaveGroupResponse:
-    R = s_leave_group.LeaveGroupResponse
-    return R(
+    return s_leave_group.LeaveGroupResponse(
         throttle_time_ms=4,
         error_code=0,
         members=[
-            R.MemberResponse(member_id=MEMBER, group_instance_id=INSTANCE, error_code=0),
-            R.MemberResponse(member_id="m-2", group_instance_id=None, error_code=25),
+            s_leave_group.LeaveGroupResponse.MemberResponse(
+                member_id=MEMBER, group_instance_id=INSTANCE, error_code=0
+            ),
+            s_leave_group.LeaveGroupResponse.MemberResponse(
+                member_id="m-2", group_instance_id=None, error_code=25
+            ),
         ],
     )
 
@@ -294,8 +302,6 @@ LEAVE_GROUP = ApiCase(
 
 
 def kp_offset_commit_request(v: int) -> Any:
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    P = T.OffsetCommitRequestPartition
     return OffsetCommitRequest(
         version=v,
         group_id=GROUP,
@@ -304,16 +310,16 @@ def kp_offset_commit_request(v: int) -> Any:
         group_instance_id=INSTANCE if v % 2 else None,
         retention_time_ms=86_400_000,
         topics=[
-            T(
+            OffsetCommitRequest.OffsetCommitRequestTopic(
                 name="tøpic-中",
                 partitions=[
-                    P(
+                    OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                         partition_index=0,
                         committed_offset=1_234_567_890_123,
                         committed_leader_epoch=7,
                         committed_metadata="meta-ü",
                     ),
-                    P(
+                    OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                         partition_index=1,
                         committed_offset=-1,
                         committed_leader_epoch=-1,
@@ -321,10 +327,10 @@ def kp_offset_commit_request(v: int) -> Any:
                     ),
                 ],
             ),
-            T(
+            OffsetCommitRequest.OffsetCommitRequestTopic(
                 name="t2",
                 partitions=[
-                    P(
+                    OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
                         partition_index=5,
                         committed_offset=0,
                         committed_leader_epoch=0,
@@ -337,13 +343,22 @@ def kp_offset_commit_request(v: int) -> Any:
 
 
 def strom_offset_commit_response(v: int) -> s_offset_commit.OffsetCommitResponse:
-    R = s_offset_commit.OffsetCommitResponse
-    P = R.OffsetCommitResponsePartition
-    return R(
+    return s_offset_commit.OffsetCommitResponse(
         throttle_time_ms=6,
         topics=[
-            R.OffsetCommitResponseTopic(name="tøpic-中", partitions=[P(0, 0), P(1, 22)]),
-            R.OffsetCommitResponseTopic(name="t2", partitions=[P(5, -1)]),
+            s_offset_commit.OffsetCommitResponse.OffsetCommitResponseTopic(
+                name="tøpic-中",
+                partitions=[
+                    s_offset_commit.OffsetCommitResponse.OffsetCommitResponsePartition(0, 0),
+                    s_offset_commit.OffsetCommitResponse.OffsetCommitResponsePartition(1, 22),
+                ],
+            ),
+            s_offset_commit.OffsetCommitResponse.OffsetCommitResponseTopic(
+                name="t2",
+                partitions=[
+                    s_offset_commit.OffsetCommitResponse.OffsetCommitResponsePartition(5, -1)
+                ],
+            ),
         ],
     )
 
@@ -392,47 +407,47 @@ OFFSET_COMMIT = ApiCase(
 
 
 def kp_offset_fetch_request(v: int) -> Any:
-    T = OffsetFetchRequest.OffsetFetchRequestTopic
-    G = OffsetFetchRequest.OffsetFetchRequestGroup
-    GT = G.OffsetFetchRequestTopics
+    GT = OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics
     return OffsetFetchRequest(
         version=v,
         group_id=GROUP,
         topics=[
-            T(name="tøpic-中", partition_indexes=[0, 1, 2**31 - 1]),
-            T(name="t2", partition_indexes=[]),
+            OffsetFetchRequest.OffsetFetchRequestTopic(
+                name="tøpic-中", partition_indexes=[0, 1, 2**31 - 1]
+            ),
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="t2", partition_indexes=[]),
         ],
         groups=[
-            G(
+            OffsetFetchRequest.OffsetFetchRequestGroup(
                 group_id=GROUP,
                 member_id=MEMBER,
                 member_epoch=5,
                 topics=[GT(name="tøpic-中", partition_indexes=[0, 1])],
             ),
-            G(group_id="g-2", member_id=None, member_epoch=-1, topics=None),
+            OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id="g-2", member_id=None, member_epoch=-1, topics=None
+            ),
         ],
         require_stable=True,
     )
 
 
 def strom_offset_fetch_response(v: int) -> s_offset_fetch.OffsetFetchResponse:
-    R = s_offset_fetch.OffsetFetchResponse
-    P = R.OffsetFetchResponsePartition
-    GP = R.OffsetFetchResponsePartitions
-    return R(
+    GP = s_offset_fetch.OffsetFetchResponse.OffsetFetchResponsePartitions
+    return s_offset_fetch.OffsetFetchResponse(
         throttle_time_ms=8,
         topics=[
-            R.OffsetFetchResponseTopic(
+            s_offset_fetch.OffsetFetchResponse.OffsetFetchResponseTopic(
                 name="tøpic-中",
                 partitions=[
-                    P(
+                    s_offset_fetch.OffsetFetchResponse.OffsetFetchResponsePartition(
                         partition_index=0,
                         committed_offset=100,
                         committed_leader_epoch=7,
                         metadata="m-ü",
                         error_code=0,
                     ),
-                    P(
+                    s_offset_fetch.OffsetFetchResponse.OffsetFetchResponsePartition(
                         partition_index=1,
                         committed_offset=-1,
                         committed_leader_epoch=-1,
@@ -441,14 +456,14 @@ def strom_offset_fetch_response(v: int) -> s_offset_fetch.OffsetFetchResponse:
                     ),
                 ],
             ),
-            R.OffsetFetchResponseTopic(name="t2", partitions=[]),
+            s_offset_fetch.OffsetFetchResponse.OffsetFetchResponseTopic(name="t2", partitions=[]),
         ],
         error_code=14,
         groups=[
-            R.OffsetFetchResponseGroup(
+            s_offset_fetch.OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=GROUP,
                 topics=[
-                    R.OffsetFetchResponseTopics(
+                    s_offset_fetch.OffsetFetchResponse.OffsetFetchResponseTopics(
                         name="tøpic-中",
                         partitions=[
                             GP(
@@ -470,7 +485,9 @@ def strom_offset_fetch_response(v: int) -> s_offset_fetch.OffsetFetchResponse:
                 ],
                 error_code=0,
             ),
-            R.OffsetFetchResponseGroup(group_id="g-2", topics=[], error_code=69),
+            s_offset_fetch.OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id="g-2", topics=[], error_code=69
+            ),
         ],
     )
 

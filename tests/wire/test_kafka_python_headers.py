@@ -153,8 +153,9 @@ def test_api_versions_response_header_is_always_v0(version: int) -> None:
     assert response_header_version(18, version) == 0
     proto, data = kp_send([(ApiVersionsRequest(version=version), 4242)])
     (request,) = strom_receive(data)
-    R = s_api_versions.ApiVersionsResponse
-    body = R(error_code=0, api_keys=[R.ApiVersion(18, 0, 4)])
+    body = s_api_versions.ApiVersionsResponse(
+        error_code=0, api_keys=[s_api_versions.ApiVersionsResponse.ApiVersion(18, 0, 4)]
+    )
     raw = strom_response_bytes(request, body)
     assert struct.unpack_from(">iih", raw) == (len(raw) - 4, 4242, 0)
     assert raw[8:] == body.encode(version)
@@ -183,8 +184,10 @@ def test_api_versions_error_answer_is_v0_body(request_version: int) -> None:
     """An ApiVersions error answer has a v0 body, which kafka-python expects."""
     proto, data = kp_send([(ApiVersionsRequest(version=request_version), 3)])
     (request,) = strom_receive(data)
-    R = s_api_versions.ApiVersionsResponse
-    body = R(error_code=UNSUPPORTED_VERSION, api_keys=[R.ApiVersion(18, 0, 2)])
+    body = s_api_versions.ApiVersionsResponse(
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[s_api_versions.ApiVersionsResponse.ApiVersion(18, 0, 2)],
+    )
     ((_, got),) = kp_receive(proto, strom_response_bytes(request, body, body_version=0))
     assert got.error_code == UNSUPPORTED_VERSION
     assert got.version == 0
@@ -212,8 +215,10 @@ def test_api_versions_request_too_new_for_strom(too_new: int) -> None:
     assert event.header.correlation_id == -31
     assert event.header.client_id == CLIENT_ID
 
-    R = s_api_versions.ApiVersionsResponse
-    answer = R(error_code=UNSUPPORTED_VERSION, api_keys=[R.ApiVersion(18, 0, 4)])
+    answer = s_api_versions.ApiVersionsResponse(
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[s_api_versions.ApiVersionsResponse.ApiVersion(18, 0, 4)],
+    )
     raw = b"".join(bytes(c) for c in encode_response(18, too_new, -31, answer, body_version=0))
     # The client decodes at the version it sent (4 is kafka-python's newest)
     # and falls back to a v0 body on error.
@@ -247,9 +252,12 @@ def test_pipelined_requests_and_responses() -> None:
         (12, 3),
         (22, 4),
     ]
-    A = s_api_versions.ApiVersionsResponse
     bodies = [
-        A(error_code=0, api_keys=[A.ApiVersion(12, 0, 4)], throttle_time_ms=1),
+        s_api_versions.ApiVersionsResponse(
+            error_code=0,
+            api_keys=[s_api_versions.ApiVersionsResponse.ApiVersion(12, 0, 4)],
+            throttle_time_ms=1,
+        ),
         s_heartbeat.HeartbeatResponse(error_code=27),
         s_heartbeat.HeartbeatResponse(throttle_time_ms=8, error_code=0),
         s_init_producer_id.InitProducerIdResponse(producer_id=77, producer_epoch=1),

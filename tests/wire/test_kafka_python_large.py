@@ -57,8 +57,10 @@ def _exchange(kp_request: object, body: Message, version: int, kp_response_cls: 
 
 @pytest.mark.parametrize("version", range(14), ids=case_id)
 def test_large_metadata_request(version: int) -> None:
-    T = MetadataRequest.MetadataRequestTopic
-    topics = [T(topic_id=fixed_uuid(i + 1), name=f"{LONG}-{i}") for i in range(300)]
+    topics = [
+        MetadataRequest.MetadataRequestTopic(topic_id=fixed_uuid(i + 1), name=f"{LONG}-{i}")
+        for i in range(300)
+    ]
     req = MetadataRequest(version=version, topics=topics, allow_auto_topic_creation=False)
     _, data = kp_send([(req, 1)])
     body = strom_body(data, s_metadata.MetadataRequest)
@@ -70,22 +72,23 @@ def test_large_metadata_request(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(14), ids=case_id)
 def test_large_metadata_response(version: int) -> None:
-    R = s_metadata.MetadataResponse
     replicas = list(range(-65, 65))  # 130 entries
-    body = R(
+    body = s_metadata.MetadataResponse(
         throttle_time_ms=1,
         brokers=[
-            R.MetadataResponseBroker(node_id=i, host=f"{LONG}.{i}", port=9092 + i, rack=LONG)
+            s_metadata.MetadataResponse.MetadataResponseBroker(
+                node_id=i, host=f"{LONG}.{i}", port=9092 + i, rack=LONG
+            )
             for i in range(130)
         ],
         cluster_id=LONG,
         controller_id=129,
         topics=[
-            R.MetadataResponseTopic(
+            s_metadata.MetadataResponse.MetadataResponseTopic(
                 name=LONG,
                 topic_id=fixed_uuid(5),
                 partitions=[
-                    R.MetadataResponsePartition(
+                    s_metadata.MetadataResponse.MetadataResponsePartition(
                         partition_index=p,
                         leader_id=p % 130,
                         leader_epoch=p,
@@ -109,16 +112,22 @@ def test_large_metadata_response(version: int) -> None:
 @pytest.mark.parametrize("version", [3, 4], ids=case_id)
 def test_large_api_versions_response_tagged_fields(version: int) -> None:
     """Tagged fields whose encoded size needs a multi-byte uvarint."""
-    R = s_api_versions.ApiVersionsResponse
-    body = R(
-        api_keys=[R.ApiVersion(api_key=k, min_version=0, max_version=k) for k in range(200)],
+    body = s_api_versions.ApiVersionsResponse(
+        api_keys=[
+            s_api_versions.ApiVersionsResponse.ApiVersion(api_key=k, min_version=0, max_version=k)
+            for k in range(200)
+        ],
         supported_features=[
-            R.SupportedFeatureKey(name=f"{LONG}{i}", min_version=i, max_version=i + 1)
+            s_api_versions.ApiVersionsResponse.SupportedFeatureKey(
+                name=f"{LONG}{i}", min_version=i, max_version=i + 1
+            )
             for i in range(130)
         ],
         finalized_features_epoch=2**62,
         finalized_features=[
-            R.FinalizedFeatureKey(name=LONG, max_version_level=300, min_version_level=-300)
+            s_api_versions.ApiVersionsResponse.FinalizedFeatureKey(
+                name=LONG, max_version_level=300, min_version_level=-300
+            )
         ],
         zk_migration_ready=True,
     )
@@ -128,20 +137,22 @@ def test_large_api_versions_response_tagged_fields(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(4, 18), ids=case_id)
 def test_large_fetch_response(version: int) -> None:
-    R = s_fetch.FetchResponse
-    body = R(
+    body = s_fetch.FetchResponse(
         session_id=1,
         responses=[
-            R.FetchableTopicResponse(
+            s_fetch.FetchResponse.FetchableTopicResponse(
                 topic=LONG,
                 topic_id=fixed_uuid(1),
                 partitions=[
-                    R.PartitionData(
+                    s_fetch.FetchResponse.PartitionData(
                         partition_index=p,
                         high_watermark=10**12 + p,
-                        current_leader=R.LeaderIdAndEpoch(leader_id=p, leader_epoch=p),
+                        current_leader=s_fetch.FetchResponse.LeaderIdAndEpoch(
+                            leader_id=p, leader_epoch=p
+                        ),
                         aborted_transactions=[
-                            R.AbortedTransaction(producer_id=i, first_offset=-i) for i in range(140)
+                            s_fetch.FetchResponse.AbortedTransaction(producer_id=i, first_offset=-i)
+                            for i in range(140)
                         ],
                         records=BIG_BATCH,
                     )
@@ -150,7 +161,9 @@ def test_large_fetch_response(version: int) -> None:
             )
         ],
         node_endpoints=[
-            R.NodeEndpoint(node_id=i, host=LONG, port=i, rack=None if i % 2 else LONG)
+            s_fetch.FetchResponse.NodeEndpoint(
+                node_id=i, host=LONG, port=i, rack=None if i % 2 else LONG
+            )
             for i in range(140)
         ],
     )
@@ -161,15 +174,19 @@ def test_large_fetch_response(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(3, 13), ids=case_id)
 def test_large_produce_request(version: int) -> None:
-    T = ProduceRequest.TopicProduceData
-    P = T.PartitionProduceData
     req = ProduceRequest(
         version=version,
         transactional_id=LONG,
         acks=-1,
         timeout_ms=1,
         topic_data=[
-            T(name=f"{LONG}{t}", partition_data=[P(index=i, records=BIG_BATCH) for i in range(130)])
+            ProduceRequest.TopicProduceData(
+                name=f"{LONG}{t}",
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=BIG_BATCH)
+                    for i in range(130)
+                ],
+            )
             for t in range(2)
         ],
     )
@@ -183,7 +200,6 @@ def test_large_produce_request(version: int) -> None:
 
 @pytest.mark.parametrize("version", range(2, 10), ids=case_id)
 def test_large_join_group_request(version: int) -> None:
-    P = JoinGroupRequest.JoinGroupRequestProtocol
     req = JoinGroupRequest(
         version=version,
         group_id=LONG,
@@ -192,7 +208,10 @@ def test_large_join_group_request(version: int) -> None:
         group_instance_id=LONG,
         protocol_type=LONG,
         reason=LONG,
-        protocols=[P(name=f"p{i}", metadata=bytes(200 + i)) for i in range(130)],
+        protocols=[
+            JoinGroupRequest.JoinGroupRequestProtocol(name=f"p{i}", metadata=bytes(200 + i))
+            for i in range(130)
+        ],
     )
     _, data = kp_send([(req, 1)])
     (request,) = strom_receive(data)
@@ -205,18 +224,19 @@ UNKNOWN = ((7, b""), (300, b"\x01" * 200), (10_000, b"\xfe\xff"))
 @pytest.mark.parametrize("version", range(12, 18), ids=case_id)
 def test_unknown_tagged_fields_from_strom_are_skipped_by_kafka_python(version: int) -> None:
     """Unknown tags (numbered past the known ones) at the top level and nested."""
-    R = s_fetch.FetchResponse
-    body = R(
+    body = s_fetch.FetchResponse(
         throttle_time_ms=1,
         responses=[
-            R.FetchableTopicResponse(
+            s_fetch.FetchResponse.FetchableTopicResponse(
                 topic="t",
                 topic_id=fixed_uuid(1),
                 partitions=[
-                    R.PartitionData(
+                    s_fetch.FetchResponse.PartitionData(
                         partition_index=3,
-                        current_leader=R.LeaderIdAndEpoch(leader_id=1, leader_epoch=2),
-                        snapshot_id=R.SnapshotId(end_offset=5, epoch=6),
+                        current_leader=s_fetch.FetchResponse.LeaderIdAndEpoch(
+                            leader_id=1, leader_epoch=2
+                        ),
+                        snapshot_id=s_fetch.FetchResponse.SnapshotId(end_offset=5, epoch=6),
                         records=b"",
                         unknown_tagged_fields=UNKNOWN,
                     )
@@ -224,7 +244,7 @@ def test_unknown_tagged_fields_from_strom_are_skipped_by_kafka_python(version: i
                 unknown_tagged_fields=UNKNOWN[:1],
             )
         ],
-        node_endpoints=[R.NodeEndpoint(node_id=1, host="h", port=1, rack="r")],
+        node_endpoints=[s_fetch.FetchResponse.NodeEndpoint(node_id=1, host="h", port=1, rack="r")],
         unknown_tagged_fields=UNKNOWN,
     )
     req = FetchRequest(version=version, max_wait_ms=1, min_bytes=1, topics=[])

@@ -355,12 +355,17 @@ def test_strom_response_decodes_in_legacy(
 @pytest.mark.parametrize("version", [3, 4], ids=lambda v: f"v{v}")
 def test_api_versions_tagged_fields_raw_in_legacy(version: int) -> None:
     """The legacy codec keeps ApiVersions v3+ tags raw and insists on ascending tag order."""
-    R = s_api_versions.ApiVersionsResponse
-    body = R(
+    body = s_api_versions.ApiVersionsResponse(
         error_code=0,
-        api_keys=[R.ApiVersion(api_key=18, min_version=0, max_version=4)],
+        api_keys=[
+            s_api_versions.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=4)
+        ],
         throttle_time_ms=-2,
-        supported_features=[R.SupportedFeatureKey(name="ü", min_version=1, max_version=2)],
+        supported_features=[
+            s_api_versions.ApiVersionsResponse.SupportedFeatureKey(
+                name="ü", min_version=1, max_version=2
+            )
+        ],
         finalized_features_epoch=-3,
         finalized_features=[],
         zk_migration_ready=True,

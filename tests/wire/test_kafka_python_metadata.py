@@ -47,22 +47,27 @@ def kp_api_versions_request(v: int) -> Any:
 
 
 def strom_api_versions_response(v: int) -> s_api_versions.ApiVersionsResponse:
-    R = s_api_versions.ApiVersionsResponse
-    return R(
+    return s_api_versions.ApiVersionsResponse(
         error_code=0,
         api_keys=[
-            R.ApiVersion(api_key=0, min_version=3, max_version=12),
-            R.ApiVersion(api_key=18, min_version=0, max_version=4),
-            R.ApiVersion(api_key=32767, min_version=-1, max_version=-32768),
+            s_api_versions.ApiVersionsResponse.ApiVersion(api_key=0, min_version=3, max_version=12),
+            s_api_versions.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=4),
+            s_api_versions.ApiVersionsResponse.ApiVersion(
+                api_key=32767, min_version=-1, max_version=-32768
+            ),
         ],
         throttle_time_ms=-7,
         supported_features=[
-            R.SupportedFeatureKey(name="metadata.version", min_version=1, max_version=27),
-            R.SupportedFeatureKey(name="fëature.β", min_version=0, max_version=1),
+            s_api_versions.ApiVersionsResponse.SupportedFeatureKey(
+                name="metadata.version", min_version=1, max_version=27
+            ),
+            s_api_versions.ApiVersionsResponse.SupportedFeatureKey(
+                name="fëature.β", min_version=0, max_version=1
+            ),
         ],
         finalized_features_epoch=-123_456_789_012,
         finalized_features=[
-            R.FinalizedFeatureKey(
+            s_api_versions.ApiVersionsResponse.FinalizedFeatureKey(
                 name="metadata.version", max_version_level=27, min_version_level=1
             )
         ],
@@ -109,13 +114,14 @@ API_VERSIONS = ApiCase(
 
 
 def kp_metadata_request(v: int) -> Any:
-    T = MetadataRequest.MetadataRequestTopic
     return MetadataRequest(
         version=v,
         topics=[
-            T(topic_id=fixed_uuid(1), name="tøpic-中"),
+            MetadataRequest.MetadataRequestTopic(topic_id=fixed_uuid(1), name="tøpic-中"),
             # Name is nullable from v10 (lookup by topic id).
-            T(topic_id=fixed_uuid(2), name=None if v >= 10 else "__consumer_offsets"),
+            MetadataRequest.MetadataRequestTopic(
+                topic_id=fixed_uuid(2), name=None if v >= 10 else "__consumer_offsets"
+            ),
         ],
         allow_auto_topic_creation=False,
         include_cluster_authorized_operations=True,
@@ -124,25 +130,29 @@ def kp_metadata_request(v: int) -> Any:
 
 
 def strom_metadata_response(v: int) -> s_metadata.MetadataResponse:
-    R = s_metadata.MetadataResponse
-    P = R.MetadataResponsePartition
-    return R(
+    return s_metadata.MetadataResponse(
         throttle_time_ms=250,
         brokers=[
-            R.MetadataResponseBroker(node_id=1, host="brøker-1.local", port=9092, rack="rack-中"),
-            R.MetadataResponseBroker(node_id=2, host="b2", port=19092, rack=None),
+            s_metadata.MetadataResponse.MetadataResponseBroker(
+                node_id=1, host="brøker-1.local", port=9092, rack="rack-中"
+            ),
+            s_metadata.MetadataResponse.MetadataResponseBroker(
+                node_id=2, host="b2", port=19092, rack=None
+            ),
         ],
         cluster_id="clüster-id" if v != 7 else None,
         controller_id=2,
         topics=[
-            R.MetadataResponseTopic(
+            s_metadata.MetadataResponse.MetadataResponseTopic(
                 error_code=0,
                 name="tøpic-中",
                 topic_id=fixed_uuid(1),
                 is_internal=False,
                 partitions=[
-                    P(0, 0, 1, 5, [1, 2], [1], [2]),
-                    P(
+                    s_metadata.MetadataResponse.MetadataResponsePartition(
+                        0, 0, 1, 5, [1, 2], [1], [2]
+                    ),
+                    s_metadata.MetadataResponse.MetadataResponsePartition(
                         error_code=9,
                         partition_index=1,
                         leader_id=-1,
@@ -154,7 +164,7 @@ def strom_metadata_response(v: int) -> s_metadata.MetadataResponse:
                 ],
                 topic_authorized_operations=0b1111_1000,
             ),
-            R.MetadataResponseTopic(
+            s_metadata.MetadataResponse.MetadataResponseTopic(
                 error_code=3,
                 name=None if v >= 12 else "missing",
                 topic_id=fixed_uuid(3),
@@ -229,8 +239,7 @@ def kp_find_coordinator_request(v: int) -> Any:
 
 
 def strom_find_coordinator_response(v: int) -> s_find_coordinator.FindCoordinatorResponse:
-    R = s_find_coordinator.FindCoordinatorResponse
-    return R(
+    return s_find_coordinator.FindCoordinatorResponse(
         throttle_time_ms=12,
         error_code=15,
         error_message=None if v == 2 else "nø coordinator ✗",
@@ -238,10 +247,10 @@ def strom_find_coordinator_response(v: int) -> s_find_coordinator.FindCoordinato
         host="hóst",
         port=65536,
         coordinators=[
-            R.Coordinator(
+            s_find_coordinator.FindCoordinatorResponse.Coordinator(
                 key="grøup-中", node_id=1, host="h1", port=9092, error_code=0, error_message=None
             ),
-            R.Coordinator(
+            s_find_coordinator.FindCoordinatorResponse.Coordinator(
                 key="tx-β",
                 node_id=-1,
                 host="",
@@ -321,10 +330,13 @@ def test_metadata_request_v0_empty_topics_means_all() -> None:
 
 @pytest.mark.parametrize("version", [9, 12, 13], ids=case_id)
 def test_metadata_response_null_bitfields_and_empty_arrays(version: int) -> None:
-    R = s_metadata.MetadataResponse
-    body = R(
+    body = s_metadata.MetadataResponse(
         brokers=[],
-        topics=[R.MetadataResponseTopic(name="t", partitions=[], topic_authorized_operations=0)],
+        topics=[
+            s_metadata.MetadataResponse.MetadataResponseTopic(
+                name="t", partitions=[], topic_authorized_operations=0
+            )
+        ],
     )
     proto, data = kp_send([(MetadataRequest(version=version, topics=None), 9)])
     (request,) = strom_receive(data)

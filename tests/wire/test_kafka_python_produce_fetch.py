@@ -49,52 +49,58 @@ BATCH_B = record_batch(b"\x00" * 300, producer_id=-1, base_offset=41)
 
 
 def kp_produce_request(v: int) -> Any:
-    T = ProduceRequest.TopicProduceData
-    P = T.PartitionProduceData
     return ProduceRequest(
         version=v,
         transactional_id="tx-ü" if v % 2 else None,
         acks=-1 if v % 3 else 1,
         timeout_ms=30_000,
         topic_data=[
-            T(
+            ProduceRequest.TopicProduceData(
                 name="tøpic-中",
-                partition_data=[P(index=0, records=BATCH_A), P(index=7, records=None)],
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=BATCH_A),
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=7, records=None),
+                ],
             ),
-            T(
+            ProduceRequest.TopicProduceData(
                 name="t2",
-                partition_data=[P(index=2**31 - 1, records=BATCH_B), P(index=1, records=b"")],
+                partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=2**31 - 1, records=BATCH_B
+                    ),
+                    ProduceRequest.TopicProduceData.PartitionProduceData(index=1, records=b""),
+                ],
             ),
         ],
     )
 
 
 def strom_produce_response(v: int) -> s_produce.ProduceResponse:
-    R = s_produce.ProduceResponse
-    P = R.PartitionProduceResponse
-    return R(
+    return s_produce.ProduceResponse(
         responses=[
-            R.TopicProduceResponse(
+            s_produce.ProduceResponse.TopicProduceResponse(
                 name="tøpic-中",
                 partition_responses=[
-                    P(
+                    s_produce.ProduceResponse.PartitionProduceResponse(
                         index=0,
                         error_code=0,
                         base_offset=1_234_567_890_123,
                         log_append_time_ms=1_700_000_000_000,
                         log_start_offset=42,
                         record_errors=[
-                            R.BatchIndexAndErrorMessage(
+                            s_produce.ProduceResponse.BatchIndexAndErrorMessage(
                                 batch_index=3, batch_index_error_message="bäd record"
                             ),
-                            R.BatchIndexAndErrorMessage(
+                            s_produce.ProduceResponse.BatchIndexAndErrorMessage(
                                 batch_index=4, batch_index_error_message=None
                             ),
                         ],
                         error_message="partial ✗",
-                        current_leader=R.LeaderIdAndEpoch(leader_id=2, leader_epoch=9),
+                        current_leader=s_produce.ProduceResponse.LeaderIdAndEpoch(
+                            leader_id=2, leader_epoch=9
+                        ),
                     ),
-                    P(
+                    s_produce.ProduceResponse.PartitionProduceResponse(
                         index=7,
                         error_code=6,
                         base_offset=-1,
@@ -102,16 +108,20 @@ def strom_produce_response(v: int) -> s_produce.ProduceResponse:
                         log_start_offset=-1,
                         record_errors=[],
                         error_message=None,
-                        current_leader=R.LeaderIdAndEpoch(leader_id=3, leader_epoch=2**31 - 1),
+                        current_leader=s_produce.ProduceResponse.LeaderIdAndEpoch(
+                            leader_id=3, leader_epoch=2**31 - 1
+                        ),
                     ),
                 ],
             ),
-            R.TopicProduceResponse(name="t2", partition_responses=[]),
+            s_produce.ProduceResponse.TopicProduceResponse(name="t2", partition_responses=[]),
         ],
         throttle_time_ms=77,
         node_endpoints=[
-            R.NodeEndpoint(node_id=2, host="brøker-2", port=9092, rack="rack-中"),
-            R.NodeEndpoint(node_id=3, host="b3", port=9094, rack=None),
+            s_produce.ProduceResponse.NodeEndpoint(
+                node_id=2, host="brøker-2", port=9092, rack="rack-中"
+            ),
+            s_produce.ProduceResponse.NodeEndpoint(node_id=3, host="b3", port=9094, rack=None),
         ],
     )
 
@@ -174,8 +184,6 @@ PRODUCE = ApiCase(
 
 
 def kp_fetch_request(v: int) -> Any:
-    T = FetchRequest.FetchTopic
-    P = T.FetchPartition
     return FetchRequest(
         version=v,
         cluster_id="clüster-中" if v % 2 else None,
@@ -188,11 +196,11 @@ def kp_fetch_request(v: int) -> Any:
         session_id=987_654,
         session_epoch=3,
         topics=[
-            T(
+            FetchRequest.FetchTopic(
                 topic="tøpic-中",
                 topic_id=fixed_uuid(1),
                 partitions=[
-                    P(
+                    FetchRequest.FetchTopic.FetchPartition(
                         partition=0,
                         current_leader_epoch=5,
                         fetch_offset=1_234_567_890_123,
@@ -201,7 +209,7 @@ def kp_fetch_request(v: int) -> Any:
                         partition_max_bytes=1_048_576,
                         replica_directory_id=fixed_uuid(9),
                     ),
-                    P(
+                    FetchRequest.FetchTopic.FetchPartition(
                         partition=3,
                         current_leader_epoch=-1,
                         fetch_offset=0,
@@ -212,7 +220,7 @@ def kp_fetch_request(v: int) -> Any:
                     ),
                 ],
             ),
-            T(topic="t2", topic_id=fixed_uuid(2), partitions=[]),
+            FetchRequest.FetchTopic(topic="t2", topic_id=fixed_uuid(2), partitions=[]),
         ],
         forgotten_topics_data=[
             FetchRequest.ForgottenTopic(topic="öld", topic_id=fixed_uuid(3), partitions=[1, 2, 3]),
@@ -222,33 +230,40 @@ def kp_fetch_request(v: int) -> Any:
 
 
 def strom_fetch_response(v: int) -> s_fetch.FetchResponse:
-    R = s_fetch.FetchResponse
-    return R(
+    return s_fetch.FetchResponse(
         throttle_time_ms=10,
         error_code=70,
         session_id=987_654,
         responses=[
-            R.FetchableTopicResponse(
+            s_fetch.FetchResponse.FetchableTopicResponse(
                 topic="tøpic-中",
                 topic_id=fixed_uuid(1),
                 partitions=[
-                    R.PartitionData(
+                    s_fetch.FetchResponse.PartitionData(
                         partition_index=0,
                         error_code=0,
                         high_watermark=1000,
                         last_stable_offset=990,
                         log_start_offset=5,
-                        diverging_epoch=R.EpochEndOffset(epoch=3, end_offset=800),
-                        current_leader=R.LeaderIdAndEpoch(leader_id=2, leader_epoch=9),
-                        snapshot_id=R.SnapshotId(end_offset=700, epoch=2),
+                        diverging_epoch=s_fetch.FetchResponse.EpochEndOffset(
+                            epoch=3, end_offset=800
+                        ),
+                        current_leader=s_fetch.FetchResponse.LeaderIdAndEpoch(
+                            leader_id=2, leader_epoch=9
+                        ),
+                        snapshot_id=s_fetch.FetchResponse.SnapshotId(end_offset=700, epoch=2),
                         aborted_transactions=[
-                            R.AbortedTransaction(producer_id=4242, first_offset=900),
-                            R.AbortedTransaction(producer_id=-1, first_offset=0),
+                            s_fetch.FetchResponse.AbortedTransaction(
+                                producer_id=4242, first_offset=900
+                            ),
+                            s_fetch.FetchResponse.AbortedTransaction(
+                                producer_id=-1, first_offset=0
+                            ),
                         ],
                         preferred_read_replica=3,
                         records=BATCH_A + BATCH_B,
                     ),
-                    R.PartitionData(
+                    s_fetch.FetchResponse.PartitionData(
                         partition_index=1,
                         error_code=1,
                         high_watermark=-1,
@@ -260,9 +275,13 @@ def strom_fetch_response(v: int) -> s_fetch.FetchResponse:
                     ),
                 ],
             ),
-            R.FetchableTopicResponse(topic="t2", topic_id=fixed_uuid(2), partitions=[]),
+            s_fetch.FetchResponse.FetchableTopicResponse(
+                topic="t2", topic_id=fixed_uuid(2), partitions=[]
+            ),
         ],
-        node_endpoints=[R.NodeEndpoint(node_id=2, host="brøker-2", port=9092, rack=None)],
+        node_endpoints=[
+            s_fetch.FetchResponse.NodeEndpoint(node_id=2, host="brøker-2", port=9092, rack=None)
+        ],
     )
 
 
@@ -348,43 +367,50 @@ FETCH = ApiCase(
 
 
 def kp_list_offsets_request(v: int) -> Any:
-    T = ListOffsetsRequest.ListOffsetsTopic
-    P = T.ListOffsetsPartition
     return ListOffsetsRequest(
         version=v,
         replica_id=-2,
         isolation_level=1,
         topics=[
-            T(
+            ListOffsetsRequest.ListOffsetsTopic(
                 name="tøpic-中",
                 partitions=[
-                    P(partition_index=0, current_leader_epoch=7, timestamp=-1),
-                    P(partition_index=2, current_leader_epoch=-1, timestamp=1_700_000_000_000),
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=7, timestamp=-1
+                    ),
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=2, current_leader_epoch=-1, timestamp=1_700_000_000_000
+                    ),
                 ],
             ),
-            T(name="t2", partitions=[P(partition_index=0, current_leader_epoch=1, timestamp=-2)]),
+            ListOffsetsRequest.ListOffsetsTopic(
+                name="t2",
+                partitions=[
+                    ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                        partition_index=0, current_leader_epoch=1, timestamp=-2
+                    )
+                ],
+            ),
         ],
         timeout_ms=1500,
     )
 
 
 def strom_list_offsets_response(v: int) -> s_list_offsets.ListOffsetsResponse:
-    R = s_list_offsets.ListOffsetsResponse
-    P = R.ListOffsetsPartitionResponse
-    return R(
+    return s_list_offsets.ListOffsetsResponse(
         throttle_time_ms=3,
         topics=[
-            R.ListOffsetsTopicResponse(
+            s_list_offsets.ListOffsetsResponse.ListOffsetsTopicResponse(
                 name="tøpic-中",
                 partitions=[
-                    P(
+                    s_list_offsets.ListOffsetsResponse.ListOffsetsPartitionResponse(
                         partition_index=0,
                         error_code=0,
                         timestamp=-1,
                         offset=1_234_567_890_123,
                         leader_epoch=7,
                     ),
-                    P(
+                    s_list_offsets.ListOffsetsResponse.ListOffsetsPartitionResponse(
                         partition_index=2,
                         error_code=0,
                         timestamp=1_700_000_000_005,
@@ -393,10 +419,12 @@ def strom_list_offsets_response(v: int) -> s_list_offsets.ListOffsetsResponse:
                     ),
                 ],
             ),
-            R.ListOffsetsTopicResponse(
+            s_list_offsets.ListOffsetsResponse.ListOffsetsTopicResponse(
                 name="t2",
                 partitions=[
-                    P(partition_index=0, error_code=3, timestamp=-1, offset=-1, leader_epoch=-1),
+                    s_list_offsets.ListOffsetsResponse.ListOffsetsPartitionResponse(
+                        partition_index=0, error_code=3, timestamp=-1, offset=-1, leader_epoch=-1
+                    ),
                 ],
             ),
         ],
@@ -497,11 +525,12 @@ def test_strom_response_decodes_in_kafka_python(case: ApiCase, version: int) -> 
 @pytest.mark.parametrize("version", range(12, 18), ids=case_id)
 def test_fetch_response_partition_tags_absent_when_default(version: int) -> None:
     """Default tagged structs are not sent; kafka-python then sees none of them."""
-    R = s_fetch.FetchResponse
-    body = R(
+    body = s_fetch.FetchResponse(
         responses=[
-            R.FetchableTopicResponse(
-                topic="t", topic_id=fixed_uuid(1), partitions=[R.PartitionData(records=b"")]
+            s_fetch.FetchResponse.FetchableTopicResponse(
+                topic="t",
+                topic_id=fixed_uuid(1),
+                partitions=[s_fetch.FetchResponse.PartitionData(records=b"")],
             )
         ]
     )

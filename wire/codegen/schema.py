@@ -138,12 +138,14 @@ def strip_comments(text: str) -> str:
 
 def _field(raw: dict[str, Any]) -> Field:
     nested = raw.get("fields")
+    tagged = Versions.parse(raw.get("taggedVersions"))
     return Field(
         name=raw["name"],
         type=raw["type"],
-        versions=Versions.parse(raw.get("versions"), NONE),
+        # a field without "versions" exists in its tagged versions (Kafka's FieldSpec)
+        versions=Versions.parse(raw.get("versions"), tagged),
         nullable=Versions.parse(raw.get("nullableVersions")),
-        tagged=Versions.parse(raw.get("taggedVersions")),
+        tagged=tagged,
         tag=int(raw["tag"]) if "tag" in raw else None,
         default="null" if "default" in raw and raw["default"] is None else raw.get("default"),
         ignorable=bool(raw.get("ignorable", False)),

@@ -188,13 +188,23 @@ class BatchHeader:
         return self.producer_id > NO_PRODUCER_ID
 
     @property
+    def offset_count(self) -> int:
+        """How many offsets the batch spans, lastOffsetDelta + 1 (a compacted batch keeps its
+        span with fewer records)."""
+        return self.last_offset_delta + 1
+
+    def last_offset_at(self, base_offset: int) -> int:
+        """The batch's last offset once it starts at `base_offset` (an append assigns it)."""
+        return base_offset + self.last_offset_delta
+
+    @property
     def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
+        return self.last_offset_at(self.base_offset)
 
     @property
     def next_offset(self) -> int:
         """The offset the batch after this one starts at."""
-        return self.base_offset + self.last_offset_delta + 1
+        return self.base_offset + self.offset_count
 
     @property
     def last_sequence(self) -> int:

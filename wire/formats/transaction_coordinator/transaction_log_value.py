@@ -150,12 +150,33 @@ def _rd_TransactionLogValue_v1(buf: memoryview, pos: int) -> tuple[TransactionLo
             v_transaction_partitions.append(item_transaction_partitions)
     v_transaction_last_update_timestamp_ms, v_transaction_start_timestamp_ms = _U_qq(buf, pos)
     pos += 16
-    if buf[pos]:
-        unknown, pos = rd_tags(buf, pos)
-    else:
-        pos += 1
-        unknown = ()
-    return _C_TransactionLogValue(v_producer_id, -1, -1, v_producer_epoch, v_transaction_timeout_ms, v_transaction_status, v_transaction_partitions, v_transaction_last_update_timestamp_ms, v_transaction_start_timestamp_ms, 0, unknown), pos
+    v_previous_producer_id: Any = -1
+    v_next_producer_id: Any = -1
+    v_client_transaction_version: Any = 0
+    unknown: Any = ()
+    count, pos = rd_uvarint(buf, pos)
+    if count:
+        check_count(buf, pos, count, 'tagged fields')
+        unk: list[tuple[int, bytes]] = []
+        for _ in range(count):
+            tag, start, stop = rd_tag_header(buf, pos)
+            if tag == 0:
+                sub = buf[:stop]
+                v_previous_producer_id, start = rd_int64(sub, start)
+                check_tag_end(start, stop, tag)
+            elif tag == 1:
+                sub = buf[:stop]
+                v_next_producer_id, start = rd_int64(sub, start)
+                check_tag_end(start, stop, tag)
+            elif tag == 2:
+                sub = buf[:stop]
+                v_client_transaction_version, start = rd_int16(sub, start)
+                check_tag_end(start, stop, tag)
+            else:
+                unk.append((tag, bytes(buf[start:stop])))
+            pos = stop
+        unknown = tuple(unk)
+    return _C_TransactionLogValue(v_producer_id, v_previous_producer_id, v_next_producer_id, v_producer_epoch, v_transaction_timeout_ms, v_transaction_status, v_transaction_partitions, v_transaction_last_update_timestamp_ms, v_transaction_start_timestamp_ms, v_client_transaction_version, unknown), pos
 
 
 def _wr_TransactionLogValue_PartitionsSchema_v0(o: TransactionLogValue.PartitionsSchema, out: list[Any]) -> None:
@@ -200,12 +221,6 @@ def _wr_TransactionLogValue_PartitionsSchema_v1(o: TransactionLogValue.Partition
 
 def _wr_TransactionLogValue_v1(o: TransactionLogValue, out: list[Any]) -> None:
     a = out.append
-    if o.previous_producer_id != -1:
-        raise unsupported('PreviousProducerId')
-    if o.next_producer_id != -1:
-        raise unsupported('NextProducerId')
-    if o.client_transaction_version != 0:
-        raise unsupported('ClientTransactionVersion')
     a(_P_qhib(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status))
     arr_transaction_partitions = o.transaction_partitions
     if arr_transaction_partitions is None:
@@ -215,11 +230,25 @@ def _wr_TransactionLogValue_v1(o: TransactionLogValue, out: list[Any]) -> None:
         for item_transaction_partitions in arr_transaction_partitions:
             _wr_TransactionLogValue_PartitionsSchema_v1(item_transaction_partitions, out)
     a(_P_qq(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms))
+    tags: list[tuple[int, bytes]] = []
+    sub: list[Any]
+    if o.previous_producer_id != -1:
+        sub = []
+        wr_int64(o.previous_producer_id, sub.append)
+        tags.append((0, b''.join(sub)))
+    if o.next_producer_id != -1:
+        sub = []
+        wr_int64(o.next_producer_id, sub.append)
+        tags.append((1, b''.join(sub)))
+    if o.client_transaction_version != 0:
+        sub = []
+        wr_int16(o.client_transaction_version, sub.append)
+        tags.append((2, b''.join(sub)))
     unk = o.unknown_tagged_fields
     if unk:
-        wr_tags(sorted(unk, key=tag_key), a)
-    else:
-        a(b'\x00')
+        tags.extend(unk)
+        tags.sort(key=tag_key)
+    wr_tags(tags, a)
 
 
 TransactionLogValue._READERS = (_rd_TransactionLogValue_v0, _rd_TransactionLogValue_v1,)
