@@ -35,7 +35,7 @@ def _refusal(node: ClusterNode) -> str:
 
 def _format(cluster: ClusterProcess, node: ClusterNode) -> None:
     """What the refusal says to run: `strom format` with the node's configuration."""
-    args = [sys.executable, "-m", "strom", "format", "--cluster-id", cluster.cluster_id]
+    args = [sys.executable, "-m", "strom", "format", "--cluster-id", cluster.cluster_id, "-g"]
     for key, value in node.overrides.items():
         args += ["--override", f"{key}={value}"]
     done = subprocess.run(args, capture_output=True, text=True, env=child_environment(), timeout=60)
