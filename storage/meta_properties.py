@@ -125,11 +125,6 @@ def write_meta_properties(
     atomic_replace(directory / FILE_NAME, body.encode("utf-8"))
 
 
-def holds_raft_state(metadata_dir: Path) -> bool:
-    """Whether the metadata directory holds a Raft replica's state (its quorum-state file)."""
-    return (metadata_dir / LOG_DIR_NAME / QUORUM_STATE).exists()
-
-
 def _lost_raft_state(metadata_dir: Path) -> bool:
     """A formatted voter's metadata directory whose `__cluster_metadata-0` is gone or empty
     (one that holds files but no quorum-state is the single-node log of an older Strom, which

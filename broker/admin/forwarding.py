@@ -81,7 +81,7 @@ class Received(Protocol):
 
 
 class ControllerView(Protocol):
-    """What a broker knows about the controller quorum (ControllerDriver, QuorumController)."""
+    """What a broker knows about the controller quorum (`QuorumController`)."""
 
     @property
     def is_active(self) -> bool: ...

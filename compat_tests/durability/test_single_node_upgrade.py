@@ -14,16 +14,16 @@ import shutil
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import ConfigResource
 
 from compat_tests.confluent_kafka import ck
+from compat_tests.confluent_kafka.ck import ConfigResource, ResourceType
 from strom.broker.testing.embedded import BrokerProcess
 
 FIXTURE = Path(__file__).resolve().parents[2] / "tests" / "controller" / "fixtures"
 OVERRIDES = {"offsets.topic.num.partitions": "1"}  # as the old node ran
 
 
-def _configs(bootstrap: str, kind: str, name: str) -> dict[str, str]:
+def _configs(bootstrap: str, kind: ResourceType, name: str) -> dict[str, str]:
     admin = ck.admin(bootstrap)
     [future] = admin.describe_configs([ConfigResource(kind, name)]).values()
     return {k: v.value for k, v in ck.result(future).items() if not v.is_default}
@@ -36,9 +36,9 @@ def _check(broker: BrokerProcess) -> None:
     assert "profiles" not in listed  # deleted after the snapshot
     assert len(listed["orders"].partitions) == 3
     assert {"retention.ms": "123456789", "segment.ms": "3600000"}.items() <= _configs(
-        broker.bootstrap, "TOPIC", "orders"
+        broker.bootstrap, ResourceType.TOPIC, "orders"
     ).items()
-    assert _configs(broker.bootstrap, "BROKER", "1")["log.retention.ms"] == "604800001"
+    assert _configs(broker.bootstrap, ResourceType.BROKER, "1")["log.retention.ms"] == "604800001"
 
     [future] = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions("billing")]
@@ -49,7 +49,7 @@ def _check(broker: BrokerProcess) -> None:
     consumer = ck.consumer(broker.bootstrap)
     try:
         consumer.assign([TopicPartition("orders", p, OFFSET_BEGINNING) for p in range(3)])
-        values = sorted(r.value for r in ck.consume(consumer, 30))
+        values = sorted(r.value or b"" for r in ck.consume(consumer, 30))
     finally:
         consumer.close()
     assert values == sorted(f"order-{i}".encode() for i in range(30))

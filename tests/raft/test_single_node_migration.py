@@ -22,6 +22,7 @@ from strom.coordinator.metadata.raft_entries import decode_snapshot
 from strom.coordinator.metadata.single_node_log import image_of
 from strom.storage.raft import single_node_log
 from strom.storage.raft.raft_disk import LOG_DIR_NAME, DiskRaftStore
+from strom.storage.raft.raft_log import RaftLogDir
 
 FIXTURE = Path(__file__).resolve().parents[1] / "controller" / "fixtures" / "single-node-log"
 VOTERS = frozenset({1})
@@ -109,7 +110,7 @@ def test_a_crash_during_the_migration_is_finished_on_the_next_start(
     monkeypatch.setattr(Path, "rename", rename)
     monkeypatch.setattr(shutil, "rmtree", rmtree)
     if where == "staging":
-        monkeypatch.setattr(single_node_log.RaftLogDir, "write_snapshot", write_snapshot)
+        monkeypatch.setattr(RaftLogDir, "write_snapshot", write_snapshot)
     with pytest.raises(Crash):
         _migrate_single_node_log(data, 1)
     monkeypatch.undo()
