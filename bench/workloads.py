@@ -262,20 +262,34 @@ def produce(broker: RunningBroker, topic: str, w: Workload, linger_ms: float = 5
     return _phase(broker, "produce", body)
 
 
-def consumer_config(bootstrap: str) -> dict[str, Any]:
-    return {
+def consumer_config(
+    bootstrap: str, isolation: str | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`isolation`: librdkafka's isolation.level (None: its default, read_committed);
+    `extra`: more client settings."""
+    config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": f"bench-assign-{uuid.uuid4().hex[:8]}",  # required; never joined
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
     }
+    if isolation is not None:
+        config["isolation.level"] = isolation
+    config.update(extra or {})
+    return config
 
 
-def consume(broker: RunningBroker, topic: str, w: Workload) -> PhaseResult:
+def consume(
+    broker: RunningBroker,
+    topic: str,
+    w: Workload,
+    isolation: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> PhaseResult:
     """Read the workload's `count` messages back from offset 0 of every partition."""
     try:
-        consumer = Consumer(consumer_config(broker.bootstrap))
+        consumer = Consumer(consumer_config(broker.bootstrap, isolation, extra))
         consumer.list_topics(topic, timeout=30)  # connected: not timed
     except Exception as exc:
         return _failed("consume", exc)

@@ -27,7 +27,7 @@ import random
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
 
 NO_CONTROLLER = -1
@@ -42,7 +42,7 @@ class BrokerNode(NamedTuple):
 
 
 def broker_nodes(
-    broker: BrokerState, image: MetadataImage, listener: str, *, include_fenced: bool = False
+    broker: BrokerCore, image: MetadataImage, listener: str, *, include_fenced: bool = False
 ) -> list[BrokerNode]:
     """Registered brokers reachable on `listener`, by id (unfenced only unless asked)."""
     out = []
@@ -60,7 +60,7 @@ def broker_nodes(
     return out
 
 
-def controller_id(broker: BrokerState, nodes: list[BrokerNode]) -> int:
+def controller_id(broker: BrokerCore, nodes: list[BrokerNode]) -> int:
     """What Metadata and DescribeCluster report as the controller (see the module docstring)."""
     alive = [n.broker_id for n in nodes if not n.fenced]
     if not alive:
@@ -72,7 +72,7 @@ def controller_id(broker: BrokerState, nodes: list[BrokerNode]) -> int:
 
 
 def current_leader(
-    broker: BrokerState, image: MetadataImage, topic: str, index: int, listener: str
+    broker: BrokerCore, image: MetadataImage, topic: str, index: int, listener: str
 ) -> tuple[int, int, BrokerNode | None]:
     """A partition's leader id and epoch as the image has them, and the leader's endpoint on
     `listener` if it is an unfenced broker there: what Kafka's KIP-951 fields carry with

@@ -33,7 +33,7 @@ from strom.coordinator.metadata.image import BROKER_RESOURCE
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 
 class ResourceError(Exception):
@@ -51,7 +51,7 @@ def wanted_keys(keys: list[str] | None) -> list[str] | None:
 
 
 def describe_topic(
-    state: BrokerState, name: str, keys: list[str] | None, include_synonyms: bool
+    state: BrokerCore, name: str, keys: list[str] | None, include_synonyms: bool
 ) -> list[ConfigEntry]:
     reason = invalid_topic_name(name)
     if reason is not None:
@@ -73,7 +73,7 @@ def describe_topic(
 
 
 def describe_broker(
-    state: BrokerState, name: str, keys: list[str] | None, include_synonyms: bool
+    state: BrokerCore, name: str, keys: list[str] | None, include_synonyms: bool
 ) -> list[ConfigEntry]:
     if not name:
         defaults = state.image.config_overrides(BROKER_RESOURCE, "")

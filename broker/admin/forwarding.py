@@ -22,7 +22,8 @@ controller would time the request out anyway); at least one attempt is always ma
 time is up the broker answers as Kafka's forwarding manager does on a timeout: every entry
 REQUEST_TIMED_OUT, no message. A request that reached a controller listener of a controller
 that is not active is not forwarded further: every entry answers NOT_CONTROLLER, as Kafka's
-ControllerApis does, so the sender retries elsewhere.
+ControllerApis does, so the sender retries elsewhere. The broker's one `ControllerForwarder`
+(`strom.broker.drivers.controller_forwarder`, `BrokerCore.forwarder`) does the sending.
 """
 
 from __future__ import annotations
@@ -32,10 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from strom.broker.admin.deadline import before_deadline
-from strom.broker.drivers.controller_channel import ActiveControllerClient, Changes, Lookup
 from strom.broker.drivers.lifecycle import ControllerUnavailable
-from strom.config import BrokerConfig
-from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
@@ -58,13 +56,10 @@ from strom.wire.messages.list_partition_reassignments import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
 
 log = logging.getLogger("strom.forwarding")
-
-FORWARD_RETRY_TIMEOUT_MS = 60_000
-"""How long a forwarded request may retry (Kafka's KRaft broker: its forwarding channel's)."""
 
 R = TypeVar("R", bound=Message)
 Q = TypeVar("Q", bound=Message)
@@ -80,92 +75,8 @@ class Received(Protocol):
     def listener(self) -> str: ...
 
 
-class ControllerView(Protocol):
-    """What a broker knows about the controller quorum (`QuorumController`)."""
-
-    @property
-    def is_active(self) -> bool: ...
-
-    @property
-    def active_controller_id(self) -> int | None: ...
-
-    def controller_address(self, node_id: int) -> Address | None: ...
-
-
-def active_controller_lookup(view: ControllerView) -> Lookup:
-    """Where the active controller's CONTROLLER listener is, asked afresh on every attempt."""
-
-    def lookup() -> Address | None:
-        active = view.active_controller_id
-        return None if active is None else view.controller_address(active)
-
-    return lookup
-
-
-class ControllerForwarder:
-    """Sends admin requests to the active controller and returns its responses."""
-
-    def __init__(
-        self,
-        config: BrokerConfig,
-        lookup: Lookup,
-        *,
-        changes: Changes | None = None,
-        retry_timeout_ms: int = FORWARD_RETRY_TIMEOUT_MS,
-    ) -> None:
-        self._retry_timeout_ms = retry_timeout_ms
-        self._client = ActiveControllerClient(
-            lookup,
-            client_id=f"broker-{config.node_id}-forwarding",
-            retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
-            # a command may take the controller a while (a topic of thousands of partitions):
-            # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
-            attempt_timeout_ms=config.controller_socket_timeout_ms,
-            changes=changes,
-        )
-
-    async def forward(
-        self, body: Message, version: int, response_type: type[R], timeout_ms: int | None = None
-    ) -> R:
-        """The active controller's response to `body` at `version`.
-
-        Retries for `timeout_ms` (capped at the forwarding retry timeout; None: that timeout);
-        raises ControllerUnavailable when no active controller answered in time.
-        """
-        window = self._retry_timeout_ms if timeout_ms is None else timeout_ms
-        window = min(window, self._retry_timeout_ms)
-        response = await self._client.request(body, version, window / 1000)
-        if not isinstance(response, response_type):
-            raise ControllerUnavailable(
-                f"the controller answered {body.NAME} with {type(response).__name__}"
-            )
-        return response
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
-
-
-def _changes_of(view: object) -> Changes | None:
-    """The controller's `next_change()` (QuorumController: an event set at the next Raft or
-    metadata change), if it has one: a leader change then ends a retry backoff at once."""
-    next_change = getattr(view, "next_change", None)
-    return next_change if callable(next_change) else None
-
-
-def forwarder(broker: BrokerState) -> ControllerForwarder:
-    """This broker's forwarder to the active controller (made on first use)."""
-
-    def make(state: BrokerState) -> ControllerForwarder:
-        view = state.controller
-        return ControllerForwarder(
-            state.config, active_controller_lookup(view), changes=_changes_of(view)
-        )
-
-    return broker.service(ControllerForwarder, make)
-
-
 async def forward(
-    broker: BrokerState, request: Received, body: Message, response_type: type[R]
+    broker: BrokerCore, request: Received, body: Message, response_type: type[R]
 ) -> R:
     """Answer `body` by the active controller (see the module docstring); never raises for an
     unreachable controller: the entries then answer REQUEST_TIMED_OUT (NOT_CONTROLLER when the
@@ -173,7 +84,7 @@ async def forward(
     if request.listener in broker.config.controller_listeners:
         return error_response(body, request.api_version, ErrorCode.NOT_CONTROLLER, response_type)
     try:
-        return await forwarder(broker).forward(
+        return await broker.forwarder.forward(
             body, request.api_version, response_type, getattr(body, "timeout_ms", None)
         )
     except ControllerUnavailable as exc:
@@ -182,7 +93,7 @@ async def forward(
 
 
 async def forward_or_run(
-    broker: BrokerState,
+    broker: BrokerCore,
     request: Received,
     body: Q,
     response_type: type[R],
@@ -314,7 +225,7 @@ class ForwardingTopicCreator:
     """The broker's own topic creations (auto-creation, internal topics), sent where a client's
     CreateTopics goes: the local controller when it is active, else the active controller."""
 
-    def __init__(self, broker: BrokerState) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self._broker = broker
 
     @property
@@ -327,7 +238,7 @@ class ForwardingTopicCreator:
         if self._broker.controller.is_active:
             return await self._broker.controller.create_topics(request, version)
         try:
-            return await forwarder(self._broker).forward(
+            return await self._broker.forwarder.forward(
                 request, version, CreateTopicsResponse, request.timeout_ms
             )
         except ControllerUnavailable as exc:
@@ -335,7 +246,3 @@ class ForwardingTopicCreator:
                         ", ".join(t.name for t in request.topics), exc)  # fmt: skip
             return error_response(request, version, ErrorCode.REQUEST_TIMED_OUT, CreateTopicsResponse)
 
-
-async def close_forwarder(broker: BrokerState) -> None:
-    """Close the forwarder's connections (at shutdown)."""
-    await forwarder(broker).aclose()

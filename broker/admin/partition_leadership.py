@@ -11,12 +11,12 @@ from strom.coordinator.controller.liveness import Leadership, partition_leadersh
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage
 
 
 def leadership(
-    broker: BrokerState,
+    broker: BrokerCore,
     image: MetadataImage,
     topic_id: uuid.UUID,
     partition: PartitionImage,
@@ -31,7 +31,7 @@ def leadership(
     )
 
 
-def reachable(broker: BrokerState, image: MetadataImage, broker_id: int, listener: str) -> bool:
+def reachable(broker: BrokerCore, image: MetadataImage, broker_id: int, listener: str) -> bool:
     """Registered, unfenced and listening on the request's listener."""
     registration = image.broker(broker_id)
     if registration is None or registration.fenced:

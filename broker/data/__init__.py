@@ -6,5 +6,11 @@ coordinators' acks=all appends to `__consumer_offsets` and `__transaction_state`
 (`coordinator_topics`). Fetch:
 reading partitions within the request's limits (`fetch_read`), incremental fetch sessions
 (`fetch_sessions`), long-poll wake-ups (`waiters`). Batches move as opaque bytes here.
-May import `strom.storage`, `strom.config`, `strom.wire` and `strom.broker.state`.
+
+Below the handlers and `strom.broker.state`: a function here takes this node's
+`BrokerCore` and, explicitly, the services it uses (the `ReplicationManager`, `DataWaiters`,
+`MinIsrCache`), which the broker process builds once at start-up. May import
+`strom.broker.replication`, `strom.broker.admin`, `strom.broker.core_state` and
+`strom.broker.drivers`, and the layers below the broker (the `broker-floors` contract in
+pyproject.toml).
 """

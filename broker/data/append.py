@@ -30,6 +30,7 @@ from strom.broker.drivers.topics import is_internal_topic
 from strom.broker.replication.partitions import report_storage
 from strom.broker.replication.replication_manager import Leadership, ReplicationManager
 from strom.storage import AppendResult, KafkaStorageError, LogAppendError
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.produce import ProduceResponse
 from strom.wire.records import (
@@ -45,7 +46,7 @@ from strom.wire.records import (
 )
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import PartitionImage
     from strom.wire.message import Records
 
@@ -146,29 +147,35 @@ def _frame(view: memoryview, pos: int) -> int | ErrorCode:
 
 
 async def append_partition(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
     topic: str,
     index: int,
     batch: memoryview,
     acks: int,
     client_id: str | None,
+    verification: VerificationGuard | None = None,
 ) -> AppendOutcome:
-    """Append one partition's batch; never raises for Kafka-level errors."""
+    """Append one partition's batch; never raises for Kafka-level errors. `verification`:
+    the guard a transactional batch was verified under (strom.broker.data.txn_verify)."""
     if is_internal_topic(topic) and client_id != ADMIN_CLIENT_ID:
         return AppendOutcome(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
     found = locate(broker, topic, index)
     if not isinstance(found, Located):
         return AppendOutcome(index, found)
     partition, log = found
-    replication = ReplicationManager.of(broker)
     if acks == -1:
-        refused = acks_all_refusal(broker, topic, partition)
+        refused = acks_all_refusal(broker, replication, min_isr, topic, partition)
         if refused == ErrorCode.NOT_ENOUGH_REPLICAS:
             return AppendOutcome(index, refused, log_start_offset=log.log_start_offset)
         if refused:
             return AppendOutcome(index, refused)
     try:
-        result = log.append(batch, partition.leader_epoch, broker.clock())
+        result = log.append(
+            batch, partition.leader_epoch, broker.clock(), verification=verification
+        )
     except LogAppendError as exc:
         if isinstance(exc, KafkaStorageError):
             report_storage(broker)  # before answering: the client's next Metadata sees it
@@ -177,7 +184,7 @@ async def append_partition(
         return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
     leadership = replication.leader_appended((topic, index))
     if not result.duplicate:
-        DataWaiters.of(broker).changed(topic, index)
+        waiters.changed(topic, index)
         if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
             try:
                 await trio.to_thread.run_sync(log.flush)
@@ -190,30 +197,38 @@ async def append_partition(
     return outcome
 
 
-def acks_all_refusal(broker: BrokerState, topic: str, partition: PartitionImage) -> ErrorCode:
+def acks_all_refusal(
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    min_isr: MinIsrCache,
+    topic: str,
+    partition: PartitionImage,
+) -> ErrorCode:
     """acks=all's check before appending to a partition this broker leads: NOT_LEADER_OR_FOLLOWER
     while the image names it leader of a replicated partition whose role it has not taken yet,
     NOT_ENOUGH_REPLICAS with an ISR smaller than min.insync.replicas, else NONE. (Produce and the
     group coordinator's writes to `__consumer_offsets` both check it.)"""
-    leadership = ReplicationManager.of(broker).leaders.get((topic, partition.partition_id))
+    leadership = replication.leaders.get((topic, partition.partition_id))
     if leadership is None and len(partition.replicas) > 1:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     isr = partition.isr if leadership is None else leadership.replica_set.isr
-    if len(isr) < MinIsrCache.of(broker).get(broker, topic):
+    if len(isr) < min_isr.get(broker, topic):
         return ErrorCode.NOT_ENOUGH_REPLICAS
     return ErrorCode.NONE
 
 
 async def await_replication(
-    broker: BrokerState, pending: list[tuple[str, AppendOutcome]], timeout_ms: int
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
+    pending: list[tuple[str, AppendOutcome]],
+    timeout_ms: int,
 ) -> None:
     """acks=all on replicated partitions: wait until each partition's high watermark passes
     its records, then answer NONE or NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below
     min.insync.replicas meanwhile); NOT_LEADER_OR_FOLLOWER if this broker stopped leading it;
     REQUEST_TIMED_OUT once the request's `timeout_ms` passed (Kafka's produce purgatory)."""
-    replication = ReplicationManager.of(broker)
-    min_isr = MinIsrCache.of(broker)
-
     def settled(item: tuple[str, AppendOutcome]) -> bool:
         topic, outcome = item
         leadership = outcome.awaiting
@@ -234,7 +249,7 @@ async def await_replication(
     def key(item: tuple[str, AppendOutcome]) -> tuple[str, int]:
         return item[0], item[1].index
 
-    timed_out = await DataWaiters.of(broker).settle(pending, key, settled, timeout_ms)
+    timed_out = await waiters.settle(pending, key, settled, timeout_ms)
     for _, outcome in timed_out:
         _fail(outcome, ErrorCode.REQUEST_TIMED_OUT)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
-from strom.broker.data.lookup import Located, locate
+from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.coordinator_topic import Replicated
 from strom.broker.drivers.groups import GroupDriver, group_config
@@ -39,14 +39,25 @@ from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, Parti
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 
 class BrokerCoordinatorTopic:
     """`CoordinatorTopic` over a broker: its metadata image, logs, replication and controller."""
 
-    def __init__(self, state: BrokerState, name: str, commit_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        state: BrokerCore,
+        replication: ReplicationManager,
+        waiters: DataWaiters,
+        min_isr: MinIsrCache,
+        name: str,
+        commit_timeout_ms: int,
+    ) -> None:
         self._state = state
+        self._replication = replication
+        self._waiters = waiters
+        self._min_isr = min_isr
         self.name = name
         self._commit_timeout_ms = commit_timeout_ms
 
@@ -69,7 +80,7 @@ class BrokerCoordinatorTopic:
         if not isinstance(found, Located):
             return found
         image, partition_log = found
-        refused = acks_all_refusal(state, name, image)
+        refused = acks_all_refusal(state, self._replication, self._min_isr, name, image)
         if refused:
             return refused
         try:
@@ -80,15 +91,17 @@ class BrokerCoordinatorTopic:
             if isinstance(exc, KafkaStorageError):
                 report_storage(state)
             return exc.error
-        leadership = ReplicationManager.of(state).leader_appended((name, partition))
-        DataWaiters.of(state).changed(name, partition)
+        leadership = self._replication.leader_appended((name, partition))
+        self._waiters.changed(name, partition)
         if leadership is None:
             return ErrorCode.NONE  # one replica: committed at append
         outcome = AppendOutcome(partition, ErrorCode.NONE, result, awaiting=leadership)
         wait_ms = self._commit_timeout_ms if timeout_ms is None else timeout_ms
 
         async def replicated() -> ErrorCode:
-            await await_replication(state, [(name, outcome)], wait_ms)
+            await await_replication(
+                state, self._replication, self._waiters, self._min_isr, [(name, outcome)], wait_ms
+            )
             return outcome.error
 
         return replicated
@@ -99,10 +112,20 @@ class BrokerCoordinatorTopic:
         )
 
 
-def group_driver(state: BrokerState) -> GroupDriver:
+def group_driver(
+    state: BrokerCore, replication: ReplicationManager, waiters: DataWaiters, min_isr: MinIsrCache
+) -> GroupDriver:
     """The group driver a broker runs: its `__consumer_offsets`, config and clock."""
+    topic = BrokerCoordinatorTopic(
+        state,
+        replication,
+        waiters,
+        min_isr,
+        CONSUMER_OFFSETS,
+        state.config.offsets_commit_timeout_ms,
+    )
     return GroupDriver(
-        BrokerCoordinatorTopic(state, CONSUMER_OFFSETS, state.config.offsets_commit_timeout_ms),
+        topic,
         group_config(state.config),
         num_partitions=state.config.offsets_topic_num_partitions,
         retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,

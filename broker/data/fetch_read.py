@@ -7,11 +7,18 @@ first batch (KIP-74), so a consumer never gets stuck behind a batch larger
 than its limits. Reads return `ReadResult`s (file ranges, no copy), so a
 long-polling fetch can re-check cheaply. A range of SENDFILE_MIN_BYTES or more
 is never copied: the response carries it as a `FileChunk` and the server sends
-it with `os.sendfile` straight from the page cache (`broker/send.py`); smaller
+it with `os.sendfile` straight from the page cache (`broker/network/send.py`); smaller
 ranges are copied when the response is built, which costs fewer syscalls than
 splitting the response around them. A partition of
 a topic with compression.type=zstd answers UNSUPPORTED_COMPRESSION_TYPE to
 Fetch v4-v9, which predate zstd, as Kafka's does.
+
+read_committed (isolation level 1): a consumer reads up to the last stable offset, and
+each partition carries the aborted transactions overlapping the batches read
+(`PartitionLog.read(aborted=True)`, from the segments' `.txnindex`), [] when none; the
+consumer drops those transactions' batches. A log with no aborted transaction from the
+fetched segment on answers [] without touching an index, so read_committed costs what
+read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import trio
 
 from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
-from strom.broker.data.lookup import Located, last_stable_offset, locate
+from strom.broker.data.lookup import Located, locate
 from strom.broker.replication.divergence import diverging_epoch
 from strom.broker.replication.replica_set import StaleFetch
 from strom.broker.replication.replication_manager import ReplicationManager
@@ -34,7 +41,7 @@ from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage import PartitionLog
 
@@ -109,7 +116,11 @@ class PartitionRead:
         if error != ErrorCode.NONE:
             return data
         if isolation_level == READ_COMMITTED:
-            data.aborted_transactions = []  # no commit/abort markers exist without a coordinator
+            aborted = self.result.aborted_transactions if self.result is not None else None
+            data.aborted_transactions = [
+                FetchResponse.AbortedTransaction(t.producer_id, t.first_offset)
+                for t in aborted or ()
+            ]
         if self.diverging is not None:
             data.diverging_epoch = FetchResponse.EpochEndOffset(*self.diverging)
         if self.sendfile:
@@ -143,7 +154,8 @@ class Consumer:
 
 
 def read_partitions(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     parts: list[CachedPartition],
     uses_topic_ids: bool,
@@ -160,8 +172,9 @@ def read_partitions(
     min_one = True
     for part in parts:
         read = _read_one(
-            broker, image, part, uses_topic_ids, budget, min_one, isolation_level, replica
-        )
+            broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
+            replica,
+        )  # fmt: skip
         if read.size > 0:
             min_one = False
         budget = max(0, budget - read.size)
@@ -178,7 +191,8 @@ def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) 
 
 
 def _read_one(
-    broker: BrokerState,
+    broker: BrokerCore,
+    replication: ReplicationManager,
     image: MetadataImage,
     part: CachedPartition,
     uses_topic_ids: bool,
@@ -201,12 +215,15 @@ def _read_one(
         return PartitionRead(part, name, found)
     log = found.log
     if isinstance(replica, Replica):
-        return _read_replica(broker, image, found, name, part, budget, min_one, replica)
-    lso = last_stable_offset(log)
-    read = PartitionRead(part, name, ErrorCode.NONE, log.high_watermark, lso, log.log_start_offset)
+        return _read_replica(
+            replication, image, found, name, part, budget, min_one, replica
+        )
+    read = PartitionRead(
+        part, name, ErrorCode.NONE, log.high_watermark, log.last_stable_offset, log.log_start_offset
+    )
     read.zstd_topic = log.config.compression_type == "zstd"
     if consumer is not None and found.image.leader == broker.node_id:
-        read.preferred_read_replica = ReplicationManager.of(broker).preferred_read_replica(
+        read.preferred_read_replica = replication.preferred_read_replica(
             (name, part.partition), part.fetch_offset, consumer.rack_id, consumer.listener
         )
         if read.preferred_read_replica >= 0:
@@ -214,20 +231,21 @@ def _read_one(
     try:
         if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
             return read
-        limit = lso if isolation_level == READ_COMMITTED else log.high_watermark
+        committed = isolation_level == READ_COMMITTED
+        limit = read.last_stable_offset if committed else read.high_watermark
         max_bytes = max(0, min(part.max_bytes, budget))
-        read.result = log.read(part.fetch_offset, max_bytes, min_one, limit)
+        read.result = log.read(part.fetch_offset, max_bytes, min_one, limit, aborted=committed)
     except LogError as exc:
         return PartitionRead(part, name, exc.error)
     except OSError:
         return PartitionRead(part, name, ErrorCode.KAFKA_STORAGE_ERROR)
     if consumer is not None and read.size > 0 and found.image.leader != broker.node_id:
-        ReplicationManager.of(broker).served_consumer((name, part.partition))
+        replication.served_consumer((name, part.partition))
     return read
 
 
 def _read_replica(
-    broker: BrokerState,
+    replication: ReplicationManager,
     image: MetadataImage,
     found: Located,
     name: str,
@@ -254,7 +272,7 @@ def _read_replica(
             return read
         if not log.log_start_offset <= part.fetch_offset <= log.log_end_offset:
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
-        ReplicationManager.of(broker).follower_fetched(
+        replication.follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
             part.follower_log_start, replica.broker_epoch,
         )  # fmt: skip
@@ -272,7 +290,7 @@ def _read_replica(
 
 def _set_offsets(read: PartitionRead, log: PartitionLog) -> None:
     read.high_watermark = log.high_watermark
-    read.last_stable_offset = last_stable_offset(log)
+    read.last_stable_offset = log.last_stable_offset
     read.log_start_offset = log.log_start_offset
 
 

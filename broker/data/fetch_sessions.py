@@ -22,12 +22,8 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from strom.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -128,12 +124,6 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self.sessions: dict[int, FetchSession] = {}
         self._rng = random.Random()
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> FetchSessionCache:
-        return broker.service(
-            cls, lambda b: cls(b.config.max_incremental_fetch_session_cache_slots)
-        )
 
     def get(self, session_id: int) -> FetchSession | None:
         return self.sessions.get(session_id)

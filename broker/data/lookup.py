@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from strom.broker.replication.replication_manager import ReplicationManager
 from strom.config import topic_min_insync_replicas
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage
     from strom.storage import PartitionLog
 
@@ -38,7 +37,7 @@ class Located(NamedTuple):
 
 
 def locate(
-    broker: BrokerState,
+    broker: BrokerCore,
     topic: str,
     index: int,
     current_leader_epoch: int = NO_LEADER_EPOCH,
@@ -53,7 +52,7 @@ def locate(
     if partition is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     log = broker.logs.get(topic, index)
-    if log is None or not ReplicationManager.of(broker).followed:
+    if log is None or not broker.followed:
         if log is None and broker.logs.is_offline(topic, index):
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NOT_LEADER_OR_FOLLOWER  # no replica here (or not opened yet)
@@ -75,16 +74,6 @@ def leader_epoch_error(partition: PartitionImage, current_leader_epoch: int) -> 
     return ErrorCode.NONE
 
 
-def last_stable_offset(log: PartitionLog) -> int:
-    """The first offset of the oldest open transaction, else the high watermark."""
-    lso = log.high_watermark
-    for entry in log.producer_state.entries.values():
-        first = entry.current_txn_first_offset
-        if 0 <= first < lso:
-            lso = first
-    return lso
-
-
 class MinIsrCache:
     """min.insync.replicas per topic, recomputed only when the metadata image changes."""
 
@@ -92,11 +81,7 @@ class MinIsrCache:
         self._image: MetadataImage | None = None
         self._values: dict[str, int] = {}
 
-    @classmethod
-    def of(cls, broker: BrokerState) -> MinIsrCache:
-        return broker.service(cls, lambda _broker: cls())
-
-    def get(self, broker: BrokerState, topic: str) -> int:
+    def get(self, broker: BrokerCore, topic: str) -> int:
         image = broker.image
         if image is not self._image:
             self._image, self._values = image, {}

@@ -21,17 +21,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from strom.broker.admin.forwarding import forwarder
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.coordinator.controller.result import ControllerError
 from strom.wire.errors import ErrorCode
-from strom.wire.messages.allocate_producer_ids import (
-    AllocateProducerIdsRequest,
-    AllocateProducerIdsResponse,
-)
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
 
 log = logging.getLogger("strom.producer_ids")
 
@@ -47,15 +42,11 @@ class ProducerIdError(Exception):
 class ProducerIdManager:
     """Serves producer ids; `await next_id()`."""
 
-    def __init__(self, broker: BrokerState) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self._broker = broker
         self._next = 0
         self._end = 0
         self._lock = trio.Lock()
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> ProducerIdManager:
-        return broker.service(cls, cls)
 
     async def next_id(self) -> int:
         if self._next >= self._end:
@@ -88,13 +79,19 @@ class ProducerIdManager:
 
     async def _ask_active_controller(self) -> tuple[int, int]:
         """AllocateProducerIds to the active controller; ControllerError for its refusal."""
+        # the message classes load on first use, as the handlers' do (start-up stays lean)
+        from strom.wire.messages.allocate_producer_ids import (
+            AllocateProducerIdsRequest,
+            AllocateProducerIdsResponse,
+        )
+
         controller = self._broker.controller
         request = AllocateProducerIdsRequest(
             broker_id=self._broker.node_id, broker_epoch=controller.broker_epoch
         )
         timeout_ms = self._broker.config.controller_quorum_request_timeout_ms
         try:
-            response = await forwarder(self._broker).forward(
+            response = await self._broker.forwarder.forward(
                 request, 0, AllocateProducerIdsResponse, timeout_ms
             )
         except ControllerUnavailable as exc:

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import trio
-
-if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
 
 Key = tuple[str, int]
 T = TypeVar("T")
@@ -45,10 +42,6 @@ class DataWaiters:
 
     def __init__(self) -> None:
         self._waiting: dict[Key, set[Watch]] = {}
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> DataWaiters:
-        return broker.service(cls, _make)
 
     def changed(self, topic: str, partition: int) -> None:
         """Wake every fetch parked on this partition."""
@@ -104,11 +97,3 @@ class DataWaiters:
         """How many (fetch, partition) registrations exist (for tests)."""
         return sum(len(e) for e in self._waiting.values())
 
-
-def _make(broker: BrokerState) -> DataWaiters:
-    from strom.broker.replication.replication_manager import ReplicationManager
-
-    waiters = DataWaiters()
-    broker.controller.subscribe(lambda _image: waiters.wake_all())
-    ReplicationManager.of(broker).high_watermark_listeners.append(waiters.changed)
-    return waiters

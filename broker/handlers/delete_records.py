@@ -40,8 +40,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
-from strom.broker.data.waiters import DataWaiters
-from strom.broker.replication.replication_manager import ReplicationManager
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -96,7 +94,7 @@ def _one(
     if not isinstance(found, Located):
         return Result(index, INVALID_LOW_WATERMARK, found)
     partition, log = found
-    replication = ReplicationManager.of(broker)
+    replication = broker.replication
     leadership = replication.leaders.get((topic, index))
     if leadership is None and len(partition.replicas) > 1:
         # the image names this broker leader but it has not taken the role up yet
@@ -110,7 +108,7 @@ def _one(
         return Result(index, INVALID_LOW_WATERMARK, exc.error)
     except OSError:
         return Result(index, INVALID_LOW_WATERMARK, ErrorCode.KAFKA_STORAGE_ERROR)
-    DataWaiters.of(broker).changed(topic, index)
+    broker.waiters.changed(topic, index)
     if leadership is None:
         return Result(index, log_start, ErrorCode.NONE)
     low_watermark = replication.low_watermark((topic, index))
@@ -127,7 +125,7 @@ async def _await_low_watermark(
 ) -> None:
     """Until every pending partition's low watermark reached its offset (NONE), its leadership
     moved (NOT_LEADER_OR_FOLLOWER) or `timeout_ms` passed (they keep REQUEST_TIMED_OUT)."""
-    replication = ReplicationManager.of(broker)
+    replication = broker.replication
 
     def key(w: _Pending) -> tuple[str, int]:
         return w.topic, w.result.partition_index
@@ -145,4 +143,4 @@ async def _await_low_watermark(
         w.result.low_watermark = low_watermark
         return True
 
-    await DataWaiters.of(broker).settle(pending, key, settled, timeout_ms)
+    await broker.waiters.settle(pending, key, settled, timeout_ms)

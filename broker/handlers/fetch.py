@@ -18,10 +18,11 @@ Behavior:
   OFFSET_OUT_OF_RANGE, disk errors KAFKA_STORAGE_ERROR (NOT_LEADER_OR_FOLLOWER
   for v4-v5). Errors carry high watermark, last stable and log start -1.
 - Consumers read up to the high watermark (read_uncommitted) or the last
-  stable offset (read_committed); aborted_transactions is null for
-  read_uncommitted and [] for read_committed (no transaction markers exist
-  yet); partitions refused before any read (unknown topic, partition or topic
-  id) carry [], as Kafka's do.
+  stable offset (read_committed: below it every transaction is decided);
+  aborted_transactions is null for read_uncommitted, and for read_committed
+  lists the aborted transactions (producer id, first offset) overlapping the
+  batches returned, [] when none (broker.data.fetch_read); partitions refused
+  before any read (unknown topic, partition or topic id) carry [], as Kafka's do.
 - KIP-392 (v11+): a follower replica serves consumers too, up to its own high watermark; a
   leader with `replica.selector.class` set to the rack-aware selector may answer a partition
   with `preferred_read_replica` (an in-sync follower on the request's rack_id) and no records
@@ -60,12 +61,10 @@ from strom.broker.data.fetch_sessions import (
     INVALID_SESSION_ID,
     CachedPartition,
     FetchContext,
-    FetchSessionCache,
     PartitionKey,
     new_context,
     partition_key,
 )
-from strom.broker.data.waiters import DataWaiters
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.primitives import ZERO_UUID
@@ -92,7 +91,7 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
         return await _raft_fetch(broker, request, body)
     version = request.api_version
     uses_ids = version >= FIRST_TOPIC_ID_VERSION
-    cache = FetchSessionCache.of(broker)
+    cache = broker.fetch_sessions
     context = new_context(
         cache,
         version,
@@ -191,6 +190,7 @@ async def _read_until_ready(
     def read() -> list[PartitionRead]:
         return read_partitions(
             broker,
+            broker.replication,
             broker.image,
             context.partitions,
             uses_ids,
@@ -204,7 +204,7 @@ async def _read_until_ready(
         return reads
     deadline = trio.current_time() + body.max_wait_ms / 1000
     keys = [(r.topic, r.part.partition) for r in reads if r.topic is not None]
-    with DataWaiters.of(broker).watching(keys) as watch:
+    with broker.waiters.watching(keys) as watch:
         while True:
             with trio.move_on_at(deadline):
                 await watch.wait()
@@ -239,7 +239,7 @@ def _respond(
         for r in reads:
             r.part.high_watermark = -1 if r.error else r.high_watermark
             r.part.log_start_offset = -1 if r.error else r.log_start_offset
-        context.created = FetchSessionCache.of(broker).maybe_create(
+        context.created = broker.fetch_sessions.maybe_create(
             broker.clock(),
             _replica_id(body) >= 0,
             uses_ids,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
+from strom.broker.data.producer_ids import ProducerIdError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -52,7 +52,7 @@ async def handle(
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.NOT_COORDINATOR)
     try:
-        producer_id = await ProducerIdManager.of(broker).next_id()
+        producer_id = await broker.producer_ids.next_id()
     except ProducerIdError as exc:
         return _error(exc.error)
     return InitProducerIdResponse(

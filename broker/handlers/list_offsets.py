@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from strom.broker.data.lookup import Located, last_stable_offset, locate
+from strom.broker.data.lookup import Located, locate
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
@@ -108,7 +108,7 @@ def _one(
     if isolation is None:
         fetchable = log.log_end_offset
     elif isolation == READ_COMMITTED:
-        fetchable = last_stable_offset(log)
+        fetchable = log.last_stable_offset
     else:
         fetchable = log.high_watermark
     ts = p.timestamp

@@ -17,9 +17,17 @@ Behavior:
 - Transactional batches: without a transactional id the whole request is
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED; two producer ids is
   INVALID_PRODUCER_ID_MAPPING. With partition verification on (the default,
-  and always for v12), Kafka asks the transaction coordinator; Strom has none
-  yet, which Kafka reports as NOT_ENOUGH_REPLICAS ("Unable to verify the
-  partition has been added to the transaction...") so clients retry.
+  and always for v12), a batch that would start its producer's transaction on
+  a partition is first verified with the transaction coordinator (KIP-890,
+  broker.data.txn_verify): a partition not in the transaction is
+  INVALID_TXN_STATE ("Partition was not added to the transaction"), a retriable
+  coordinator error NOT_ENOUGH_REPLICAS ("Unable to verify the partition has
+  been added to the transaction. Underlying error: ...") so every client
+  retries; with no coordinator installed the batch is appended unverified, as
+  with verification off. The log then applies Kafka's transactional checks:
+  INVALID_PRODUCER_EPOCH for an older epoch, INVALID_TXN_STATE for a
+  non-transactional batch while the producer's transaction is open or an
+  unverified start (storage.log.producer_state).
 - acks=-1 on a partition with more than one replica: the answer waits until every ISR
   member holds the records (the high watermark passes them), then NONE, or
   NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas meanwhile,
@@ -50,9 +58,17 @@ from strom.broker.data.append import (
     await_replication,
     first_batch,
 )
+from strom.broker.data.txn_verify import Refused, verify_partitions
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
-from strom.wire.records import HEADER_SIZE, TRANSACTIONAL_MASK, peek_attributes, peek_producer
+from strom.wire.records import (
+    HEADER_SIZE,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    peek_attributes,
+    peek_producer,
+)
 
 if TYPE_CHECKING:
     from strom.broker.handlers.request import RequestContext
@@ -68,10 +84,6 @@ VALID_ACKS = (-1, 0, 1)
 REDIRECT_VERSION = 10
 """KIP-951's current_leader and node_endpoints."""
 ALWAYS_VERIFY_VERSION = 12
-VERIFY_MESSAGE = (
-    "Unable to verify the partition has been added to the transaction. "
-    "Underlying error: COORDINATOR_NOT_AVAILABLE"
-)
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 
@@ -91,6 +103,15 @@ async def handle(
     verify = (
         version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
     )
+    verified: dict[tuple[str, int], VerificationGuard | Refused] = {}
+    if verify and whole_error is None and transactional and body.transactional_id is not None:
+        verified = await verify_partitions(
+            broker,
+            broker.txn_verification,
+            body.transactional_id,
+            version,
+            _first_batches(body, transactional),
+        )
     appended: list[tuple[str, list[AppendOutcome]]] = []
     for topic in body.topic_data:
         outcomes: list[AppendOutcome] = []
@@ -99,12 +120,16 @@ async def handle(
                 outcomes.append(AppendOutcome(data.index, whole_error))
                 continue
             outcomes.append(
-                await _one(broker, request, topic.name, data, acks, verify, transactional)
+                await _one(
+                    broker, request, topic.name, data, acks, verified.get((topic.name, data.index))
+                )
             )
         appended.append((topic.name, outcomes))
     pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
     if pending:
-        await await_replication(broker, pending, body.timeout_ms)
+        await await_replication(
+            broker, broker.replication, broker.waiters, broker.min_isr, pending, body.timeout_ms
+        )
     responses = [
         TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
     ]
@@ -151,21 +176,42 @@ async def _one(
     topic: str,
     data: ProduceRequest.PartitionProduceData,
     acks: int,
-    verify: bool,
-    transactional: dict[tuple[str, int], tuple[int, int]],
+    verified: VerificationGuard | Refused | None,
 ) -> AppendOutcome:
     if broker.image.partition(topic, data.index) is None:
         return AppendOutcome(data.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     batch = first_batch(data.records, request.api_version)
     if isinstance(batch, ErrorCode):
         return AppendOutcome(data.index, batch)
-    if verify and (topic, data.index) in transactional:
-        return AppendOutcome(
-            data.index, ErrorCode.NOT_ENOUGH_REPLICAS, error_message=VERIFY_MESSAGE
-        )
+    if isinstance(verified, Refused):
+        return AppendOutcome(data.index, verified.error, error_message=verified.message)
     if acks not in VALID_ACKS:
         return AppendOutcome(data.index, ErrorCode.INVALID_REQUIRED_ACKS)
-    return await append_partition(broker, topic, data.index, batch, acks, request.client_id)
+    return await append_partition(
+        broker,
+        broker.replication,
+        broker.waiters,
+        broker.min_isr,
+        topic,
+        data.index,
+        batch,
+        acks,
+        request.client_id,
+        verified,
+    )
+
+def _first_batches(
+    body: ProduceRequest, transactional: dict[tuple[str, int], tuple[int, int]]
+) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """(producer id, epoch, base sequence) of each transactional partition's first batch."""
+    out = {}
+    for topic in body.topic_data:
+        for p in topic.partition_data:
+            key = (topic.name, p.index)
+            if key in transactional and isinstance(p.records, bytes | bytearray | memoryview):
+                header = BatchHeader.parse(p.records)
+                out[key] = (header.producer_id, header.producer_epoch, header.base_sequence)
+    return out
 
 
 def _request_error(

@@ -20,9 +20,16 @@ from pathlib import Path
 
 import trio
 
-from strom.broker.admin.forwarding import ForwardingTopicCreator, close_forwarder
+from strom.broker.admin.forwarding import ForwardingTopicCreator
+from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver
+from strom.broker.data.fetch_sessions import FetchSessionCache
+from strom.broker.data.lookup import MinIsrCache
+from strom.broker.data.producer_ids import ProducerIdManager
+from strom.broker.data.txn_verify import TransactionVerification
+from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
+from strom.broker.drivers.controller_forwarder import controller_forwarder
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.network.server import Server
@@ -34,7 +41,7 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
-from strom.broker.state import BrokerState, wall_clock_ms
+from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
@@ -138,7 +145,7 @@ class Broker:
         finally:
             with trio.CancelScope(shield=True):
                 if self.state is not None:  # connections to the active controller, if any
-                    await close_forwarder(self.state)
+                    await self.state.forwarder.aclose()
                 await controller.close()
 
     async def _serve(
@@ -162,11 +169,15 @@ class Broker:
         bound = await self._listen(config)
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
-        state = BrokerState(config, config.node_id, controller.cluster_id, self.endpoints, controller, logs)
+        forwarder = controller_forwarder(config, controller)
+        state = BrokerState(
+            config, config.node_id, controller.cluster_id, self.endpoints, controller, logs, forwarder
+        )
+        build_services(state)
         state.topic_creator = ForwardingTopicCreator(state)
         state.raft = controller.raft
         self.state = state
-        state.groups = group_driver(state)
+        state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
         await state.groups.load()
         server = Server(state)
         log.info(
@@ -207,7 +218,7 @@ class Broker:
                     accepting.start_soon(state.groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
-                    accepting.start_soon(ReplicationManager.of(state).run)
+                    accepting.start_soon(state.replication.run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
                     if _controlled_shutdown_wanted(config, controller):
@@ -251,6 +262,17 @@ class Broker:
         return bound
 
 
+def build_services(state: BrokerState) -> None:
+    """The broker's services, each built once from `state` and handed down as its fields."""
+    state.replication = ReplicationManager(state)
+    state.waiters = DataWaiters()
+    state.replication.high_watermark_listeners.append(state.waiters.changed)
+    state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
+    state.min_isr = MinIsrCache()
+    state.producer_ids = ProducerIdManager(state)
+    state.txn_verification = TransactionVerification()
+
+
 async def _follow(state: BrokerState, controller: QuorumController) -> None:
     """Follow the metadata from now on: open and delete logs, lead and follow partitions.
 
@@ -258,10 +280,11 @@ async def _follow(state: BrokerState, controller: QuorumController) -> None:
     with its registration (Kafka's brokers publish metadata only after the initial catch-up):
     the image replayed from its own metadata log at start may be far behind, and acting on it
     would delete logs of partitions created since, or lead a partition that has moved on.
-    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`ReplicationManager`'s
-    `followed`)."""
-    await follow_image(state, controller.image)
-    controller.subscribe(lambda image: follow_image(state, image))
+    Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`BrokerCore.followed`)."""
+    await follow_image(state, state.replication, controller.image)
+    controller.subscribe(lambda image: follow_image(state, state.replication, image))
+    # after the logs and roles moved: a parked fetch woken by a new image sees them
+    controller.subscribe(lambda _image: state.waiters.wake_all())
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

@@ -52,7 +52,7 @@ from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResp
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.storage.log.partition import PartitionLog
 
 log = logging.getLogger("strom.fetcher")
@@ -85,7 +85,7 @@ class FetchTarget:
 class Followed(Protocol):
     """What the fetchers read of the `ReplicationManager`: the partitions to follow."""
 
-    broker: BrokerState
+    broker: BrokerCore
     targets: dict[Key, FetchTarget]
     targets_changed: trio.Event
     high_watermark_listeners: list[Callable[[str, int], None]]

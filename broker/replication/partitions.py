@@ -40,7 +40,7 @@ from strom.config import BrokerConfig, ConfigError
 from strom.storage.log.log_config import LogConfig
 
 if TYPE_CHECKING:
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.log.log_manager import LogManager
     from strom.storage.log.partition import PartitionLog
@@ -71,7 +71,7 @@ class _Plan:
     """Partitions that could not be placed (no online log dir)."""
 
 
-def _plan(state: BrokerState, image: MetadataImage) -> _Plan:
+def _plan(state: BrokerCore, image: MetadataImage) -> _Plan:
     """Decide on the event loop; apply config changes at once (they touch no files)."""
     plan = _Plan()
     wanted: set[tuple[str, int]] = set()
@@ -120,7 +120,7 @@ def _open_all(logs: LogManager, plan: _Plan) -> _Opened:
     return opened, failed
 
 
-def _finish(state: BrokerState, plan: _Plan, outcome: _Opened) -> None:
+def _finish(state: BrokerCore, plan: _Plan, outcome: _Opened) -> None:
     opened, failed = outcome
     for directory, partition_log in opened:
         state.logs.adopt(directory, partition_log)
@@ -130,7 +130,9 @@ def _finish(state: BrokerState, plan: _Plan, outcome: _Opened) -> None:
         state.logs.delete(topic, partition)
 
 
-async def follow_image(state: BrokerState, image: MetadataImage) -> None:
+async def follow_image(
+    state: BrokerCore, replication: ReplicationManager, image: MetadataImage
+) -> None:
     """Follow `image` while serving: creating a partition is a directory and a few files
     (~1.4 ms each here), so new logs are opened in a worker thread, not on the event loop.
     The controller awaits this before answering, so a CreateTopics response still means
@@ -140,16 +142,16 @@ async def follow_image(state: BrokerState, image: MetadataImage) -> None:
     if plan.create:
         # existing logs change roles now, not after the new ones are opened: meanwhile the
         # handlers already read this image (a new leader must not commit at append)
-        ReplicationManager.of(state).follow(image)
+        replication.follow(image)
         outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
-    ReplicationManager.of(state).follow(image)
+    replication.follow(image)
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
         state.groups.follow()
 
 
-def report_storage(state: BrokerState) -> None:
+def report_storage(state: BrokerCore) -> None:
     """Tell the controller which partitions hosted here cannot serve (see the module
     docstring); cheap and synchronous, so a failing produce reports before it answers."""
     image = state.image
@@ -165,7 +167,7 @@ def report_storage(state: BrokerState) -> None:
         )  # fmt: skip
 
 
-async def heartbeat_loop(state: BrokerState) -> None:
+async def heartbeat_loop(state: BrokerCore) -> None:
     """Report every BROKER_HEARTBEAT_INTERVAL_S, catching failures met in worker threads
     (flushes, the cleaner's swaps, checkpoints)."""
     while True:

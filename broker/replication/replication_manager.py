@@ -64,7 +64,7 @@ from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPart
 if TYPE_CHECKING:
     import uuid
 
-    from strom.broker.state import BrokerState
+    from strom.broker.core_state import BrokerCore
     from strom.config.quorum import Address
     from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
     from strom.storage.log.partition import PartitionLog
@@ -110,18 +110,15 @@ class _Outbox:
 
 
 class ReplicationManager:
-    """See the module docstring; one per broker (`ReplicationManager.of`)."""
+    """See the module docstring; one per broker (`BrokerState.replication`)."""
 
-    def __init__(self, broker: BrokerState) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
         self.leaders: dict[Key, Leadership] = {}
         """Replicated partitions led here (single-replica ones are not tracked)."""
         self.targets: dict[Key, FetchTarget] = {}
         """Partitions followed here, by the leader they fetch from."""
         self.targets_changed = trio.Event()
-        self.followed = False
-        """An image was followed: until then this broker leads nothing (see broker.process.app:
-        a quorum member follows only once caught up with the metadata log)."""
         self._outbox = _Outbox()
         self._client: ActiveControllerClient | None = None
         self.fetchers: FetcherManager | None = None
@@ -131,10 +128,6 @@ class ReplicationManager:
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
         """Told when a led partition's high watermark or a follower's log start moved
         (DataWaiters wakes parked fetches, acks=all produces and DeleteRecords)."""
-
-    @classmethod
-    def of(cls, broker: BrokerState) -> ReplicationManager:
-        return broker.service(cls, cls)
 
     # --- transitions -------------------------------------------------------------------------
 
@@ -201,7 +194,7 @@ class ReplicationManager:
                     )
         self.leaders = leaders
         self.serving_consumers &= targets.keys()
-        self.followed = True
+        self.broker.followed = True
         if targets != self.targets:
             self.targets = targets
             self.targets_changed.set()

@@ -440,7 +440,10 @@ def test_a_reassignment_moves_the_data(strom_cluster: StartCluster) -> None:
         wait_for_topics(node, topic)
     produce(cluster.bootstrap, topic, list(values(100)))
 
-    request = AlterPartitionReassignmentsRequest(topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(topic, [AlterPartitionReassignmentsRequest.ReassignablePartition(0, [2, 3])])])
+    target = AlterPartitionReassignmentsRequest.ReassignablePartition(0, [2, 3])
+    request = AlterPartitionReassignmentsRequest(
+        topics=[AlterPartitionReassignmentsRequest.ReassignableTopic(topic, [target])]
+    )
     response = _call(cluster.node(1).bootstrap, request, 0, AlterPartitionReassignmentsResponse)
     assert isinstance(response, AlterPartitionReassignmentsResponse)
     assert response.error_code == ErrorCode.NONE

@@ -279,8 +279,12 @@ class AlterConfigs:
                 IncrementalAlterConfigsRequest.AlterConfigsResource(
                     resource_type=2,
                     resource_name=topic_name(ctx, self.topic),
-                    configs=[IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=op, value=v)
-                             for k, op, v in self.changes],
+                    configs=[
+                        IncrementalAlterConfigsRequest.AlterableConfig(
+                            name=k, config_operation=op, value=v
+                        )
+                        for k, op, v in self.changes
+                    ],
                 )
             ],
             validate_only=self.validate_only,
@@ -464,14 +468,20 @@ class OffsetFetch:
     async def run(self, side: Side, ctx: Context) -> Plain:
         if self.version >= 8:
             topics8 = None if self.topics is None else [
-                OffsetFetchRequest.OffsetFetchRequestTopics(name=topic_name(ctx, t), partition_indexes=list(ps))
+                OffsetFetchRequest.OffsetFetchRequestTopics(
+                    name=topic_name(ctx, t), partition_indexes=list(ps)
+                )
                 for t, ps in self.topics
             ]  # fmt: skip
-            request = OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=ctx.group(self.group),
-                                                          topics=topics8)])  # fmt: skip
+            group = OffsetFetchRequest.OffsetFetchRequestGroup(
+                group_id=ctx.group(self.group), topics=topics8
+            )
+            request = OffsetFetchRequest(groups=[group])
         else:
             topics = None if self.topics is None else [
-                OffsetFetchRequest.OffsetFetchRequestTopic(name=topic_name(ctx, t), partition_indexes=list(ps))
+                OffsetFetchRequest.OffsetFetchRequestTopic(
+                    name=topic_name(ctx, t), partition_indexes=list(ps)
+                )
                 for t, ps in self.topics
             ]  # fmt: skip
             request = OffsetFetchRequest(group_id=ctx.group(self.group), topics=topics)

@@ -28,6 +28,7 @@ Durability: a `Send` is only released after every write issued before it is ackn
 
 from __future__ import annotations
 
+import enum
 import random
 from dataclasses import dataclass
 
@@ -91,6 +92,25 @@ class RaftSafetyError(Exception):
     epoch, truncating committed entries). The node must stop rather than continue."""
 
 
+class PlantedBug(enum.Enum):
+    """A rule of Raft the core can be told to break (`RaftConfig.planted_bugs`, tests only)."""
+
+    COMMIT_WITHOUT_OWN_EPOCH = "commit-without-own-epoch"
+    """The high watermark moves as soon as a majority holds an offset, even before the leader's
+    own epoch is in it (the Raft paper's Figure 8: an older epoch's entry held by a majority can
+    still be overwritten)."""
+    VOTE_FOR_STALE_LOG = "vote-for-stale-log"
+    """Votes are granted whatever the candidate's log (the election restriction dropped)."""
+    LEAD_WITHOUT_VOTE = "lead-without-vote"
+    """A won pre-vote leads at once, without bumping the epoch and a real vote."""
+    SEND_BEFORE_DURABLE = "send-before-durable"
+    """Messages leave before the writes issued ahead of them are durable (a vote or a fetch
+    position announced, then lost in a crash)."""
+    FOLLOWER_TRUSTS_HIGH_WATERMARK = "follower-trusts-high-watermark"
+    """A follower takes the leader's high watermark even from a response that did not accept
+    its fetch position (it may hold other entries below it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RaftConfig:
     """Kafka's `controller.quorum.*` settings, with its defaults."""
@@ -109,6 +129,9 @@ class RaftConfig:
     """How long the leader holds a fetch that has nothing new (Kafka's fetchMaxWaitMs)."""
     fetch_max_bytes: int = 1 << 20
     snapshot_chunk_bytes: int = 1 << 20
+    planted_bugs: frozenset[PlantedBug] = frozenset()
+    """Test-only: known Raft bugs switched back on, so that a test can show the simulator
+    catches each one (`tests/raft/test_simulation.py`). Always empty outside those tests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +418,7 @@ class RaftCore:
 
     def _send(self, dest: int, message: RaftMessage) -> None:
         send = Send(dest, message)
-        if self._seq > self._durable_seq:
+        if self._seq > self._durable_seq and not self._planted(PlantedBug.SEND_BEFORE_DURABLE):
             self._held.append((self._seq, send))
         else:
             self._effects.append(send)
@@ -434,7 +457,12 @@ class RaftCore:
         return len(self.voters) // 2 + 1
 
     def _log_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        if self._planted(PlantedBug.VOTE_FOR_STALE_LOG):
+            return True
         return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
+
+    def _planted(self, bug: PlantedBug) -> bool:
+        return bug in self.config.planted_bugs
 
     # --- transitions --------------------------------------------------------------------------
 
@@ -495,6 +523,9 @@ class RaftCore:
         self._request_votes(pre_vote=True)
 
     def _become_candidate(self, now: int) -> None:
+        if self._planted(PlantedBug.LEAD_WITHOUT_VOTE):
+            self._become_leader(now)
+            return
         self._leave(now)
         self.state = state = CandidateState(
             self.epoch + 1, NO_LEADER, self.node_id, self._election_deadline(now)
@@ -826,7 +857,10 @@ class RaftCore:
         self, state: LeaderState, now: int, *, answer_parked: bool = True
     ) -> None:
         majority_offset = state.majority_offset(self._durable_end)
-        if majority_offset > self.high_watermark and majority_offset > state.epoch_start_offset:
+        own_epoch = majority_offset > state.epoch_start_offset
+        if self._planted(PlantedBug.COMMIT_WITHOUT_OWN_EPOCH):
+            own_epoch = True
+        if majority_offset > self.high_watermark and own_epoch:
             self._set_high_watermark(majority_offset)
             if answer_parked:
                 self._answer_parked(state, now)
@@ -937,6 +971,8 @@ class RaftCore:
         state.fetch_deadline = now + self.config.fetch_timeout_ms
         state.last_leader_contact = now
         if response.diverging is not None:
+            if self._planted(PlantedBug.FOLLOWER_TRUSTS_HIGH_WATERMARK):
+                self._set_high_watermark(min(response.high_watermark, self.log.end_offset))
             self._truncate_diverging(response.diverging)
         elif response.snapshot_id is not None:
             state.snapshot_fetch = (response.snapshot_id, bytearray())

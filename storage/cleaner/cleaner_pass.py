@@ -18,8 +18,15 @@
    A group that loses nothing is left alone; one that loses everything is
    deleted. Groups go oldest first, so a crash between them is harmless.
 
+Transactions (strom.storage.cleaner.cleaned_txns): both walks follow the transactions
+they meet; data of aborted transactions never enters the map and is removed by the
+rewrite whatever its keys; markers stay while their transaction's data does, then get a
+delete horizon like tombstones and go at it; the aborted transactions whose markers stay
+are written to the cleaned segment's `.txnindex`.
+
 The pass returns the mapped end (the log's next first dirty offset, Kafka's
-cleaner-offset-checkpoint entry) and the earliest delete horizon it left.
+cleaner-offset-checkpoint entry) and the earliest delete horizon it left (tombstones'
+and markers').
 """
 
 from __future__ import annotations
@@ -29,10 +36,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from strom.storage.cleaner.compact_batch import KEY, OFFSET, Filtered, batch_records, filter_batch
+from strom.storage.cleaner.cleaned_txns import CleanedTransactions
+from strom.storage.cleaner.compact_batch import (
+    KEY,
+    OFFSET,
+    Filtered,
+    batch_records,
+    empty_batch,
+    filter_batch,
+    rebuild,
+)
 from strom.storage.cleaner.offset_map import OffsetMap
 from strom.storage.fileio import read_batches
 from strom.storage.log.clean_view import CleanView
+from strom.storage.log.log_loader import read_marker
 from strom.storage.log.partition import PartitionLog
 from strom.storage.log.segment import INT32_MAX, LogSegment
 from strom.storage.log.swap import CLEANED, discard, publish
@@ -98,6 +115,12 @@ class CleaningPass:
         self.stop = stop or threading.Event()
         self.stats = PassStats()
         self.horizon: int | None = None
+        self.txns = CleanedTransactions(view.aborted)
+        """The rewrite's walk over transactions, from the log's start."""
+        self._map_txns = CleanedTransactions(
+            [t for t in view.aborted if t.last_offset >= first_dirty]
+        )
+        """The map's walk, from the first dirty offset: aborted transactions reaching it."""
 
     def run(self) -> PassResult:
         segments = self.view.segments
@@ -145,12 +168,20 @@ class CleaningPass:
         offsets = self.offsets
         put = offsets.put
         mapped = self.first_dirty
+        txns = self._map_txns
         for header, batch in read_batches(fd, 0, segment.size, self.io_buffer):
             if header.base_offset >= self.upper:
                 return None
             self.stats.map_bytes_read += header.size
             self._throttle()
-            if header.last_offset < self.first_dirty or header.is_control:
+            if header.last_offset < self.first_dirty:
+                mapped = header.next_offset
+                continue
+            if header.is_control:
+                txns.on_marker(header, read_marker(batch, header))
+                mapped = header.next_offset
+                continue
+            if txns.on_data(header):  # an aborted transaction's keys never count
                 mapped = header.next_offset
                 continue
             if not offsets.room_for(header.record_count):
@@ -229,6 +260,8 @@ class CleaningPass:
         mapped, so they must not get a delete horizon, let alone be dropped."""
         drm = self.view.config.delete_retention_ms
         last = self.view.producer_last
+        txns = self.txns
+        txns.kept_aborted = []
         pending = bytearray()
         batches: list[tuple[int, BatchHeader]] = []
         changed = False
@@ -242,7 +275,11 @@ class CleaningPass:
                 producer_last = (
                     header.has_producer_id and last.get(header.producer_id) == header.last_offset
                 )
-                if header.base_offset >= map_end:
+                if header.is_control:
+                    result = self._filter_marker(batch, header)
+                elif txns.on_data(header):  # an aborted transaction's batch
+                    result = Filtered(empty_batch(header) if producer_last else None, True, None, 0)
+                elif header.base_offset >= map_end:
                     result = Filtered(batch, False, None, header.record_count)
                 else:
                     result = filter_batch(
@@ -266,7 +303,32 @@ class CleaningPass:
                     pending, batches = bytearray(), []
         if pending:
             self._write(out, pending, batches)
+        for txn in txns.kept_aborted:
+            out.txn_index.append(txn)
         return changed
+
+    def _filter_marker(self, batch: memoryview, header: BatchHeader) -> Filtered:
+        """A control batch, by the transaction rules (strom.storage.cleaner.cleaned_txns): kept
+        while its transaction's data is; then it gets a delete horizon and goes at it (kept
+        empty if it is its producer's newest entry)."""
+        marker = read_marker(batch, header) if header.record_count else None
+        if not self.txns.on_marker(header, marker):
+            return Filtered(batch, False, None, header.record_count)
+        pid = header.producer_id
+        newest = (
+            pid not in self.view.producer_last
+            and self.view.producer_marker_epoch.get(pid) == header.producer_epoch
+        )
+        if marker is None or (header.has_delete_horizon and self.now_ms >= header.base_timestamp):
+            if newest:
+                emptied = empty_batch(header)
+                return Filtered(emptied, bytes(emptied) != bytes(batch), None, 0)
+            return Filtered(None, True, None, 0)
+        if header.has_delete_horizon:
+            return Filtered(batch, False, header.base_timestamp, header.record_count)
+        horizon = self.now_ms + self.view.config.delete_retention_ms
+        payload, scanned = batch_records(batch, header)
+        return Filtered(rebuild(header, payload, scanned, horizon), True, horizon, len(scanned))
 
     def _write(
         self, out: LogSegment, data: bytearray, batches: list[tuple[int, BatchHeader]]

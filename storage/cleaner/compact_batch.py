@@ -15,7 +15,9 @@ one, now + delete.retention.ms, stored as Kafka does: attribute bit 6 set and
 baseTimestamp holding the horizon, the records' timestamp deltas re-based on it.
 A batch left with no records is dropped, unless it is its producer's newest
 batch: then an empty batch (recordCount 0, uncompressed) keeps its sequence
-numbers, as Kafka's cleaner does. Control batches are kept as they are.
+numbers, as Kafka's cleaner does. Control batches and aborted transactions'
+batches follow the transaction rules instead (strom.storage.cleaner.cleaned_txns,
+applied by the pass); `rebuild` and `empty_batch` serve them too.
 """
 
 from __future__ import annotations

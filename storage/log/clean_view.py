@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from strom.storage.log.log_config import LogConfig
 from strom.storage.log.segment import LogSegment
+from strom.storage.log.txn_index import AbortedTxn
 
 
 @dataclass(frozen=True)
@@ -27,8 +28,14 @@ class CleanView:
     log_end_offset: int
     active_base: int
     first_unstable_offset: int
-    """The first offset of an open transaction, else the log end: never cleaned past."""
+    """The last stable offset (Kafka's cleaner never cleans past it): below it every
+    transaction is decided, so the aborted ones are all in `aborted`."""
     producer_last: dict[int, int]
     """Producer id -> last offset of its newest batch (kept even when emptied)."""
+    producer_marker_epoch: dict[int, int]
+    """Producer id -> epoch, for producers whose newest entry is a marker (no data batch in
+    their epoch): a marker of that epoch is kept, emptied if need be, for fencing."""
+    aborted: list[AbortedTxn]
+    """Aborted transactions starting below the last stable offset, by first offset."""
     generation: int
     config: LogConfig

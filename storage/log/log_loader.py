@@ -5,6 +5,7 @@ Partition directory `<topic>-<partition>/`::
     00000000000000000000.log          segments (see strom.storage.log.segment)
     00000000000000000000.index        offset index (see strom.storage.log.index)
     00000000000000000000.timeindex    time index
+    00000000000000000000.txnindex     aborted transactions (strom.storage.log.txn_index), if any
     00000000000000001234.snapshot     producer state at offset 1234 (strom.storage.log.producer_state)
     leader-epoch-checkpoint           epoch history (strom.storage.log.epoch)
 
@@ -34,13 +35,21 @@ Recovery rules, applied in order:
    save the file without fsync); if it is missing or unreadable it is rebuilt from
    the batch headers.
 6. Producer state comes from the newest valid snapshot at or below the log end
-   (later ones are deleted), then the batch headers after it are replayed.
+   (later ones are deleted), then the batches after it are replayed (headers, and the
+   marker of each control batch).
+7. The aborted-transaction index of every segment rescanned by rule 2, of a segment
+   a cleaner swap installed (rule 0), and of one whose `.txnindex` fails its sanity
+   check, is rebuilt, with every later segment's: their entries are dropped and rule 6
+   starts from a snapshot at or below the first such segment, adding an entry to the
+   segment holding each ABORT marker it replays there (a transaction may begin in an
+   earlier segment, which the snapshot's open transactions remember).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,8 +63,10 @@ from strom.storage.log.log_config import LogConfig
 from strom.storage.log.producer_state import ProducerStateManager
 from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from strom.storage.log.swap import complete_swaps
+from strom.storage.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from strom.storage.log_errors import CorruptLogError
-from strom.wire.records import BatchHeader
+from strom.wire.errors import ProtocolError
+from strom.wire.records import BatchHeader, EndTxnMarker, decode_batch, parse_end_txn_marker
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +114,36 @@ def iter_headers_from(segments: list[LogSegment], offset: int) -> Iterator[Batch
             yield header
 
 
+def iter_batches_from(
+    segments: list[LogSegment], offset: int
+) -> Iterator[tuple[LogSegment, BatchHeader, EndTxnMarker | None]]:
+    """(segment, header, marker) of every batch whose last offset is >= `offset`: producer
+    state's replay. `marker` is a control batch's end-transaction marker (None for data
+    batches, and for a control batch the cleaner emptied)."""
+    for segment in segments:
+        if segment.next_offset <= offset:
+            continue
+        found = segment.find_batch(offset)
+        if found is None:
+            continue
+        file = segment.open_file()  # held while the scan uses its fd
+        for pos, header in scan_headers(file.fd, found[0], segment.size):
+            marker = None
+            if header.is_control and header.record_count > 0:
+                marker = read_marker(os.pread(file.fd, header.size, pos), header)
+            yield segment, header, marker
+
+
+def read_marker(batch: bytes | bytearray | memoryview, header: BatchHeader) -> EndTxnMarker | None:
+    """The end-transaction marker a control batch holds (None if it holds none, or none
+    that parses: Kafka ignores such a batch's contents too)."""
+    try:
+        records = decode_batch(batch, header, check_crc=False)[1]
+        return parse_end_txn_marker(records[0]) if records else None
+    except (ProtocolError, ValueError):
+        return None
+
+
 def load_partition(
     directory: Path,
     config: LogConfig,
@@ -111,16 +152,19 @@ def load_partition(
     recovery_point: int,
     log_start_offset: int | None,
     now_ms: int,
+    high_watermark: int | None = None,
 ) -> LoadedLog:
-    """Open (and if needed recover) the log in `directory`; see the module rules."""
+    """Open (and if needed recover) the log in `directory`; see the module rules.
+    `high_watermark`: the replication checkpoint's (None: the log end), below which a
+    replayed transaction's marker no longer holds the last stable offset down."""
     started = time.monotonic()
-    complete_swaps(directory)
+    swapped = complete_swaps(directory)
     _remove_leftovers(directory)
     bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
     segments = [new_segment(directory, base, config, now_ms, active=False) for base in bases]
     if not segments:
         segments = [new_segment(directory, log_start_offset or 0, config, now_ms)]
-    dropped = _recover_segments(directory, segments, clean, recovery_point)
+    dropped, rescanned = _recover_segments(directory, segments, clean, recovery_point)
     segments[-1].set_active(True)
     log_end = segments[-1].next_offset
     start = min(max(log_start_offset or 0, segments[0].base_offset), log_end)
@@ -143,15 +187,37 @@ def load_partition(
     if changed:
         epochs.save(sync=False)  # derived from the log again if lost; the next flush syncs it
 
+    rebuild_from = _txn_index_rebuild_from(segments, set(swapped), rescanned)
+    if rebuild_from is not None:
+        for segment in segments:
+            if segment.base_offset >= rebuild_from:
+                segment.txn_index.reset()
     producers = ProducerStateManager(directory)
     producers.delete_snapshots(above=log_end)
-    snapshot = producers.load_latest_snapshot(log_end)
+    snapshot = producers.load_latest_snapshot(
+        log_end if rebuild_from is None else min(log_end, rebuild_from)
+    )
     replay_from = max(snapshot if snapshot is not None else 0, segments[0].base_offset)
+    hw = log_end if high_watermark is None else max(min(high_watermark, log_end), start)
     replayed = 0
-    for header in iter_headers_from(segments, replay_from):
+    for segment, header, marker in iter_batches_from(segments, replay_from):
         if header.base_offset >= replay_from:
-            producers.replay(header)
+            ended = producers.replay(header, marker, hw)
             replayed += 1
+            if (
+                ended is not None
+                and rebuild_from is not None
+                and header.base_offset >= rebuild_from
+            ):
+                txn, lso = ended
+                if txn.aborted:
+                    segment.txn_index.append(
+                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                    )
+    if rebuild_from is not None:
+        for segment in segments:
+            if segment.base_offset >= rebuild_from:
+                segment.txn_index.save()
     log.log(
         logging.INFO if dropped or not clean else logging.DEBUG,
         "loaded %s: %d segments, offsets [%d, %d), recovery point %d, %d bytes truncated,"
@@ -172,7 +238,10 @@ def load_partition(
 def _remove_leftovers(directory: Path) -> None:
     logs = {p.stem for p in directory.glob(f"*{LOG_SUFFIX}")}
     for path in directory.iterdir():
-        orphan = path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and path.stem not in logs
+        orphan = (
+            path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+            and path.stem not in logs
+        )
         if path.name.endswith(TMP_SUFFIX) or orphan or path.suffix == ".deleted":
             log.info("removing leftover file %s", path)
             with contextlib.suppress(FileNotFoundError):
@@ -181,9 +250,11 @@ def _remove_leftovers(directory: Path) -> None:
 
 def _recover_segments(
     directory: Path, segments: list[LogSegment], clean: bool, recovery_point: int
-) -> int:
-    """Recover or tail-load each segment; drops segments after a truncated one. Bytes dropped."""
+) -> tuple[int, int | None]:
+    """Recover or tail-load each segment; drops segments after a truncated one. Bytes
+    dropped, and the base of the first segment rescanned as past the recovery point."""
     dropped = 0
+    rescanned: int | None = None
     i = 0
     while i < len(segments):
         segment = segments[i]
@@ -191,6 +262,8 @@ def _recover_segments(
         why = None
         if not clean and (following is None or following > recovery_point):
             why = "past the recovery point"
+            if rescanned is None:
+                rescanned = segment.base_offset
         elif segment.size and (segment.offset_index.was_missing or segment.time_index.was_missing):
             why = "missing index"
         elif not (segment.offset_index.sane(segment.size) and segment.time_index.sane()):
@@ -223,7 +296,24 @@ def _recover_segments(
                 del segments[i + 1 :]
         segment.write_indexes()  # what recovery rebuilt or the tail scan added
         i += 1
-    return dropped
+    return dropped, rescanned
+
+
+def _txn_index_rebuild_from(
+    segments: list[LogSegment], swapped: set[int], rescanned: int | None
+) -> int | None:
+    """Rule 7: the base of the first segment whose aborted-transaction index must be rebuilt
+    (None: every one is trusted)."""
+    for segment in segments:
+        base = segment.base_offset
+        if (rescanned is not None and base >= rescanned) or base in swapped:
+            return base
+        if not segment.txn_index.sane(segment.next_offset):
+            log.info(
+                "%s: rebuilding the transaction index of segment %d", segment.path.parent.name, base
+            )
+            return base
+    return None
 
 
 def _indexes_below_end(

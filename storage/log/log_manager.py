@@ -144,6 +144,7 @@ class LogManager:
                 clean=scan.clean,
                 recovery_point=scan.recovery_points.get(tp, 0),
                 log_start_offset=scan.log_starts.get(tp),
+                high_watermark=scan.high_watermarks.get(tp),
             )
             opened.clean_offset = scan.clean_offsets.get(tp)
             opened.checkpointed_high_watermark = scan.high_watermarks.get(

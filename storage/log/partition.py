@@ -1,7 +1,16 @@
 """A partition's log: ordered segments plus offsets, producer state and epoch history.
 
-Offsets: log_start_offset <= high_watermark <= log_end_offset (the next offset
-to assign). On a single node the high watermark follows the log end.
+Offsets: log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset
+(the next offset to assign). On a single node the high watermark follows the log end.
+The last stable offset (LSO) is the high watermark, or the first offset of the oldest
+transaction still undecided or whose marker is not yet below the high watermark
+(strom.storage.log.open_txns), whichever is smaller, never below the log start.
+
+Transactions: data batches flagged transactional open a transaction for their producer
+(its first offset holds the LSO down); a commit or abort marker (a control batch,
+`append_marker` on the leader, replicated as-is to followers) ends it, and an aborted one
+gets an entry in the marker's segment's `.txnindex` (strom.storage.log.txn_index), which
+read_committed fetches turn into their aborted-transactions list.
 
 Threading: everything is synchronous and meant for the broker's event-loop
 thread, except `flush()`, which fsyncs and so runs in a worker thread, and the
@@ -50,8 +59,15 @@ from strom.storage.fileio import SegmentFile
 from strom.storage.log.clean_view import CleanView
 from strom.storage.log.index import NO_TIMESTAMP
 from strom.storage.log.log_config import LONG_MAX, LogConfig
-from strom.storage.log.log_loader import LoadedLog, iter_headers_from, load_partition, new_segment
+from strom.storage.log.log_loader import (
+    LoadedLog,
+    iter_batches_from,
+    load_partition,
+    new_segment,
+    read_marker,
+)
 from strom.storage.log.producer_entry import ProducerInfo
+from strom.storage.log.producer_state import ProducerAppend, VerificationGuard
 from strom.storage.log.recompress import recompress
 from strom.storage.log.results import AppendResult, ReadResult, SegmentInfo
 from strom.storage.log.segment import LogSegment
@@ -62,13 +78,16 @@ from strom.storage.log.segment_lookup import (
     segment_index,
 )
 from strom.storage.log.swap import discard, install
+from strom.storage.log.txn_index import AbortedTxn
 from strom.storage.log.validate import AppendOrigin, validate_records, validate_replicated
 from strom.storage.log_errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
-from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.errors import ErrorCode
 from strom.wire.records import (
+    HEADER_SIZE,
     BatchHeader,
-    decode_batch,
-    parse_end_txn_marker,
+    ControlType,
+    EndTxnMarker,
+    build_control_batch,
     patch_base_offset,
     patch_leader_epoch,
     set_max_timestamp,
@@ -103,7 +122,9 @@ class PartitionLog:
         self.recovery_point = loaded.recovery_point
         self.epochs = loaded.epochs
         self.producer_state = loaded.producers
-        self.high_watermark = self.log_end_offset
+        self._high_watermark = self.log_end_offset
+        self._aborted_segments: list[LogSegment] | None = None
+        """Segments whose `.txnindex` has entries, oldest first (None: to be recomputed)."""
         self.high_watermark_follows_appends = True
         """Single-replica partitions: an append is committed at once. A replicated partition
         turns this off; its leader moves the high watermark as followers catch up."""
@@ -144,8 +165,10 @@ class PartitionLog:
         recovery_point: int = 0,
         log_start_offset: int | None = None,
         rng: random.Random | None = None,
+        high_watermark: int | None = None,
     ) -> PartitionLog:
-        """Open or create the log in `directory` (created if missing), recovering if unclean."""
+        """Open or create the log in `directory` (created if missing), recovering if unclean.
+        `high_watermark`: the checkpointed one of a replicated log (see `load_partition`)."""
         directory.mkdir(parents=True, exist_ok=True)
         loaded = load_partition(
             directory,
@@ -154,6 +177,7 @@ class PartitionLog:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             now_ms=clock(),
+            high_watermark=high_watermark,
         )
         return cls(directory, topic, partition, config, loaded, clock, rng)
 
@@ -166,6 +190,27 @@ class PartitionLog:
         """The offset the next appended record gets."""
         return self._segments[-1].next_offset
 
+    @property
+    def high_watermark(self) -> int:
+        """Everything below is on every in-sync replica (committed); consumers read up to it."""
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._high_watermark = offset
+        self.producer_state.txns.forget_below(offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO (module docstring): read_committed consumers read up to it. O(1)."""
+        hw = self._high_watermark
+        txns = self.producer_state.txns
+        txns.forget_below(hw)
+        first = txns.first_unstable_offset()
+        if first is None or first >= hw:
+            return hw
+        return max(first, self.log_start_offset)
+
     # --- append ----------------------------------------------------------------------------
 
     def append(
@@ -175,8 +220,17 @@ class PartitionLog:
         now_ms: int,
         *,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification: VerificationGuard | None = None,
+        transaction_version: int = 0,
     ) -> AppendResult:
-        """Validate, assign offsets and write; LogAppendError leaves the log unchanged."""
+        """Validate, assign offsets and write; LogAppendError leaves the log unchanged.
+
+        `verification`: the guard a transactional produce was verified under (KIP-890,
+        `start_verification`); given, a transactional batch that would start its
+        producer's transaction here is INVALID_TXN_STATE unless the guard is still current.
+        None: no verification (disabled, or no coordinator to ask). `transaction_version`:
+        of the coordinator writing a marker (2: its producer epoch must be a bumped one).
+        """
         with self._lock:
             if self.failed is not None or self.closed:
                 raise KafkaStorageError(f"{self.name} is offline: {self.failed or 'closed'}")
@@ -184,7 +238,7 @@ class PartitionLog:
             batches = validate_records(buf, self.config, now_ms, origin)
             buf, batches = recompress(buf, batches, self.config)
             lat = self.config.log_append_time
-            staged = self.producer_state.stage(check_sequences=origin is AppendOrigin.CLIENT)
+            staged = self.producer_state.stage(origin, transaction_version)
             offset = self.log_end_offset
             for pos, header in batches:
                 if header.has_producer_id:
@@ -198,15 +252,19 @@ class PartitionLog:
                                 self.log_start_offset,
                                 duplicate=True,
                             )
-                    coordinator_epoch = _coordinator_epoch(buf, pos, header)
+                    if verification is not None:
+                        self._check_verified(header, verification)
                     staged.add_batch(
-                        header, offset, now_ms if lat else header.max_timestamp, coordinator_epoch
+                        header,
+                        offset,
+                        now_ms if lat else header.max_timestamp,
+                        _end_txn_marker(buf, pos, header, strict=True),
                     )
                 offset += header.offset_count
             base = self.log_end_offset
             self._assign(buf, batches, base, leader_epoch, now_ms if lat else None)
             self._write(buf, batches, [(leader_epoch, base)], now_ms)
-            staged.commit()
+            self._commit_producers(staged)
             if self.high_watermark_follows_appends:
                 self.high_watermark = self.log_end_offset
             if self.config.flush_messages < LONG_MAX or self.config.flush_ms < LONG_MAX:
@@ -214,6 +272,81 @@ class PartitionLog:
             return AppendResult(
                 base, self.log_end_offset - 1, now_ms if lat else -1, self.log_start_offset
             )
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        now_ms: int,
+        *,
+        transaction_version: int = 0,
+    ) -> AppendResult:
+        """Write a transaction marker: a control batch of one COMMIT (`commit`) or ABORT
+        record carrying `coordinator_epoch`, from `producer_id`/`producer_epoch`, stamped
+        `now_ms` (Kafka's `MemoryRecords.withEndTransactionMarker`, appended with origin
+        COORDINATOR). It ends the producer's open transaction here (an aborted one is
+        indexed); for a producer with none, or one the log does not know, it is written
+        anyway and ends nothing, as in Kafka. LogAppendError: INVALID_PRODUCER_EPOCH (an
+        epoch older than the producer's; with `transaction_version` 2 not newer, unless it
+        retries a marker already written), TRANSACTION_COORDINATOR_FENCED (a coordinator
+        epoch older than the last marker's), KAFKA_STORAGE_ERROR. The broker's
+        `strom.broker.data.txn_markers` calls this on the leader and waits for the ISR.
+        """
+        marker = EndTxnMarker(
+            ControlType.COMMIT if commit else ControlType.ABORT, coordinator_epoch
+        )
+        batch = build_control_batch(
+            marker, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now_ms
+        )
+        return self.append(
+            batch,
+            leader_epoch,
+            now_ms,
+            origin=AppendOrigin.COORDINATOR,
+            transaction_version=transaction_version,
+        )
+
+    def start_verification(
+        self, producer_id: int, sequence: int, epoch: int, supports_epoch_bump: bool
+    ) -> VerificationGuard | None:
+        """KIP-890: the guard to verify a transactional produce under (None: the producer's
+        transaction is already ongoing here, nothing to verify). See
+        strom.broker.data.txn_verify."""
+        with self._lock:
+            return self.producer_state.start_verification(
+                producer_id, sequence, epoch, self.clock(), supports_epoch_bump
+            )
+
+    def _check_verified(self, header: BatchHeader, guard: VerificationGuard) -> None:
+        """Kafka's analyzeAndValidateProducerState: a transactional batch may start a
+        transaction only under the producer's current verification guard."""
+        pid = header.producer_id
+        state = self.producer_state
+        if (
+            header.is_transactional
+            and not header.is_control
+            and not state.has_ongoing_transaction(pid)
+            and not state.verified(pid, guard)
+        ):
+            raise LogAppendError(
+                ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
+            )
+
+    def _commit_producers(self, staged: ProducerAppend) -> None:
+        """Apply an append's producer changes; index the transactions it aborted in the active
+        segment, which holds their markers (lock held, after the write)."""
+        active = self._segments[-1]
+        for txn, lso in self.producer_state.commit(staged, self._high_watermark):
+            if txn.aborted:
+                active.txn_index.append(
+                    AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                )
+                aborted = self._aborted_segments
+                if aborted is not None and (not aborted or aborted[-1] is not active):
+                    aborted.append(active)
 
     @staticmethod
     def _assign(
@@ -236,7 +369,9 @@ class PartitionLog:
                 header.attributes |= TIMESTAMP_TYPE_MASK
             offset = header.next_offset
 
-    def append_replicated(self, records: memoryview | bytes | bytearray, now_ms: int) -> AppendResult:
+    def append_replicated(
+        self, records: memoryview | bytes | bytearray, now_ms: int
+    ) -> AppendResult:
         """A follower's append of batches fetched from its leader, kept byte for byte.
 
         Offsets, leader epochs and timestamps are the leader's; the records were validated
@@ -249,19 +384,21 @@ class PartitionLog:
                 raise KafkaStorageError(f"{self.name} is offline: {self.failed or 'closed'}")
             buf = bytearray(records)
             batches = validate_replicated(buf, self.log_end_offset)
-            staged = self.producer_state.stage(check_sequences=False)
+            staged = self.producer_state.stage(AppendOrigin.REPLICATION)
             epochs: list[tuple[int, int]] = []
             for pos, header in batches:
                 if not epochs or header.partition_leader_epoch > epochs[-1][0]:
                     epochs.append((header.partition_leader_epoch, header.base_offset))
                 if header.has_producer_id:
-                    coordinator_epoch = _coordinator_epoch(buf, pos, header)
                     staged.add_batch(
-                        header, header.base_offset, header.max_timestamp, coordinator_epoch
+                        header,
+                        header.base_offset,
+                        header.max_timestamp,
+                        _end_txn_marker(buf, pos, header, strict=False),
                     )
             base = batches[0][1].base_offset
             self._write(buf, batches, epochs, now_ms)
-            staged.commit()
+            self._commit_producers(staged)
             if self.config.flush_messages < LONG_MAX or self.config.flush_ms < LONG_MAX:
                 self._want_flush()
             return AppendResult(base, self.log_end_offset - 1, -1, self.log_start_offset)
@@ -309,7 +446,9 @@ class PartitionLog:
             for epoch, start in epochs:
                 changed = self.epochs.assign(epoch, start) or changed
             if changed:
-                self.epochs.save(sync=False)  # the next flush fsyncs it (see strom.storage.log.epoch)
+                self.epochs.save(
+                    sync=False
+                )  # the next flush fsyncs it (see strom.storage.log.epoch)
             active = self._segments[-1]
             max_ts = max(h.max_timestamp for _, h in batches)
             if active.should_roll(
@@ -361,15 +500,94 @@ class PartitionLog:
     # --- read ------------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None
+        self,
+        offset: int,
+        max_bytes: int,
+        min_one_batch: bool = True,
+        max_offset: int | None = None,
+        *,
+        aborted: bool = False,
     ) -> ReadResult:
-        """Whole batches from the one containing `offset`, within one segment, up to max_bytes."""
+        """Whole batches from the one containing `offset`, within one segment, up to max_bytes.
+        `aborted` (read_committed): the result also lists the aborted transactions that
+        overlap the batches read (`ReadResult.aborted_transactions`)."""
         with self._lock:
-            return self._read(offset, max_bytes, min_one_batch, max_offset)
+            file, position, size = self._read(offset, max_bytes, min_one_batch, max_offset)
+            found = None
+            if aborted:
+                found = self._aborted_in(offset, file, position, size) if size else []
+            return ReadResult(
+                file,
+                position,
+                size,
+                self.log_start_offset,
+                self.log_end_offset,
+                self._high_watermark,
+                self.last_stable_offset,
+                found,
+            )
+
+    def _aborted_in(
+        self, offset: int, file: SegmentFile | None, position: int, size: int
+    ) -> list[AbortedTxn]:
+        """Kafka's addAbortedTransactions: the aborted transactions overlapping [offset, the
+        first offset after the batches read). Nothing to search (the usual case: no
+        transaction was ever aborted from this segment on) costs no I/O."""
+        if not self._aborted_from(offset):
+            return []
+        return self._collect_aborted(offset, self._upper_bound(offset, file, position + size))
+
+    def _aborted_segment_list(self) -> list[LogSegment]:
+        aborted = self._aborted_segments
+        if aborted is None:
+            aborted = self._aborted_segments = [s for s in self._segments if s.txn_index.count]
+        return aborted
+
+    def _aborted_from(self, offset: int) -> list[LogSegment]:
+        """Segments with aborted transactions, from the one holding `offset` on (a marker
+        below that segment cannot end a transaction reaching `offset`)."""
+        aborted = self._aborted_segment_list()
+        if not aborted:
+            return aborted
+        base = self._segments[segment_index(self._segments, offset)].base_offset
+        i = 0
+        while i < len(aborted) and aborted[i].base_offset < base:
+            i += 1
+        return aborted[i:]
+
+    def _collect_aborted(self, offset: int, upper: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions: walk the segments' indexes from the one holding
+        `offset`, stopping at an entry whose last stable offset reaches `upper`."""
+        found: list[AbortedTxn] = []
+        for segment in self._aborted_from(offset):
+            if segment.txn_index.collect(offset, upper, found):
+                break
+        return found
+
+    def aborted_transactions(self, offset: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [offset, upper) (their markers at or after
+        `offset`, their first offsets below `upper`)."""
+        with self._lock:
+            return self._collect_aborted(offset, upper)
+
+    def _upper_bound(self, offset: int, file: SegmentFile | None, end: int) -> int:
+        """The offset after a read from `offset` that ended at byte `end` of `file`: the next
+        batch's base offset in its segment, else the next segment's base, else the log end
+        (Kafka's fetchUpperBoundOffset)."""
+        segments = self._segments
+        i = segment_index(segments, offset)
+        while i < len(segments) and (file is None or segments[i].path != file.path):
+            i += 1  # the read skipped segments the cleaner emptied past `offset`
+        if i == len(segments) or file is None:
+            return self.log_end_offset
+        if end < segments[i].size:
+            return BatchHeader.parse(os.pread(file.fd, HEADER_SIZE, end)).base_offset
+        return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
 
     def _read(
         self, offset: int, max_bytes: int, min_one_batch: bool, max_offset: int | None
-    ) -> ReadResult:
+    ) -> tuple[SegmentFile | None, int, int]:
+        """(file, position, size) of the read (see `read`)."""
         start, end = self.log_start_offset, self.log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRange(offset, start, end)
@@ -391,19 +609,8 @@ class PartitionLog:
                 break
             stop_at = max(pos + max(max_bytes, 0), pos + header.size)
             size = segment.boundary_at_or_before(min(stop_at, bound), pos) - pos
-            return self._result(file, pos, size)
-        return self._result(None, 0, 0)
-
-    def _result(self, file: SegmentFile | None, position: int, size: int) -> ReadResult:
-        return ReadResult(
-            file,
-            position,
-            size,
-            self.log_start_offset,
-            self.log_end_offset,
-            self.high_watermark,
-            self.high_watermark,
-        )
+            return file, pos, size
+        return None, 0, 0
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -554,10 +761,16 @@ class PartitionLog:
                     age = now_ms - segment.largest_timestamp()
                     if segment.size == 0 or age <= self.config.retention_ms:
                         break
+                    if not self._below_high_watermark(count):
+                        break
                     count += 1
             if self.config.retention_bytes >= 0:
                 excess = sum(s.size for s in segments[count:]) - self.config.retention_bytes
-                while count < len(segments) and 0 < segments[count].size <= excess:
+                while (
+                    count < len(segments)
+                    and 0 < segments[count].size <= excess
+                    and self._below_high_watermark(count)
+                ):
                     excess -= segments[count].size
                     count += 1
             if count:
@@ -565,9 +778,20 @@ class PartitionLog:
                 self._advance_start(max(end, self.log_start_offset), now_ms)
             return count
 
+    def _below_high_watermark(self, i: int) -> bool:
+        """Kafka's retention bound: segment `i` may go only if it lies wholly below the high
+        watermark (its next segment's base, or the log end, is at most the high watermark), so
+        the log start never passes it. An open transaction does not stop retention (nor in
+        Kafka): its producer state stays, and the LSO is then held at the new log start."""
+        segments = self._segments
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
+        return self._high_watermark >= upper
+
     def _advance_start(self, offset: int, now_ms: int) -> None:
         """Move the log start (lock held) and delete the segments wholly below it."""
         self.log_start_offset = offset
+        self.producer_state.txns.forget_below(offset)
+        self._aborted_segments = None
         if self.epochs.truncate_from_start(offset):
             self.epochs.save(sync=False)  # re-derived on load if lost
         segments = self._segments
@@ -603,6 +827,7 @@ class PartitionLog:
             if offset >= self.log_end_offset:
                 return
             self.generation += 1
+            self._aborted_segments = None
             if offset < self.log_start_offset:
                 self._restart_at(offset)
                 return
@@ -629,6 +854,7 @@ class PartitionLog:
 
     def _restart_at(self, offset: int) -> None:
         self.generation += 1
+        self._aborted_segments = None
         for segment in self._segments:
             segment.delete()
         self._segments[:] = [
@@ -640,20 +866,23 @@ class PartitionLog:
                 self.config.random_jitter(self._rng),
             )
         ]
-        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.log_start_offset = self.recovery_point = offset
+        self.producer_state.reset()
+        self.high_watermark = offset
         self.epochs.entries = []
         self.epochs.save()
-        self.producer_state.entries = {}
         self.producer_state.delete_snapshots(below=2**63)
 
     def _rebuild_producers(self, end: int) -> None:
-        """Producer state as of `end`: newest snapshot at or below it, plus replay."""
+        """Producer state as of `end`: newest snapshot at or below it, plus replay (the
+        aborted-transaction indexes below `end` are kept as they are)."""
         self.producer_state.delete_snapshots(above=end)
         snapshot = self.producer_state.load_latest_snapshot(end)
         start = max(snapshot or 0, self._segments[0].base_offset)
-        for header in iter_headers_from(self._segments, start):
+        hw = min(self._high_watermark, end)
+        for _, header, marker in iter_batches_from(self._segments, start):
             if header.base_offset >= start:
-                self.producer_state.replay(header)
+                self.producer_state.replay(header, marker, hw)
 
     # --- the cleaner's side ----------------------------------------------------------------
 
@@ -663,11 +892,10 @@ class PartitionLog:
             if self.closed or self.failed is not None:
                 return None
             closed = list(self._segments[:-1])
-            open_txns = [
-                e.current_txn_first_offset
-                for e in self.producer_state.entries.values()
-                if e.current_txn_first_offset >= 0
-            ]
+            lso = self.last_stable_offset
+            aborted: list[AbortedTxn] = []
+            for segment in self._aborted_segment_list():
+                aborted.extend(t for t in segment.txn_index.entries() if t.first_offset < lso)
             return CleanView(
                 segments=closed,
                 largest_timestamps=[s.largest_timestamp() for s in closed],
@@ -675,12 +903,18 @@ class PartitionLog:
                 log_start_offset=self.log_start_offset,
                 log_end_offset=self.log_end_offset,
                 active_base=self._segments[-1].base_offset,
-                first_unstable_offset=min(open_txns, default=self.log_end_offset),
+                first_unstable_offset=lso,
                 producer_last={
                     pid: e.batches[-1].last_offset
                     for pid, e in self.producer_state.entries.items()
                     if e.batches
                 },
+                producer_marker_epoch={
+                    pid: e.epoch
+                    for pid, e in self.producer_state.entries.items()
+                    if not e.batches and e.epoch >= 0
+                },
+                aborted=sorted(aborted, key=lambda t: t.first_offset),
                 generation=self.generation,
                 config=self.config,
             )
@@ -709,6 +943,7 @@ class PartitionLog:
                 if base is not None:
                     discard(self.directory, base)
                 return False
+            self._aborted_segments = None
             try:
                 fresh = segments[:start] + segments[start + len(old) :]
                 for segment in old:
@@ -774,15 +1009,20 @@ def _position(segments: list[LogSegment], old: list[LogSegment]) -> int | None:
     return None
 
 
-def _coordinator_epoch(buf: bytearray, pos: int, header: BatchHeader) -> int:
-    """The coordinator epoch of a commit/abort marker batch (-1 for data batches)."""
-    if not header.is_control:
-        return -1
-    try:
-        records = decode_batch(memoryview(buf)[pos : pos + header.size], check_crc=False)[1]
-        return parse_end_txn_marker(records[0]).coordinator_epoch
-    except (ProtocolError, IndexError) as exc:
-        raise LogAppendError(ErrorCode.INVALID_RECORD, f"bad control batch: {exc}") from exc
+def _end_txn_marker(
+    buf: bytearray, pos: int, header: BatchHeader, *, strict: bool
+) -> EndTxnMarker | None:
+    """The commit/abort marker of a control batch (None for data batches and for a control
+    batch without records). `strict` (the leader's own appends): a control batch whose
+    record is not a marker is INVALID_RECORD; a follower takes its leader's bytes as they are."""
+    if not header.is_control or header.record_count == 0:
+        return None
+    marker = read_marker(memoryview(buf)[pos : pos + header.size], header)
+    if marker is None and strict:
+        raise LogAppendError(
+            ErrorCode.INVALID_RECORD, "bad control batch: not a transaction marker"
+        )
+    return marker
 
 
 __all__ = [

@@ -73,14 +73,16 @@ class ProducerEntry:
         if header.is_transactional and self.current_txn_first_offset < 0:
             self.current_txn_first_offset = first_offset
 
-    def end_txn(self, header: BatchHeader, coordinator_epoch: int) -> None:
-        """Record a commit/abort marker."""
-        if header.producer_epoch > self.epoch:
-            self.epoch = header.producer_epoch
+    def end_txn(self, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
+        """Record a commit/abort marker: the transaction ends; a newer epoch (transactions v2
+        bump it with every marker, a fenced producer's abort carries the bumped one) forgets
+        the old epoch's batches."""
+        if epoch > self.epoch:
+            self.epoch = epoch
             self.batches.clear()
         self.coordinator_epoch = max(self.coordinator_epoch, coordinator_epoch)
         self.current_txn_first_offset = -1
-        self.last_timestamp = header.max_timestamp
+        self.last_timestamp = timestamp
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,26 @@ Snapshot file `<20-digit offset>.snapshot` (state after every batch below that
 offset; written on segment roll and clean shutdown), big-endian::
 
     0   magic                 4 bytes  b"SPST"
-    4   version               int16    1
+    4   version               int16    2 (1 is still read)
     6   crc                   uint32   CRC-32C of bytes 10..end
     10  producer count        int32
     14  producers, each:
           producerId int64, producerEpoch int16, coordinatorEpoch int32,
-          currentTxnFirstOffset int64 (-1 none), lastTimestamp int64,
+          currentTxnFirstOffset int64 (-1: no open transaction), lastTimestamp int64,
           batchCount int8, then per batch (oldest first):
             firstSeq int32, lastSeq int32, firstOffset int64, lastOffset int64,
             timestamp int64
+    then, version 2 only:
+          unreplicated count int32, then per completed transaction whose marker was
+          at or above the high watermark when written (oldest marker first):
+            producerId int64, firstOffset int64, lastOffset int64 (the marker's offset),
+            aborted int8
+
+Open transactions are the producers with a currentTxnFirstOffset: loading a snapshot
+makes them the ongoing transactions again (they hold the last stable offset down).
+Version 2 adds the completed-but-unreplicated ones, which also hold it down until the
+high watermark passes their marker; a version 1 snapshot loads with none (Kafka's
+snapshots never carry them: it forgets them on reload).
 
 Crash recovery: a snapshot is replaced atomically (strom.storage.durable), but not
 fsynced on roll (only by `flush`), so a crash may leave it empty or torn; the
@@ -32,6 +43,7 @@ from pathlib import Path
 import crc32c
 
 from strom.storage.durable import atomic_replace
+from strom.storage.log.open_txns import CompletedTxn
 from strom.storage.log.producer_entry import BatchMetadata, ProducerEntry
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -40,6 +52,9 @@ _MAGIC = b"SPST"
 _FILE_HEADER = struct.Struct(">4shIi")
 _PRODUCER = struct.Struct(">qhiqqb")
 _BATCH = struct.Struct(">iiqqq")
+_COUNT = struct.Struct(">i")
+_UNREPLICATED = struct.Struct(">qqqb")
+VERSION = 2
 
 
 def snapshot_path(directory: Path, offset: int) -> Path:
@@ -56,15 +71,22 @@ def snapshot_offsets(directory: Path) -> list[int]:
 
 
 def write_snapshot(
-    directory: Path, offset: int, entries: Iterable[ProducerEntry], sync: bool
+    directory: Path,
+    offset: int,
+    entries: Iterable[ProducerEntry],
+    unreplicated: Iterable[CompletedTxn],
+    sync: bool,
 ) -> Path:
     path = snapshot_path(directory, offset)
-    atomic_replace(path, encode_snapshot(entries), sync=sync)
+    atomic_replace(path, encode_snapshot(entries, unreplicated), sync=sync)
     return path
 
 
-def read_snapshot(directory: Path, offset: int) -> list[ProducerEntry] | None:
-    """The entries of one snapshot, or None if it is unreadable, torn or corrupt."""
+def read_snapshot(
+    directory: Path, offset: int
+) -> tuple[list[ProducerEntry], list[CompletedTxn]] | None:
+    """The entries and unreplicated transactions of one snapshot, or None if it is
+    unreadable, torn or corrupt."""
     try:
         return decode_snapshot(snapshot_path(directory, offset).read_bytes())
     except (OSError, ValueError, struct.error):
@@ -76,8 +98,13 @@ def delete_snapshot(directory: Path, offset: int) -> None:
         os.unlink(snapshot_path(directory, offset))
 
 
-def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
-    """Serialize producer entries in the documented layout."""
+def encode_snapshot(
+    entries: Iterable[ProducerEntry],
+    unreplicated: Iterable[CompletedTxn] = (),
+    version: int = VERSION,
+) -> bytes:
+    """Serialize producer entries (and, from version 2, unreplicated transactions) in the
+    documented layout."""
     body = bytearray()
     items = list(entries)
     for e in items:
@@ -91,17 +118,23 @@ def encode_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
         )
         for b in e.batches:
             body += _BATCH.pack(*b)
-    count = struct.pack(">i", len(items))
+    if version >= 2:
+        done = list(unreplicated)
+        body += _COUNT.pack(len(done))
+        for t in done:
+            body += _UNREPLICATED.pack(t.producer_id, t.first_offset, t.last_offset, t.aborted)
+    count = _COUNT.pack(len(items))
     crc = crc32c.crc32c(count + body)
-    return _FILE_HEADER.pack(_MAGIC, 1, crc, len(items))[:10] + count + bytes(body)
+    return _FILE_HEADER.pack(_MAGIC, version, crc, len(items))[:10] + count + bytes(body)
 
 
-def decode_snapshot(data: bytes) -> list[ProducerEntry]:
-    """Parse a snapshot; ValueError if the magic, version, CRC or framing is wrong."""
+def decode_snapshot(data: bytes) -> tuple[list[ProducerEntry], list[CompletedTxn]]:
+    """Parse a snapshot (version 1 or 2); ValueError if the magic, version, CRC or framing
+    is wrong."""
     if len(data) < _FILE_HEADER.size:
         raise ValueError("snapshot too short")
     magic, version, crc, count = _FILE_HEADER.unpack_from(data)
-    if magic != _MAGIC or version != 1 or crc32c.crc32c(data[10:]) != crc:
+    if magic != _MAGIC or version not in (1, 2) or crc32c.crc32c(data[10:]) != crc:
         raise ValueError("bad snapshot header or CRC")
     pos, entries = _FILE_HEADER.size, []
     for _ in range(count):
@@ -112,6 +145,14 @@ def decode_snapshot(data: bytes) -> list[ProducerEntry]:
         ]
         pos += nbatches * _BATCH.size
         entries.append(ProducerEntry(pid, epoch, batches, coord, txn, ts))
+    unreplicated = []
+    if version >= 2:
+        (done,) = _COUNT.unpack_from(data, pos)
+        pos += _COUNT.size
+        for _ in range(done):
+            pid, first, last, aborted = _UNREPLICATED.unpack_from(data, pos)
+            pos += _UNREPLICATED.size
+            unreplicated.append(CompletedTxn(pid, first, last, bool(aborted)))
     if pos != len(data):
         raise ValueError("trailing bytes in snapshot")
-    return entries
+    return entries, unreplicated

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from strom.storage.fileio import SegmentFile
+from strom.storage.log.txn_index import AbortedTxn
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ReadResult:
     log_end_offset: int
     high_watermark: int
     last_stable_offset: int
+    aborted_transactions: list[AbortedTxn] | None = None
+    """read_committed reads: the aborted transactions overlapping the batches read."""
 
     @property
     def fd(self) -> int:

@@ -1,4 +1,4 @@
-"""One log segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex`.
+"""One log segment: `<20-digit base offset>.log` plus its `.index`, `.timeindex` and `.txnindex`.
 
 The `.log` file is nothing but whole RecordBatch v2 batches back to back, exactly
 as they travel on the wire (see `strom.wire.records.batch` for the 61-byte header), in
@@ -10,8 +10,13 @@ The cleaner builds a replacement segment under the same names plus a suffix
 
 Open files: only the active segment (the one appended to) keeps its `.log` open;
 an older segment opens it for each use and the fd closes when the last user
-(a `ReadResult` waiting for sendfile, say) lets go of it. Neither index keeps
-a file open (strom.storage.log.index). So a partition holds one fd.
+(a `ReadResult` waiting for sendfile, say) lets go of it. No index keeps a file
+open (strom.storage.log.index, strom.storage.log.txn_index). So a partition holds
+one fd.
+
+The aborted-transaction index (`.txnindex`) is not derived from this segment alone
+(a transaction may begin in an earlier one): the partition log adds its entries and
+the loader rebuilds it (strom.storage.log.txn_index); `recover()` leaves it alone.
 
 Crash recovery: the file may end in a torn batch or hold garbage after a power
 loss. `recover()` walks it from the start, checks framing, magic, CRC-32C and
@@ -29,6 +34,7 @@ from pathlib import Path
 
 from strom.storage.fileio import LogFile, SegmentFile, ValidatingScan, scan_headers, write_all
 from strom.storage.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from strom.storage.log.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from strom.wire.records import BatchHeader
 
 INT32_MAX = 2**31 - 1
@@ -66,6 +72,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
+        self.txn_index = TxnIndex(directory / f"{stem}{TXN_INDEX_SUFFIX}{suffix}", base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -270,6 +277,7 @@ class LogSegment:
         os.ftruncate(file.fd, cut)
         self.size = cut
         self.recover()  # rebuild indexes and in-memory state from the kept prefix
+        self.txn_index.truncate_to(self.next_offset)
         return dropped
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -278,6 +286,7 @@ class LogSegment:
         """Write pending index entries (no fsync): on roll, and after loading or recovery.
         An empty segment needs no index files yet (the loader expects none), which keeps
         creating a partition to its `.log` and epoch checkpoint."""
+        self.txn_index.save()
         if self.size == 0 and not (self.offset_index.pending or self.time_index.pending):
             return
         self.offset_index.save()
@@ -291,6 +300,9 @@ class LogSegment:
         try:
             fds.append(self.offset_index.write_out())
             fds.append(self.time_index.write_out())
+            txn_fd = self.txn_index.write_out()
+            if txn_fd is not None:
+                fds.append(txn_fd)
         except OSError:
             for fd in fds:
                 os.close(fd)
@@ -311,3 +323,4 @@ class LogSegment:
             self.path.unlink()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()

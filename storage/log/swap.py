@@ -3,12 +3,14 @@
 The cleaner rewrites a group of consecutive closed segments into one new segment
 named after the group's first base offset B. On disk, in this order::
 
-    1. write  B.log.cleaned, B.index.cleaned, B.timeindex.cleaned; fsync all three
+    1. write  B.log.cleaned, B.index.cleaned, B.timeindex.cleaned (and B.txnindex.cleaned
+       when the cleaned segment keeps an aborted transaction); fsync them
     2. rename B.index.cleaned -> B.index.swap, B.timeindex.cleaned -> B.timeindex.swap,
-       then B.log.cleaned -> B.log.swap; fsync the directory     <- the commit point
+       (B.txnindex.cleaned -> B.txnindex.swap,) then B.log.cleaned -> B.log.swap; fsync
+       the directory                                              <- the commit point
     3. delete the group's old segments, oldest first (`.log`, then its indexes)
     4. rename B.index.swap -> B.index, B.timeindex.swap -> B.timeindex,
-       then B.log.swap -> B.log; fsync the directory
+       (B.txnindex.swap -> B.txnindex,) then B.log.swap -> B.log; fsync the directory
 
 Offsets are preserved, so B.log.swap holds only offsets the old group held, and
 its last batch ends no later than the group did.
@@ -20,8 +22,9 @@ Crash recovery (`complete_swaps`, run before anything else opens the directory):
 - `B.log.swap` present: the replacement committed. Every `.log` segment whose
   base offset lies in [B, end of the swap's last batch) is deleted with its
   indexes, as are B's index files (old, `.swap` or already renamed: they are
-  rebuilt from the log by the loader's missing-index rule), and B.log.swap is
-  renamed to B.log. A later old segment of the group that lies wholly past the
+  rebuilt from the log by the loader's missing-index rule; the txnindex, which
+  needs producer state, by its rebuild of the bases `complete_swaps` returns),
+  and B.log.swap is renamed to B.log. A later old segment of the group that lies wholly past the
   swap's end (all its records were cleaned away) may survive; that is safe,
   its records are older versions or expired tombstones, never the only copy.
 - A swap that fails its scan (cannot happen after step 1's fsync, but disks
@@ -43,11 +46,15 @@ from pathlib import Path
 from strom.storage.durable import fsync_dir
 from strom.storage.fileio import ValidatingScan
 from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
+from strom.storage.log.txn_index import TXN_INDEX_SUFFIX
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
-_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 """Rename order: indexes before the log, so the log's rename is the last step."""
+_OPTIONAL = (TXN_INDEX_SUFFIX,)
+"""Kinds a cleaned segment may lack (no aborted transaction kept: no `.txnindex`)."""
+_INDEXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +74,22 @@ def discard(directory: Path, base: int) -> None:
 def publish(directory: Path, base: int) -> None:
     """Step 2: make the fsynced `.cleaned` files the committed `.swap` set."""
     for kind in _KINDS:
-        os.rename(_path(directory, base, kind, CLEANED), _path(directory, base, kind, SWAP))
+        _rename(_path(directory, base, kind, CLEANED), _path(directory, base, kind, SWAP), kind)
     fsync_dir(directory)
 
 
 def install(directory: Path, base: int) -> None:
     """Step 4 (after the old segments are gone): give the `.swap` files their live names."""
     for kind in _KINDS:
-        os.rename(_path(directory, base, kind, SWAP), _path(directory, base, kind))
+        _rename(_path(directory, base, kind, SWAP), _path(directory, base, kind), kind)
+
+
+def _rename(source: Path, target: Path, kind: str) -> None:
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        if kind not in _OPTIONAL:
+            raise
 
 
 def complete_swaps(directory: Path) -> list[int]:
@@ -121,10 +136,10 @@ def _complete_one(directory: Path, base: int, swap: Path) -> bool:
     for segment in directory.glob(f"*{LOG_SUFFIX}"):
         if segment.stem.isdigit() and base <= int(segment.stem) < end:
             segment.unlink()
-            for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for kind in _INDEXES:
                 with contextlib.suppress(FileNotFoundError):
                     _path(directory, int(segment.stem), kind).unlink()
-    for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for kind in _INDEXES:
         for suffix in ("", SWAP):
             with contextlib.suppress(FileNotFoundError):
                 _path(directory, base, kind, suffix).unlink()

@@ -45,10 +45,14 @@ from strom.wire.records import (
 
 
 class AppendOrigin(Enum):
-    """Who is appending: clients get the full checks; coordinators may write control batches."""
+    """Who is appending, which sets the checks (Kafka's AppendOrigin): clients get them all;
+    coordinators may write control batches and have no sequence numbers checked; replication
+    (a follower copying its leader, and recovery replaying the log) is checked by no producer
+    rule, the leader having checked it."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 def validate_records(

@@ -87,7 +87,7 @@ async def test_a_replica_that_moves_away_loses_its_log(cluster: BrokerState) -> 
             ),
         ]
     )
-    await follow_image(cluster, moved)
+    await follow_image(cluster, cluster.replication, moved)
     assert cluster.logs.get("placed", 2) is None
     assert cluster.logs.get("placed", 0) is not None  # a new follower replica's log
 
@@ -123,7 +123,11 @@ async def test_list_offsets(cluster: BrokerState, client: KafkaClient) -> None:
         replica_id=-1,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
-                "placed", [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in range(5)]
+                "placed",
+                [
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-1)
+                    for p in range(5)
+                ],
             )
         ],
     )
@@ -142,7 +146,12 @@ async def test_offset_for_leader_epoch(
         topics=[
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
                 "placed",
-                [OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=p, current_leader_epoch=current_epoch, leader_epoch=0) for p in range(5)],
+                [
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=p, current_leader_epoch=current_epoch, leader_epoch=0
+                    )
+                    for p in range(5)
+                ],
             )
         ],
     )
@@ -155,7 +164,11 @@ async def test_offset_for_leader_epoch(
 
 async def test_delete_records(cluster: BrokerState, client: KafkaClient) -> None:
     request = DeleteRecordsRequest(
-        topics=[DeleteRecordsRequest.DeleteRecordsTopic("placed", [DeleteRecordsRequest.DeleteRecordsPartition(p, 0) for p in range(5)])],
+        topics=[
+            DeleteRecordsRequest.DeleteRecordsTopic(
+                "placed", [DeleteRecordsRequest.DeleteRecordsPartition(p, 0) for p in range(5)]
+            )
+        ],
         timeout_ms=200,
     )
     response = await client.request(request, 2, DeleteRecordsResponse)
@@ -348,7 +361,9 @@ async def test_kafka_python_reads_the_redirect(broker: EmbeddedBroker, cluster: 
             kp_producer.ProduceRequest.TopicProduceData(
                 name="placed",
                 partition_data=[
-                    kp_producer.ProduceRequest.TopicProduceData.PartitionProduceData(index=i, records=record_batch(b"v", producer_id=-1))
+                    kp_producer.ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=i, records=record_batch(b"v", producer_id=-1)
+                    )
                     for i in (1, 2)
                 ],
             )
@@ -385,7 +400,11 @@ async def test_list_offsets_from_the_debugging_replica_reads_a_follower(
         replica_id=-2,
         topics=[
             ListOffsetsRequest.ListOffsetsTopic(
-                "placed", [ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-2) for p in range(3)]
+                "placed",
+                [
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=-2)
+                    for p in range(3)
+                ],
             )
         ],
     )

@@ -7,7 +7,6 @@ import uuid
 import pytest
 import trio
 
-from strom.broker.data.waiters import DataWaiters
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.storage import ReadResult
@@ -189,16 +188,16 @@ async def test_long_poll_wakes_on_produce_from_another_connection(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(poll)
             await wait_for(
-                lambda: DataWaiters.of(state_of(broker)).parked() == 1, "the fetch to park"
+                lambda: state_of(broker).waiters.parked() == 1, "the fetch to park"
             )
             # the parked fetch does not hold up another connection
             metadata = await other.request(MetadataRequest(topics=None), 12, MetadataResponse)
             assert metadata.cluster_id
             assert not result
-            assert DataWaiters.of(state_of(broker)).parked() == 1
+            assert state_of(broker).waiters.parked() == 1
             await produce(other, "t", batch([b"wake"]))
     assert records_of(result[0].records) == [(0, b"wake")]
-    assert DataWaiters.of(state_of(broker)).parked() == 0
+    assert state_of(broker).waiters.parked() == 0
     await other.aclose()
 
 
@@ -221,7 +220,7 @@ async def test_long_poll_waits_for_min_bytes(broker: EmbeddedBroker, client: Kaf
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poll)
-        waiters = DataWaiters.of(state_of(broker))
+        waiters = state_of(broker).waiters
         await wait_for(lambda: waiters.parked() == 1, "the fetch to park")
         await produce(other, "t", batch([b"small"]))
         # woken by the small batch, it re-reads, finds too few bytes and parks again

@@ -66,7 +66,7 @@ async def test_forgotten_topics_and_closing(broker: EmbeddedBroker, client: Kafk
     request = _request([], session, 1)
     request.forgotten_topics_data = [FetchRequest.ForgottenTopic(topic="t", partitions=[0])]
     await client.request(request, 12, FetchResponse)
-    cached = FetchSessionCache.of(state_of(broker)).get(session)
+    cached = state_of(broker).fetch_sessions.get(session)
     assert cached is not None
     assert list(cached.partitions) == [("t", 1)]
     # forgetting everything closes the session
@@ -74,7 +74,7 @@ async def test_forgotten_topics_and_closing(broker: EmbeddedBroker, client: Kafk
     request.forgotten_topics_data = [FetchRequest.ForgottenTopic(topic="t", partitions=[1])]
     closed = await client.request(request, 12, FetchResponse)
     assert closed.session_id == 0
-    assert FetchSessionCache.of(state_of(broker)).get(session) is None
+    assert state_of(broker).fetch_sessions.get(session) is None
 
 
 async def test_session_errors(broker: EmbeddedBroker, client: KafkaClient) -> None:
@@ -94,7 +94,7 @@ async def test_session_errors(broker: EmbeddedBroker, client: KafkaClient) -> No
     # epoch -1 closes the session and is answered without one
     final = await client.request(_request([("t", 0, 0)], full.session_id, -1), 12, FetchResponse)
     assert (final.error_code, final.session_id) == (ErrorCode.NONE, 0)
-    assert FetchSessionCache.of(state_of(broker)).get(full.session_id) is None
+    assert state_of(broker).fetch_sessions.get(full.session_id) is None
 
 
 async def test_sessions_by_topic_id(broker: EmbeddedBroker, client: KafkaClient) -> None:
@@ -123,7 +123,7 @@ async def test_versions_before_7_are_sessionless(
     await create_topic(broker, "t")
     response = await client.request(_request([("t", 0, 0)], 0, 0), 6, FetchResponse)
     assert response.responses[0].partitions[0].error_code == ErrorCode.NONE
-    assert FetchSessionCache.of(state_of(broker)).sessions == {}
+    assert state_of(broker).fetch_sessions.sessions == {}
 
 
 async def test_cache_is_bounded(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ async def test_cache_is_bounded(tmp_path: Path) -> None:
         assert ids[0]
         assert ids[1]
         assert ids[2] == 0  # full, and no session is stale or smaller than this one
-        assert len(FetchSessionCache.of(state_of(broker)).sessions) == 2
+        assert len(state_of(broker).fetch_sessions.sessions) == 2
         await client.aclose()
 
 

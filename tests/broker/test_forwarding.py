@@ -17,7 +17,7 @@ from typing import cast
 import pytest
 import trio
 
-from strom.broker.admin.forwarding import ControllerForwarder
+from strom.broker.drivers.controller_forwarder import ControllerForwarder
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.testing.client import KafkaClient

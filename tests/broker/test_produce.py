@@ -208,11 +208,9 @@ async def test_transactional_batches(broker: EmbeddedBroker, client: KafkaClient
     assert no_id.responses[0].partition_responses[0].error_code == (
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     )
+    # no transaction coordinator installed to verify with: appended, as Kafka does unverified
     response = await client.request(produce_request("t", txn, txn="tx"), 11, ProduceResponse)
-    p = response.responses[0].partition_responses[0]
-    assert p.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
-    assert p.error_message is not None
-    assert "COORDINATOR_NOT_AVAILABLE" in p.error_message
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
 
 
 async def test_transactional_batches_without_verification(tmp_path: Path) -> None:

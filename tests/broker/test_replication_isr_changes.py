@@ -19,7 +19,6 @@ import trio
 import trio.testing
 
 from strom.broker.drivers.lifecycle import ControllerUnavailable
-from strom.broker.replication.replication_manager import ReplicationManager
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
@@ -81,7 +80,7 @@ async def _fetch(
 
 async def _shrink_to_leader(state: BrokerState) -> None:
     """Broker 2 never fetched: past replica.lag.time.max.ms the leader drops it (ISR [1])."""
-    manager = ReplicationManager.of(state)
+    manager = state.replication
     real = state.clock
     start = real()
     state.clock = lambda: start + 60_000
@@ -110,7 +109,7 @@ async def test_an_unanswered_expansion_keeps_counting_the_follower(
     await _shrink_to_leader(cluster)
     await _produce(client, 3)
     assert _high_watermark(cluster) == 3  # the ISR is the leader alone
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     send = manager._request
     sent: list[AlterPartitionRequest] = []
 
@@ -143,7 +142,7 @@ async def test_a_change_the_controller_did_not_make_goes_back_to_the_committed_i
 ) -> None:
     await _shrink_to_leader(cluster)
     await _produce(client, 3)
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     sent: list[AlterPartitionRequest] = []
 
     async def refused(request: AlterPartitionRequest) -> AlterPartitionResponse:
@@ -175,7 +174,7 @@ async def test_a_stale_partition_epoch_waits_for_the_metadata(
     change; the proposal stays in flight (broker 2 keeps counting) until the metadata says."""
     await _shrink_to_leader(cluster)
     await _produce(client, 3)
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     send = manager._request
     sent: list[AlterPartitionRequest] = []
 
@@ -222,7 +221,7 @@ async def test_a_restarted_follower_rejoins_only_after_its_new_incarnation_caugh
     await _until(lambda: _isr(cluster) == (1,))
     new = await register(cluster, 2, incarnation=102, log_dirs=[DISK])
     assert new > old
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     manager.check_isr()
     await trio.testing.wait_all_tasks_blocked()
     await trio.sleep(0.05)

@@ -16,7 +16,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from strom.broker.replication.replication_manager import ReplicationManager
+from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
@@ -48,20 +48,18 @@ def broker_overrides() -> dict[str, str]:
 @pytest.fixture
 async def cluster(broker: EmbeddedBroker) -> BrokerState:
     state = state_of(broker)
-    _Epochs.of(state).epochs[2] = await register(state, 2)
-    _Epochs.of(state).epochs[3] = await register(state, 3)
+    await register(state, 2)
+    await register(state, 3)
     await create_placed(state, TOPIC, [[1, 2]])
     await create_placed(state, SINGLE, [[1]])
     return state
 
 
-class _Epochs:
-    def __init__(self) -> None:
-        self.epochs: dict[int, int] = {}
-
-    @classmethod
-    def of(cls, state: BrokerState) -> _Epochs:
-        return state.service(cls, lambda _s: cls())
+def _epoch(state: BrokerState, broker_id: int) -> int:
+    """The broker epoch `register` gave a fake broker (its registration in the image)."""
+    registration = state.image.broker(broker_id)
+    assert registration is not None
+    return registration.epoch
 
 
 def replica_fetch(
@@ -115,7 +113,7 @@ async def test_a_single_replica_partition_commits_at_append(
     log = cluster.logs.get(SINGLE, 0)
     assert log is not None
     assert log.high_watermark == log.log_end_offset == 1
-    assert ReplicationManager.of(cluster).leaders.keys() == {(TOPIC, 0)}
+    assert cluster.replication.leaders.keys() == {(TOPIC, 0)}
 
 
 async def test_replica_fetch_reads_to_the_log_end_and_moves_the_high_watermark(
@@ -160,6 +158,50 @@ async def test_acks_all_completes_when_the_follower_catches_up(
     assert outcome == [ErrorCode.NONE]
 
 
+async def test_a_marker_answers_once_the_isr_holds_it(
+    cluster: BrokerState, broker: EmbeddedBroker
+) -> None:
+    """WriteTxnMarkers' data path (`write_txn_markers`) waits like acks=all: NONE means the
+    marker is committed on every ISR member; without the follower it times out."""
+    follower = await KafkaClient.connect(broker.bootstrap)
+    outcome: list[ErrorCode] = []
+
+    async def abort(timeout_ms: int = 5000) -> ErrorCode:
+        result = await write_txn_markers(
+            cluster,
+            cluster.replication,
+            cluster.waiters,
+            cluster.min_isr,
+            [(TOPIC, 0)],
+            producer_id=77,
+            producer_epoch=0,
+            coordinator_epoch=0,
+            commit=False,
+            timeout_ms=timeout_ms,
+        )
+        return result[(TOPIC, 0)]
+
+    async def write() -> None:
+        outcome.append(await abort())
+
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    try:
+        assert await abort(timeout_ms=50) == ErrorCode.REQUEST_TIMED_OUT
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write)
+            with trio.fail_after(5):
+                while log.log_end_offset < 2:
+                    await trio.testing.wait_all_tasks_blocked()
+                    await trio.lowlevel.checkpoint()
+            assert not outcome
+            answer = await fetch_one(follower, replica_fetch(cluster, 2, last_fetched_epoch=0))
+            assert answer.high_watermark == 2
+    finally:
+        await follower.aclose()
+    assert outcome == [ErrorCode.NONE]
+
+
 @pytest.mark.parametrize("replica", [3, 7])
 async def test_a_fetch_from_a_replica_not_assigned_is_refused(
     cluster: BrokerState, client: KafkaClient, replica: int
@@ -171,7 +213,7 @@ async def test_a_fetch_from_a_replica_not_assigned_is_refused(
 async def test_a_fetch_from_an_older_incarnation_is_refused(
     cluster: BrokerState, client: KafkaClient
 ) -> None:
-    epoch = _Epochs.of(cluster).epochs[2]
+    epoch = _epoch(cluster, 2)
     assert (
         await fetch_one(client, replica_fetch(cluster, 0, epoch=epoch))
     ).error_code == ErrorCode.NONE
@@ -202,7 +244,7 @@ async def test_a_stale_leader_epoch_is_fenced(cluster: BrokerState, client: Kafk
 async def test_a_lagging_follower_leaves_the_isr(cluster: BrokerState) -> None:
     """No fetch from broker 2 for longer than replica.lag.time.max.ms: the leader proposes
     ISR [1] through AlterPartition and the controller commits it."""
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     start = cluster.clock()
     cluster.clock = lambda: start + 60_000
     manager.check_isr()
@@ -263,7 +305,7 @@ async def test_acks_all_completes_when_the_controller_drops_the_follower(
         assert not outcome
         # at once, not at the next periodic ISR check (replica.lag.time.max.ms / 2 = 500 ms)
         with trio.fail_after(0.3):
-            await fence(cluster, 2, _Epochs.of(cluster).epochs[2])
+            await fence(cluster, 2, _epoch(cluster, 2))
             while not outcome:
                 await trio.testing.wait_all_tasks_blocked()
                 await trio.lowlevel.checkpoint()
@@ -342,7 +384,7 @@ async def test_delete_records_waits_for_the_followers_log_start(
         await follower.aclose()
     [result] = answers
     assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 2)
-    manager = ReplicationManager.of(cluster)
+    manager = cluster.replication
     assert manager.low_watermark((TOPIC, 0)) == 2
 
 
@@ -373,7 +415,7 @@ async def test_delete_records_stops_waiting_for_a_fenced_follower(
         nursery.start_soon(delete)
         await trio.testing.wait_all_tasks_blocked()
         assert not answers
-        await fence(cluster, 2, _Epochs.of(cluster).epochs[2])
+        await fence(cluster, 2, _epoch(cluster, 2))
         await _until(lambda: bool(answers))
     [result] = answers
     assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 1)

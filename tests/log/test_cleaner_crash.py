@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from strom.storage import LogManager, PartitionLog
-from strom.wire.records import Codec
+from strom.wire.records import Codec, Record, build_batch
 from tests.log.compaction import COMPACT, clean, cleaner, keyed, read_all
 from tests.log.helpers import T0, Clock, crash, manager
+from tests.log.test_transactions import committed_read
 
 CONFIG = dataclasses.replace(COMPACT, cleanup_policy=("compact", "delete"), retention_ms=1000)
 MUTATING = ("open", "write", "fsync", "rename", "unlink", "ftruncate")
@@ -144,3 +145,61 @@ def test_kill_at_every_step_of_a_segment_deletion(
         assert [s.offset for s in seen] == list(range(seen[0].offset, again.log_end_offset))
         assert seen[0].offset <= target
         assert_nothing_lost(again, written, floor=target)
+
+
+def build_transactional(root: Path, clock: Clock) -> tuple[LogManager, PartitionLog, set[bytes]]:
+    """Keyed writes with transactions of two producers interleaved, every third one aborted;
+    the values of the aborted ones."""
+    m = manager([root], clock, CONFIG)
+    log = m.create("t", 0, CONFIG)
+    aborted: set[bytes] = set()
+    seqs = {7: 0, 8: 0}
+    open_values: dict[int, list[bytes]] = {7: [], 8: []}
+    for i in range(60):
+        pid = 7 + i % 2
+        value = b"t%d" % i
+        records = [Record(b"k%d" % (i % 9), value, (), T0 + i)]
+        txn = build_batch(
+            records, producer_id=pid, producer_epoch=0, base_sequence=seqs[pid], transactional=True
+        )
+        log.append(txn, 0, clock())
+        seqs[pid] += 1
+        open_values[pid].append(value)
+        log.append(keyed([(b"x%d" % (i % 4), b"w%d" % i)], T0 + i), 0, clock())
+        if i % 4 == 3:
+            commit = i % 3 != 0
+            log.append_marker(pid, 0, 0, commit, 0, clock())
+            if not commit:
+                aborted.update(open_values[pid])
+            open_values[pid] = []
+    for pid in (7, 8):
+        log.append_marker(pid, 0, 0, True, 0, clock())
+    for i in range(20):  # roll everything above out of the active segment
+        log.append(keyed([(b"z%d" % i, b"x" * 40)], T0 + 100 + i), 0, clock())
+    return m, log, aborted
+
+
+def test_kill_at_every_step_of_a_transactional_cleaning_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleaned segments' `.txnindex` goes through the swap too (or is rebuilt after a
+    crash): a read_committed consumer of the reloaded log never sees an aborted value."""
+    clock = Clock()
+    m, log, aborted = build_transactional(tmp_path / "reference", clock)
+    assert aborted
+    with kill_at(None, monkeypatch) as calls:
+        clean(cleaner(m, clock), log)
+    reference, _ = committed_read(log)
+    assert not set(reference) & aborted
+    for step in range(0, len(calls), 3):
+        root = tmp_path / f"step-{step}"
+        m, log, aborted = build_transactional(root, clock)
+        before, _ = committed_read(log)
+        with pytest.raises(Killed), kill_at(step, monkeypatch):
+            clean(cleaner(m, clock), log)
+        m, again = reload(m, root, clock)
+        seen, _ = committed_read(again)
+        assert not set(seen) & aborted, step
+        assert set(reference) <= set(seen) <= set(before), step
+        clean(cleaner(m, clock), again)
+        assert committed_read(again)[0] == reference, step

@@ -121,7 +121,7 @@ def test_state_survives_clean_restart_via_snapshot(tmp_path: Path) -> None:
     m.close()
     snapshots = sorted((tmp_path / "t-0").glob("*.snapshot"))
     assert snapshots[-1].name == "00000000000000000006.snapshot"
-    entries = decode_snapshot(snapshots[-1].read_bytes())
+    entries, _ = decode_snapshot(snapshots[-1].read_bytes())
     assert [(e.producer_id, e.last_seq, len(e.batches)) for e in entries] == [(PID, 5, 3)]
     log = get_log(manager([tmp_path]))
     assert send(log, 4, 2) == (4, 5, True)

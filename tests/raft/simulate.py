@@ -4,18 +4,25 @@ Like Kafka's RaftEventSimulationTest: N voters and an observer, each a real `Raf
 `MemoryRaftStore`, driven by one event queue on a simulated clock. The network loses, delays
 (and so reorders) and duplicates messages, and is partitioned (symmetric and one-way) and healed;
 nodes crash (the writes not yet acknowledged are lost, except a random prefix that happened to
-reach the disk) and restart from their store alone; clients propose entries to whoever leads;
-nodes snapshot their state and the leader resigns now and then.
+reach the disk) and restart from their store alone; a leader is cut off from the rest, or, in
+some scenarios, crashes right after its election or its first commit; clients propose entries
+to whoever leads; nodes snapshot their state and the leader resigns now and then. A fifth of the
+seeds run leadership churn (`Scenario.for_seed`), where the Raft paper's Figure 8 happens.
 
 After every event the invariants are checked: at most one leader per epoch; every entry below a
 node's high watermark equals the entry first reported committed at that offset (and snapshots
 carry the same state); a high watermark never goes back within a process lifetime; a log never
-truncates an entry that is committed. After the chaos the network heals and every node restarts:
+truncates an entry that is committed; a new leader holds every entry committed in an earlier
+epoch. After the chaos the network heals and every node restarts:
 a leader must be elected and an entry proposed after the heal committed on every node within a
 bounded simulated time.
 
     python -m tests.raft.simulate --seeds 1000000      # long mode, prints failing seeds
     python -m tests.raft.simulate --seed 1234 -v       # replay one seed with a trace
+    python -m tests.raft.simulate --bug commit-without-own-epoch --seeds 1000
+
+`run_seed(seed, bugs=...)` (`--bug`) plants known bugs in every core (`RaftConfig.planted_bugs`), to show
+that the checks catch them.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from strom.coordinator.raft.core import RaftConfig, RaftCore, RaftSafetyError
+from strom.coordinator.raft.core import PlantedBug, RaftConfig, RaftCore, RaftSafetyError
 from strom.coordinator.raft.effects import (
     AppendEntries,
     HighWatermark,
@@ -82,16 +89,37 @@ class Scenario:
     """Writes take up to this long to become durable (a crash loses what is not)."""
     fetch_max_bytes: int = 1 << 20
     """Small values split replication into many fetches (more interleavings)."""
+    timeout_scale: float = 1.0
+    """The Raft timeouts as a fraction of Kafka's defaults (election 1000 ms, fetch 2000 ms,
+    long poll 500 ms): small values pack more elections into the chaos."""
+    crash_new_leader: float = 0.0
+    """How likely a node that has just become leader crashes before it has replicated much
+    (within a round trip or two and a disk write): leadership changing hands while new
+    epochs' entries are on a minority only, the ground of the Raft paper's Figure 8."""
 
     @classmethod
     def for_seed(cls, seed: int) -> Scenario:
-        """The scenario a seed runs: its own cluster size, disk speed and fetch size."""
+        """The scenario a seed runs: its own cluster size, disk speed, fetch size, fault rate
+        and timeouts. One seed in five runs leadership churn: three voters, timeouts a tenth
+        of Kafka's, replication an entry per fetch, and new leaders crashing before their
+        epoch has spread or right at their first commit, so that epochs follow one another
+        with entries on minorities only (the Raft paper's Figure 8)."""
         rng = random.Random(seed ^ 0x5EED)
+        if rng.random() < 0.2:
+            return cls(
+                voters=3,
+                disk_delay_ms=rng.choice((6, 40, 150)),
+                fetch_max_bytes=100,
+                fault_every_ms=rng.choice((80, 200, 500)),
+                crash_new_leader=rng.choice((0.6, 0.9)),
+                timeout_scale=0.1,
+            )
         return cls(
             voters=rng.choice((3, 3, 5)),
             disk_delay_ms=rng.choice((2, 6, 40, 150)),
             fetch_max_bytes=rng.choice((100, 200, 1 << 20)),
             fault_every_ms=rng.choice((80, 200, 500)),
+            crash_new_leader=rng.choice((0.0, 0.0, 0.3)),
         )
 
 
@@ -110,6 +138,10 @@ class _Node:
     checked: int = 0
     applied_hash: bytes = b""
     applied_to: int = 0
+    led_epoch: int = -1
+    """The epoch this node was last seen leading (leader completeness is checked once each)."""
+    committed_epoch: int = -1
+    """The last epoch in which this node, leading, moved its high watermark."""
 
 
 def _chain(previous: bytes, entry: Entry) -> bytes:
@@ -120,7 +152,14 @@ def _chain(previous: bytes, entry: Entry) -> bytes:
 
 
 class Simulation:
-    def __init__(self, seed: int, scenario: Scenario, *, trace: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        scenario: Scenario,
+        *,
+        trace: bool = False,
+        bugs: frozenset[PlantedBug] = frozenset(),
+    ) -> None:
         self.seed = seed
         self.scenario = scenario
         self.trace = trace
@@ -129,7 +168,16 @@ class Simulation:
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.voter_ids = frozenset(range(1, scenario.voters + 1))
-        self.config = RaftConfig(fetch_max_bytes=scenario.fetch_max_bytes)
+        kafka, scale = RaftConfig(), scenario.timeout_scale
+        self.config = RaftConfig(
+            election_timeout_ms=round(kafka.election_timeout_ms * scale),
+            fetch_timeout_ms=round(kafka.fetch_timeout_ms * scale),
+            election_backoff_max_ms=round(kafka.election_backoff_max_ms * scale),
+            request_timeout_ms=round(kafka.request_timeout_ms * scale),
+            fetch_max_wait_ms=round(kafka.fetch_max_wait_ms * scale),
+            fetch_max_bytes=scenario.fetch_max_bytes,
+            planted_bugs=bugs,
+        )
         ids = list(range(1, scenario.voters + scenario.observers + 1))
         self.nodes = {
             i: _Node(i, MemoryRaftStore(), random.Random(self.rng.getrandbits(64))) for i in ids
@@ -139,6 +187,9 @@ class Simulation:
         self.duplicate = 0.0
         self.healed_at: int | None = None
         self.committed: list[Entry] = []
+        self.commit_epochs: list[int] = []
+        """commit_epochs[n]: the epoch of the leader that committed offset n (the first node
+        to report it committed is its leader: followers learn the high watermark from it)."""
         self.chain: list[bytes] = [b""]
         """chain[n]: the state after applying committed offsets [0, n)."""
         self.leaders: dict[int, int] = {}
@@ -333,7 +384,7 @@ class Simulation:
         self.at(self.now + 1 + self.rng.randrange(2 * self.scenario.fault_every_ms), self._fault)
         rng = self.rng
         ids = sorted(self.nodes)
-        choice = rng.randrange(10)
+        choice = rng.randrange(11)
         if choice == 0:
             side = {i for i in ids if rng.random() < 0.5}
             self.cut = {(a, b) for a in ids for b in ids if (a in side) != (b in side)}
@@ -369,6 +420,14 @@ class Simulation:
                 self.log(f"node {node.node_id} resigns")
                 node.core.resign(self.now)
                 self._after_input(node)
+        elif choice == 10:
+            # the leader is cut off from every other node; it goes on taking proposals that
+            # can never commit until it notices (check-quorum)
+            leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
+            if leaders:
+                alone = rng.choice(leaders).node_id
+                self.cut = {(a, b) for a in ids for b in ids if (a == alone) != (b == alone)}
+                self.log(f"leader {alone} isolated")
         dead = [n for n in self.nodes.values() if n.core is None]
         if dead and rng.random() < 0.5:
             self._start(rng.choice(dead))
@@ -439,6 +498,37 @@ class Simulation:
 
     # --- invariants -----------------------------------------------------------------------------
 
+    def _check_leader_complete(self, node: _Node, core: RaftCore) -> None:
+        """A new leader holds every entry committed in an earlier epoch (Raft's leader
+        completeness; one committed in this epoch or later may be missing from a leader that
+        was elected late, by votes that took long to arrive)."""
+        for offset in range(core.log.start_offset, len(self.committed)):
+            if self.commit_epochs[offset] >= core.epoch:
+                continue
+            held = core.log.entry(offset)
+            if held != self.committed[offset]:
+                self.fail(
+                    f"node {node.node_id} leads epoch {core.epoch} with {held} at {offset}, "
+                    f"where {self.committed[offset]} was committed in epoch "
+                    f"{self.commit_epochs[offset]}"
+                )
+
+    def _crash_soon(self, node: _Node, *, at_once: bool = False) -> None:
+        """Crash `node` at once or within about a round trip and a disk write, before what it
+        just did has reached many others."""
+        incarnation = node.incarnation
+        delay = 0
+        if not at_once:
+            delay = self.rng.randrange(
+                2 * self.scenario.max_delay_ms + self.scenario.disk_delay_ms + 1
+            )
+
+        def crash() -> None:
+            if node.core is not None and node.incarnation == incarnation and self.healed_at is None:
+                self._crash(node)
+
+        self.at(self.now + delay, crash)
+
     def _check(self, node: _Node) -> None:
         core = node.core
         assert core is not None
@@ -446,9 +536,17 @@ class Simulation:
             other = self.leaders.setdefault(core.epoch, node.node_id)
             if other != node.node_id:
                 self.fail(f"nodes {other} and {node.node_id} both lead epoch {core.epoch}")
+            if node.led_epoch != core.epoch:
+                node.led_epoch = core.epoch
+                self._check_leader_complete(node, core)
+                if self.healed_at is None and self.rng.random() < self.scenario.crash_new_leader:
+                    self._crash_soon(node)
         hw = core.high_watermark
         if hw < node.hw_seen:
             self.fail(f"node {node.node_id} high watermark went back {node.hw_seen} -> {hw}")
+        first_commit = (
+            hw > node.hw_seen and core.role is Role.LEADER and node.committed_epoch != core.epoch
+        )
         node.hw_seen = hw
         if node.checked >= hw:
             return
@@ -466,10 +564,17 @@ class Simulation:
                     )
             elif offset == len(committed):
                 committed.append(entry)
+                self.commit_epochs.append(core.epoch)
                 self.chain.append(_chain(self.chain[-1], entry))
             else:
                 self.fail(f"node {node.node_id} commits {offset} past a gap at {len(committed)}")
         node.checked = hw
+        if first_commit:
+            # a new leader's first commit: the moment its epoch's entries may still be on a
+            # minority only (nothing of it is committed unless one of them is)
+            node.committed_epoch = core.epoch
+            if self.healed_at is None and self.rng.random() < self.scenario.crash_new_leader:
+                self._crash_soon(node, at_once=True)
         # the node's state machine applies what is committed
         while node.applied_to < hw:
             entry = log.entry(node.applied_to)
@@ -478,10 +583,17 @@ class Simulation:
             node.applied_to += 1
 
 
-def run_seed(seed: int, scenario: Scenario | None = None, *, trace: bool = False) -> Simulation:
+def run_seed(
+    seed: int,
+    scenario: Scenario | None = None,
+    *,
+    trace: bool = False,
+    bugs: frozenset[PlantedBug] = frozenset(),
+) -> Simulation:
+    """Run one seed; `bugs` plants known bugs in every core (to show the checks catch them)."""
     if scenario is None:
         scenario = Scenario.for_seed(seed)
-    simulation = Simulation(seed, scenario, trace=trace)
+    simulation = Simulation(seed, scenario, trace=trace, bugs=bugs)
     try:
         simulation.run()
     except InvariantViolation:
@@ -499,18 +611,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0, help="the first seed")
     parser.add_argument("--seed", type=int, help="replay this one seed")
     parser.add_argument("-v", "--verbose", action="store_true", help="trace every event")
+    parser.add_argument(
+        "--bug",
+        action="append",
+        default=[],
+        choices=[bug.value for bug in PlantedBug],
+        help="plant a known bug in every core (to see the checks catch it)",
+    )
     args = parser.parse_args(argv)
+    bugs = frozenset(PlantedBug(value) for value in args.bug)
+    planted = "".join(f" --bug {value}" for value in args.bug)
     seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
     failures = 0
     began = time.process_time()
     events = 0
     for index, seed in enumerate(seeds, 1):
         try:
-            events += run_seed(seed, trace=args.verbose).events
+            events += run_seed(seed, trace=args.verbose, bugs=bugs).events
         except InvariantViolation as exc:
             failures += 1
             print(
-                f"FAIL seed {seed}: {exc}  (replay: python -m tests.raft.simulate --seed {seed} -v)"
+                f"FAIL seed {seed}: {exc}  "
+                f"(replay: python -m tests.raft.simulate --seed {seed} -v{planted})"
             )
         if index % 1000 == 0:
             print(

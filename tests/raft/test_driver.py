@@ -82,8 +82,9 @@ class Node:
         self.machine = Applied()
         self.driver = RaftDriver.from_config(self.config, CLUSTER_ID, self.machine)
         state = BrokerState(
-            self.config, self.node_id, CLUSTER_ID, [], cast(Any, None), cast(Any, None)
-        )
+            self.config, self.node_id, CLUSTER_ID, [], cast(Any, None), cast(Any, None),
+            cast(Any, None),
+        )  # fmt: skip
         state.raft = self.driver
         await nursery.start(self._serve, listener, state, self.driver)
 

@@ -98,8 +98,9 @@ class Node:
             self.config, remote=remote, snapshot_interval_bytes=self.snapshot_interval
         )
         state = BrokerState(
-            self.config, self.node_id, CLUSTER_ID, [], self.controller, cast(Any, None)
-        )
+            self.config, self.node_id, CLUSTER_ID, [], self.controller, cast(Any, None),
+            cast(Any, None),
+        )  # fmt: skip
         state.raft = self.controller.raft
         await nursery.start(self._serve, listener, state, self.controller)
 

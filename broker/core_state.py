@@ -1,0 +1,74 @@
+"""What this node is and holds: identity, configuration, the controller's metadata, the logs.
+
+`BrokerCore` is what the data path (`strom.broker.data`), replication and the broker's admin
+helpers build on; the handlers get `BrokerState` (`strom.broker.state`), which adds the
+services built on top of it at start-up. The broker reads cluster metadata from `image`
+(built from the metadata log) and asks `controller` for every change: only the controller
+appends metadata records. Partition data lives in `logs`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strom.broker.drivers.controller_forwarder import ControllerForwarder
+    from strom.broker.drivers.groups import GroupDriver
+    from strom.broker.drivers.quorum_controller import QuorumController
+    from strom.broker.drivers.raft import RaftDriver
+    from strom.broker.drivers.topics import TopicController
+    from strom.config import BrokerConfig
+    from strom.config.listeners import Listener
+    from strom.coordinator.controller.liveness import OfflineReplicas
+    from strom.coordinator.metadata.image import MetadataImage
+    from strom.storage.log.log_manager import LogManager
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class BrokerCore:
+    config: BrokerConfig
+    node_id: int
+    cluster_id: str
+    endpoints: list[Listener]
+    """Advertised endpoints, with the real ports once listeners are bound."""
+    controller: QuorumController
+    """The controller: this node's member of the metadata quorum (a one-voter quorum on a
+    single node)."""
+    logs: LogManager
+    forwarder: ControllerForwarder
+    """Sends admin requests to the active controller when it runs elsewhere
+    (`strom.broker.admin.forwarding`)."""
+    clock: Callable[[], int] = field(default=wall_clock_ms)
+    groups: GroupDriver | None = None
+    """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    raft: RaftDriver | None = None
+    """The Raft replica of the metadata log (`controller.raft`; None only in handler tests)."""
+    topic_creator: TopicController | None = None
+    """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
+    controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
+    followed: bool = False
+    """An image was followed (`strom.broker.replication.partitions.follow_image`): until then
+    this broker leads nothing (a quorum member follows only once caught up with the metadata
+    log, see `strom.broker.process.app`)."""
+
+    @property
+    def topics(self) -> TopicController:
+        """The controller the broker's own topic creations go to (see `topic_creator`)."""
+        return self.topic_creator if self.topic_creator is not None else self.controller
+
+    @property
+    def image(self) -> MetadataImage:
+        """The latest metadata image the controller has published."""
+        return self.controller.image
+
+    @property
+    def offline_replicas(self) -> OfflineReplicas:
+        """Replicas their brokers reported unable to serve (controller liveness state)."""
+        return self.controller.offline_replicas
