@@ -177,8 +177,6 @@ class Broker:
         state.topic_creator = ForwardingTopicCreator(state)
         state.raft = controller.raft
         self.state = state
-        state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
-        await state.groups.load()
         server = Server(state)
         log.info(
             "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
@@ -207,7 +205,12 @@ class Broker:
                     failure = exc
                 else:  # unfenced: caught up with the metadata log
                     await _follow(state, controller)
+                # the groups of the offsets partitions led here, loaded before clients come in
+                groups = state.groups = group_driver(
+                    state, state.replication, state.waiters, state.min_isr
+                )
                 if failure is None:
+                    await groups.load()
                     serve(controller_listeners=False)  # see _serve's docstring
                     accepting.start_soon(_flush_loop, state)
                     heartbeats = trio.CancelScope()
@@ -215,7 +218,7 @@ class Broker:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
-                    accepting.start_soon(state.groups.run)
+                    accepting.start_soon(groups.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)
