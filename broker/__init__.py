@@ -20,6 +20,9 @@ Its folders and modules, by floor, top down (imports only go down; pyproject.tom
 - `drivers/`: the trio drivers that host the pure state machines of `strom.coordinator`
   (the controller, Raft and the group coordinator): they feed them requests, time and
   durability, on narrow interfaces.
+- `security/`: TLS contexts from the ssl.* keys and the listeners' TLS (handshake, reloads),
+  SASL (mechanisms, the connection's authenticator, the client side), principals, ACL
+  decisions.
 
 May import everything below it: `strom.coordinator`, `strom.storage`, `strom.config`,
 `strom.wire`. Nothing imports `strom.broker`.

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from strom.broker.metrics.recorder import BrokerMetrics
+
 if TYPE_CHECKING:
     from strom.broker.drivers.controller_forwarder import ControllerForwarder
     from strom.broker.drivers.groups import GroupDriver
@@ -53,6 +55,8 @@ class BrokerCore:
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    """This broker's request counters (`strom.broker.metrics`)."""
     followed: bool = False
     """An image was followed (`strom.broker.replication.partitions.follow_image`): until then
     this broker leads nothing (a quorum member follows only once caught up with the metadata

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from strom.broker.data.txn_verify import TransactionVerification
     from strom.broker.data.waiters import DataWaiters
     from strom.broker.replication.replication_manager import ReplicationManager
+    from strom.broker.security.authorization import BrokerAuthorizer
+    from strom.broker.security.listeners import ListenerTls
 
 
 @dataclass(kw_only=True)
@@ -40,3 +42,7 @@ class BrokerState(BrokerCore):
     """Producer ids for InitProducerId, in blocks from the controller."""
     txn_verification: TransactionVerification = field(init=False, repr=False)
     """The transaction coordinator's verification hook for transactional produces (KIP-890)."""
+    tls: ListenerTls | None = None
+    """The TLS contexts of this broker's SSL listeners (set by the broker process)."""
+    authorizer: BrokerAuthorizer | None = None
+    """ACL decisions when `authorizer.class.name` is set (None: every request is allowed)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from types import MappingProxyType
 from typing import Any
 
@@ -23,10 +23,12 @@ from strom.config.config_error import ConfigError
 from strom.config.ignored import is_ignored
 from strom.config.keys import attr_name, check_fields, keys_of, setting
 from strom.config.listeners import (
+    METRICS_LISTENER_EXPECTED,
     SECURITY_PROTOCOLS,
     Listener,
     parse_listener_names,
     parse_listeners,
+    parse_metrics_listener,
     parse_protocol_map,
     split_list,
 )
@@ -41,8 +43,23 @@ from strom.config.quorum import (
     parse_voters,
     runs_quorum,
 )
+from strom.config.security import (
+    DEFAULT_PRINCIPAL_BUILDER,
+    OAUTH_VALIDATOR,
+    OAUTH_VALIDATOR_3X,
+    SASL_MECHANISMS,
+    SSL_SETTING_KEYS,
+    STANDARD_AUTHORIZER,
+    SslSettings,
+    check_client_jaas,
+    check_sasl_listener,
+    listener_value,
+    parse_listener_settings,
+    parse_principal_mapping_rules,
+)
 from strom.config.unsupported import refuse_security_key, refuse_security_protocol
 from strom.config.validators import (
+    Validator,
     at_least,
     between,
     either,
@@ -84,6 +101,17 @@ GZIP_LEVEL = either(between(1, 9), exactly(-1))
 LZ4_LEVEL = between(1, 17)
 ZSTD_LEVEL = between(-131072, 22)
 
+
+
+def _valid_metrics_listener(value: str) -> bool:
+    try:
+        parse_metrics_listener(value)
+    except ConfigError:
+        return False
+    return True
+
+
+METRICS_LISTENER = Validator(METRICS_LISTENER_EXPECTED, _valid_metrics_listener)
 _PY_LEVELS = {"TRACE": 5, "WARN": logging.WARNING, "FATAL": logging.CRITICAL}
 _HOUR_MS = 3_600_000
 _MINUTE_MS = 60_000
@@ -228,6 +256,14 @@ class BrokerConfig:
         validator=one_of(*LOG_LEVELS, case_sensitive=False),
         dynamic=True,
     )
+    metrics_listener: str = setting(
+        "metrics.listener",
+        ConfigType.STRING,
+        "",
+        "Strom's own: where to serve Prometheus metrics and the health checks over HTTP, as "
+        "http://host:port (empty host = all interfaces, port 0 = any free port); empty = off.",
+        validator=METRICS_LISTENER,
+    )
 
     listeners: str = setting(
         "listeners",
@@ -324,6 +360,14 @@ class BrokerConfig:
         "Connection limit per broker.",
         validator=at_least(0),
         dynamic=True,
+    )
+    max_connection_creation_rate: int = setting(
+        "max.connection.creation.rate",
+        ConfigType.INT,
+        INT_MAX,
+        "New connections accepted per second at most (KIP-612), per listener as "
+        "listener.name.<l>.max.connection.creation.rate; beyond it accepting waits.",
+        validator=at_least(0),
     )
     queued_max_request_bytes: int = setting(
         "queued.max.request.bytes",
@@ -995,12 +1039,255 @@ class BrokerConfig:
         validator=at_least(0),
     )  # fmt: skip
 
+    # --- security: TLS (the ssl.* keys, each also per listener as listener.name.<l>.ssl.*) ---------
+    # Kafka's names and defaults. The keystore and truststore keys can change at runtime for one
+    # broker (a certificate rotation: AlterConfigs reloads them); Strom reads PEM and PKCS12
+    # stores (KIP-651 PEM, inline or in files), not JKS. See docs/security.md.
+    ssl_protocol: str = setting(
+        "ssl.protocol", ConfigType.STRING, "TLSv1.3",
+        "The TLS protocol family of the SSL context; ssl.enabled.protocols says which versions "
+        "are negotiated.",
+        validator=one_of("TLSv1.3", "TLSv1.2", "TLS"),
+    )  # fmt: skip
+    ssl_enabled_protocols: tuple[str, ...] = setting(
+        "ssl.enabled.protocols", ConfigType.LIST, ("TLSv1.2", "TLSv1.3"),
+        "TLS versions a listener accepts (TLSv1 and TLSv1.1 are refused: OpenSSL and Java "
+        "disable them as insecure).",
+        validator=subset_of("TLSv1.2", "TLSv1.3", allow_empty=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_cipher_suites: tuple[str, ...] = setting(
+        "ssl.cipher.suites", ConfigType.LIST, (),
+        "TLS 1.2 cipher suites, by their IANA (Java) or OpenSSL names; empty: OpenSSL's secure "
+        "defaults. TLS 1.3 suites are always OpenSSL's (all AEAD).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_type: str = setting(
+        "ssl.keystore.type", ConfigType.STRING, "JKS",
+        "PEM or PKCS12 (JKS, Kafka's default, cannot be read by Strom: convert it with keytool "
+        "-importkeystore -deststoretype PKCS12).",
+        validator=one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_location: str | None = setting(
+        "ssl.keystore.location", ConfigType.STRING, None,
+        "The key store file: this listener's certificate chain and private key.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_password: str | None = setting(
+        "ssl.keystore.password", ConfigType.PASSWORD, None,
+        "Password of a PKCS12 key store (of a PEM file's key: ssl.key.password).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_key_password: str | None = setting(
+        "ssl.key.password", ConfigType.PASSWORD, None,
+        "Password of the private key (an encrypted PEM key).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_key: str | None = setting(
+        "ssl.keystore.key", ConfigType.PASSWORD, None,
+        "The private key itself, in PEM (PKCS#8, possibly encrypted with ssl.key.password); "
+        "needs ssl.keystore.type=PEM and ssl.keystore.certificate.chain (KIP-651).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_keystore_certificate_chain: str | None = setting(
+        "ssl.keystore.certificate.chain", ConfigType.PASSWORD, None,
+        "The certificate chain itself, in PEM (KIP-651).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_type: str = setting(
+        "ssl.truststore.type", ConfigType.STRING, "JKS",
+        "PEM or PKCS12 (JKS cannot be read by Strom).",
+        validator=one_of("JKS", "PKCS12", "PEM", case_sensitive=False),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_location: str | None = setting(
+        "ssl.truststore.location", ConfigType.STRING, None,
+        "The trust store file: the CA certificates client certificates (and peers) are checked "
+        "against; unset: the system's CA certificates.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_password: str | None = setting(
+        "ssl.truststore.password", ConfigType.PASSWORD, None, "Password of a PKCS12 trust store.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_truststore_certificates: str | None = setting(
+        "ssl.truststore.certificates", ConfigType.PASSWORD, None,
+        "Trusted certificates themselves, in PEM (KIP-651); needs ssl.truststore.type=PEM.",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_client_auth: str = setting(
+        "ssl.client.auth", ConfigType.STRING, "none",
+        "required: a client must present a certificate its trust store accepts (mTLS); "
+        "requested: a certificate is asked for and checked if sent; none: not asked for.",
+        validator=one_of("required", "requested", "none"),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_endpoint_identification_algorithm: str | None = setting(
+        "ssl.endpoint.identification.algorithm", ConfigType.STRING, "https",
+        "https: a node connecting to another over TLS checks the peer certificate's host name; "
+        "empty: it does not.",
+        validator=one_of("https", ""),
+        dynamic=True,
+    )  # fmt: skip
+    ssl_principal_mapping_rules: str = setting(
+        "ssl.principal.mapping.rules", ConfigType.STRING, "DEFAULT",
+        "Rules mapping a client certificate's distinguished name to a user name: "
+        "RULE:pattern/replacement/[LU], ..., DEFAULT (the whole name).",
+    )  # fmt: skip
+    ssl_keymanager_algorithm: str = setting(
+        "ssl.keymanager.algorithm", ConfigType.STRING, "SunX509",
+        "Accepted for compatibility; ignored (a JVM setting).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_trustmanager_algorithm: str = setting(
+        "ssl.trustmanager.algorithm", ConfigType.STRING, "PKIX",
+        "Accepted for compatibility; ignored (a JVM setting).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_secure_random_implementation: str | None = setting(
+        "ssl.secure.random.implementation", ConfigType.STRING, None,
+        "Accepted for compatibility; ignored (OpenSSL's random generator is used).",
+        dynamic=True,
+    )  # fmt: skip
+    ssl_provider: str | None = setting(
+        "ssl.provider", ConfigType.STRING, None, "Accepted for compatibility; ignored (a JVM setting)."
+    )
+    ssl_engine_factory_class: str | None = setting(
+        "ssl.engine.factory.class", ConfigType.CLASS, None,
+        "A custom Java SSL engine factory: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    ssl_allow_dn_changes: bool = setting(
+        "ssl.allow.dn.changes", ConfigType.BOOLEAN, False,
+        "Whether a reloaded key store may carry a certificate with another distinguished name.",
+    )  # fmt: skip
+    ssl_allow_san_changes: bool = setting(
+        "ssl.allow.san.changes", ConfigType.BOOLEAN, False,
+        "Whether a reloaded key store may carry a certificate with other subject alternative "
+        "names.",
+    )  # fmt: skip
+
+    # --- security: SASL (sasl.*, per listener and per mechanism: listener.name.<l>.<mech>.sasl.*) -
+    sasl_enabled_mechanisms: tuple[str, ...] = setting(
+        "sasl.enabled.mechanisms", ConfigType.LIST, ("GSSAPI",),
+        "Mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+        "(GSSAPI, Kafka's default, is Kerberos, which Strom refuses: set this key).",
+        validator=subset_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_mechanism_inter_broker_protocol: str = setting(
+        "sasl.mechanism.inter.broker.protocol", ConfigType.STRING, "GSSAPI",
+        "The mechanism a broker authenticates with to another broker's SASL listener.",
+        validator=one_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_mechanism_controller_protocol: str = setting(
+        "sasl.mechanism.controller.protocol", ConfigType.STRING, "GSSAPI",
+        "The mechanism a node authenticates with to a controller's SASL listener.",
+        validator=one_of(*SASL_MECHANISMS),
+    )  # fmt: skip
+    sasl_jaas_config: str | None = setting(
+        "sasl.jaas.config", ConfigType.PASSWORD, None,
+        "The JAAS login module of a mechanism on a listener, given as "
+        "listener.name.<listener>.<mechanism>.sasl.jaas.config: its users (PLAIN user_<name>), "
+        "and the user this node authenticates as to others (username, password).",
+    )  # fmt: skip
+    sasl_server_callback_handler_class: str | None = setting(
+        "sasl.server.callback.handler.class", ConfigType.CLASS, None,
+        "OAUTHBEARER only: " + OAUTH_VALIDATOR + " validates signed JWTs against "
+        "sasl.oauthbearer.jwks.endpoint.url (KIP-768); unset: unsecured tokens (development). "
+        "Other classes are refused.",
+        validator=one_of(OAUTH_VALIDATOR, OAUTH_VALIDATOR_3X),
+    )  # fmt: skip
+    sasl_client_callback_handler_class: str | None = setting(
+        "sasl.client.callback.handler.class", ConfigType.CLASS, None,
+        "A Java callback class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_login_class: str | None = setting(
+        "sasl.login.class", ConfigType.CLASS, None,
+        "A Java login class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_login_callback_handler_class: str | None = setting(
+        "sasl.login.callback.handler.class", ConfigType.CLASS, None,
+        "A Java login callback class: cannot run in Strom; must be unset.",
+        validator=Validator("unset (a Java class cannot run in Strom)", lambda v: not v),
+    )  # fmt: skip
+    sasl_server_max_receive_size: int = setting(
+        "sasl.server.max.receive.size", ConfigType.INT, 524288,
+        "Largest frame accepted before a connection has authenticated.",
+        validator=at_least(1),
+    )  # fmt: skip
+    connections_max_reauth_ms: int = setting(
+        "connections.max.reauth.ms", ConfigType.LONG, 0,
+        "A SASL session's longest life: the client must re-authenticate on the same connection "
+        "before it ends or the connection is closed (KIP-368); 0: sessions never expire.",
+        validator=at_least(0),
+    )  # fmt: skip
+    connection_failed_authentication_delay_ms: int = setting(
+        "connection.failed.authentication.delay.ms", ConfigType.INT, 100,
+        "How long a connection that failed to authenticate is held before it is closed.",
+        validator=at_least(0),
+    )  # fmt: skip
+    sasl_oauthbearer_jwks_endpoint_url: str | None = setting(
+        "sasl.oauthbearer.jwks.endpoint.url", ConfigType.STRING, None,
+        "Where the keys that sign OAUTHBEARER tokens are: an https:// URL or a file: URL.",
+    )  # fmt: skip
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = setting(
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms", ConfigType.LONG, 3600000,
+        "How often the JWKS is fetched again.", validator=at_least(1),
+    )  # fmt: skip
+    sasl_oauthbearer_expected_audience: tuple[str, ...] = setting(
+        "sasl.oauthbearer.expected.audience", ConfigType.LIST, (),
+        "Audiences a token must name one of (empty: not checked).",
+    )  # fmt: skip
+    sasl_oauthbearer_expected_issuer: str | None = setting(
+        "sasl.oauthbearer.expected.issuer", ConfigType.STRING, None,
+        "The issuer a token must name (unset: not checked).",
+    )  # fmt: skip
+    sasl_oauthbearer_scope_claim_name: str = setting(
+        "sasl.oauthbearer.scope.claim.name", ConfigType.STRING, "scope", "The claim holding the scopes."
+    )
+    sasl_oauthbearer_sub_claim_name: str = setting(
+        "sasl.oauthbearer.sub.claim.name", ConfigType.STRING, "sub", "The claim naming the principal."
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = setting(
+        "sasl.oauthbearer.clock.skew.seconds", ConfigType.INT, 30,
+        "Clock difference allowed when checking a token's times.", validator=at_least(0),
+    )  # fmt: skip
+    authorizer_class_name: str = setting(
+        "authorizer.class.name", ConfigType.STRING, "",
+        "The authorizer: " + STANDARD_AUTHORIZER + " (ACLs in the metadata log, Kafka's "
+        "StandardAuthorizer semantics), or empty for none (every request allowed). Other "
+        "classes are refused.",
+        validator=one_of("", STANDARD_AUTHORIZER),
+    )  # fmt: skip
+    super_users: str = setting(
+        "super.users", ConfigType.STRING, "",
+        "Principals allowed everything whatever the ACLs, separated by semicolons "
+        "(User:admin;User:broker).",
+    )  # fmt: skip
+    allow_everyone_if_no_acl_found: bool = setting(
+        "allow.everyone.if.no.acl.found", ConfigType.BOOLEAN, False,
+        "Whether a resource no ACL mentions is open to everyone (false: only super users).",
+    )  # fmt: skip
+    principal_builder_class: str | None = setting(
+        "principal.builder.class", ConfigType.CLASS, DEFAULT_PRINCIPAL_BUILDER,
+        "How a connection's principal is built: only Kafka's default builder "
+        "(User:<SASL name>, User:<certificate name> mapped by ssl.principal.mapping.rules, "
+        "else User:ANONYMOUS).",
+        validator=one_of(DEFAULT_PRINCIPAL_BUILDER),
+    )  # fmt: skip
+
     # --- what the configuration itself records, and what it derives ------------------------------
 
     explicit_keys: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """Keys set in the file or overrides (DescribeConfigs reports them as STATIC_BROKER_CONFIG)."""
     ignored_settings: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
     """Accepted-but-unused Kafka keys, verbatim, in the order given."""
+    listener_settings: tuple[tuple[str, ConfigValue], ...] = field(default=(), repr=False)
+    """Security keys given for one listener (`listener.name.<listener>.ssl.keystore.location`,
+    ...), by full key, parsed with their base key's type (`strom.config.security`)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -1011,17 +1298,27 @@ class BrokerConfig:
         """Build from string properties, as read from a file plus overrides."""
         values: dict[str, Any] = {}
         ignored: list[tuple[str, str]] = []
+        per_listener = parse_listener_settings(
+            props, BROKER_KEYS, _listener_names(props.get("listeners"))
+        )
         for key, raw in props.items():
             refuse_security_key(key)
             spec = BROKER_KEYS.get(key)
             if spec is not None:
                 values[spec.attr] = parse_value(key, spec.type, raw)
+            elif key in per_listener:
+                continue
             elif is_ignored(key):
                 ignored.append((key, raw))
             else:
                 raise ConfigError.unknown(key)
         explicit = frozenset(key for key in props if key in BROKER_KEYS)
-        return cls(**values, explicit_keys=explicit, ignored_settings=tuple(ignored))
+        return cls(
+            **values,
+            explicit_keys=explicit,
+            ignored_settings=tuple(ignored),
+            listener_settings=tuple(sorted(per_listener.items())),
+        )
 
     def get(self, key: str) -> ConfigValue:
         """The configured value of a Kafka key (None if unset and without default)."""
@@ -1091,6 +1388,11 @@ class BrokerConfig:
         """strom.log.level as a `logging` level number (TRACE is 5)."""
         name = self.strom_log_level.upper()
         return _PY_LEVELS.get(name) or logging.getLevelNamesMapping()[name]
+
+    @cached_property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """metrics.listener as (host, port); None when metrics are off."""
+        return parse_metrics_listener(self.metrics_listener)
 
     @cached_property
     def listener_endpoints(self) -> tuple[Listener, ...]:
@@ -1186,8 +1488,40 @@ class BrokerConfig:
         """The security protocol of a listener (names are case-insensitive)."""
         return self.protocol_map[listener_name.upper()]
 
+    @cached_property
+    def listener_settings_map(self) -> Mapping[str, ConfigValue]:
+        """`listener_settings` by full key."""
+        return MappingProxyType(dict(self.listener_settings))
+
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None) -> ConfigValue:
+        """`key` as it applies on `listener` (for SASL `mechanism`): the listener-prefixed
+        value if one is set, else the broker-wide one (`strom.config.security`)."""
+        return listener_value(
+            self.listener_settings_map, self.get(key), listener, key, mechanism
+        )
+
+    def ssl_settings(self, listener: str) -> SslSettings:
+        """The ssl.* values `listener` runs with (whatever its protocol)."""
+        values: dict[str, Any] = {
+            field: self.listener_value(listener, key) for field, key in SSL_SETTING_KEYS.items()
+        }
+        return SslSettings(listener=listener.upper(), **values)
+
+    def uses_tls(self, listener: str) -> bool:
+        """Whether `listener`'s security protocol is SSL or SASL_SSL."""
+        return self.protocol_map.get(listener.upper(), "PLAINTEXT").endswith("SSL")
+
 
 # --- rules spanning several keys (each reads derived values; every error names the key) ----------
+
+
+def _listener_names(listeners: str | None) -> list[str]:
+    """The listener names of a `listeners` value (none when it does not parse: the field's own
+    check reports that)."""
+    try:
+        return [e.name for e in parse_listeners(listeners or "")]
+    except ConfigError:
+        return []
 
 
 def _check_cross_key_rules(cfg: BrokerConfig) -> None:
@@ -1198,6 +1532,16 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
         )
     _check_listeners(cfg)
     _check_quorum(cfg)
+    for listener in cfg.listener_endpoints:  # the rules of every listener parse
+        rules = cfg.listener_value(listener.name, "ssl.principal.mapping.rules")
+        key = "ssl.principal.mapping.rules"
+        if rules != cfg.ssl_principal_mapping_rules:
+            key = f"listener.name.{listener.name.lower()}.{key}"
+        parse_principal_mapping_rules(str(rules), key)
+        protocol = cfg.protocol_map.get(listener.name, "PLAINTEXT")
+        if protocol.startswith("SASL_"):
+            check_sasl_listener(listener.name, partial(cfg.listener_value, listener.name))
+    _check_node_mechanisms(cfg)
     explicit_pool = "queued.max.request.bytes" in cfg.explicit_keys
     if explicit_pool and 0 < cfg.queued_max_request_bytes < cfg.socket_request_max_bytes:
         raise ConfigError.invalid(
@@ -1226,6 +1570,31 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
             cfg.group_coordinator_rebalance_protocols,
             "a list including classic",
         )
+
+
+def _check_node_mechanisms(cfg: BrokerConfig) -> None:
+    """The mechanism a node authenticates with to a SASL inter-broker or controller listener
+    must be enabled there, with a JAAS entry that names who this node is (Kafka checks the
+    inter-broker one at start-up)."""
+    wanted = [
+        (cfg.inter_broker_listener, "sasl.mechanism.inter.broker.protocol",
+         cfg.sasl_mechanism_inter_broker_protocol),
+    ]  # fmt: skip
+    if cfg.controller_listeners:
+        wanted.append((cfg.controller_listeners[0], "sasl.mechanism.controller.protocol",
+                       cfg.sasl_mechanism_controller_protocol))  # fmt: skip
+    for listener, key, mechanism in wanted:
+        if not cfg.protocol_map.get(listener, "PLAINTEXT").startswith("SASL_"):
+            continue
+        enabled = cfg.listener_value(listener, "sasl.enabled.mechanisms")
+        assert isinstance(enabled, tuple)
+        if mechanism not in enabled:
+            raise ConfigError(
+                key,
+                f"{key}={mechanism} must be included in sasl.enabled.mechanisms of listener "
+                f"{listener} ({','.join(enabled)}), which nodes authenticate to",
+            )
+        check_client_jaas(listener, mechanism, partial(cfg.listener_value, listener))
 
 
 def _check_listeners(cfg: BrokerConfig) -> None:

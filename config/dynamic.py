@@ -17,20 +17,37 @@ from typing import Any, NamedTuple
 
 from strom.config.broker import BROKER_KEYS, BrokerConfig
 from strom.config.config_error import ConfigError
+from strom.config.security import parse_listener_settings, split_listener_key
 from strom.config.values import parse_value
 
 PER_BROKER_ONLY = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
 """Keys Kafka accepts only for one named broker, never as a cluster default."""
-PER_BROKER_PREFIXES = ("listener.name.",)
+PER_BROKER_PREFIXES = ("listener.name.", "ssl.")
+"""Kafka's per-broker security configs: a key store belongs to one broker."""
 
 
 def overlay(static: BrokerConfig, overrides: Mapping[str, str]) -> BrokerConfig:
-    """`static` with the dynamic `overrides` that Strom applies; ConfigError if invalid."""
+    """`static` with the dynamic `overrides` that Strom applies; ConfigError if invalid.
+
+    Listener-prefixed security keys (`listener.name.<l>.ssl.keystore.location`) apply when
+    their base key is dynamic, over the file's prefixed values."""
     values: dict[str, Any] = {}
     for key, raw in overrides.items():
         spec = BROKER_KEYS.get(key)
         if spec is not None and spec.dynamic:
             values[spec.attr] = parse_value(key, spec.type, raw)
+    names = [e.name for e in static.listener_endpoints]
+    prefixed = {
+        key: raw
+        for key, raw in overrides.items()
+        if (split := split_listener_key(key, names)) is not None
+        and split.key in BROKER_KEYS
+        and BROKER_KEYS[split.key].dynamic
+    }
+    if prefixed:
+        parsed = parse_listener_settings(prefixed, BROKER_KEYS, names)
+        merged = {**static.listener_settings_map, **parsed}
+        values["listener_settings"] = tuple(sorted(merged.items()))
     return dataclasses.replace(static, **values) if values else static
 
 
@@ -59,7 +76,15 @@ class BrokerLayers(NamedTuple):
         """Why replacing the node's own (`per_broker`) or the cluster default overrides with
         `new` is refused, or None. Kafka answers these with INVALID_REQUEST (its KAFKA-13609
         caveat)."""
+        names = [e.name for e in self.static.listener_endpoints]
         fixed = sorted(k for k in new if k in BROKER_KEYS and not BROKER_KEYS[k].dynamic)
+        fixed += sorted(
+            k
+            for k in new
+            if (split := split_listener_key(k, names)) is not None
+            and split.key in BROKER_KEYS
+            and not BROKER_KEYS[split.key].dynamic
+        )
         if fixed:
             return f"Cannot update these configs dynamically: Set({', '.join(fixed)})"
         if not per_broker:

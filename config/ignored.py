@@ -59,12 +59,15 @@ IGNORED_KEYS = frozenset(
         "group.coordinator.threads",
         "socket.connection.setup.timeout.ms",
         "socket.connection.setup.timeout.max.ms",
-        "max.connection.creation.rate",
     }
 )
 
 IGNORED_PREFIXES = (
     "listener.name.",
+    "sasl.kerberos.",  # GSSAPI's; a listener enabling GSSAPI is refused
+    "sasl.login.",  # token refresh and login retry tuning (Java login classes are refused)
+    "sasl.oauthbearer.",  # JWKS retry tuning and client-side token settings
+    "sasl.client.",
     "config.providers",
     "password.encoder.",
     "delegation.token.",

@@ -88,3 +88,22 @@ def parse_protocol_map(value: str, key: str = "listener.security.protocol.map") 
             )
         result[name.upper()] = protocol.upper()
     return result
+
+
+_METRICS_URL = re.compile(r"http://(?:\[(?P<v6>[0-9A-Fa-f:.%]*)\]|(?P<host>[0-9A-Za-z\-._]*)):(?P<port>[0-9]{1,5})")
+METRICS_LISTENER_EXPECTED = (
+    "empty (off) or http://host:port (host may be empty for all interfaces, port 0-65535; "
+    "plain HTTP only)"
+)
+
+
+def parse_metrics_listener(value: str) -> tuple[str, int] | None:
+    """`metrics.listener` as (host, port), None when off; ConfigError when malformed."""
+    text = value.strip()
+    if not text:
+        return None
+    match = _METRICS_URL.fullmatch(text)
+    if match is None or int(match["port"]) > 65535:
+        raise ConfigError.invalid("metrics.listener", value, METRICS_LISTENER_EXPECTED)
+    host = match["v6"] if match["v6"] is not None else match["host"]
+    return host, int(match["port"])

@@ -20,6 +20,7 @@ from strom.config.broker import BROKER_KEYS, BrokerConfig
 from strom.config.config_error import ConfigError
 from strom.config.dynamic import BrokerLayers
 from strom.config.keys import ConfigKey
+from strom.config.security import split_listener_key
 from strom.config.topic import TOPIC_KEYS, TopicConfig
 from strom.config.values import ConfigSource, ConfigType, ConfigValue, parse_value, to_string
 
@@ -172,11 +173,14 @@ def describe_broker_config(
                 documentation=spec.doc,
             )
         )
-    if layers is None:
-        return entries
     selected = None if keys is None else set(keys)
+    listener_keys = _listener_entries(broker, layers, selected, include_synonyms)
+    entries += listener_keys
+    if layers is None:
+        return sorted(entries, key=lambda e: e.name)
     stored = {**layers.cluster_default, **layers.per_broker}
-    for key in sorted(k for k in stored if k not in BROKER_KEYS):
+    shown = {e.name for e in listener_keys}
+    for key in sorted(k for k in stored if k not in BROKER_KEYS and k not in shown):
         if selected is not None and key not in selected:
             continue
         chain = [
@@ -189,6 +193,51 @@ def describe_broker_config(
         ]
         entries.append(unknown_entry(key, chain, include_synonyms))
     return sorted(entries, key=lambda e: e.name)
+
+
+def _listener_entries(
+    broker: BrokerConfig,
+    layers: BrokerLayers | None,
+    selected: set[str] | None,
+    include_synonyms: bool,
+) -> list[ConfigEntry]:
+    """Listener-prefixed security keys (`listener.name.ssl.ssl.keystore.location`), as Kafka
+    lists them: set in the file or stored for this broker, typed as their base key, a
+    sensitive one's value null."""
+    static = layers.static if layers is not None else broker
+    names = [e.name for e in static.listener_endpoints]
+    stored = dict(layers.per_broker) if layers is not None else {}
+    keys = set(static.listener_settings_map) | {
+        k for k in stored if (s := split_listener_key(k, names)) is not None and s.key in BROKER_KEYS
+    }
+    entries = []
+    for key in sorted(keys):
+        if selected is not None and key not in selected:
+            continue
+        split = split_listener_key(key, names)
+        assert split is not None
+        spec = BROKER_KEYS[split.key]
+        chain = []
+        if key in stored:
+            chain.append(ConfigSynonym(key, None if spec.sensitive else stored[key],
+                                       ConfigSource.DYNAMIC_BROKER_CONFIG))  # fmt: skip
+        if key in static.listener_settings_map:
+            value = static.listener_settings_map[key]
+            chain.append(ConfigSynonym(key, None if spec.sensitive else to_string(value),
+                                       ConfigSource.STATIC_BROKER_CONFIG))  # fmt: skip
+        entries.append(
+            ConfigEntry(
+                name=key,
+                value=chain[0].value,
+                source=chain[0].source,
+                config_type=spec.type,
+                read_only=not spec.dynamic,
+                is_sensitive=spec.sensitive,
+                synonyms=tuple(chain) if include_synonyms else (),
+                documentation=spec.doc,
+            )
+        )
+    return entries
 
 
 def describe_cluster_defaults(

@@ -68,10 +68,30 @@ class ConfigResource(IntEnum):
     GROUP = 32
 
 
+class Password(str):
+    """A PASSWORD value: the secret itself, printed as `[hidden]` (as Kafka's Password does),
+    so a configuration, an error message or a log line never shows it. `reveal()` is the one
+    way to read it, for the code that hands it to TLS or SASL."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return "[hidden]"
+
+    def reveal(self) -> str:
+        """The secret, as a plain string."""
+        return str.__str__(self)
+
+
 def parse_value(key: str, type_: ConfigType, raw: str) -> ConfigValue:
     """Parse a properties-file string the way Kafka's ConfigDef does (trimmed, strict)."""
     if type_ is ConfigType.PASSWORD:
-        return raw
+        return Password(raw)
     text = raw.strip()
     if type_ in (ConfigType.STRING, ConfigType.CLASS):
         return text

@@ -36,13 +36,23 @@ from strom.broker.admin.deadline import before_deadline
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
+from strom.wire.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+)
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 from strom.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
 )
+from strom.wire.messages.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+)
+from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
@@ -207,6 +217,35 @@ def _describe_quorum(_body: Message, _version: int, code: int) -> Message:
     return DescribeQuorumResponse(error_code=code)
 
 
+def _create_acls(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, CreateAclsRequest)
+    result = CreateAclsResponse.AclCreationResult
+    return CreateAclsResponse(results=[result(code, None) for _ in body.creations])
+
+
+def _delete_acls(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, DeleteAclsRequest)
+    result = DeleteAclsResponse.DeleteAclsFilterResult
+    return DeleteAclsResponse(filter_results=[result(code, None, []) for _ in body.filters])
+
+
+def _alter_client_quotas(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterClientQuotasRequest)
+    return AlterClientQuotasResponse(entries=[
+        AlterClientQuotasResponse.EntryData(code, None, [
+            AlterClientQuotasResponse.EntityData(e.entity_type, e.entity_name) for e in entry.entity
+        ])
+        for entry in body.entries
+    ])  # fmt: skip
+
+
+def _alter_user_scram_credentials(body: Message, _version: int, code: int) -> Message:
+    assert isinstance(body, AlterUserScramCredentialsRequest)
+    result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
+    users = dict.fromkeys([d.name for d in body.deletions] + [u.name for u in body.upsertions])
+    return AlterUserScramCredentialsResponse(results=[result(u, code, None) for u in users])
+
+
 _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     CreateTopicsRequest: _create_topics,
     DeleteTopicsRequest: _delete_topics,
@@ -217,6 +256,10 @@ _FAILURES: dict[type[Message], Callable[[Message, int, int], Message]] = {
     AlterPartitionReassignmentsRequest: _alter_partition_reassignments,
     ListPartitionReassignmentsRequest: _list_partition_reassignments,
     DescribeQuorumRequest: _describe_quorum,
+    AlterUserScramCredentialsRequest: _alter_user_scram_credentials,
+    CreateAclsRequest: _create_acls,
+    AlterClientQuotasRequest: _alter_client_quotas,
+    DeleteAclsRequest: _delete_acls,
 }
 """The admin requests a broker forwards, and how each answers when it cannot."""
 

@@ -24,6 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -162,8 +163,10 @@ def read_partitions(
     max_bytes: int,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
+    partition of a topic `authorized` refuses is TOPIC_AUTHORIZATION_FAILED, unread; a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
     watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
@@ -173,7 +176,7 @@ def read_partitions(
     for part in parts:
         read = _read_one(
             broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
-            replica,
+            replica, authorized,
         )  # fmt: skip
         if read.size > 0:
             min_one = False
@@ -200,10 +203,13 @@ def _read_one(
     min_one: bool,
     isolation_level: int,
     replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
 ) -> PartitionRead:
     name = _resolve(image, part, uses_topic_ids)
     if name is None:
         return PartitionRead(part, None, ErrorCode.UNKNOWN_TOPIC_ID, readable=False)
+    if authorized is not None and not authorized(name):
+        return PartitionRead(part, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, readable=False)
     if image.partition(name, part.partition) is None:
         return PartitionRead(part, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, readable=False)
     consumer = replica if isinstance(replica, Consumer) else None

@@ -37,6 +37,7 @@ import trio
 
 from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.wire.errors import ErrorCode
@@ -90,8 +91,10 @@ class ActiveControllerClient:
         attempt_timeout_ms: int,
         changes: Changes | None = None,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS,
+        security: PeerSecurity | None = None,
     ) -> None:
         self._lookup = lookup
+        self._security = security
         self._changes = changes
         self._client_id = client_id
         self._backoff_s = retry_backoff_ms / 1000
@@ -150,7 +153,9 @@ class ActiveControllerClient:
         few voters, and the leader often comes back); closed by `aclose`."""
         connection = self._connections.get(address)
         if connection is None:
-            connection = self._connections[address] = PeerConnection(address, self._client_id)
+            connection = self._connections[address] = PeerConnection(
+                address, self._client_id, self._security
+            )
         return connection
 
     async def aclose(self) -> None:
@@ -175,6 +180,7 @@ class RemoteControllerChannel:
         changes: Changes | None = None,
         retry_backoff_ms: int = 20,
         attempt_timeout_ms: int = 2000,
+        security: PeerSecurity | None = None,
     ) -> None:
         self._timeout_s = timeout_s
         self._client = ActiveControllerClient(
@@ -183,6 +189,7 @@ class RemoteControllerChannel:
             retry_backoff_ms=retry_backoff_ms,
             attempt_timeout_ms=attempt_timeout_ms,
             changes=changes,
+            security=security,
         )
 
     @classmethod
@@ -205,6 +212,7 @@ class RemoteControllerChannel:
             changes=changes,
             retry_backoff_ms=config.controller_quorum_retry_backoff_ms,
             attempt_timeout_ms=config.controller_quorum_request_timeout_ms,
+            security=PeerSecurity.to_controllers(config),
         )
 
     async def register(self, request: BrokerRegistrationRequest) -> BrokerRegistrationResponse:

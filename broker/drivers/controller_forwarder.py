@@ -12,6 +12,7 @@ from typing import Protocol, TypeVar
 
 from strom.broker.drivers.controller_channel import ActiveControllerClient, Changes, Lookup
 from strom.broker.drivers.lifecycle import ControllerUnavailable
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.wire.message import Message
@@ -64,6 +65,7 @@ class ControllerForwarder:
             # one retried too early runs twice (TOPIC_ALREADY_EXISTS)
             attempt_timeout_ms=config.controller_socket_timeout_ms,
             changes=changes,
+            security=PeerSecurity.to_controllers(config),
         )
 
     async def forward(

@@ -13,8 +13,12 @@ imports the handlers, which import the drivers.
 
 from __future__ import annotations
 
+import ssl
+
 import trio
 
+from strom.broker.security.peer import PeerSecurity
+from strom.broker.security.sasl_client import SaslLoginError, login
 from strom.config.quorum import Address
 from strom.wire.connection import ClientConnection, Closed, NeedData
 from strom.wire.errors import ProtocolError
@@ -30,12 +34,18 @@ class PeerUnavailable(Exception):
 class PeerConnection:
     """A lazily opened connection to `address`."""
 
-    def __init__(self, address: Address, client_id: str) -> None:
+    def __init__(
+        self, address: Address, client_id: str, security: PeerSecurity | None = None
+    ) -> None:
         self.address = address
+        self._security = security
+        """TLS and SASL to the peer's listener (None: plaintext)."""
         self._client_id = client_id
-        self._stream: trio.SocketStream | None = None
+        self._stream: trio.abc.Stream | None = None
         self._conn = ClientConnection(client_id)
         self._lock = trio.Lock()
+        self._reauthenticate_at: float | None = None
+        """When the SASL session must be renewed (KIP-368): the connection is opened again."""
 
     async def request(
         self, body: Message, version: int, correlation_id: int, timeout_s: float
@@ -49,24 +59,16 @@ class PeerConnection:
     ) -> Message:
         try:
             with trio.fail_after(timeout_s):
+                if self._reauthenticate_at is not None and trio.current_time() >= self._reauthenticate_at:
+                    await self.aclose()
                 if self._stream is None:
-                    self._stream = await trio.open_tcp_stream(*self.address)
+                    self._stream = await self._open()
                     self._conn = ClientConnection(self._client_id)
-                stream = self._stream
-                await stream.send_all(
-                    self._conn.send_request(body, version, correlation_id=correlation_id)
-                )
-                while True:
-                    event = self._conn.next_response()
-                    if isinstance(event, Closed):
-                        raise PeerUnavailable(f"{self.address} closed the connection")
-                    if isinstance(event, NeedData):
-                        data = await stream.receive_some(RECEIVE_SIZE)
-                        if not data:
-                            raise PeerUnavailable(f"{self.address} closed the connection")
-                        self._conn.receive_data(data)
-                        continue
-                    return event[1]
+                    await self._login(correlation_id)
+                return await self._exchange(body, version, correlation_id)
+        except SaslLoginError as exc:
+            await self.aclose()
+            raise PeerUnavailable(f"{self.address} refused the authentication: {exc}") from exc
         except PeerUnavailable:
             await self.aclose()
             raise
@@ -76,9 +78,52 @@ class PeerConnection:
             trio.BrokenResourceError,
             trio.ClosedResourceError,
             ProtocolError,
+            ssl.SSLError,
         ) as exc:
             await self.aclose()
             raise PeerUnavailable(f"{self.address}: {exc or type(exc).__name__}") from exc
+
+    async def _exchange(self, body: Message, version: int, correlation_id: int) -> Message:
+        stream = self._stream
+        assert stream is not None
+        await stream.send_all(self._conn.send_request(body, version, correlation_id=correlation_id))
+        while True:
+            event = self._conn.next_response()
+            if isinstance(event, Closed):
+                raise PeerUnavailable(f"{self.address} closed the connection")
+            if isinstance(event, NeedData):
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    raise PeerUnavailable(f"{self.address} closed the connection")
+                self._conn.receive_data(data)
+                continue
+            return event[1]
+
+    async def _login(self, correlation_id: int) -> None:
+        """SASL on a fresh connection, when the peer's listener asks for it."""
+        self._reauthenticate_at = None
+        if self._security is None or self._security.sasl is None:
+            return
+
+        async def send(body: Message, version: int) -> Message:
+            return await self._exchange(body, version, correlation_id)
+
+        lifetime_ms = await login(send, self._security.sasl())
+        if lifetime_ms > 0:  # renew well before the session ends (Kafka's clients: 85-95%)
+            self._reauthenticate_at = trio.current_time() + lifetime_ms * 0.85 / 1000
+
+    async def _open(self) -> trio.abc.Stream:
+        tcp = await trio.open_tcp_stream(*self.address)
+        context = None if self._security is None else self._security.ssl_context
+        if context is None:
+            return tcp
+        stream = trio.SSLStream(tcp, context, server_hostname=self.address[0])
+        try:
+            await stream.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return stream
 
     async def aclose(self) -> None:
         stream, self._stream = self._stream, None

@@ -82,7 +82,7 @@ from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, 
 from strom.coordinator.metadata import single_node_log
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
-from strom.coordinator.metadata.kraft_checkpoint import decode_bootstrap
+from strom.coordinator.metadata.kraft_checkpoint import Bootstrap, decode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.raft_entries import (
     decode_entry,
@@ -105,17 +105,27 @@ from strom.wire.messages.broker_registration import (
 
 if TYPE_CHECKING:
     from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
+    from strom.wire.messages.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+    )
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
     )
+    from strom.wire.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+    )
+    from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
     from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
@@ -168,10 +178,10 @@ class RemoteChannelFactory(Protocol):
 
 def _load(
     config: BrokerConfig, new_uuid: Callable[[], uuid.UUID]
-) -> tuple[str, dict[str, int] | None]:
+) -> tuple[str, Bootstrap | None]:
     """Blocking start-up: the directories are formatted as this node needs (see the module
-    docstring), the single-node log of an older Strom is migrated; (cluster id, the feature
-    levels of `bootstrap.checkpoint` or None)."""
+    docstring), the single-node log of an older Strom is migrated; (cluster id, what
+    `bootstrap.checkpoint` holds or None)."""
     directory = Path(config.metadata_dir)
     if config.runs_quorum:
         if stored_single_node_log.holds_single_node_log(directory):
@@ -190,11 +200,11 @@ def _load(
         cluster_id=config.cluster_id,
         new_uuid=new_uuid,
     )
-    bootstrap = meta_properties.read_bootstrap(directory)
-    levels = None if bootstrap is None else decode_bootstrap(bootstrap, BOOTSTRAP_FILE)
+    data = meta_properties.read_bootstrap(directory)
+    bootstrap = None if data is None else decode_bootstrap(data, BOOTSTRAP_FILE)
     if not config.runs_quorum:
         _migrate_single_node_log(directory, config.node_id)
-    return cluster_id, levels
+    return cluster_id, bootstrap
 
 
 def _migrate_single_node_log(directory: Path, node_id: int) -> None:
@@ -226,6 +236,7 @@ class QuorumController:
         cluster_id: str,
         metadata_version: int,
         features: Mapping[str, int] | None,
+        scram: Sequence[Message] = (),
         clock: Callable[[], int],
         snapshot_interval_bytes: int,
         remote: RemoteChannelFactory | None,
@@ -235,6 +246,9 @@ class QuorumController:
         self.cluster_id = cluster_id
         self._metadata_version = metadata_version
         self._features = dict(features or {})
+        self._scram = list(scram)
+        """The first users' SCRAM credentials (`strom format --add-scram`), written with the
+        bootstrap records."""
         self._clock = clock
         self._snapshot_interval = snapshot_interval_bytes
         self._since_snapshot = 0
@@ -300,9 +314,11 @@ class QuorumController:
         None; `changes()`: an event set at the next change, `next_change`).
         """
         cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
+        scram: list[Message] = []
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
-            metadata_version = bootstrap.pop(METADATA_VERSION, metadata_version)
-            features = bootstrap
+            levels = dict(bootstrap.levels)
+            metadata_version = levels.pop(METADATA_VERSION, metadata_version)
+            features, scram = levels, list(bootstrap.scram)
         controller = Controller(config, new_uuid=new_uuid, cluster_id=cluster_id)
         node = cls(
             config,
@@ -310,6 +326,7 @@ class QuorumController:
             cluster_id=cluster_id,
             metadata_version=metadata_version,
             features=features,
+            scram=scram,
             clock=clock,
             snapshot_interval_bytes=snapshot_interval_bytes,
             remote=remote,
@@ -641,6 +658,24 @@ class QuorumController:
             partial(self._controller.list_partition_reassignments, request, version)
         )
 
+    async def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, version: int
+    ) -> AlterClientQuotasResponse:
+        return await self._run_admin(partial(self._controller.alter_client_quotas, request, version))
+
+    async def create_acls(self, request: CreateAclsRequest, version: int) -> CreateAclsResponse:
+        return await self._run_admin(partial(self._controller.create_acls, request, version))
+
+    async def delete_acls(self, request: DeleteAclsRequest, version: int) -> DeleteAclsResponse:
+        return await self._run_admin(partial(self._controller.delete_acls, request, version))
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest, version: int
+    ) -> AlterUserScramCredentialsResponse:
+        return await self._run_admin(
+            partial(self._controller.alter_user_scram_credentials, request, version)
+        )
+
     # --- brokers ------------------------------------------------------------------------------
 
     def heartbeat(self, offline: Iterable[PartitionKey]) -> bool:
@@ -817,7 +852,7 @@ class QuorumController:
         # directories are locked here): no lease, so its new registration is not refused.
         except_broker = own if self.local_broker.broker_epoch < 0 else None
         self._controller.activate(monotonic_ms(), except_broker=except_broker)
-        records = self._controller.bootstrap(self._metadata_version, self._features)
+        records = self._controller.bootstrap(self._metadata_version, self._features, self._scram)
         if records:
             try:
                 async with self._lock:

@@ -45,6 +45,8 @@ from typing import Protocol
 import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.metrics.recorder import CommitLatency
+from strom.broker.security.peer import PeerSecurity
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
 from strom.coordinator.raft import wire
@@ -136,10 +138,13 @@ class RaftDriver:
         cluster_id: str | None,
         state_machine: RaftStateMachine,
         config: RaftConfig | None = None,
+        security: PeerSecurity | None = None,
         *,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
     ) -> None:
         self.node_id = node_id
+        self._security = security
+        """TLS and SASL to the other voters' controller listeners, when those ask for them."""
         self.voter_ids = frozenset(voters)
         self.peers = {v: a for v, a in voters.items() if v != node_id and a is not None}
         """The other voters' controller addresses (a one-voter quorum has none)."""
@@ -172,6 +177,8 @@ class RaftDriver:
         self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
         self._peers_done: list[trio.Event] = []
         self._scope: trio.CancelScope | None = None
+        self.commit_latency = CommitLatency()
+        """Append-to-commit times of this node's proposals (raft-metrics commit-latency)."""
 
     @classmethod
     def from_config(
@@ -190,6 +197,7 @@ class RaftDriver:
             cluster_id,
             state_machine,
             raft_config(config),
+            PeerSecurity.to_controllers(config),
             segment_bytes=config.metadata_log_segment_bytes,
         )
 
@@ -203,6 +211,8 @@ class RaftDriver:
         """Append entries as the leader: the offset of the first, None when not the leader."""
         core = self._running()
         first = core.propose(payloads, self.now())
+        if first is not None:
+            self.commit_latency.proposed(first + len(payloads) - 1)
         self._drain()
         return first
 
@@ -366,6 +376,7 @@ class RaftDriver:
                     self._issued = effect.seq
                     self._writes_ready.set()
                 case HighWatermark(offset):
+                    self.commit_latency.committed(offset)
                     self._apply_committed(core, offset)
                     self._notify()
                 case LeaderChange(epoch, leader_id):
@@ -491,7 +502,7 @@ class RaftDriver:
         requests: trio.MemoryReceiveChannel[Request],
         done: trio.Event,
     ) -> None:
-        connection = PeerConnection(address, f"raft-{self.node_id}")
+        connection = PeerConnection(address, f"raft-{self.node_id}", self._security)
         timeout_s = self.config.request_timeout_ms / 1000
         try:
             async for request in requests:

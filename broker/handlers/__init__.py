@@ -121,6 +121,15 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),
     _handler("allocate_producer_ids", 67, 0, 0, listeners=CONTROLLER),
     _handler("describe_topic_partitions", 75, 0, 0),
+    _handler("sasl_handshake", 17, 0, 1, listeners=BOTH),
+    _handler("sasl_authenticate", 36, 0, 2, listeners=BOTH),
+    _handler("describe_acls", 29, 1, 3, listeners=BOTH),
+    _handler("create_acls", 30, 1, 3, listeners=BOTH),
+    _handler("delete_acls", 31, 1, 3, listeners=BOTH),
+    _handler("describe_client_quotas", 48, 0, 1),
+    _handler("alter_client_quotas", 49, 0, 1, listeners=BOTH),
+    _handler("describe_user_scram_credentials", 50, 0, 0, listeners=BOTH),
+    _handler("alter_user_scram_credentials", 51, 0, 0, listeners=BOTH),
 )
 
 HANDLERS: dict[int, Handler] = {h.api_key: h for h in _TABLE}

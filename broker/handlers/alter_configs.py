@@ -16,11 +16,18 @@ Version notes: v0-v1 identical; v2 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter_preprocess import merge, preprocess
+from strom.broker.admin.alter_preprocess import (
+    config_refusal,
+    merge,
+    preprocess,
+    tls_change_refusal,
+)
 from strom.broker.admin.forwarding import forward
 from strom.config.alter_ops import AlterOp
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
 
 if TYPE_CHECKING:
@@ -42,6 +49,8 @@ async def handle(
         node_id=broker.node_id,
         incremental=False,
         validate_only=body.validate_only,
+        check_own_broker=partial(tls_change_refusal, broker),
+        authorize=partial(config_refusal, broker, request, AclOperation.ALTER_CONFIGS),
     )
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[AlterConfigsResponse.AlterConfigsResourceResponse] = []

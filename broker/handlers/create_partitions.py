@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 
@@ -44,6 +46,29 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 async def handle(
+    broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    """ALTER on each topic: the others are TOPIC_AUTHORIZATION_FAILED."""
+    refused = [
+        t for t in body.topics
+        if not allowed(broker, request, AclOperation.ALTER, ResourceType.TOPIC, t.name)
+    ]  # fmt: skip
+    if not refused:
+        return await _grow(broker, request, body)
+    kept = [t for t in body.topics if t not in refused]
+    response = (
+        await _grow(broker, request, CreatePartitionsRequest(
+            topics=kept, timeout_ms=body.timeout_ms, validate_only=body.validate_only))
+        if kept else CreatePartitionsResponse(results=[])
+    )  # fmt: skip
+    response.results += [
+        Result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        for t in refused
+    ]
+    return response
+
+
+async def _grow(
     broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     if not broker.controller.is_active:

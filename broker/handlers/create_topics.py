@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 
@@ -52,6 +54,32 @@ Result = CreateTopicsResponse.CreatableTopicResult
 
 
 async def handle(
+    broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    """CREATE on the cluster, or on each topic: the others are TOPIC_AUTHORIZATION_FAILED."""
+    if allowed(broker, request, AclOperation.CREATE, ResourceType.CLUSTER):
+        return await _create(broker, request, body)
+    refused = [
+        t for t in body.topics
+        if not allowed(broker, request, AclOperation.CREATE, ResourceType.TOPIC, t.name)
+    ]  # fmt: skip
+    if not refused:
+        return await _create(broker, request, body)
+    kept = [t for t in body.topics if t not in refused]
+    response = (
+        await _create(broker, request, CreateTopicsRequest(
+            topics=kept, timeout_ms=body.timeout_ms, validate_only=body.validate_only))
+        if kept else CreateTopicsResponse(topics=[])
+    )  # fmt: skip
+    response.topics += [
+        Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+               error_message="Authorization failed.")
+        for t in refused
+    ]
+    return response
+
+
+async def _create(
     broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
 ) -> CreateTopicsResponse:
     if not broker.controller.is_active:

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
@@ -77,7 +79,11 @@ async def handle(
     topics = []
     pending: list[_Pending] = []
     for topic in body.topics:
-        results = [_one(broker, topic.name, p, pending) for p in topic.partitions]
+        if not allowed(broker, request, AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+            results = [Result(p.partition_index, INVALID_LOW_WATERMARK,
+                              ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]  # fmt: skip
+        else:
+            results = [_one(broker, topic.name, p, pending) for p in topic.partitions]
         topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(topic.name, results))
     await _await_low_watermark(broker, pending, body.timeout_ms)
     return DeleteRecordsResponse(topics=topics)

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from strom.wire.primitives import ZERO_UUID
@@ -46,6 +48,42 @@ Result = DeleteTopicsResponse.DeletableTopicResult
 
 
 async def handle(
+    broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    """DELETE on each topic (named, or by id when the id is known): the others are
+    TOPIC_AUTHORIZATION_FAILED."""
+    if broker.authorizer is None:
+        return await _delete(broker, request, body)
+    version = request.api_version
+    states = body.topics if version >= 6 else [State(name=n) for n in body.topic_names]
+
+    def refused(state: DeleteTopicsRequest.DeleteTopicState) -> bool:
+        name = state.name
+        if name is None:
+            topic = broker.image.topic_by_id(state.topic_id)
+            if topic is None:
+                return False  # unknown id: the controller answers UNKNOWN_TOPIC_ID
+            name = topic.name
+        return not allowed(broker, request, AclOperation.DELETE, ResourceType.TOPIC, name)
+
+    denied = [s for s in states if refused(s)]
+    if not denied:
+        return await _delete(broker, request, body)
+    kept = [s for s in states if s not in denied]
+    if version >= 6:
+        subset = DeleteTopicsRequest(topics=kept, timeout_ms=body.timeout_ms)
+    else:
+        subset = DeleteTopicsRequest(topic_names=[s.name for s in kept if s.name is not None],
+                                     timeout_ms=body.timeout_ms)  # fmt: skip
+    response = await _delete(broker, request, subset) if kept else DeleteTopicsResponse(responses=[])
+    response.responses += [
+        Result(s.name, s.topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        for s in denied
+    ]
+    return response
+
+
+async def _delete(
     broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     if not broker.controller.is_active:

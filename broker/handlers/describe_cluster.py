@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.authz import CLUSTER_OPERATIONS, authorized
+from strom.broker.admin.authz import authorized
 from strom.broker.admin.broker_nodes import broker_nodes, controller_id
+from strom.coordinator.metadata.acls import CLUSTER_NAME, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
 
@@ -73,7 +74,8 @@ async def handle(
                 for node_id, address in sorted(broker.config.quorum_voters.items())
             ],
             cluster_authorized_operations=authorized(
-                body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
+                body.include_cluster_authorized_operations, broker, request, ResourceType.CLUSTER,
+                CLUSTER_NAME,
             ),
         )
     nodes = broker_nodes(
@@ -85,6 +87,7 @@ async def handle(
         controller_id=controller_id(broker, nodes),
         brokers=[Broker(*n) for n in nodes],
         cluster_authorized_operations=authorized(
-            body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
+            body.include_cluster_authorized_operations, broker, request, ResourceType.CLUSTER,
+            CLUSTER_NAME,
         ),
     )

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin import describe_resources
 from strom.broker.admin import loggers as admin_loggers
+from strom.broker.admin.alter_preprocess import config_refusal
 from strom.broker.admin.describe_resources import ResourceError
 from strom.config.values import ConfigResource
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 
@@ -71,7 +73,17 @@ async def handle(
                 for r in body.resources
             ]
         )
-    return DescribeConfigsResponse(results=[_describe(broker, r, body) for r in body.resources])
+    results = []
+    for r in body.resources:
+        refused = config_refusal(
+            broker, request, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name
+        )
+        if refused is None:
+            results.append(_describe(broker, r, body))
+        else:
+            results.append(Result(error_code=refused.code, error_message=refused.message,
+                                  resource_type=r.resource_type, resource_name=r.resource_name))  # fmt: skip
+    return DescribeConfigsResponse(results=results)
 
 
 def _describe(broker: BrokerState, resource: Resource, body: DescribeConfigsRequest) -> Result:

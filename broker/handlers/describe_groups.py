@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.authz import GROUP_OPERATIONS, authorized
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.admin.authz import authorized
+from strom.broker.handlers.group_common import group_driver, may_group
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 
@@ -39,10 +40,14 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     version = request.api_version
-    operations = authorized(body.include_authorized_operations, GROUP_OPERATIONS)
     driver = group_driver(broker)
     groups = []
     for group_id in body.groups:
+        if not may_group(broker, request, AclOperation.DESCRIBE, group_id):
+            groups.append(_error(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+            continue
+        operations = authorized(body.include_authorized_operations, broker, request,
+                                ResourceType.GROUP, group_id)  # fmt: skip
         if driver is None:
             groups.append(_error(group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE, None))
             continue

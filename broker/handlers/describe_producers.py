@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_producers import (
     DescribeProducersRequest,
@@ -44,6 +46,8 @@ async def handle(
     topics = []
     for topic in body.topics:
         error = _topic_error(broker, topic.name)
+        if not allowed(broker, request, AclOperation.READ, ResourceType.TOPIC, topic.name):
+            error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         partitions = [
             Partition(index, error[0], error[1]) if error else _one(broker, topic.name, index)
             for index in topic.partition_indexes

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.authz import TOPIC_OPERATIONS
+from strom.broker.admin.authz import authorized
 from strom.broker.admin.partition_leadership import leadership
 from strom.broker.drivers.topics import is_internal_topic
+from strom.broker.security.authorization import allowed
 from strom.coordinator.controller.names import invalid_topic_name
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
@@ -77,10 +79,18 @@ async def handle(
             if remaining == 0:
                 response.next_cursor = Response.Cursor(name, 0)
             break
+        if not allowed(broker, request, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            if not every:  # named: refused, whether or not it exists
+                response.topics.append(
+                    Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                          topic_authorized_operations=0)
+                )
+            continue
+        ops = authorized(True, broker, request, ResourceType.TOPIC, name)
         topic = image.topic(name)
         if topic is None:
             if not every:
-                response.topics.append(_missing(name))
+                response.topics.append(_missing(name, ops))
             continue
         start = cursor.partition_index if cursor is not None and name == first else 0
         upper = min(topic.num_partitions, start + remaining)
@@ -89,7 +99,7 @@ async def handle(
             for p in (topic.partition(i) for i in range(max(start, 0), upper))
             if p is not None
         ]
-        response.topics.append(_topic(topic, partitions))
+        response.topics.append(_topic(topic, partitions, ops))
         if upper < topic.num_partitions:
             response.next_cursor = Response.Cursor(name, upper)
             break
@@ -108,7 +118,7 @@ def _partition_size_limit(broker: BrokerState) -> int:
     return DEFAULT_PARTITION_SIZE_LIMIT
 
 
-def _missing(name: str) -> Topic:
+def _missing(name: str, ops: int) -> Topic:
     error = (
         ErrorCode.INVALID_TOPIC_EXCEPTION
         if invalid_topic_name(name)
@@ -118,17 +128,17 @@ def _missing(name: str) -> Topic:
         error_code=error,
         name=name,
         is_internal=is_internal_topic(name),
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=ops,
     )
 
 
-def _topic(topic: TopicImage, partitions: list[Partition]) -> Topic:
+def _topic(topic: TopicImage, partitions: list[Partition], ops: int) -> Topic:
     return Topic(
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=is_internal_topic(topic.name),
         partitions=partitions,
-        topic_authorized_operations=TOPIC_OPERATIONS,
+        topic_authorized_operations=ops,
     )
 
 

@@ -44,6 +44,8 @@ diverging epoch; v13 topic ids; v15 replica state; v16 current leader and node e
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -65,6 +67,8 @@ from strom.broker.data.fetch_sessions import (
     new_context,
     partition_key,
 )
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.primitives import ZERO_UUID
@@ -186,6 +190,7 @@ async def _read_until_ready(
         replica = Replica(replica_id, body.replica_state.replica_epoch)
     elif request.api_version >= FOLLOWER_READ_VERSION:
         replica = Consumer(body.rack_id, request.listener)
+    authorized = _authorized_topics(broker, request, replica_id >= 0)
 
     def read() -> list[PartitionRead]:
         return read_partitions(
@@ -197,6 +202,7 @@ async def _read_until_ready(
             max_bytes,
             body.isolation_level,
             replica,
+            authorized,
         )
 
     reads = read()
@@ -279,10 +285,27 @@ def _replica_id(body: FetchRequest) -> int:
 RAFT_MIN_VERSION = 13
 
 
+def _authorized_topics(
+    broker: BrokerState, request: RequestContext, from_follower: bool
+) -> Callable[[str], bool] | None:
+    """Which topics this fetch may read (None: all): a follower needs CLUSTER_ACTION on the
+    cluster (else every partition TOPIC_AUTHORIZATION_FAILED, as Kafka answers), a consumer READ
+    on each topic."""
+    if broker.authorizer is None:
+        return None
+    if from_follower:
+        ok = allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        return None if ok else (lambda _topic: False)
+    return partial(allowed, broker, request, AclOperation.READ, ResourceType.TOPIC)
+
+
 async def _raft_fetch(
     broker: BrokerState, request: RequestContext, body: FetchRequest
 ) -> FetchResponse:
     from strom.broker.handlers.raft_rpc import answer
+
+    if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+        return FetchResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
     if request.api_version < RAFT_MIN_VERSION:
         raise ProtocolError(

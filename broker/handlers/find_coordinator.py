@@ -35,6 +35,8 @@ from strom.broker.drivers.topics import (
     internal_topic,
 )
 from strom.broker.handlers.group_common import group_driver
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
@@ -71,6 +73,18 @@ async def handle(
 async def _find(
     broker: BrokerState, request: RequestContext, key_type: int, key: str
 ) -> Coordinator:
+    if key_type == GROUP and not allowed(
+        broker, request, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
+                           error_message=None)  # fmt: skip
+    if key_type == TRANSACTION and not allowed(
+        broker, request, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error,
+                           error_message=None)  # fmt: skip
     error = await _ensure_topic(broker, key_type)
     endpoint = None
     if error == ErrorCode.NONE:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
+
 if TYPE_CHECKING:
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.handlers.request import RequestContext
@@ -18,6 +21,20 @@ def group_driver(broker: BrokerState) -> GroupDriver | None:
 def client_host(request: RequestContext) -> str:
     """Kafka reports the client address as InetAddress.toString() does: '/127.0.0.1'."""
     return f"/{request.client_host}"
+
+
+def may_group(
+    broker: BrokerState, request: RequestContext, operation: AclOperation, group_id: str
+) -> bool:
+    """Whether the principal may do `operation` on the group (GROUP_AUTHORIZATION_FAILED)."""
+    return allowed(broker, request, operation, ResourceType.GROUP, group_id)
+
+
+def may_topic(
+    broker: BrokerState, request: RequestContext, operation: AclOperation, topic: str
+) -> bool:
+    """Whether the principal may do `operation` on the topic (TOPIC_AUTHORIZATION_FAILED)."""
+    return allowed(broker, request, operation, ResourceType.TOPIC, topic)
 
 
 def partition_exists(broker: BrokerState, topic: str, partition: int) -> bool:

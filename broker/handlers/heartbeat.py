@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 
@@ -30,6 +31,8 @@ MAX_VERSION = 4
 async def handle(
     broker: BrokerState, request: RequestContext, body: HeartbeatRequest
 ) -> HeartbeatResponse:
+    if not may_group(broker, request, AclOperation.READ, body.group_id):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = group_driver(broker)
     if driver is None:
         return HeartbeatResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

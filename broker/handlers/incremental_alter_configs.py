@@ -24,10 +24,17 @@ Version notes: v0 as introduced in Kafka 2.3 (KIP-339); v1 is flexible.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
-from strom.broker.admin.alter_preprocess import merge, preprocess
+from strom.broker.admin.alter_preprocess import (
+    config_refusal,
+    merge,
+    preprocess,
+    tls_change_refusal,
+)
 from strom.broker.admin.forwarding import forward
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -52,6 +59,8 @@ async def handle(
         node_id=broker.node_id,
         incremental=True,
         validate_only=body.validate_only,
+        check_own_broker=partial(tls_change_refusal, broker),
+        authorize=partial(config_refusal, broker, request, AclOperation.ALTER_CONFIGS),
     )
     forwarded = [r for r, outcome in zip(resources, local, strict=True) if outcome is None]
     answered: list[IncrementalAlterConfigsResponse.AlterConfigsResourceResponse] = []

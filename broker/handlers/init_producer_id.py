@@ -23,6 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.producer_ids import ProducerIdError
+from strom.broker.security.authorization import allowed, allowed_on_some
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
@@ -45,12 +47,20 @@ async def handle(
         return _error(ErrorCode.INVALID_REQUEST)
     transactional_id = body.transactional_id
     if transactional_id is not None:
+        if not allowed(broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                       transactional_id):  # fmt: skip
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not transactional_id:
             return _error(ErrorCode.INVALID_REQUEST)
         timeout = body.transaction_timeout_ms
         if timeout <= 0 or timeout > broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         return _error(ErrorCode.NOT_COORDINATOR)
+    # KIP-679: idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    if not allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) and not (
+        allowed_on_some(broker, request, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         producer_id = await broker.producer_ids.next_id()
     except ProducerIdError as exc:

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import client_host, group_driver
+from strom.broker.handlers.group_common import client_host, group_driver, may_group
 from strom.coordinator.groups.api import JoinRequest, JoinResult
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.join_group import JoinGroupRequest, JoinGroupResponse
 
@@ -44,6 +45,8 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: JoinGroupRequest
 ) -> JoinGroupResponse:
     version = request.api_version
+    if not may_group(broker, request, AclOperation.READ, body.group_id):
+        return _response(JoinResult(ErrorCode.GROUP_AUTHORIZATION_FAILED), version)
     driver = group_driver(broker)
     if driver is None:
         return _response(JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE), version)

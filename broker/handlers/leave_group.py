@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 
@@ -39,6 +40,8 @@ async def handle(
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
+    if not may_group(broker, request, AclOperation.READ, body.group_id):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = group_driver(broker)
     if driver is None:
         return LeaveGroupResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 
@@ -36,6 +38,8 @@ async def handle(
         return ListGroupsResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
     states = list(body.states_filter)
     types = list(body.types_filter)
+    # DESCRIBE on the cluster lists every group; otherwise those it may DESCRIBE (Kafka's)
+    everything = allowed(broker, request, AclOperation.DESCRIBE, ResourceType.CLUSTER)
     return ListGroupsResponse(
         groups=[
             ListGroupsResponse.ListedGroup(
@@ -45,5 +49,6 @@ async def handle(
                 group_type=g.group_type,
             )
             for g in driver.machine.list_groups(states, types)
+            if everything or may_group(broker, request, AclOperation.DESCRIBE, g.group_id)
         ]
     )

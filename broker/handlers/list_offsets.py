@@ -34,6 +34,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 
@@ -72,6 +74,9 @@ async def handle(
                 continue
             if request.api_version < FIRST_VERSION_OF.get(p.timestamp, 0):
                 partitions.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
+                continue
+            if not allowed(broker, request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                partitions.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             partitions.append(_one(broker, topic.name, p, isolation, body.replica_id))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(topic.name, partitions))

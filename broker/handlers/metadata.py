@@ -19,6 +19,11 @@ Behavior:
   clients wait for a leader instead of producing to one that cannot append.
 - An auto-creation the controller refuses (e.g. its metadata log is on a full
   disk) answers the topic with the controller's error; the connection stays open.
+- With an authorizer (docs/security.md): all topics lists only those the principal may
+  DESCRIBE; a named topic it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether or not it
+  exists (nothing tells it apart); a missing topic is auto-created only with CREATE on the
+  cluster or the topic (else TOPIC_AUTHORIZATION_FAILED). The authorized_operations fields
+  are the ACLs' answer for the principal.
 
 Version notes: v1 controller id and is_internal; v2 cluster id; v5 offline
 replicas; v7 leader epoch; v8-v10 authorized operations; v9 flexible; v10
@@ -29,11 +34,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from strom.broker.admin.authz import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from strom.broker.admin.authz import authorized
 from strom.broker.admin.broker_nodes import broker_nodes, controller_id
 from strom.broker.admin.partition_leadership import leadership
 from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
+from strom.broker.security.authorization import allowed
 from strom.coordinator.controller.names import invalid_topic_name
+from strom.coordinator.metadata.acls import CLUSTER_NAME, AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.primitives import ZERO_UUID
@@ -64,20 +71,33 @@ async def handle(
     topics: list[Topic] = []
     if wanted is None:
         image = broker.image
-        ctx = _Context(broker, image, body, request.listener)
-        topics = [_topic(ctx, image.topics_by_name[n]) for n in image.topic_names()]
+        ctx = _Context(broker, image, body, request)
+        topics = [
+            _topic(ctx, image.topics_by_name[n])
+            for n in image.topic_names()
+            if allowed(broker, request, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+        ]
     else:
         missing = [
             t.name
             for t in wanted
             if t.name and t.topic_id == ZERO_UUID and broker.image.topic(t.name) is None
-        ]
+            and allowed(broker, request, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+        ]  # fmt: skip
         allow = body.allow_auto_topic_creation
         created: dict[str, ErrorCode] = {}
         if missing and allow and broker.config.auto_create_topics_enable:
-            created = await auto_create_topics(broker.topics, missing)
+            if not allowed(broker, request, AclOperation.CREATE, ResourceType.CLUSTER):
+                refused = [
+                    n for n in missing
+                    if not allowed(broker, request, AclOperation.CREATE, ResourceType.TOPIC, n)
+                ]  # fmt: skip
+                created = dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                missing = [n for n in missing if n not in created]
+            if missing:
+                created.update(await auto_create_topics(broker.topics, missing))
         image = broker.image
-        ctx = _Context(broker, image, body, request.listener)
+        ctx = _Context(broker, image, body, request)
         topics = [_requested(ctx, t, created, version) for t in wanted]
     nodes = broker_nodes(broker, image, request.listener)
     return MetadataResponse(
@@ -86,7 +106,8 @@ async def handle(
         controller_id=controller_id(broker, nodes),
         topics=topics,
         cluster_authorized_operations=authorized(
-            body.include_cluster_authorized_operations, CLUSTER_OPERATIONS
+            body.include_cluster_authorized_operations, broker, request, ResourceType.CLUSTER,
+            CLUSTER_NAME,
         ),
     )
 
@@ -95,7 +116,10 @@ class _Context(NamedTuple):
     broker: BrokerState
     image: MetadataImage
     body: MetadataRequest
-    listener: str
+    request: RequestContext
+
+    def may_describe(self, topic: str) -> bool:
+        return allowed(self.broker, self.request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
 
 
 def _requested(
@@ -110,9 +134,16 @@ def _requested(
         if topic is None:
             name = None if version >= NULLABLE_NAME_VERSION else ""
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=name, topic_id=wanted.topic_id)
+        if not ctx.may_describe(topic.name):
+            name = None if version >= NULLABLE_NAME_VERSION else ""
+            return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                         topic_id=wanted.topic_id)  # fmt: skip
         return _topic(ctx, topic)
     if not wanted.name:
         return Topic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=wanted.name, topic_id=ZERO_UUID)
+    if not ctx.may_describe(wanted.name):  # exists or not: the answer does not tell
+        return Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=wanted.name,
+                     topic_id=ZERO_UUID)  # fmt: skip
     topic = image.topic(wanted.name)
     if topic is None:
         # Kafka validates the name of a topic it does not create: an illegal one is
@@ -132,7 +163,9 @@ def _requested(
 def _topic(ctx: _Context, topic: TopicImage) -> Topic:
     partitions = []
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
-        leader, offline = leadership(ctx.broker, ctx.image, topic.topic_id, p, ctx.listener)
+        leader, offline = leadership(
+            ctx.broker, ctx.image, topic.topic_id, p, ctx.request.listener
+        )
         partitions.append(
             Partition(
                 error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
@@ -151,6 +184,7 @@ def _topic(ctx: _Context, topic: TopicImage) -> Topic:
         is_internal=is_internal_topic(topic.name),
         partitions=partitions,
         topic_authorized_operations=authorized(
-            ctx.body.include_topic_authorized_operations, TOPIC_OPERATIONS
+            ctx.body.include_topic_authorized_operations, ctx.broker, ctx.request,
+            ResourceType.TOPIC, topic.name,
         ),
     )

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.broker.handlers.group_common import group_driver, may_group, may_topic, partition_exists
 from strom.coordinator.groups.api import CommitPartition, CommitRequest
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -53,9 +54,15 @@ async def handle(
     version = request.api_version
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: list[CommitPartition] = []
+    group_ok = may_group(broker, request, AclOperation.READ, body.group_id)
     for topic in body.topics:
+        topic_ok = may_topic(broker, request, AclOperation.READ, topic.name)
         for p in topic.partitions:
-            if partition_exists(broker, topic.name, p.partition_index):
+            if not group_ok:
+                errors[(topic.name, p.partition_index)] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif not topic_ok:
+                errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition_exists(broker, topic.name, p.partition_index):
                 valid.append(
                     CommitPartition(
                         topic.name,

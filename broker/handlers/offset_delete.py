@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver, partition_exists
+from strom.broker.handlers.group_common import group_driver, may_group, may_topic, partition_exists
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 
@@ -31,6 +32,8 @@ MAX_VERSION = 0
 async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
+    if not may_group(broker, request, AclOperation.DELETE, body.group_id):
+        return OffsetDeleteResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     driver = group_driver(broker)
     error = (
         ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ready(body.group_id)
@@ -42,7 +45,9 @@ async def handle(
     for topic in body.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
-            if partition_exists(broker, *key):
+            if not may_topic(broker, request, AclOperation.READ, topic.name):
+                errors[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif partition_exists(broker, *key):
                 known.append(key)
             else:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

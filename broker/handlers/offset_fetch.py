@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group, may_topic
 from strom.coordinator.groups.model import OffsetEntry
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 
@@ -50,16 +51,20 @@ async def handle(
                 if group.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
-            error, fetched = _fetch(broker, group.group_id, wanted)
+            error, fetched, refused = _fetch(broker, request, group.group_id, wanted)
+            if error == ErrorCode.GROUP_AUTHORIZATION_FAILED:
+                fetched = []
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=group.group_id, topics=_topics_v8(fetched), error_code=error
+                    group_id=group.group_id, topics=_topics_v8(fetched, refused), error_code=error
                 )
             )
         return OffsetFetchResponse(groups=groups)
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, fetched = _fetch(broker, body.group_id, wanted)
+    error, fetched, refused = _fetch(broker, request, body.group_id, wanted)
+    if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and request.api_version >= TOP_LEVEL_ERROR_VERSION:
+        fetched = []  # Kafka's answer: the top-level error alone, nothing about the topics
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
     partition_error = error if request.api_version < TOP_LEVEL_ERROR_VERSION else ErrorCode.NONE
     return OffsetFetchResponse(
@@ -68,7 +73,9 @@ async def handle(
                 name=name,
                 partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartition(
-                        p, *_values(entry), error_code=partition_error
+                        p, *_values(entry),
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        if name in refused else partition_error,
                     )
                     for p, entry in parts
                 ],
@@ -80,6 +87,28 @@ async def handle(
 
 
 def _fetch(
+    broker: BrokerState,
+    request: RequestContext,
+    group_id: str,
+    wanted: list[tuple[str, list[int]]] | None,
+) -> tuple[ErrorCode, Fetched, set[str]]:
+    """(the group's error, the offsets, the named topics refused). Topics it may not DESCRIBE
+    are left out of "all offsets"; named, their partitions carry TOPIC_AUTHORIZATION_FAILED and
+    no offset, in every version."""
+    if not may_group(broker, request, AclOperation.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _none(wanted), set()
+    error, fetched = _fetch_authorized(broker, group_id, wanted)
+    refused = {
+        name for name, _ in fetched if not may_topic(broker, request, AclOperation.DESCRIBE, name)
+    }
+    if wanted is None:
+        return error, [(n, parts) for n, parts in fetched if n not in refused], set()
+    return error, [
+        (n, [(p, None) for p, _ in parts] if n in refused else parts) for n, parts in fetched
+    ], refused
+
+
+def _fetch_authorized(
     broker: BrokerState, group_id: str, wanted: list[tuple[str, list[int]]] | None
 ) -> tuple[ErrorCode, Fetched]:
     driver = group_driver(broker)
@@ -103,13 +132,17 @@ def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
     return entry.offset, entry.leader_epoch, entry.metadata
 
 
-def _topics_v8(fetched: Fetched) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
+def _topics_v8(
+    fetched: Fetched, refused: set[str]
+) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     return [
         OffsetFetchResponse.OffsetFetchResponseTopics(
             name=name,
             partitions=[
                 OffsetFetchResponse.OffsetFetchResponsePartitions(
-                    p, *_values(entry), error_code=ErrorCode.NONE
+                    p, *_values(entry),
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                    else ErrorCode.NONE,
                 )
                 for p, entry in parts
             ],

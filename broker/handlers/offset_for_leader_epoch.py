@@ -20,6 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.lookup import Located, locate
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -41,7 +43,18 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     topics = []
+    from_follower = body.replica_id >= 0
+    cluster_ok = not from_follower or allowed(
+        broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER
+    )
     for topic in body.topics:
+        ok = cluster_ok and (from_follower or allowed(
+            broker, request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic))  # fmt: skip
+        if not ok:
+            refused = [EpochEndOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      partition=p.partition) for p in topic.partitions]  # fmt: skip
+            topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic.topic, refused))
+            continue
         results = [_one(broker, topic.topic, p) for p in topic.partitions]
         topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic.topic, results))
     return OffsetForLeaderEpochResponse(topics=topics)

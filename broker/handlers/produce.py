@@ -59,6 +59,8 @@ from strom.broker.data.append import (
     first_batch,
 )
 from strom.broker.data.txn_verify import Refused, verify_partitions
+from strom.broker.security.authorization import allowed
+from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
@@ -100,6 +102,14 @@ async def handle(
         if _is_transactional(p.records)
     }
     whole_error = _request_error(body, transactional)
+    if whole_error is None and body.transactional_id is not None and not allowed(
+        broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    ):
+        whole_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    may_write = {
+        t.name: allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        for t in body.topic_data
+    }
     verify = (
         version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
     )
@@ -118,6 +128,9 @@ async def handle(
         for data in topic.partition_data:
             if whole_error is not None:
                 outcomes.append(AppendOutcome(data.index, whole_error))
+                continue
+            if not may_write[topic.name]:
+                outcomes.append(AppendOutcome(data.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             outcomes.append(
                 await _one(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -15,3 +17,5 @@ class RequestContext:
     connection_id: int
     listener: str
     """The name of the listener the request arrived on (Metadata answers with its endpoints)."""
+    principal: KafkaPrincipal = ANONYMOUS
+    """Who sent it: `User:ANONYMOUS` on PLAINTEXT, the mapped certificate name on SSL."""

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.group_common import group_driver, may_group
 from strom.coordinator.groups.api import SyncRequest, SyncResult
+from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 
@@ -35,6 +36,8 @@ MAX_VERSION = 5
 async def handle(
     broker: BrokerState, request: RequestContext, body: SyncGroupRequest
 ) -> SyncGroupResponse:
+    if not may_group(broker, request, AclOperation.READ, body.group_id):
+        return _response(SyncResult(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     driver = group_driver(broker)
     if driver is None:
         return _response(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))

@@ -3,7 +3,7 @@
 `wire.encode_response` returns a list of chunks: bytes-like objects, and for a
 Fetch response possibly `FileChunk`s, opaque records values that carry a
 segment's file range (a `ReadResult`) instead of its bytes. `send_chunks`
-writes them in order: the bytes between file ranges go out with one `send`
+writes them in order to a plain socket: the bytes between file ranges go out with one `send`
 each (joined), and each file range goes
 straight from the page cache into the socket with `os.sendfile`, non-blocking,
 waiting with trio's `wait_writable` on EAGAIN and looping on partial sends.
@@ -44,6 +44,51 @@ async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
         await _sendfile(sock, chunk.result)
     if pending:
         await _send_bytes(sock, b"".join(pending))
+
+
+COPY_SLICE = 1024 * 1024
+"""Bytes of a file range read and sent at a time where sendfile cannot be used (TLS)."""
+INLINE_READ = 256 * 1024
+"""Ranges up to this size are read on the event loop (from the page cache, as Kafka's network
+thread reads them for TLS); larger ones in a worker thread."""
+
+
+async def send_copied(stream: trio.abc.Stream, chunks: list[Any]) -> None:
+    """Write `chunks` in order through `stream` (a TLS stream), reading file ranges into memory
+    a slice at a time, so a large fetch response costs at most `COPY_SLICE` of extra memory."""
+    pending: list[Any] = []
+    for chunk in chunks:
+        if type(chunk) is not FileChunk:
+            pending.append(chunk)
+            continue
+        result = chunk.result
+        position, left = result.position, result.size
+        while left:
+            size = min(left, COPY_SLICE)
+            if size <= INLINE_READ:
+                data = _read_range(result, position, size)
+            else:
+                data = await trio.to_thread.run_sync(_read_range, result, position, size)
+            pending.append(data)
+            await stream.send_all(b"".join(pending))
+            pending = []
+            position += size
+            left -= size
+    if pending:
+        await stream.send_all(b"".join(pending))
+
+
+def _read_range(result: ReadResult, position: int, size: int) -> bytes:
+    file = result.file
+    if file is None or file.closed:
+        raise trio.BrokenResourceError(f"segment file closed before {size} bytes were sent")
+    out = bytearray()
+    while len(out) < size:
+        data = os.pread(file.fd, size - len(out), position + len(out))
+        if not data:
+            raise trio.BrokenResourceError(f"segment file ended {size - len(out)} bytes short")
+        out += data
+    return bytes(out)
 
 
 async def _send_bytes(sock: trio.socket.SocketType, data: bytes) -> None:

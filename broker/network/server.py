@@ -17,6 +17,8 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -26,9 +28,24 @@ from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.memory_pool import request_memory_pool
-from strom.broker.network.send import has_file_chunks, send_chunks
+from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
+from strom.broker.security.authorization import (
+    CHECKED_BY_HANDLER,
+    CLUSTER_CHECKS,
+    EXEMPT_APIS,
+    allowed,
+    is_super_user,
+)
+from strom.broker.security.listeners import ListenerTls, handshake
+from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from strom.broker.security.quotas import FETCH, PRODUCE, ClientQuotas
+from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
+from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
+from strom.config.values import INT_MAX
+from strom.coordinator.metadata.acls import ResourceType
 from strom.wire.connection import (
     CLOSED,
     NEED_DATA,
@@ -38,6 +55,7 @@ from strom.wire.connection import (
     encode_response,
 )
 from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.primitives import INT32
 
 log = logging.getLogger("strom.server")
 
@@ -47,11 +65,45 @@ _ACCEPT_CAPACITY_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBU
 _connection_ids = itertools.count(1)
 
 
+PRODUCE_KEY, FETCH_KEY = 0, 1
+QUOTA_KEYS = frozenset({PRODUCE_KEY, FETCH_KEY})
+
+
+class TokenBucket:
+    """At most `rate` takes per second, bursts up to `rate` (KIP-612's connection creation
+    rate, over a one-second window); `take()` returns how long to wait first (0: none)."""
+
+    def __init__(self, rate: int, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = float(rate)
+        self._at = clock()
+
+    def take(self) -> float:
+        if self.rate >= INT_MAX:
+            return 0.0
+        now = self._clock()
+        self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        self._tokens -= 1
+        if self._tokens >= 0 or self.rate == 0:
+            return 0.0 if self.rate else float("inf")
+        return -self._tokens / self.rate
+
+
 class Server:
     """Accepts connections on bound listeners and serves them until stopped."""
 
-    def __init__(self, state: BrokerState) -> None:
+    def __init__(
+        self, state: BrokerState, tls: ListenerTls | None = None, sasl: SaslListeners | None = None
+    ) -> None:
         self.state = state
+        self.tls = tls
+        self.sasl = sasl
+        """The SASL mechanisms of SASL listeners (None: no listener uses SASL)."""
+        self.quotas = ClientQuotas(trio.current_time)
+        """Clients' produce and fetch byte rates against their quotas."""
+        """The TLS contexts of SSL listeners (None: every listener is plaintext)."""
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
         self._per_ip: dict[str, int] = {}
@@ -61,6 +113,13 @@ class Server:
             bound = max(bound, config.socket_request_max_bytes)  # Strom's default fits any frame
         self.memory = request_memory_pool(bound)
         self.connections = 0
+        self.recording = config.metrics_endpoint is not None
+        """Record request metrics (only when something exports them: metrics.listener)."""
+        self.faults: FaultInjector | None = None
+        """Request fault injection, set only in a process a test harness started
+        (`strom.broker.network.faults`); None otherwise."""
+        self.connections_by_listener: dict[str, int] = {}
+        """Open connections per listener name (the metrics' connection-count)."""
         self._slot_freed = trio.lowlevel.ParkingLot()
 
     async def serve_listener(
@@ -72,10 +131,16 @@ class Server:
         connection closes, as Kafka's acceptor waits for a connection slot.
         """
         limit = self.state.config.max_connections
+        rate = self.state.config.listener_value(name, "max.connection.creation.rate")
+        assert isinstance(rate, int)
+        bucket = TokenBucket(rate, trio.current_time)
         async with listener:  # closed when serving stops
             while True:
                 while self.connections >= limit:
                     await self._slot_freed.park()
+                wait = bucket.take()
+                if wait > 0:  # KIP-612: the acceptor waits out a burst of new connections
+                    await trio.sleep(wait)
                 try:
                     stream = await listener.accept()
                 except OSError as exc:
@@ -88,10 +153,15 @@ class Server:
                 connections.start_soon(self._connection, stream, name)
 
     async def _connection(self, stream: trio.SocketStream, name: str) -> None:
+        by_listener = self.connections_by_listener
+        by_listener[name] = by_listener.get(name, 0) + 1
+        self.state.metrics.connections_created += 1
         try:
             await self.handle_stream(stream, name)
         finally:
             self.connections -= 1
+            by_listener[name] -= 1
+            self.state.metrics.connections_closed += 1
             self._slot_freed.unpark_all()
 
     def stop_accepting_requests(self) -> None:
@@ -109,8 +179,16 @@ class Server:
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
         conn_id = next(_connection_ids)
+        served: trio.abc.Stream = stream
         try:
-            await self._serve(stream, host, conn_id, listener)
+            principal = ANONYMOUS
+            tls = None if self.tls is None else self.tls.context(listener)
+            if tls is not None:
+                secured = await handshake(stream, tls, host, conn_id)
+                if secured is None:
+                    return
+                served, principal = secured
+            await self._serve(served, host, conn_id, listener, principal)
         except ProtocolError as exc:
             log.info("closing connection %d from %s: %s", conn_id, host, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -119,16 +197,27 @@ class Server:
             self._per_ip[host] -= 1
             if not self._per_ip[host]:
                 del self._per_ip[host]
-            await trio.aclose_forcefully(stream)
+            await trio.aclose_forcefully(served)
 
-    async def _serve(self, stream: trio.SocketStream, host: str, conn_id: int, listener: str) -> None:
+    async def _serve(
+        self,
+        stream: trio.abc.Stream,
+        host: str,
+        conn_id: int,
+        listener: str,
+        principal: KafkaPrincipal = ANONYMOUS,
+    ) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         idle_seconds = config.connections_max_idle_ms / 1000
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
+        received = time.perf_counter()  # when the last bytes arrived: requests in them queue from then
+        auth = None if self.sasl is None else self.sasl.authenticator(listener)
+        if auth is not None:  # Kafka's bound on what an unauthenticated client may send
+            conn.max_frame_size = min(conn.max_frame_size, config.sasl_server_max_receive_size)
         try:
             while True:
-                event = conn.next_event()
+                event: Any = conn.next_frame() if auth is not None and auth.raw_tokens else conn.next_event()
                 if event is NEED_DATA:
                     if self.stopping:
                         return
@@ -147,25 +236,103 @@ class Server:
                             log.info("closing idle connection %d from %s", conn_id, host)
                         return
                     conn.receive_data(data)
+                    received = time.perf_counter()
                     continue
                 if event is CLOSED:
                     return
+                if auth is not None:
+                    if not await self._authenticate(auth, event, stream, host, conn_id):
+                        return
+                    if auth.authenticated:
+                        assert auth.principal is not None
+                        conn.max_frame_size = config.socket_request_max_bytes
+                        principal = auth.principal
+                    if not isinstance(event, Request | UnsupportedRequest) or not auth.passes:
+                        self.memory.release(reserved)
+                        reserved = 0
+                        continue
                 assert isinstance(event, Request | UnsupportedRequest)
-                chunks = await self.dispatch(event, host, conn_id, listener)
+                throttled: list[int] = []
+                chunks = await self.dispatch(
+                    event, host, conn_id, listener, principal, throttled, received
+                )
                 if chunks is not None:
-                    if has_file_chunks(chunks):
-                        await send_chunks(stream, chunks)
-                    else:
+                    if not has_file_chunks(chunks):
                         await stream.send_all(b"".join(chunks))
+                    elif isinstance(stream, trio.SocketStream):
+                        await send_chunks(stream, chunks)
+                    else:  # TLS: no sendfile; file ranges are read and encrypted piecewise
+                        await send_copied(stream, chunks)
                 self.memory.release(reserved)
                 reserved = 0
+                if throttled:  # over its quota: read nothing more for the throttle time
+                    await trio.sleep(throttled[0] / 1000)
         finally:
             self.memory.release(reserved)
 
+    def _refusal(self, key: int, version: int, request: RequestContext) -> Any:
+        return _cluster_refusal(self.state, key, version, request)
+
+    async def _authenticate(
+        self,
+        auth: Authenticator,
+        event: Request | UnsupportedRequest | bytes | memoryview,
+        stream: trio.abc.Stream,
+        host: str,
+        conn_id: int,
+    ) -> bool:
+        """Let the connection's authenticator see `event` (a request, or a raw SASL token after
+        SaslHandshake v0) and send what it answers; False when the connection must close.
+        Afterwards `auth.passes` says whether the request goes on to its handler."""
+        auth.passes = False
+        if not isinstance(event, Request | UnsupportedRequest):
+            reply = auth.on_raw_token(bytes(event))
+            if reply is None:
+                log.info("closing connection %d from %s: SASL authentication failed (raw "
+                         "tokens after SaslHandshake v0)", conn_id, host)  # fmt: skip
+                return False
+            await stream.send_all(INT32.pack(len(reply)) + reply)
+            return True
+        header = event.header
+        key, version = header.request_api_key, header.request_api_version
+        if isinstance(event, UnsupportedRequest):
+            if key == API_VERSIONS_KEY and not auth.authenticated:
+                auth.passes = True  # answered at v0 with the supported ranges (KIP-511)
+                return True
+            verdict = Verdict(Action.CLOSE, reason=f"unsupported API key {key} version {version}")
+        else:
+            verdict = auth.on_request(key, version, event.body)
+        if verdict.action is Action.PASS:
+            auth.passes = True
+            return True
+        if verdict.response is not None:
+            await stream.send_all(
+                b"".join(encode_response(key, version, header.correlation_id, verdict.response))
+            )
+        if verdict.action is Action.REPLY:
+            if auth.authenticated and auth.reauthentications == 0 and key == SASL_AUTHENTICATE:
+                log.debug("connection %d from %s authenticated as %s", conn_id, host, auth.principal)
+            return True
+        log.info("closing connection %d from %s: %s", conn_id, host, verdict.reason)
+        if verdict.delayed:
+            await trio.sleep(self.state.config.connection_failed_authentication_delay_ms / 1000)
+        return False
+
     async def dispatch(
-        self, event: Request | UnsupportedRequest, host: str, conn_id: int, listener: str
+        self,
+        event: Request | UnsupportedRequest,
+        host: str,
+        conn_id: int,
+        listener: str,
+        principal: KafkaPrincipal = ANONYMOUS,
+        throttled: list[int] | None = None,
+        received: float | None = None,
     ) -> list[Any] | None:
-        """Run the request's handler; return the response chunks, or None for no response."""
+        """Run the request's handler; return the response chunks, or None for no response.
+        A client over its produce or fetch quota gets `throttle_time_ms` in the response, and
+        the milliseconds are appended to `throttled` (the caller mutes the connection).
+        `received`: `time.perf_counter()` when the request's last bytes arrived (its queue time
+        for the metrics starts there)."""
         header = event.header
         key, version = header.request_api_key, header.request_api_version
         kind = listener_type(listener in self.state.config.controller_listeners)
@@ -187,10 +354,22 @@ class Server:
                 ErrorCode.UNSUPPORTED_VERSION,
             )
         request = RequestContext(
-            key, version, header.correlation_id, header.client_id, host, conn_id, listener
-        )
+            key, version, header.correlation_id, header.client_id, host, conn_id, listener,
+            principal,
+        )  # fmt: skip
+        if self.state.authorizer is not None and key not in EXEMPT_APIS:
+            refused = self._refusal(key, version, request)
+            if refused is not None:
+                return encode_response(key, version, header.correlation_id, refused)
+        started = time.perf_counter()
         try:
-            response = await handler.handle(self.state, request, event.body)
+            if self.faults is None:
+                response = await handler.handle(self.state, request, event.body)
+            else:
+                response = await self.faults.handle(
+                    key, version, event.body, self._topic_of_id,
+                    lambda body: handler.handle(self.state, request, body),
+                )  # fmt: skip
         except ProtocolError:
             raise
         except Exception as exc:
@@ -204,9 +383,67 @@ class Server:
             log.debug("handler failure", exc_info=exc)
             if response is None:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+        if self.recording:
+            self.state.metrics.record_request(
+                key, version, event.body, response,
+                (started - received) * 1000 if received is not None else 0.0,
+                (time.perf_counter() - (started if received is None else received)) * 1000,
+                self._topic_of_id,
+            )  # fmt: skip
         if response is None:
             return None
-        return encode_response(key, version, header.correlation_id, response)
+        chunks = encode_response(key, version, header.correlation_id, response)
+        if key in QUOTA_KEYS and self.state.image.client_quotas and isinstance(event, Request):
+            throttle = self._quota_throttle(key, event, request, response, chunks)
+            if throttle > 0:
+                response.throttle_time_ms = throttle  # type: ignore[attr-defined]
+                chunks = encode_response(key, version, header.correlation_id, response)
+                if throttled is not None:
+                    throttled.append(throttle)
+        return chunks
+
+    def _quota_throttle(
+        self, key: int, event: Request, request: RequestContext, response: Any, chunks: list[Any]
+    ) -> int:
+        """Record the request against its client's quota (`strom.broker.security.quotas`):
+        produce counts the request's bytes, a consumer's fetch the response's."""
+        if key == PRODUCE_KEY:
+            kind, amount = PRODUCE, event.size
+        else:
+            if max(getattr(event.body, "replica_id", -1),
+                   getattr(getattr(event.body, "replica_state", None), "replica_id", -1)) >= 0:
+                return 0  # a follower's replication is no client's consumption
+            kind, amount = FETCH, sum(len(c) for c in chunks)
+        return self.quotas.record(
+            self.state.image.client_quotas, kind, request.principal.name,
+            request.client_id or "", amount,
+        )  # fmt: skip
+
+    def _topic_of_id(self, topic_id: Any) -> str | None:
+        topic = self.state.image.topic_by_id(topic_id)
+        return None if topic is None else topic.name
+
+
+def _cluster_refusal(
+    state: BrokerState, key: int, version: int, request: RequestContext
+) -> Any:
+    """The answer to a request the dispatcher refuses (see `strom.broker.security.authorization`):
+    None when it may go on."""
+    if key in CLUSTER_CHECKS:
+        ok = allowed(state, request, CLUSTER_CHECKS[key], ResourceType.CLUSTER)
+    elif key in CHECKED_BY_HANDLER:
+        return None
+    else:  # an API without its checks: super users only (fail closed)
+        ok = is_super_user(state, request)
+    if ok:
+        return None
+    response = error_response(key, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if response is None:
+        raise ProtocolError(
+            f"{request.principal} may not use API key {key} (no ACL allows it)",
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        )
+    return response
 
 
 def _raised_at(exc: BaseException) -> str:

@@ -32,6 +32,7 @@ from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.controller_forwarder import controller_forwarder
 from strom.broker.drivers.lifecycle import RegistrationError
 from strom.broker.drivers.quorum_controller import QuorumController
+from strom.broker.network.faults import FaultInjector
 from strom.broker.network.server import Server
 from strom.broker.process import socket_activation
 from strom.broker.replication.partitions import (
@@ -41,8 +42,15 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
+from strom.broker.security.authorization import BrokerAuthorizer
+from strom.broker.security.listeners import ListenerTls
+from strom.broker.security.oauth import JwksError
+from strom.broker.security.sasl_listeners import SaslListeners
+from strom.broker.security.tls import TlsConfigError
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
+from strom.coordinator.metadata.delta import MetadataDelta
+from strom.coordinator.metadata.image import BROKER_RESOURCE, MetadataImage
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
@@ -82,6 +90,8 @@ class Broker:
         self._shutdown = trio.Event()
         self.state: BrokerState | None = None
         """What handlers see, once serving (tests reach the controller and logs through it)."""
+        self.metrics_address: str | None = None
+        """host:port of the bound metrics.listener, once serving (None: off)."""
         self.cleaner: LogCleaner | None = None
         """The log cleaner thread (strom.storage.cleaner.log_cleaner), once the logs are open."""
 
@@ -166,7 +176,21 @@ class Broker:
         their topics did not exist (librdkafka then decommissioned every broker it knew, marked
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
+        try:  # before any socket is bound: a refusal here leaves nothing open
+            tls = ListenerTls(controller.image.broker_config_layers(config).effective())
+            sasl = SaslListeners(
+                config, lambda user, mechanism: controller.image.scram_credential(user, mechanism),
+                wall_clock_ms,
+            )  # fmt: skip
+            await sasl.load_keys()
+        except (TlsConfigError, JwksError) as exc:
+            raise StartupError(str(exc)) from exc
         bound = await self._listen(config)
+        metrics_sockets = await self._listen_metrics(config)
+        try:
+            faults = await FaultInjector.from_environment()
+        except OSError as exc:
+            raise StartupError(str(exc)) from exc
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
         forwarder = controller_forwarder(config, controller)
@@ -175,15 +199,33 @@ class Broker:
         )
         build_services(state)
         state.topic_creator = ForwardingTopicCreator(state)
+        state.tls = tls
+        if config.authorizer_class_name:
+            state.authorizer = BrokerAuthorizer(config)
+        controller.subscribe_deltas(partial(_reload_tls, state, tls))
         state.raft = controller.raft
         self.state = state
-        server = Server(state)
+        if "controller" in config.roles:
+            elections = state.metrics.elections
+            controller.subscribe_deltas(
+                lambda image, delta: elections.follow(image, delta, controller.is_active)
+            )
+        server = Server(state, tls, sasl)
+        server.faults = faults
+        endpoint = None
+        if metrics_sockets:
+            from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
+
+            endpoint = MetricsEndpoint(state, server)
+        metrics_url = _metrics_url(metrics_sockets)
+        self.metrics_address = metrics_url.removeprefix("http://") or None
         log.info(
-            "Strom %s started: node.id=%d listeners=%s log.dirs=%s",
+            "Strom %s started: node.id=%d listeners=%s log.dirs=%s%s",
             package_version("strom"),
             config.node_id,
             ",".join(b.url for b, _ in bound),
             ",".join(self.data_dirs),
+            f" metrics={metrics_url}" if metrics_url else "",
         )
         failure: RegistrationError | None = None
         async with trio.open_nursery() as connections:
@@ -198,6 +240,10 @@ class Broker:
                                 )
 
                 serve(controller_listeners=True)
+                if faults is not None:
+                    accepting.start_soon(faults.run)
+                if endpoint is not None:
+                    accepting.start_soon(endpoint.serve, metrics_sockets)
                 await accepting.start(controller.run)
                 try:
                     await controller.start(self.endpoints)
@@ -212,7 +258,16 @@ class Broker:
                 if failure is None:
                     await groups.load()
                     serve(controller_listeners=False)  # see _serve's docstring
+                    if endpoint is not None:
+                        endpoint.serving = True
+                    if "broker" in config.roles:
+                        # Kafka's BrokerLifecycleManager line, which tools wait for (e.g.
+                        # Testcontainers' KafkaContainer)
+                        log.info("The broker is unfenced and serving: Transitioning from "
+                                 "RECOVERY to RUNNING")  # fmt: skip
                     accepting.start_soon(_flush_loop, state)
+                    if sasl.validators:
+                        accepting.start_soon(sasl.refresh_keys)
                     heartbeats = trio.CancelScope()
                     if "broker" in config.roles:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
@@ -234,6 +289,21 @@ class Broker:
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
         if failure is not None:
             raise StartupError(str(failure)) from failure
+
+    async def _listen_metrics(self, config: BrokerConfig) -> list[trio.SocketListener]:
+        """Bind metrics.listener, if set (before anything is served: a port in use stops
+        start-up like any listener's)."""
+        where = config.metrics_endpoint
+        if where is None:
+            return []
+        host, port = where
+        try:
+            return await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on metrics.listener={config.metrics_listener} ({exc.strerror}): "
+                "stop what uses the port or change metrics.listener"
+            ) from exc
 
     async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
         """Bind every listener, or adopt the socket activation passed for it."""
@@ -265,6 +335,14 @@ class Broker:
         return bound
 
 
+def _metrics_url(sockets: list[trio.SocketListener]) -> str:
+    """http://host:port of the bound metrics listener ("" when off)."""
+    if not sockets:
+        return ""
+    host, port = sockets[0].socket.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
 def build_services(state: BrokerState) -> None:
     """The broker's services, each built once from `state` and handed down as its fields."""
     state.replication = ReplicationManager(state)
@@ -288,6 +366,14 @@ async def _follow(state: BrokerState, controller: QuorumController) -> None:
     controller.subscribe(lambda image: follow_image(state, state.replication, image))
     # after the logs and roles moved: a parked fetch woken by a new image sees them
     controller.subscribe(lambda _image: state.waiters.wake_all())
+
+
+def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delta: MetadataDelta) -> None:
+    """Rebuild TLS contexts after a dynamic change of this broker's configs (even to the same
+    value: that is how a key store rewritten in place is reloaded, `strom.broker.security.listeners`)."""
+    own = (BROKER_RESOURCE, str(state.node_id))
+    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+        tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

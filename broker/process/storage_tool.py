@@ -9,7 +9,12 @@ as kafka-storage's: `--cluster-id/-t` (required, a Kafka Uuid string: `strom ran
 `--override` (Strom's), `--ignore-formatted/-g` (skip formatted directories instead of
 failing), `--feature/-f NAME=LEVEL` (a feature level to finalize on the new cluster: only
 `eligible.leader.replicas.version` 0-1 besides metadata.version), and KIP-853's `--standalone/-s`, `--initial-controllers/-I`,
-`--no-initial-controllers/-N`. `--add-scram/-S` is refused: Strom has no SASL yet.
+`--no-initial-controllers/-N`, and `--add-scram/-S` (repeatable) to seed SCRAM users, in
+kafka-storage's syntax: `SCRAM-SHA-256=[name=alice,password=alice-secret]` (optionally
+`iterations=8192`), or `[name=alice,salt=<base64>,saltedpassword=<base64>,iterations=...]`.
+The credentials go into `bootstrap.checkpoint` and from there into the metadata log when the
+cluster first starts, so the first users (the brokers' own, an admin) exist before any SASL
+connection needs them.
 
 Failures print one line to stderr and exit 1, as kafka-storage does.
 """
@@ -17,6 +22,10 @@ Failures print one line to stderr and exit 1, as kafka-storage does.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import re
+import secrets
 import sys
 import time
 import uuid
@@ -24,6 +33,14 @@ from typing import Any
 
 from strom.config import BrokerConfig, ConfigError, load_config
 from strom.config.quorum import NOT_YET, VOTERS_KEY, Address, is_own_controller
+from strom.coordinator.controller.result import ControllerError
+from strom.coordinator.controller.scram import (
+    HASHES,
+    MIN_ITERATIONS,
+    check_iterations,
+    credential_records,
+)
+from strom.coordinator.controller.scram import MECHANISMS as SCRAM_MECHANISMS
 from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, check_features
 from strom.coordinator.metadata.image import METADATA_VERSION
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
@@ -33,6 +50,7 @@ from strom.storage.meta_properties import (
     new_cluster_id,
     parse_kafka_uuid,
 )
+from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 METADATA_VERSION_NAMES = {25: "4.0-IV3"}
 """Kafka's names of the metadata.version levels Strom writes."""
@@ -49,7 +67,9 @@ def add_storage_commands(sub: Any) -> None:
     fmt.add_argument("--override", metavar="KEY=VALUE", action="append", default=[])
     fmt.add_argument("--cluster-id", "-t", required=True, help="the cluster id to use")
     fmt.add_argument("--ignore-formatted", "-g", action="store_true")
-    fmt.add_argument("--add-scram", "-S", action="append", help=argparse.SUPPRESS)
+    fmt.add_argument("--add-scram", "-S", metavar="MECHANISM=[name=...,password=...]",
+                     action="append", default=[],
+                     help="a SCRAM credential for the new cluster, as kafka-storage's")  # fmt: skip
     fmt.add_argument("--feature", "-f", metavar="NAME=LEVEL", action="append", default=[],
                      help="finalize a feature level, e.g. eligible.leader.replicas.version=1")  # fmt: skip
     quorum = fmt.add_mutually_exclusive_group()
@@ -83,10 +103,6 @@ def run_storage_command(args: argparse.Namespace) -> int:
 
 
 def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
-    if args.add_scram:
-        raise StorageToolError(
-            "--add-scram is refused: Strom does not implement SASL/SCRAM yet; remove it"
-        )
     if config.cluster_id is not None and config.cluster_id != args.cluster_id:
         raise StorageToolError(
             f"--cluster-id {args.cluster_id} differs from cluster.id={config.cluster_id} in "
@@ -94,6 +110,7 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
         )
     own_directory = _check_quorum_flags(config, args)
     levels = {**_features(args.feature), METADATA_VERSION: LATEST_METADATA_VERSION}
+    scram = [_scram_record(flag) for flag in args.add_scram]
     voters = frozenset(config.quorum_voters or {config.node_id})
     formatted = format_directories(
         config.data_dirs,
@@ -102,13 +119,64 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
         node_id=config.node_id,
         new_uuid=uuid.uuid4,
         ignore_formatted=args.ignore_formatted,
-        bootstrap=encode_bootstrap(levels, time.time_ns() // 1_000_000),
+        bootstrap=encode_bootstrap(levels, time.time_ns() // 1_000_000, scram),
         voters=voters if "controller" in config.roles else None,
         metadata_directory_id=own_directory,
     )
     if not formatted:
         print("All of the log directories are already formatted.")
     return formatted
+
+
+_SCRAM_FLAG = re.compile(r"(?P<mechanism>[A-Z0-9-]+)=\[(?P<body>.*)\]")
+_SCRAM_PAIR = re.compile(r'\s*(?P<key>[a-z]+)=(?:"(?P<quoted>[^"]*)"|(?P<plain>[^,]*))\s*(?:,|$)')
+
+
+def _scram_record(flag: str) -> UserScramCredentialRecord:
+    """One `--add-scram` value as the record it stores (never the password)."""
+    syntax = "The format is MECHANISM=[name=NAME,password=PASSWORD] (or salt/saltedpassword)"
+    match = _SCRAM_FLAG.fullmatch(flag.strip())
+    if match is None:
+        raise StorageToolError(f"Can't parse --add-scram argument (mechanism first). {syntax}")
+    mechanism = match["mechanism"]
+    ids = {name: number for number, name in SCRAM_MECHANISMS.items()}
+    if mechanism not in ids:
+        raise StorageToolError(
+            f"--add-scram: unknown SCRAM mechanism {mechanism} (SCRAM-SHA-256 or SCRAM-SHA-512)"
+        )
+    fields: dict[str, str] = {}
+    body, position = match["body"], 0
+    while position < len(body):
+        pair = _SCRAM_PAIR.match(body, position)
+        if pair is None or pair.end() == position:
+            raise StorageToolError(f"Can't parse --add-scram argument. {syntax}")
+        fields[pair["key"]] = pair["quoted"] if pair["quoted"] is not None else pair["plain"]
+        position = pair.end()
+    name = fields.get("name")
+    if not name:
+        raise StorageToolError("--add-scram needs name=NAME")
+    try:
+        iterations = int(fields.get("iterations", str(MIN_ITERATIONS)))
+        check_iterations(ids[mechanism], iterations)
+    except (ValueError, ControllerError) as exc:
+        raise StorageToolError(f"--add-scram for {name}: {exc}") from None
+    if "password" in fields:
+        salt = (base64.b64decode(fields["salt"]) if "salt" in fields
+                else secrets.token_bytes(32))  # fmt: skip
+        salted = hashlib.pbkdf2_hmac(
+            HASHES[ids[mechanism]], fields["password"].encode(), salt, iterations
+        )
+    elif "salt" in fields and "saltedpassword" in fields:
+        try:
+            salt = base64.b64decode(fields["salt"], validate=True)
+            salted = base64.b64decode(fields["saltedpassword"], validate=True)
+        except ValueError:
+            raise StorageToolError(f"--add-scram for {name}: salt and saltedpassword are "
+                                   "base64") from None  # fmt: skip
+    else:
+        raise StorageToolError(f"--add-scram for {name} needs password= (or salt= and "
+                               "saltedpassword=)")  # fmt: skip
+    return credential_records(name, ids[mechanism], salted, salt, iterations)
 
 
 def _features(flags: list[str]) -> dict[str, int]:

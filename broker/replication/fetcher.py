@@ -43,6 +43,7 @@ import trio
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
+from strom.broker.security.peer import PeerSecurity
 from strom.config.quorum import Address
 from strom.storage import LogError
 from strom.wire.errors import ErrorCode
@@ -139,7 +140,12 @@ class LeaderFetcher:
 
     def _connect(self, address: Address) -> PeerConnection:
         if self._connection is None or self._connection.address != address:
-            self._connection = PeerConnection(address, f"broker-{self.broker.node_id}-fetcher")
+            config = self.broker.config
+            self._connection = PeerConnection(
+                address,
+                f"broker-{config.node_id}-fetcher",
+                PeerSecurity.to_brokers(config),
+            )
         return self._connection
 
     async def connection_close(self) -> None:

@@ -495,7 +495,9 @@ class ReplicationManager:
                 continue  # stale: the metadata will settle it
             if answer.partition_epoch >= leadership.partition_epoch:
                 leadership.partition_epoch = answer.partition_epoch
+                before = len(leadership.replica_set.isr)
                 leadership.replica_set.committed(answer.isr)
+                self.broker.metrics.isr_changed(before, len(answer.isr))
             self._advance(key, leadership)
         return resend
 

@@ -7,27 +7,42 @@ client keeps it simple; open more clients for concurrency.
 
 from __future__ import annotations
 
+import ssl
 from typing import TypeVar
 
 import trio
 
+from strom.broker.security.sasl_client import SaslClient, login
 from strom.wire.connection import CLOSED, NEED_DATA, ClientConnection
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
+from strom.wire.messages.sasl_authenticate import SaslAuthenticateResponse
+from strom.wire.messages.sasl_handshake import SaslHandshakeResponse
 
 R = TypeVar("R", bound=Message)
 
 
 class KafkaClient:
-    def __init__(self, stream: trio.SocketStream, client_id: str | None = "strom-client") -> None:
+    def __init__(self, stream: trio.abc.Stream, client_id: str | None = "strom-client") -> None:
         self.stream = stream
         self.conn = ClientConnection(client_id)
         self._lock = trio.Lock()
 
     @classmethod
-    async def connect(cls, bootstrap: str, client_id: str | None = "strom-client") -> KafkaClient:
+    async def connect(
+        cls,
+        bootstrap: str,
+        client_id: str | None = "strom-client",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> KafkaClient:
+        """Connect to `host:port`; over TLS with `ssl_context`."""
         host, port = bootstrap.rsplit(":", 1)
+        if ssl_context is not None:
+            stream: trio.abc.Stream = await trio.open_ssl_over_tcp_stream(
+                host, int(port), ssl_context=ssl_context
+            )
+            return cls(stream, client_id)
         return cls(await trio.open_tcp_stream(host, int(port)), client_id)
 
     async def request(self, body: Message, version: int, response_type: type[R]) -> R:
@@ -49,6 +64,17 @@ class KafkaClient:
                         f"expected {response_type.__name__}, got {type(response).__name__}"
                     )
                 return response
+
+    async def login(self, client: SaslClient) -> int:
+        """Authenticate this connection (SaslHandshake v1, SaslAuthenticate v2); returns the
+        session lifetime. SaslLoginError when the broker refuses."""
+
+        async def send(body: Message, version: int) -> Message:
+            kinds = {17: SaslHandshakeResponse, 36: SaslAuthenticateResponse}
+            assert body.API_KEY is not None
+            return await self.request(body, version, kinds[body.API_KEY])
+
+        return await login(send, client)
 
     async def send_only(self, body: Message, version: int) -> None:
         """Send a request that gets no response (Produce with acks=0)."""

@@ -40,32 +40,47 @@ from __future__ import annotations
 import contextlib
 import errno
 import re
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import trio
 
+from strom.broker.security.sasl_client import SaslClient, SaslLoginError
 from strom.broker.testing.activated_child import BACKLOG, listening_socket, popen_activated
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
+from strom.broker.testing.faults import FaultControl
 from strom.broker.testing.network import Network
 from strom.storage.meta_properties import new_cluster_id
-from strom.wire.errors import ProtocolError
+from strom.wire.errors import ErrorCode, ProtocolError
+from strom.wire.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
+from strom.wire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
+from strom.wire.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 CLIENT_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
 HOST = "127.0.0.1"
 
+T = TypeVar("T")
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+_METRICS = re.compile(r" metrics=http://(?P<address>[^\s\"]+)")
 
 
 class ClusterError(RuntimeError):
@@ -93,6 +108,10 @@ class ClusterNode:
         self.output: deque[str] = deque(maxlen=5000)
         """The node's last log lines, across restarts."""
         self.starts = 0
+        self.metrics_address = ""
+        """host:port of the node's metrics listener (with `metrics.listener` set), once up."""
+        self.faults = FaultControl(f"node-{node_id}")
+        """This node's request fault rules (`strom.broker.testing.faults`)."""
         self._lock = threading.Lock()
         self._started = threading.Event()
         self._listening = True
@@ -155,7 +174,8 @@ class ClusterNode:
             if self.starts > 1:
                 self.output.append(f"--- node {self.node_id}: start {self.starts} ---")
             self._started = threading.Event()
-            process = popen_activated(args, list(self.sockets.items()), child_environment())
+            environment = {**child_environment(), **self.faults.environment()}
+            process = popen_activated(args, list(self.sockets.items()), environment)
             self.process = process
             started, generation = self._started, self.starts
         threading.Thread(
@@ -182,6 +202,8 @@ class ClusterNode:
             line = raw.rstrip("\n")
             self.output.append(line)
             if not started.is_set() and _STARTED.search(line):
+                metrics = _METRICS.search(line)
+                self.metrics_address = metrics.group("address") if metrics else ""
                 started.set()
         process.stderr.close()
         process.wait()
@@ -213,6 +235,7 @@ class ClusterNode:
             self._closed = True
             for sock in self.sockets.values():
                 sock.close()
+        self.faults.close()
 
     def kill9(self) -> None:
         """SIGKILL: a crash or power loss, as far as this node's storage knows."""
@@ -284,7 +307,7 @@ class ClusterProcess:
 
     def __init__(
         self,
-        root: Path,
+        root: Path | None = None,
         *,
         combined: int = 0,
         controllers: int = 0,
@@ -294,7 +317,19 @@ class ClusterProcess:
         start_timeout: float = 60.0,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+        client_sasl: tuple[str, str, str] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
+        self._own_root: Path | None = None
+        if root is None:  # outside pytest: a temporary directory, removed by close()
+            root = self._own_root = Path(tempfile.mkdtemp(prefix="strom-cluster-"))
+        self.client_ssl = client_ssl
+        """How the harness itself reaches client listeners that are TLS (None: plaintext)."""
+        self.client_sasl = client_sasl
+        """(mechanism, user, password) the harness authenticates with to SASL client listeners."""
+        self.format_args = tuple(format_args)
+        """More `strom format` arguments for every node (e.g. `--add-scram ...`)."""
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
         if not combined and (controllers < 1 or brokers < 1):
@@ -429,6 +464,168 @@ class ClusterProcess:
             raise ClusterError("network partitions need ClusterProcess(partitionable=True)")
         return self.network
 
+    # --- faults on demand (kfake's control API, on real processes) ----------------------------
+
+    def _targets(self, node: int | ClusterNode | None) -> list[ClusterNode]:
+        if node is None:
+            return [n for n in self.brokers if n.alive]
+        return [node if isinstance(node, ClusterNode) else self.node(node)]
+
+    def fail(
+        self,
+        api: str | int,
+        error: str | int,
+        *,
+        count: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+        node: int | ClusterNode | None = None,
+    ) -> None:
+        """Make the next `count` requests of `api` (Kafka's name: "Produce", "JoinGroup", ...)
+        fail with `error` (its name: "NOT_LEADER_OR_FOLLOWER", ...), on `node` or on every
+        live broker, for `topic` (and `partition`) only if given; count=None: until
+        `clear_faults`. Produce does not append the failed partitions; see
+        `strom.broker.network.faults` for what each API answers."""
+        for target in self._targets(node):
+            target.faults.add(api, error=error, count=count, topic=topic, partition=partition)
+
+    def delay(
+        self,
+        api: str | int,
+        ms: int,
+        *,
+        count: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        node: int | ClusterNode | None = None,
+    ) -> None:
+        """Answer the next `count` requests of `api` `ms` milliseconds late (count=None: every
+        one until `clear_faults`)."""
+        for target in self._targets(node):
+            target.faults.add(api, delay_ms=ms, count=count, topic=topic, partition=partition)
+
+    def clear_faults(self, node: int | ClusterNode | None = None) -> None:
+        """Remove every fault rule (of `node`, or of every live broker)."""
+        for target in self._targets(node):
+            target.faults.clear()
+
+    def kill(self, node: int | ClusterNode) -> None:
+        """SIGKILL the node (a crash); `restart` brings it back."""
+        self._one(node).kill9()
+
+    def stop(self, node: int | ClusterNode) -> None:
+        """SIGTERM the node and wait (a clean shutdown); `restart` brings it back."""
+        self._one(node).stop()
+
+    def pause(self, node: int | ClusterNode) -> None:
+        """SIGSTOP: the node hangs, its connections stay open; `resume` lets it go on."""
+        self._one(node).pause()
+
+    def resume(self, node: int | ClusterNode) -> None:
+        self._one(node).resume()
+
+    def restart(self, node: int | ClusterNode, timeout: float = 60.0) -> None:
+        """Start a stopped or killed node again (a running one is stopped cleanly first) on
+        its ports and data, and wait until every broker sees every broker."""
+        target = self._one(node)
+        target.restart(clean=True, timeout=timeout)
+        self.wait_for_brokers(timeout)
+
+    def isolate(self, node: int | ClusterNode) -> None:
+        """Cut the node off from every other node, both ways (needs partitionable=True); the
+        test's own clients still reach it. `heal` reconnects it."""
+        self.partition(node)
+
+    def _one(self, node: int | ClusterNode) -> ClusterNode:
+        return node if isinstance(node, ClusterNode) else self.node(node)
+
+    def leader(
+        self, topic: str, partition: int = 0, timeout: float = 30.0, other_than: int | None = None
+    ) -> int:
+        """The partition's leader as the brokers' Metadata says, waiting while there is none
+        (or while it is `other_than`: e.g. the node just killed, until the controller has
+        fenced it, `broker.session.timeout.ms`, and elected another)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._partition_metadata(topic, partition)
+            if found is not None and found.leader_id >= 0 and found.leader_id != other_than:
+                return found.leader_id
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"{topic}-{partition} has no new leader after {timeout}s")
+            time.sleep(0.05)  # polling what we wait for, against the deadline
+
+    def move_leader(self, topic: str, partition: int, to: int, timeout: float = 30.0) -> None:
+        """Make broker `to` (a replica in the ISR) the partition's leader, as an operator does:
+        reorder the replicas so it is the preferred one (AlterPartitionReassignments), then
+        elect the preferred leader (ElectLeaders); returns once the brokers report it."""
+        found = self._partition_metadata(topic, partition)
+        if found is None:
+            raise ClusterError(f"no partition {topic}-{partition}")
+        if found.leader_id == to:
+            return
+        if to not in found.isr_nodes:
+            raise ClusterError(
+                f"broker {to} is not in the ISR {list(found.isr_nodes)} of {topic}-{partition}"
+            )
+        replicas = [to, *(r for r in found.replica_nodes if r != to)]
+        self._admin(_reorder_and_elect(topic, partition, replicas))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = self._partition_metadata(topic, partition)
+            if now is not None and now.leader_id == to:
+                return
+            time.sleep(0.05)  # polling what we wait for, against the deadline
+        raise ClusterError(f"{topic}-{partition} is not led by {to} after {timeout}s")
+
+    def wait_for_group(self, group: str, state: str, timeout: float = 30.0) -> None:
+        """Until consumer group `group` is in `state` ("Stable", "Empty",
+        "PreparingRebalance", "CompletingRebalance", "Dead"), as DescribeGroups reports it."""
+        deadline = time.monotonic() + timeout
+        seen = "?"
+        while True:
+            seen = self._admin(_group_state(group))
+            if seen == state:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"group {group} is {seen}, not {state}, after {timeout}s")
+            time.sleep(0.05)  # polling what we wait for, against the deadline
+
+    def _partition_metadata(self, topic: str, partition: int) -> MetadataResponse.MetadataResponsePartition | None:
+        async def ask(client: KafkaClient) -> MetadataResponse.MetadataResponsePartition | None:
+            request = MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                allow_auto_topic_creation=False,
+            )
+            response = await client.request(request, 12, MetadataResponse)
+            for t in response.topics:
+                for p in t.partitions:
+                    if t.name == topic and p.partition_index == partition:
+                        return p
+            return None
+
+        return self._admin(ask)
+
+    def _admin(self, ask: Callable[[KafkaClient], Awaitable[T]]) -> T:
+        """Run `ask` on a connection to the first live broker that answers."""
+        failures = []
+        for node in self.brokers:
+            if not node.alive:
+                continue
+
+            async def run(address: str = node.bootstrap) -> T:
+                with trio.fail_after(15):
+                    client = await KafkaClient.connect(address, "strom-cluster-harness")
+                    try:
+                        return await ask(client)
+                    finally:
+                        await client.aclose()
+
+            try:
+                return trio.run(run)
+            except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
+                failures.append(f"node {node.node_id}: {type(exc).__name__}: {exc}")
+        raise ClusterError("no live broker answered: " + "; ".join(failures))
+
     def report(self, lines: int = 200) -> str:
         """Every node's last log lines, for a failure report."""
         return "\n".join(
@@ -464,7 +661,9 @@ class ClusterProcess:
             live = [n for n in self.brokers if n.alive]
             wanted = {n.node_id for n in live}
             for node in live:
-                seen[node.node_id] = _listed_brokers(node.bootstrap)
+                seen[node.node_id] = _listed_brokers(
+                    node.bootstrap, self.client_ssl, self.client_sasl
+                )
             if all(seen[n.node_id] == wanted for n in live):
                 return
             if time.monotonic() >= deadline:
@@ -484,6 +683,7 @@ class ClusterProcess:
                 args += ["--override", f"{key}={value}"]
             for name, level in sorted(self.features.items()):
                 args += ["--feature", f"{name}={level}"]
+            args += self.format_args
             running.append((node, subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, env=child_environment(),
@@ -511,6 +711,8 @@ class ClusterProcess:
                     self._terminate([node.process], grace)
         finally:
             self._close_sockets()
+            if self._own_root is not None:
+                shutil.rmtree(self._own_root, ignore_errors=True)
 
     @staticmethod
     def _terminate(processes: Iterable[subprocess.Popen[str] | None], grace: float) -> None:
@@ -549,13 +751,19 @@ class ClusterProcess:
         self.close()
 
 
-def _listed_brokers(address: str) -> set[int] | str:
+def _listed_brokers(
+    address: str,
+    ssl_context: ssl.SSLContext | None = None,
+    sasl: tuple[str, str, str] | None = None,
+) -> set[int] | str:
     """The broker ids in this broker's Metadata answer (or why there is none)."""
 
     async def ask() -> set[int]:
         with trio.fail_after(5):
-            client = await KafkaClient.connect(address, "strom-cluster-harness")
+            client = await KafkaClient.connect(address, "strom-cluster-harness", ssl_context)
             try:
+                if sasl is not None:
+                    await client.login(SaslClient(*sasl))
                 response = await client.request(MetadataRequest(topics=[]), 12, MetadataResponse)
             finally:
                 await client.aclose()
@@ -563,9 +771,59 @@ def _listed_brokers(address: str) -> set[int] | str:
 
     try:
         return trio.run(ask)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ProtocolError,
+            SaslLoginError) as exc:  # fmt: skip
+        return f"{type(exc).__name__}: {exc}"  # ssl.SSLError is an OSError
 
 
 def _ids(nodes: Iterable[int | ClusterNode]) -> list[int]:
     return [n.node_id if isinstance(n, ClusterNode) else n for n in nodes]
+
+
+def _reorder_and_elect(
+    topic: str, partition: int, replicas: list[int]
+) -> Callable[[KafkaClient], Awaitable[None]]:
+    async def run(client: KafkaClient) -> None:
+        reassign = AlterPartitionReassignmentsRequest(topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(topic, [
+                AlterPartitionReassignmentsRequest.ReassignablePartition(partition, replicas)
+            ])
+        ])  # fmt: skip
+        answer = await client.request(reassign, 0, AlterPartitionReassignmentsResponse)
+        errors = [answer.error_code] + [p.error_code for t in answer.responses for p in t.partitions]
+        if any(errors):
+            raise ClusterError(f"AlterPartitionReassignments of {topic}-{partition}: "
+                               f"{[ErrorCode(e).name for e in errors if e]}")  # fmt: skip
+        elect = ElectLeadersRequest(
+            election_type=0, topic_partitions=[ElectLeadersRequest.TopicPartitions(topic, [partition])]
+        )
+        elected = await client.request(elect, 2, ElectLeadersResponse)
+        codes = [elected.error_code] + [
+            p.error_code for r in elected.replica_election_results for p in r.partition_result
+        ]
+        codes = [c for c in codes if c not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)]
+        if codes:
+            raise ClusterError(f"ElectLeaders of {topic}-{partition}: {[ErrorCode(c).name for c in codes]}")
+
+    return run
+
+
+def _group_state(group: str) -> Callable[[KafkaClient], Awaitable[str]]:
+    async def run(client: KafkaClient) -> str:
+        found = await client.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4, FindCoordinatorResponse
+        )
+        (coordinator,) = found.coordinators
+        if coordinator.error_code:
+            return ErrorCode(coordinator.error_code).name
+        there = await KafkaClient.connect(f"{coordinator.host}:{coordinator.port}", "strom-cluster-harness")
+        try:
+            described = await there.request(DescribeGroupsRequest(groups=[group]), 5, DescribeGroupsResponse)
+        finally:
+            await there.aclose()
+        (state,) = described.groups
+        if state.error_code:
+            return ErrorCode(state.error_code).name
+        return state.group_state
+
+    return run

@@ -29,9 +29,11 @@ import trio
 
 import strom
 from strom.broker.process.app import Broker
+from strom.broker.testing.faults import FaultControl
 from strom.config import Listener, load_config
 
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
+_METRICS = re.compile(r" metrics=http://(?P<address>\S+?)\"?$")
 
 
 def _test_defaults(data_dir: Path) -> dict[str, str]:
@@ -93,8 +95,12 @@ class BrokerProcess:
         self.process: subprocess.Popen[str] | None = None
         self.bootstrap = ""
         self.port = 0
+        self.metrics_address = ""
+        """host:port of the metrics listener (with `metrics.listener` set), once started."""
         self.output: deque[str] = deque(maxlen=2000)
         self.on_line = on_line
+        self.faults: FaultControl | None = None
+        """Request fault rules (`fail`, `delay`, `clear_faults`), once started."""
 
     def start(self, timeout: float = 20.0, same_port: bool = False) -> str:
         """Start and wait for the startup line; return the bootstrap address."""
@@ -104,9 +110,11 @@ class BrokerProcess:
         args = [sys.executable, "-m", "strom", "serve"]
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
+        if self.faults is None:
+            self.faults = FaultControl()
         self.process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, env=child_environment(),
+            text=True, env={**child_environment(), **self.faults.environment()},
         )  # fmt: skip
         ready = threading.Event()
         threading.Thread(target=self._drain, args=(self.process, ready), daemon=True).start()
@@ -129,6 +137,8 @@ class BrokerProcess:
                     host_port = first.split("://", 1)[1]
                     self.bootstrap = host_port
                     self.port = int(host_port.rsplit(":", 1)[1])
+                    metrics = _METRICS.search(line.rstrip("\n"))
+                    self.metrics_address = metrics.group("address") if metrics else ""
                     ready.set()
         process.stderr.close()
         ready.set()  # the process ended; start() sees no bootstrap if it never started
@@ -157,6 +167,40 @@ class BrokerProcess:
             raise RuntimeError("broker process not started")
         return self.process
 
+    def _faults(self) -> FaultControl:
+        if self.faults is None:
+            raise RuntimeError("broker process not started")
+        return self.faults
+
+    def fail(
+        self,
+        api: str | int,
+        error: str | int,
+        *,
+        count: int | None = 1,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Make the next `count` requests of `api` ("Produce", ...) fail with `error`
+        ("NOT_LEADER_OR_FOLLOWER", ...), for `topic` (and `partition`) only if given
+        (`strom.broker.network.faults` says what each API answers)."""
+        self._faults().add(api, error=error, count=count, topic=topic, partition=partition)
+
+    def delay(
+        self,
+        api: str | int,
+        ms: int,
+        *,
+        count: int | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Answer the next `count` requests of `api` `ms` late (None: until `clear_faults`)."""
+        self._faults().add(api, delay_ms=ms, count=count, topic=topic, partition=partition)
+
+    def clear_faults(self) -> None:
+        self._faults().clear()
+
     def __enter__(self) -> BrokerProcess:
         self.start()
         return self
@@ -164,8 +208,12 @@ class BrokerProcess:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self.process is not None and self.process.poll() is None:
-            try:
-                self.stop()
-            except subprocess.TimeoutExpired:
-                self.kill()
+        try:
+            if self.process is not None and self.process.poll() is None:
+                try:
+                    self.stop()
+                except subprocess.TimeoutExpired:
+                    self.kill()
+        finally:
+            if self.faults is not None:
+                self.faults.close()

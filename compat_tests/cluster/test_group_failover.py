@@ -78,7 +78,7 @@ def take(consumer: Consumer, count: int, timeout: float = 60) -> list[tuple[int,
 def _offset(msg: Message) -> int:
     offset = msg.offset()
     assert offset is not None
-    return offset
+    return int(offset)
 
 
 def commit(consumer: Consumer, topic: str, offset: int, timeout: float = 60) -> None:

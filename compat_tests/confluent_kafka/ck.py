@@ -96,7 +96,7 @@ def error_code(exc: BaseException) -> int:
     assert isinstance(exc, KafkaException), repr(exc)
     error = exc.args[0]
     assert isinstance(error, KafkaError), repr(exc.args)
-    return error.code()
+    return int(error.code())
 
 
 def produce_all(client: Producer, topic: str, records: Iterable[Rec]) -> list[tuple[int, int]]:

@@ -39,11 +39,19 @@ from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
+    from strom.wire.messages.alter_client_quotas import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+    )
     from strom.wire.messages.alter_configs import AlterConfigsRequest, AlterConfigsResponse
     from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
     from strom.wire.messages.alter_partition_reassignments import (
         AlterPartitionReassignmentsRequest,
         AlterPartitionReassignmentsResponse,
+    )
+    from strom.wire.messages.alter_user_scram_credentials import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
     )
     from strom.wire.messages.broker_heartbeat import (
         BrokerHeartbeatRequest,
@@ -53,11 +61,13 @@ if TYPE_CHECKING:
         BrokerRegistrationRequest,
         BrokerRegistrationResponse,
     )
+    from strom.wire.messages.create_acls import CreateAclsRequest, CreateAclsResponse
     from strom.wire.messages.create_partitions import (
         CreatePartitionsRequest,
         CreatePartitionsResponse,
     )
     from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+    from strom.wire.messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
     from strom.wire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
     from strom.wire.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
     from strom.wire.messages.incremental_alter_configs import (
@@ -171,8 +181,10 @@ class Controller:
         self,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
+        scram: Sequence[Message] = (),
     ) -> list[Message]:
-        """Records that finalize feature levels on a new cluster (none once bootstrapped)."""
+        """Records that finalize feature levels on a new cluster, and the SCRAM credentials
+        `strom format --add-scram` gave (none once bootstrapped)."""
         if self._image.metadata_version:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
@@ -182,7 +194,7 @@ class Controller:
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
                 records.append(FeatureLevelRecord(name, (features or {})[name]))
-        return records
+        return records + list(scram)
 
     def local_registration(
         self,
@@ -439,6 +451,38 @@ class Controller:
 
         _check_version(request, version)
         return alter_configs(self.context(), request, version)
+
+    def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, version: int
+    ) -> ControllerResult[AlterClientQuotasResponse]:
+        from strom.coordinator.controller.quota_commands import alter_client_quotas
+
+        _check_version(request, version)
+        return alter_client_quotas(self.context(), request)
+
+    def create_acls(
+        self, request: CreateAclsRequest, version: int
+    ) -> ControllerResult[CreateAclsResponse]:
+        from strom.coordinator.controller.acl_commands import create_acls
+
+        _check_version(request, version)
+        return create_acls(self.context(), request)
+
+    def delete_acls(
+        self, request: DeleteAclsRequest, version: int
+    ) -> ControllerResult[DeleteAclsResponse]:
+        from strom.coordinator.controller.acl_commands import delete_acls
+
+        _check_version(request, version)
+        return delete_acls(self.context(), request)
+
+    def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest, version: int
+    ) -> ControllerResult[AlterUserScramCredentialsResponse]:
+        from strom.coordinator.controller.scram import alter_user_scram_credentials
+
+        _check_version(request, version)
+        return alter_user_scram_credentials(self.context(), request)
 
 
 def check_features(

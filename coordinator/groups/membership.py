@@ -60,6 +60,8 @@ class GroupMembership:
         self.new_id = new_id
         self.outbox = outbox
         self.groups: dict[str, Group] = {}
+        self.rebalances = 0
+        """Rebalances begun (groups entering PreparingRebalance), for the broker's metrics."""
         self._wakeups: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
         self._syncing: set[tuple[str, int]] = set()
@@ -529,6 +531,7 @@ class GroupMembership:
         else:
             group.initial_join = False
             group.join_deadline = now + group.rebalance_timeout_ms()
+        self.rebalances += 1
         self.transition(group, GroupState.PREPARING_REBALANCE, now)
         self.schedule(group)
         self._maybe_complete_join(now, group)  # e.g. the only member rejoined

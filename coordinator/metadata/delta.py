@@ -7,7 +7,7 @@ Copy-on-write: each top-level map is copied at most once per delta, and a
 topic's partition map only when one of its partitions changes. Records that
 contradict the image (a partition of an unknown topic, a producer id block
 that goes backwards) raise MetadataError; record types Strom does not model
-(ACLs, quotas, SCRAM, delegation tokens, no-ops) are ignored.
+(delegation tokens, no-ops) are ignored.
 
 The delta also says what changed, for listeners: created/deleted topics,
 changed partitions, config resources, brokers and features.
@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from strom.coordinator.metadata.acls import AclBinding
 from strom.coordinator.metadata.image import (
     TOPIC_RESOURCE,
     BrokerEndpoint,
@@ -28,25 +29,37 @@ from strom.coordinator.metadata.image import (
     MetadataImage,
     PartitionImage,
     Provenance,
+    QuotaEntity,
+    ScramCredential,
+    ScramKey,
     TopicImage,
 )
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
+    from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
     from strom.wire.formats.metadata.broker_registration_change_record import (
         BrokerRegistrationChangeRecord,
     )
     from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
+    from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
     from strom.wire.formats.metadata.config_record import ConfigRecord
     from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
     from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
     from strom.wire.formats.metadata.partition_record import PartitionRecord
     from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
     from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
+    from strom.wire.formats.metadata.remove_access_control_entry_record import (
+        RemoveAccessControlEntryRecord,
+    )
     from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
+    from strom.wire.formats.metadata.remove_user_scram_credential_record import (
+        RemoveUserScramCredentialRecord,
+    )
     from strom.wire.formats.metadata.topic_record import TopicRecord
     from strom.wire.formats.metadata.unregister_broker_record import UnregisterBrokerRecord
+    from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
 
 NO_LEADER_CHANGE = -2
 
@@ -65,6 +78,9 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerRegistration] | None = None
         self._features: dict[str, int] | None = None
         self._next_producer_id = base.next_producer_id
+        self._scram: dict[ScramKey, ScramCredential] | None = None
+        self._acls: dict[uuid.UUID, AclBinding] | None = None
+        self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None
         self.created_topics: set[uuid.UUID] = set()
         self.deleted_topics: dict[uuid.UUID, TopicImage] = {}
         """Topics that existed in `base` and are gone (a topic created then deleted
@@ -73,6 +89,9 @@ class MetadataDelta:
         self.changed_configs: set[ConfigKey] = set()
         self.changed_brokers: set[int] = set()
         self.changed_features: set[str] = set()
+        self.changed_scram: set[ScramKey] = set()
+        self.changed_acls = False
+        self.changed_quotas = False
         self._result: MetadataImage | None = None
 
     # --- copy-on-write accessors --------------------------------------------
@@ -273,6 +292,53 @@ class MetadataDelta:
 
     # --- result ---------------------------------------------------------------
 
+    def _scram_map(self) -> dict[ScramKey, ScramCredential]:
+        if self._scram is None:
+            self._scram = dict(self.base.scram_credentials)
+        return self._scram
+
+    def _scram_credential(self, r: UserScramCredentialRecord) -> None:
+        key = (r.name, r.mechanism)
+        self._scram_map()[key] = ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations)
+        self.changed_scram.add(key)
+
+    def _remove_scram_credential(self, r: RemoveUserScramCredentialRecord) -> None:
+        key = (r.name, r.mechanism)
+        self._scram_map().pop(key, None)
+        self.changed_scram.add(key)
+
+    def _acl_map(self) -> dict[uuid.UUID, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.base.acls)
+        return self._acls
+
+    def _acl(self, r: AccessControlEntryRecord) -> None:
+        self._acl_map()[r.id] = AclBinding(
+            r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation,
+            r.permission_type,
+        )  # fmt: skip
+        self.changed_acls = True
+
+    def _remove_acl(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self._acl_map().pop(r.id, None) is None:
+            raise MetadataError(f"removal of unknown ACL {r.id}")
+        self.changed_acls = True
+
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        if self._quotas is None:
+            self._quotas = dict(self.base.client_quotas)
+        entity: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in r.entity))
+        values = dict(self._quotas.get(entity, {}))
+        if r.remove:
+            values.pop(r.key, None)
+        else:
+            values[r.key] = r.value
+        if values:
+            self._quotas[entity] = values
+        else:
+            self._quotas.pop(entity, None)
+        self.changed_quotas = True
+
     def apply(self, provenance: Provenance | None = None) -> MetadataImage:
         """The image with every replayed change; `base` is left untouched.
 
@@ -300,6 +366,9 @@ class MetadataDelta:
             brokers_by_id=base.brokers_by_id if self._brokers is None else self._brokers,
             features=base.features if self._features is None else self._features,
             next_producer_id=self._next_producer_id,
+            scram_credentials=base.scram_credentials if self._scram is None else self._scram,
+            acls=base.acls if self._acls is None else self._acls,
+            client_quotas=base.client_quotas if self._quotas is None else self._quotas,
             provenance=base.provenance if provenance is None else provenance,
         )
         return self._result
@@ -319,6 +388,11 @@ _HANDLERS: dict[str, Any] = {
     "BrokerRegistrationChangeRecord": MetadataDelta._registration_change,
     "FeatureLevelRecord": MetadataDelta._feature,
     "ProducerIdsRecord": MetadataDelta._producer_ids,
+    "UserScramCredentialRecord": MetadataDelta._scram_credential,
+    "RemoveUserScramCredentialRecord": MetadataDelta._remove_scram_credential,
+    "AccessControlEntryRecord": MetadataDelta._acl,
+    "ClientQuotaRecord": MetadataDelta._client_quota,
+    "RemoveAccessControlEntryRecord": MetadataDelta._remove_acl,
 }
 """Record class name -> its replay. Keyed by name, so replay need not import the record
 classes: a start-up that replays a few record types loads only those."""

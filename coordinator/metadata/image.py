@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from strom.config.dynamic import BrokerLayers
 from strom.config.values import ConfigResource
+from strom.coordinator.metadata.acls import AclBinding
 from strom.wire.message import Message
 
 if TYPE_CHECKING:
@@ -116,6 +117,26 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """A user's SCRAM credential for one mechanism, as UserScramCredentialRecord stores it:
+    never the password, only what verifies a client's proof (StoredKey) and proves the
+    server's knowledge (ServerKey)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+QuotaEntity = tuple[tuple[str, str | None], ...]
+"""A client quota entity: (entity type, name or None for the default) pairs, sorted by type
+(`(("client-id", None), ("user", "alice"))`)."""
+
+ScramKey = tuple[str, int]
+"""(user name, SCRAM mechanism id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512)."""
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     """Immutable cluster metadata. Build with `MetadataImage.EMPTY.apply_all(records)`."""
 
@@ -128,6 +149,12 @@ class MetadataImage:
     """Finalized feature levels (a level of 0 removes the feature)."""
     next_producer_id: int = 0
     """First producer id of the next block the controller hands out."""
+    scram_credentials: Mapping[ScramKey, ScramCredential] = field(default_factory=dict)
+    """SCRAM credentials by (user, mechanism id)."""
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=dict)
+    """ACLs (AccessControlEntryRecord) by id."""
+    client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
+    """Client quotas (ClientQuotaRecord) by entity; only entities with a value appear."""
     provenance: Provenance = field(default_factory=Provenance)
 
     EMPTY: ClassVar[MetadataImage]
@@ -194,6 +221,11 @@ class MetadataImage:
     def elr_enabled(self) -> bool:
         """eligible.leader.replicas.version is finalized at 1 or more (KIP-966)."""
         return self.features.get(ELR_VERSION, 0) >= 1
+
+    # --- security ---------------------------------------------------------------
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        return self.scram_credentials.get((user, mechanism))
 
     # --- building -------------------------------------------------------------
 

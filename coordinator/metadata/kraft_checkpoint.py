@@ -1,7 +1,8 @@
 """KRaft's checkpoint format: a whole image (or a few records) as bytes, and back. Pure.
 
-Used for `bootstrap.checkpoint` (the feature levels `strom format` chooses) and to read the
-snapshots of the single-node metadata log older Strom versions wrote (`single_node_log`).
+Used for `bootstrap.checkpoint` (the feature levels and first SCRAM users `strom format`
+writes) and to read the snapshots of the single-node metadata log older Strom versions wrote
+(`single_node_log`).
 The bytes are v2 RecordBatches with offsets counting from 0 and partitionLeaderEpoch = the
 snapshot epoch::
 
@@ -16,24 +17,31 @@ A file in this format is written whole or not at all (`strom.storage.durable.ato
 so bytes that fail to decode (header, footer or CRC) are damage: `decode_checkpoint` raises
 MetadataError naming the file rather than guess.
 
-`image_records` lists the records that rebuild an image from empty, in an order replay accepts
-(the Raft snapshot of `raft_entries` carries the same records).
+`image_records` lists the records that rebuild an image from empty, in an order replay accepts:
+feature levels (metadata.version first), broker registrations, each topic's TopicRecord and
+PartitionRecords, ConfigRecords, one ProducerIdsRecord, then the SCRAM credentials
+(UserScramCredentialRecord), client quotas (ClientQuotaRecord) and ACLs
+(AccessControlEntryRecord). The Raft snapshot of `raft_entries` carries the same records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage
 from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
 from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
+from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.partition_record import PartitionRecord
 from strom.wire.formats.metadata.producer_ids_record import ProducerIdsRecord
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord
 from strom.wire.formats.metadata.topic_record import TopicRecord
+from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
 from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
 from strom.wire.message import Message
@@ -90,6 +98,21 @@ def image_records(image: MetadataImage) -> Iterator[Message]:
             yield ConfigRecord(rtype, rname, key, values[key])
     if image.next_producer_id > 0:
         yield ProducerIdsRecord(-1, -1, image.next_producer_id)
+    for (user, mechanism), c in sorted(image.scram_credentials.items()):
+        yield UserScramCredentialRecord(
+            user, mechanism, c.salt, c.stored_key, c.server_key, c.iterations
+        )
+    for entity, quotas in sorted(image.client_quotas.items(), key=lambda kv: str(kv[0])):
+        for key in sorted(quotas):
+            yield ClientQuotaRecord(
+                [ClientQuotaRecord.EntityData(kind, name) for kind, name in entity],
+                key, quotas[key], False,
+            )  # fmt: skip
+    for acl_id, a in sorted(image.acls.items()):
+        yield AccessControlEntryRecord(
+            acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
+            a.operation, a.permission,
+        )  # fmt: skip
 
 
 def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts: int) -> bytes:
@@ -158,19 +181,38 @@ def decode_checkpoint(data: Buffer, name: str) -> tuple[list[Message], int]:
 # --- bootstrap.checkpoint ------------------------------------------------------------------
 
 
-def encode_bootstrap(features: Mapping[str, int], timestamp: int) -> bytes:
-    """`bootstrap.checkpoint`: the initial feature levels, metadata.version first (epoch 0)."""
+class Bootstrap(NamedTuple):
+    """What `bootstrap.checkpoint` holds: the feature levels a new cluster starts with, and the
+    first users' SCRAM credentials (`strom format --add-scram`); the first active controller
+    writes both into the metadata log."""
+
+    levels: dict[str, int]
+    scram: list[UserScramCredentialRecord]
+
+
+def encode_bootstrap(
+    features: Mapping[str, int], timestamp: int, scram: Sequence[UserScramCredentialRecord] = ()
+) -> bytes:
+    """`bootstrap.checkpoint` (epoch 0): the feature levels, metadata.version first, then the
+    SCRAM credentials."""
     names = sorted(features, key=lambda name: (name != METADATA_VERSION, name))
-    return encode_checkpoint([FeatureLevelRecord(n, features[n]) for n in names], 0, timestamp)
+    records: list[Message] = [FeatureLevelRecord(n, features[n]) for n in names]
+    return encode_checkpoint([*records, *scram], 0, timestamp)
 
 
-def decode_bootstrap(data: Buffer, name: str) -> dict[str, int]:
-    """The feature levels in `bootstrap.checkpoint` bytes; MetadataError if it holds anything
-    else or is damaged."""
+def decode_bootstrap(data: Buffer, name: str) -> Bootstrap:
+    """What `bootstrap.checkpoint` bytes hold; MetadataError if they hold anything else or are
+    damaged."""
     records, _ = decode_checkpoint(data, name)
-    levels: dict[str, int] = {}
+    bootstrap = Bootstrap({}, [])
     for record in records:
-        if not isinstance(record, FeatureLevelRecord):
-            raise MetadataError(f"{name} holds a {record.NAME}; only feature levels belong there")
-        levels[record.name] = record.feature_level
-    return levels
+        if isinstance(record, FeatureLevelRecord):
+            bootstrap.levels[record.name] = record.feature_level
+        elif isinstance(record, UserScramCredentialRecord):
+            bootstrap.scram.append(record)
+        else:
+            raise MetadataError(
+                f"{name} holds a {record.NAME}; only feature levels and SCRAM credentials "
+                "belong there"
+            )
+    return bootstrap

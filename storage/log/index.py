@@ -34,7 +34,7 @@ import os
 import struct
 import sys
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from pathlib import Path
 
 from strom.storage.fileio import write_all
@@ -198,6 +198,14 @@ class OffsetIndex(_Index):
         if i < 0:
             return self.base_offset, 0
         return self.base_offset + keys[i], values[i]
+
+    def upper_bound_offset(self, position: int) -> int | None:
+        """The offset of the first entry at or after file position `position` (None: none),
+        Kafka's fetchUpperBoundOffset: the bound of the aborted transactions a read that ends
+        at `position` reports."""
+        keys, values = self._load()
+        i = bisect_left(values, position)
+        return self.base_offset + keys[i] if i < len(keys) else None
 
     def position_floor(self, position: int) -> int:
         """The largest indexed batch position <= `position` (0 if none): a known batch boundary."""

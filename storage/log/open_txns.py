@@ -89,11 +89,13 @@ class OpenTransactions:
 
     # --- queries ---------------------------------------------------------------------------
 
-    def first_unstable_offset(self) -> int | None:
-        """The smallest first offset of an ongoing or unreplicated transaction (None: none)."""
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The smallest first offset of an ongoing transaction, or of a completed one whose
+        marker is not below `high_watermark` (None: none). Reads only: the high watermark's
+        own moves (`forget_below`) drop what it passed."""
         first = next(iter(self._ongoing), None)
         for txn in self._unreplicated:
-            if first is None or txn.first_offset < first:
+            if txn.last_offset >= high_watermark and (first is None or txn.first_offset < first):
                 first = txn.first_offset
         return first
 

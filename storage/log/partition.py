@@ -83,7 +83,6 @@ from strom.storage.log.validate import AppendOrigin, validate_records, validate_
 from strom.storage.log_errors import KafkaStorageError, LogAppendError, OffsetOutOfRange
 from strom.wire.errors import ErrorCode
 from strom.wire.records import (
-    HEADER_SIZE,
     BatchHeader,
     ControlType,
     EndTxnMarker,
@@ -204,9 +203,7 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The LSO (module docstring): read_committed consumers read up to it. O(1)."""
         hw = self._high_watermark
-        txns = self.producer_state.txns
-        txns.forget_below(hw)
-        first = txns.first_unstable_offset()
+        first = self.producer_state.txns.first_unstable_offset(hw)
         if first is None or first >= hw:
             return hw
         return max(first, self.log_start_offset)
@@ -571,17 +568,20 @@ class PartitionLog:
             return self._collect_aborted(offset, upper)
 
     def _upper_bound(self, offset: int, file: SegmentFile | None, end: int) -> int:
-        """The offset after a read from `offset` that ended at byte `end` of `file`: the next
-        batch's base offset in its segment, else the next segment's base, else the log end
-        (Kafka's fetchUpperBoundOffset)."""
+        """Kafka's bound for the aborted transactions a read from `offset` that ended at byte
+        `end` of `file` reports (LocalLog.addAbortedTransactions): the offset of the first
+        offset-index entry at or after `end` in that segment, else the next segment's base,
+        else the log end. The index is sparse, so this may reach past the batches read (Kafka
+        reports those transactions too; a consumer ignores what it does not read)."""
         segments = self._segments
         i = segment_index(segments, offset)
         while i < len(segments) and (file is None or segments[i].path != file.path):
             i += 1  # the read skipped segments the cleaner emptied past `offset`
         if i == len(segments) or file is None:
             return self.log_end_offset
-        if end < segments[i].size:
-            return BatchHeader.parse(os.pread(file.fd, HEADER_SIZE, end)).base_offset
+        bound = segments[i].offset_index.upper_bound_offset(end)
+        if bound is not None:
+            return bound
         return segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
 
     def _read(

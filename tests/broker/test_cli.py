@@ -157,16 +157,25 @@ def test_a_second_broker_on_the_same_data_directory_is_refused(tmp_path: Path) -
         assert ".lock" in line
 
 
-def test_a_tls_listener_stops_start_up(tmp_path: Path) -> None:
-    """Fail closed: no plaintext port behind a configuration that asks for TLS."""
+def test_a_sasl_listener_enabling_kerberos_stops_start_up(tmp_path: Path) -> None:
+    """Fail closed: GSSAPI (Kafka's default mechanism) is Kerberos, which Strom does not serve."""
     result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
-                     "--override", "listeners=SSL://127.0.0.1:0",
-                     "--override", "advertised.listeners=SSL://127.0.0.1:0",
-                     "--override", "inter.broker.listener.name=SSL")  # fmt: skip
+                     "--override", "listeners=SASL_SSL://127.0.0.1:0",
+                     "--override", "advertised.listeners=SASL_SSL://127.0.0.1:0",
+                     "--override", "inter.broker.listener.name=SASL_SSL")  # fmt: skip
     assert result.returncode == 2
     line = _one_error_line(result)
-    assert "listener SSL uses security protocol SSL, which is refused" in line
+    assert "SASL listener SASL_SSL enables GSSAPI" in line
     assert not (tmp_path / "data").exists()
+
+
+def test_a_tls_listener_without_a_key_store_stops_start_up(tmp_path: Path) -> None:
+    result = run_cli("serve", "--override", f"log.dirs={tmp_path / 'data'}",
+                     "--override", "listeners=SSL://127.0.0.1:0",
+                     "--override", "inter.broker.listener.name=SSL")  # fmt: skip
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "listener SSL needs a key store: set ssl.keystore.location" in line
 
 
 # --- strom format, strom random-uuid, and what start-up makes of formatted storage -----------
@@ -228,8 +237,12 @@ def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> Non
     ("args", "message"),
     [
         (["-t", "not-a-uuid"], "Cluster ID string not-a-uuid does not appear to be a valid UUID"),
-        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--add-scram", "SCRAM-SHA-256=[name=a,password=b]"],
-         "--add-scram is refused"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--add-scram", "SCRAM-SHA-1=[name=a,password=b]"],
+         "unknown SCRAM mechanism SCRAM-SHA-1"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--add-scram", "SCRAM-SHA-256=[name=a,password=b,iterations=10]"],
+         "Too few iterations"),
+        (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--add-scram", "SCRAM-SHA-256=[password=b]"],
+         "--add-scram needs name=NAME"),
         (["-t", "AAAAAAAAAAAAAAAAAAAAAA", "--initial-controllers",
           "1@127.0.0.1:9093:AAAAAAAAAAAAAAAAAAAAAA,2@127.0.0.1:9095:AQAAAAAAAAAAAAAAAAAAAA"],
          "dynamic controller quorums (KIP-853) are not implemented yet"),
@@ -353,4 +366,4 @@ def test_initial_controllers_names_the_metadata_directory(tmp_path: Path) -> Non
 
 def _bootstrap_levels(directory: Path) -> dict[str, int] | None:
     data = read_bootstrap(directory)
-    return None if data is None else decode_bootstrap(data, "bootstrap.checkpoint")
+    return None if data is None else decode_bootstrap(data, "bootstrap.checkpoint").levels

@@ -474,46 +474,113 @@ def test_accepted_and_ignored_keys(key: str) -> None:
 
 @pytest.mark.parametrize(
     "key",
-    [
-        "ssl.keystore.location",
-        "ssl.truststore.password",
-        "sasl.enabled.mechanisms",
-        "sasl.mechanism.inter.broker.protocol",
-        "listener.name.internal.ssl.keystore.location",
-        "listener.name.external.plain.sasl.jaas.config",
-        "listener.name.external.sasl.enabled.mechanisms",
-        "authorizer.class.name",
-        "super.users",
-        "allow.everyone.if.no.acl.found",
-        "principal.builder.class",
-        "delegation.token.secret.key",
-        "connections.max.reauth.ms",
-    ],
+    ["delegation.token.secret.key", "security.providers", "listener.name.external.security.providers"],
 )
 def test_security_keys_fail_closed(key: str) -> None:
-    """Accepting them would serve unauthenticated plaintext behind a config that asks for more."""
+    """Accepting them would do less than they ask (tokens that authenticate no one)."""
     with pytest.raises(ConfigError, match=rf"config key '{key}' is refused: Strom does not "
-                       "implement TLS, SASL or ACLs yet") as info:
+                       "implement delegation tokens or Java security providers") as info:
         props_cfg({key: "whatever"})
     assert info.value.key == key
 
 
+def test_only_the_standard_authorizer_is_accepted() -> None:
+    with pytest.raises(ConfigError, match="StandardAuthorizer") as info:
+        props_cfg({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert info.value.key == "authorizer.class.name"
+    config = props_cfg({
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:broker",
+        "allow.everyone.if.no.acl.found": "true",
+    })  # fmt: skip
+    assert config.allow_everyone_if_no_acl_found
+
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="a" password="p" user_a="p";')  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "props",
+    ("props", "key", "message"),
     [
-        {"listeners": "SSL://127.0.0.1:9093", "advertised.listeners": "SSL://127.0.0.1:9093",
-         "inter.broker.listener.name": "SSL"},
-        {"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
-         "advertised.listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
-         "inter.broker.listener.name": "SASL_PLAINTEXT"},
-        {"listeners": "PLAINTEXT://127.0.0.1:9092,SECURE://127.0.0.1:9093",
-         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL"},
-        {"security.inter.broker.protocol": "SSL"},
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"},
+         "listener.name.sasl_plaintext.sasl.enabled.mechanisms", "enables GSSAPI"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "has no login module"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+              "org.apache.kafka.common.security.scram.ScramLoginModule required;"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "PLAIN takes"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": "not jaas"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config", "invalid value"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS},
+         "sasl.mechanism.inter.broker.protocol", "must be included in sasl.enabled.mechanisms"),
+        ({"sasl.login.class": "com.example.Login"}, "sasl.login.class", "unset"),
+        ({"principal.builder.class": "com.example.Builder"}, "principal.builder.class",
+         "DefaultKafkaPrincipalBuilder"),
+    ],
+)  # fmt: skip
+def test_sasl_listeners_need_what_kafka_needs(props: dict[str, str], key: str, message: str) -> None:
+    """Each refusal names the key to set; a JAAS value (it holds passwords) is never shown."""
+    with pytest.raises(ConfigError, match=message) as info:
+        props_cfg(props)
+    assert info.value.key == key
+    assert '"p"' not in str(info.value)
+
+
+def test_a_sasl_listener_with_plain() -> None:
+    config = props_cfg({
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "60000",
+        "sasl.kerberos.service.name": "kafka",  # GSSAPI's: accepted, unused
+    })  # fmt: skip
+    assert config.listener_value("SASL_PLAINTEXT", "connections.max.reauth.ms", "PLAIN") == 60000
+    assert config.listener_value("SASL_PLAINTEXT", "connections.max.reauth.ms") == 0
+    assert "user_a" not in repr(config)
+
+
+def test_ssl_keys_are_typed_per_listener_and_hidden() -> None:
+    """ssl.* keys are Kafka's, also per listener (listener.name.<l>.ssl.*), the prefixed value
+    winning on its listener; passwords never print."""
+    config = props_cfg({
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.client.auth": "requested",
+        "listener.name.ssl.ssl.client.auth": "required",
+        "listener.name.ssl.ssl.keystore.location": "/etc/strom/broker.pem",
+        "listener.name.ssl.ssl.key.password": "s3cret",
+    })  # fmt: skip
+    ssl = config.ssl_settings("SSL")
+    assert (ssl.keystore_type, ssl.client_auth, ssl.keystore_location) == (
+        "PEM", "required", "/etc/strom/broker.pem")  # fmt: skip
+    assert config.ssl_settings("PLAINTEXT").client_auth == "requested"
+    assert ssl.key_password is not None
+    assert ssl.key_password.reveal() == "s3cret"
+    assert "s3cret" not in repr(ssl)
+    assert "s3cret" not in repr(config)
+    assert config.uses_tls("SSL")
+    assert not config.uses_tls("PLAINTEXT")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("listener.name.ssl.ssl.client.auth", "always", "one of required, requested, none"),
+        ("ssl.enabled.protocols", "TLSv1.1", "TLSv1.2, TLSv1.3"),
+        ("ssl.keystore.type", "BKS", "one of JKS, PKCS12, PEM"),
+        ("ssl.engine.factory.class", "com.example.Factory", "unset"),
+        ("listener.name.ssl.ssl.no.such.key", "x", "unknown config key"),
     ],
 )
-def test_listeners_needing_tls_or_sasl_fail_closed(props: dict[str, str]) -> None:
-    with pytest.raises(ConfigError, match=r"which is refused: Strom does not implement TLS"):
-        props_cfg(props)
+def test_bad_ssl_values_name_the_key(key: str, value: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected) as info:
+        props_cfg({"listeners": "SSL://127.0.0.1:0", key: value})
+    assert info.value.key == key
 
 
 def test_plaintext_listeners_beside_the_default_protocol_map_are_fine() -> None:

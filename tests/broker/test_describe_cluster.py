@@ -90,6 +90,7 @@ class _State:
     )
     offline_replicas: OfflineReplicas = field(default_factory=OfflineReplicas)
     controller: _Controller = field(default_factory=lambda: _Controller())
+    authorizer: None = None
 
 
 def _registration(

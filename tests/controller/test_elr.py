@@ -343,5 +343,5 @@ def test_format_writes_the_feature_into_the_bootstrap_checkpoint(tmp_path: Path)
     )
     data = read_bootstrap(tmp_path / "meta")
     assert data is not None
-    levels = decode_bootstrap(data, "bootstrap.checkpoint")
+    levels = decode_bootstrap(data, "bootstrap.checkpoint").levels
     assert levels == {"metadata.version": 25, ELR_VERSION: 1}

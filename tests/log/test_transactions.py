@@ -366,3 +366,25 @@ def test_delete_records_past_an_open_transaction(log: PartitionLog) -> None:
     assert log.last_stable_offset == end + 1
     # the abort is still reported to a consumer reading from the new start
     assert log.aborted_transactions(3, end + 1) == [AbortedTxn(A, first, end, end + 1)]
+
+
+def test_a_marker_above_the_high_watermark_holds_the_lso_across_a_restart(tmp_path: Path) -> None:
+    """Snapshot version 2 keeps the ended transaction whose marker the high watermark had not
+    passed: after a restart, back at its checkpointed high watermark, the replica's LSO is still
+    held (even if something read the LSO before the high watermark was restored)."""
+    m = manager([tmp_path])
+    log = m.create("t", 0, LogConfig())
+    log.high_watermark_follows_appends = False
+    first = txn(log, A, 0)
+    end = marker(log, A, commit=True)
+    log.update_high_watermark(end)
+    assert log.last_stable_offset == first
+    m.close()
+    log = get_log(manager([tmp_path]))
+    assert log.checkpointed_high_watermark == end
+    log.clean_view()  # the cleaner may look before the replica's role is set
+    log.restore_high_watermark()
+    assert log.high_watermark == end
+    assert log.last_stable_offset == first
+    log.update_high_watermark(end + 1)
+    assert log.last_stable_offset == end + 1

@@ -100,28 +100,28 @@ def test_sanity_check_refuses_torn_and_unknown_versions(tmp_path: Path) -> None:
 
 def test_open_transactions_first_unstable_offset() -> None:
     txns = OpenTransactions()
-    assert txns.first_unstable_offset() is None
+    assert txns.first_unstable_offset(0) is None
     txns.begin(1, 10)
     txns.begin(2, 12)
-    assert txns.first_unstable_offset() == 10
+    assert txns.first_unstable_offset(0) == 10
     done = CompletedTxn(1, 10, 20, aborted=True)
     assert txns.last_stable_offset_after(done) == 12
     txns.complete(done, high_watermark=15)  # marker above the high watermark: still unstable
-    assert txns.first_unstable_offset() == 10
+    assert txns.first_unstable_offset(0) == 10
     assert txns.first_undecided_offset() == 12
     txns.forget_below(21)
-    assert txns.first_unstable_offset() == 12
+    assert txns.first_unstable_offset(0) == 12
     other = CompletedTxn(2, 12, 22, aborted=False)
     assert txns.last_stable_offset_after(other) == 23
     txns.complete(other, high_watermark=30)
-    assert txns.first_unstable_offset() is None
+    assert txns.first_unstable_offset(0) is None
 
 
 def test_open_transactions_restore_sorts() -> None:
     txns = OpenTransactions()
     txns.restore({30: 3, 10: 1, 20: 2}, [CompletedTxn(4, 5, 40, False)])
-    assert txns.first_unstable_offset() == 5
+    assert txns.first_unstable_offset(0) == 5
     txns.forget_below(41)
-    assert txns.first_unstable_offset() == 10
+    assert txns.first_unstable_offset(0) == 10
     txns.begin(9, 15)  # out of order (a rebuild): still sorted
     assert list(txns._ongoing) == [10, 15, 20, 30]

