@@ -54,7 +54,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from strom.storage.fileio import write_all
+from strom.storage import disk
 from strom.wire.primitives import Buffer
 
 TMP_SUFFIX = ".tmp"
@@ -66,17 +66,17 @@ def atomic_replace(
     """Replace `path` with `data` (steps 1-4 above; `sync=False`: 1 and 3 only)."""
     temp = path.with_name(path.name + temp_suffix)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = disk.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            write_all(fd, data)
+            disk.write_all(fd, data)
             if sync:
-                os.fsync(fd)
+                disk.fsync(fd)
         finally:
-            os.close(fd)
-        os.replace(temp, path)
+            disk.close(fd)
+        disk.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
-            temp.unlink()
+            disk.unlink(temp)
         raise
     if sync:
         fsync_dir(path.parent)
@@ -94,12 +94,7 @@ def fsync_file(path: Path, *, missing_ok: bool = False) -> None:
 
 def _fsync(path: Path, missing_ok: bool) -> None:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        disk.fsync_path(path)
     except FileNotFoundError:
-        if missing_ok:
-            return
-        raise
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        if not missing_ok:
+            raise

@@ -1,6 +1,8 @@
 """Low-level file helpers: whole writes, segment fds opened on demand, and batch scans.
 
-Scans read the file in large chunks with `os.pread` and parse only the 61-byte
+All file access goes through `strom.storage.disk` (the switchable Disk).
+
+Scans read the file in large chunks with `pread` and parse only the 61-byte
 batch headers (see `strom.wire.records.batch`), so walking a segment costs one
 syscall per chunk rather than one per batch. `scan_headers` trusts the bytes
 (they were validated when written or recovered); `read_batches` does the same
@@ -17,9 +19,9 @@ import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.log_errors import CorruptLogError
 from strom.wire.errors import ProtocolError
-from strom.wire.primitives import Buffer
 from strom.wire.records import (
     HEADER,
     HEADER_SIZE,
@@ -34,14 +36,6 @@ SCAN_CHUNK = 16 * 1024
 INT32_MAX = 2**31 - 1
 
 
-def write_all(fd: int, data: Buffer) -> None:
-    """Write everything, looping over short writes; OSError propagates (caller rolls back)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 class SegmentFile:
     """An open `.log` file shared by its segment and any ReadResult still pointing into it.
 
@@ -54,8 +48,9 @@ class SegmentFile:
 
     def __init__(self, path: Path, flags: int) -> None:
         self.path = path
-        self.fd = os.open(path, flags, 0o644)
-        self._finalizer = weakref.finalize(self, os.close, self.fd)
+        opened_on = disk.current()  # closed on the disk it was opened on
+        self.fd = opened_on.open(path, flags, 0o644)
+        self._finalizer = weakref.finalize(self, opened_on.close, self.fd)
 
     @property
     def closed(self) -> bool:
@@ -124,7 +119,7 @@ def scan_headers(
     while pos < end:
         rel = pos - buf_pos
         if rel + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(max(chunk, HEADER_SIZE), end - pos), pos)
+            buf = disk.pread(fd, min(max(chunk, HEADER_SIZE), end - pos), pos)
             buf_pos, rel = pos, 0
             if len(buf) < HEADER_SIZE:
                 raise CorruptLogError(f"truncated batch header at position {pos}")
@@ -159,7 +154,7 @@ class ValidatingScan:
                 return
             rel = pos - buf_pos
             if rel + LOG_OVERHEAD > len(buf):
-                buf, buf_pos, rel = os.pread(fd, min(self._chunk, end - pos), pos), pos, 0
+                buf, buf_pos, rel = disk.pread(fd, min(self._chunk, end - pos), pos), pos, 0
             length = peek_length(buf, rel)
             size = length + LOG_OVERHEAD
             if size < HEADER_SIZE or pos + size > end:
@@ -167,7 +162,7 @@ class ValidatingScan:
                 return
             if rel + size > len(buf):
                 buf, buf_pos, rel = (
-                    os.pread(fd, min(max(self._chunk, size), end - pos), pos),
+                    disk.pread(fd, min(max(self._chunk, size), end - pos), pos),
                     pos,
                     0,
                 )
@@ -199,7 +194,7 @@ def read_batches(
     while pos < end:
         rel = pos - buf_pos
         if rel + HEADER_SIZE > len(buf):
-            buf, buf_pos, rel = memoryview(os.pread(fd, min(chunk, end - pos), pos)), pos, 0
+            buf, buf_pos, rel = memoryview(disk.pread(fd, min(chunk, end - pos), pos)), pos, 0
         if len(buf) - rel < HEADER_SIZE:
             raise CorruptLogError(f"truncated batch header at position {pos}")
         header = BatchHeader(*unpack(buf, rel))
@@ -208,7 +203,7 @@ def read_batches(
             raise CorruptLogError(f"bad batch header at position {pos}")
         if rel + size > len(buf):
             buf, buf_pos, rel = (
-                memoryview(os.pread(fd, min(max(chunk, size), end - pos), pos)),
+                memoryview(disk.pread(fd, min(max(chunk, size), end - pos), pos)),
                 pos,
                 0,
             )

@@ -185,7 +185,7 @@ async def append_partition(
     leadership = replication.leader_appended((topic, index))
     if not result.duplicate:
         waiters.changed(topic, index)
-        if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
+        if log.flush_owed():
             try:
                 await trio.to_thread.run_sync(log.flush)
             except KafkaStorageError:

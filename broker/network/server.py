@@ -393,7 +393,12 @@ class Server:
         if response is None:
             return None
         chunks = encode_response(key, version, header.correlation_id, response)
-        if key in QUOTA_KEYS and self.state.image.client_quotas and isinstance(event, Request):
+        if (
+            key in QUOTA_KEYS
+            and kind == "broker"  # quotas are clients'; a controller listener's Fetch is Raft's
+            and isinstance(event, Request)
+            and self.state.image.client_quotas
+        ):
             throttle = self._quota_throttle(key, event, request, response, chunks)
             if throttle > 0:
                 response.throttle_time_ms = throttle  # type: ignore[attr-defined]

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Iterator
 from importlib.metadata import version
+from pathlib import Path
 
 import trio
 
@@ -23,7 +25,9 @@ from strom.broker.process import limits, malloc, socket_activation
 from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
 from strom.broker.process.storage_tool import add_storage_commands, run_storage_command
-from strom.config import ConfigError, load_config
+from strom.config import ConfigError, load_config, planted
+from strom.storage import disk
+from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, JournalingDisk
 
 log = logging.getLogger("strom.broker")
 
@@ -59,6 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         socket_activation.close_all(inherited)
         return 2
     setup_logging(config.python_log_level)
+    try:
+        _planted_bugs()
+    except ValueError as exc:
+        log.error("%s: %s", planted.ENV, exc)
+        socket_activation.close_all(inherited)
+        return 2
+    _journaling_disk()
     malloc.tune()
     limits.raise_open_files()
     try:
@@ -68,6 +79,26 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", describe_failure(exc))
         return 1
     return 0
+
+
+def _planted_bugs() -> None:
+    """Test mode: STROM_PLANTED_BUGS puts fixed bugs back (strom.config.planted)."""
+    names = planted.from_environment()
+    if names:
+        planted.plant(names)
+        log.warning("test mode: planted bugs %s (%s)", ", ".join(sorted(names)), planted.ENV)
+
+
+def _journaling_disk() -> None:
+    """Test mode: with STROM_DISK_JOURNAL set, storage runs on a JournalingDisk, so a test can
+    cut this process's power after killing it (strom.storage.disk.journal)."""
+    journal = os.environ.get(JOURNAL_ENV)
+    if not journal:
+        return
+    root = Path(os.environ.get(ROOT_ENV, ""))
+    disk.use(JournalingDisk(Path(journal), root))
+    log.warning("test mode: every change to %s is journaled to %s (for simulated power cuts)",
+                root, journal)  # fmt: skip
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -45,7 +45,7 @@ from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
 from strom.broker.security.peer import PeerSecurity
 from strom.config.quorum import Address
-from strom.storage import LogError
+from strom.storage import KafkaStorageError, LogError
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -244,6 +244,7 @@ class LeaderFetcher:
     ) -> None:
         by_id = {t.topic_id: k[0] for k, t in sent.items()}
         backoff_s = self.broker.config.replica_fetch_backoff_ms / 1000
+        owed: list[PartitionLog] = []
         for topic in response.responses:
             name = topic.topic or by_id.get(topic.topic_id, "")
             for p in topic.partitions:
@@ -279,6 +280,8 @@ class LeaderFetcher:
                         records = p.records
                         if isinstance(records, bytes | bytearray | memoryview) and len(records):
                             plog.append_replicated(records, self.broker.clock())
+                            if plog.flush_owed():
+                                owed.append(plog)
                         plog.update_high_watermark(min(p.high_watermark, plog.log_end_offset))
                         self._follow_log_start(plog, p.log_start_offset)
                         self._delayed.pop(key, None)
@@ -288,6 +291,13 @@ class LeaderFetcher:
                 except (LogError, OSError) as exc:
                     log.warning("replicating %s from broker %d: %s", plog.name, self.leader, exc)
                     self._delayed[key] = trio.current_time() + backoff_s
+        # flush.messages: flushed before the next fetch tells the leader this replica holds
+        # them (so acks=all with flush.messages=1 means synced on every ISR member, as Kafka)
+        for plog in owed:
+            try:
+                await trio.to_thread.run_sync(plog.flush)
+            except KafkaStorageError as exc:  # offline now; the storage heartbeat reports it
+                log.warning("flushing %s: %s", plog.name, exc)
 
     def _follow_log_start(self, plog: PartitionLog, leader_start: int) -> None:
         """Advance the local log start to the leader's (DeleteRecords, retention there), never

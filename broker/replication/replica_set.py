@@ -215,12 +215,18 @@ class ReplicaSet:
         return False
 
     def proposal(
-        self, leader_end: int, now_ms: int, eligible: Mapping[int, int]
+        self,
+        leader_end: int,
+        now_ms: int,
+        eligible: Mapping[int, int],
+        *,
+        check_epochs: bool = True,
     ) -> Proposal | None:
         """The ISR change to propose now (None: keep the ISR, or a change is in flight).
 
         `eligible` maps the brokers that may join (registered, unfenced, not shutting down) to
-        their registered broker epochs: a follower joins only if its fetches named that epoch.
+        their registered broker epochs: a follower joins only if its fetches named that epoch
+        (`check_epochs` False: whatever they named, a planted bug for tests).
         """
         if self.pending is not None:
             return None
@@ -232,7 +238,7 @@ class ReplicaSet:
                     isr.discard(replica)
             elif (
                 replica in eligible
-                and follower.broker_epoch in (-1, eligible[replica])
+                and (not check_epochs or follower.broker_epoch in (-1, eligible[replica]))
                 and follower.log_end_offset >= self.high_watermark
                 and follower.log_end_offset >= self.leader_epoch_start
             ):

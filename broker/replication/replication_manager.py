@@ -58,6 +58,7 @@ from strom.broker.replication.read_replica import (
 )
 from strom.broker.replication.replica_set import Proposal, ReplicaSet
 from strom.config import topic_min_insync_replicas
+from strom.config.planted import planted
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 
@@ -241,6 +242,8 @@ class ReplicationManager:
 
     def _registrations(self, image: MetadataImage, leadership: Leadership) -> None:
         """Forget what earlier incarnations of the followers' brokers reported (KIP-903)."""
+        if planted("isr-trusts-old-incarnation"):
+            return
         for replica_id in leadership.replica_set.followers:
             registration = image.broker(replica_id)
             if registration is not None:
@@ -346,7 +349,10 @@ class ReplicationManager:
     def _propose(self, key: Key, leadership: Leadership, now: int) -> None:
         image = self.broker.image
         eligible = {b.broker_id: b.epoch for b in image.brokers() if b.active}
-        proposed = leadership.replica_set.proposal(leadership.log.log_end_offset, now, eligible)
+        proposed = leadership.replica_set.proposal(
+            leadership.log.log_end_offset, now, eligible,
+            check_epochs=not planted("isr-trusts-old-incarnation"),
+        )  # fmt: skip
         if proposed is None:
             return
         log.info(
@@ -394,6 +400,7 @@ class ReplicationManager:
         if not batch:
             return
         own_epoch = self.broker.controller.broker_epoch
+        image = self.broker.image
         topics: dict[uuid.UUID, AlterPartitionRequest.TopicData] = {}
         for (_, index), (leadership, proposal) in batch.items():
             members = [
@@ -402,6 +409,13 @@ class ReplicationManager:
                     proposal.isr, own_epoch
                 )
             ]
+            if planted("isr-trusts-old-incarnation"):  # the epochs of the image, not the fetches
+                members = [
+                    AlterPartitionRequest.BrokerState(
+                        m.broker_id, r.epoch if (r := image.broker(m.broker_id)) else -1
+                    )
+                    for m in members
+                ]
             topic = topics.setdefault(
                 leadership.topic_id, AlterPartitionRequest.TopicData(leadership.topic_id)
             )
@@ -472,6 +486,11 @@ class ReplicationManager:
             if not self._in_flight(key, leadership, proposal):
                 continue  # the metadata settled it meanwhile
             answer = answers.get((leadership.topic_id, key[1]))
+            if planted("isr-forgets-unanswered-proposal") and (
+                answer is None or answer.error_code != ErrorCode.NONE
+            ):  # the bug put back for tests: any failure forgets the proposal
+                leadership.replica_set.proposal_refused(proposal)
+                continue
             if answer is None:  # no answer, or a top-level error: the outcome is unknown
                 resend[key] = (leadership, proposal)
                 continue

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import random
 import re
 import shutil
 import signal
@@ -63,6 +64,9 @@ from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.faults import FaultControl
 from strom.broker.testing.network import Network
+from strom.config.planted import ENV as PLANTED_ENV
+from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, power_cut
+from strom.storage.disk.model import Keep
 from strom.storage.meta_properties import new_cluster_id
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.alter_partition_reassignments import (
@@ -104,6 +108,8 @@ class ClusterNode:
         """Listener name -> port of its front (`ClusterProcess(partitionable=True)`): the port
         other nodes and clients reach it on (advertised.listeners)."""
         self.overrides: dict[str, str] = {}
+        self.environment: dict[str, str] = {}
+        """Extra environment of the child (e.g. the journaling disk of `power_cut`)."""
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
         """The node's last log lines, across restarts."""
@@ -174,7 +180,9 @@ class ClusterNode:
             if self.starts > 1:
                 self.output.append(f"--- node {self.node_id}: start {self.starts} ---")
             self._started = threading.Event()
-            environment = {**child_environment(), **self.faults.environment()}
+            environment = {
+                **child_environment(), **self.faults.environment(), **self.environment
+            }
             process = popen_activated(args, list(self.sockets.items()), environment)
             self.process = process
             started, generation = self._started, self.starts
@@ -245,6 +253,27 @@ class ClusterNode:
         process.wait()
         self._after_exit()
 
+    @property
+    def journal(self) -> Path:
+        """Where its journaling disk journals (`ClusterProcess(power_cuts=True)`)."""
+        return self.data_dir.parent / f"node-{self.node_id}.journal"
+
+    @property
+    def journaled(self) -> Path:
+        """What its journaling disk journals: the partition logs (its log.dirs)."""
+        return self.data_dir / "data"
+
+    def power_cut(self, rng: random.Random, *, keep: Keep = "random") -> str:
+        """SIGKILL, then what a power loss does to its disk: what it had not fsynced is lost
+        (wholly with keep="none", else in part, the last write maybe torn). Needs
+        `ClusterProcess(power_cuts=True)`. Returns what the cut did, in one line."""
+        if JOURNAL_ENV not in self.environment:
+            raise ClusterError(f"node {self.node_id} runs without a journaling disk")
+        self.kill9()
+        if not self.journal.exists():
+            return f"node {self.node_id}: nothing journaled yet"
+        return power_cut(self.journal, self.journaled, rng, keep=keep)
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""
         process = self._require()
@@ -302,7 +331,10 @@ class ClusterProcess:
     (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
     `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
     between restarts (`node.overrides`). `features`: levels `strom format --feature` finalizes
-    (e.g. eligible.leader.replicas.version=1).
+    (e.g. eligible.leader.replicas.version=1). `power_cuts`: every node's partition logs run
+    on a journaling disk, so `node.power_cut()` can cut a node's power
+    (strom.storage.disk.journal; the metadata log is not journaled). `planted`: fixed bugs
+    every node puts back (strom.config.planted; tests that prove a check catches them).
     """
 
     def __init__(
@@ -317,6 +349,8 @@ class ClusterProcess:
         start_timeout: float = 60.0,
         partitionable: bool = False,
         features: Mapping[str, int] | None = None,
+        power_cuts: bool = False,
+        planted: Iterable[str] = (),
         client_ssl: ssl.SSLContext | None = None,
         client_sasl: tuple[str, str, str] | None = None,
         format_args: Sequence[str] = (),
@@ -358,7 +392,7 @@ class ClusterProcess:
                 self.network = Network(self._pids)
                 for node in self.nodes:
                     for name, port in node.ports.items():
-                        node.fronts[name] = self.network.front(node.node_id, (HOST, port))[1]
+                        node.fronts[name] = self.network.front(node.node_id, (HOST, port), name)[1]
         except BaseException:
             self._close_sockets()
             raise
@@ -373,6 +407,12 @@ class ClusterProcess:
                 **(overrides or {}),
                 **(node_overrides or {}).get(node.node_id, {}),
             }
+            if power_cuts:
+                node.environment = {
+                    JOURNAL_ENV: str(node.journal), ROOT_ENV: str(node.journaled)
+                }
+            if planted:
+                node.environment[PLANTED_ENV] = ",".join(planted)
         self.format_seconds = 0.0
         """How long `strom format` took (every node in parallel)."""
         self.startup_seconds = 0.0
@@ -444,16 +484,34 @@ class ClusterProcess:
         inside = _ids(nodes)
         self.partition_halves(inside, [n.node_id for n in self.nodes if n.node_id not in inside])
 
-    def partition_halves(self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode]) -> None:
+    def partition_halves(
+        self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode], listener: str = ""
+    ) -> None:
         """Cut every link between a node of `a` and a node of `b`, both ways (a node in neither
-        keeps its links to both: a bridge)."""
+        keeps its links to both: a bridge); `listener`: only connections to that listener
+        (CLIENT_LISTENER: the replica fetches between brokers, while Raft, heartbeats and
+        AlterPartition, on the controller listeners, flow)."""
         side_a, side_b = _ids(a), _ids(b)
-        self._require_network().cut(side_a, side_b)
-        self._require_network().cut(side_b, side_a)
+        self._require_network().cut(side_a, side_b, listener)
+        self._require_network().cut(side_b, side_a, listener)
 
-    def cut(self, sources: Iterable[int | ClusterNode], destinations: Iterable[int | ClusterNode]) -> None:
-        """Cut one way: bytes from `sources` to `destinations` are held, the reverse flows."""
-        self._require_network().cut(_ids(sources), _ids(destinations))
+    def cut(
+        self,
+        sources: Iterable[int | ClusterNode],
+        destinations: Iterable[int | ClusterNode],
+        listener: str = "",
+    ) -> None:
+        """Cut one way: bytes from `sources` to `destinations` are held, the reverse flows
+        (`listener`: only on connections to that listener name)."""
+        self._require_network().cut(_ids(sources), _ids(destinations), listener)
+
+    def heal_between(
+        self, a: Iterable[int | ClusterNode], b: Iterable[int | ClusterNode], listener: str = ""
+    ) -> None:
+        """Undo `partition_halves(a, b, listener)` only: other cuts stay."""
+        side_a, side_b = _ids(a), _ids(b)
+        self._require_network().restore(side_a, side_b, listener)
+        self._require_network().restore(side_b, side_a, listener)
 
     def heal(self) -> None:
         """Every cut link carries bytes again (the held ones first)."""

@@ -51,12 +51,13 @@ CONNECT_TIMEOUT = 5.0
 
 class Network:
     """The links between a cluster's nodes: fronts per node listener, and which directed links
-    (from node, to node) are cut."""
+    (from node, to node), of every listener or of one listener name, are cut."""
 
     def __init__(self, pids: Callable[[], dict[int, int]]) -> None:
         self._pids = pids
         """Node id -> pid of its running process, asked at each new connection."""
-        self._cut: set[tuple[int, int]] = set()
+        self._cut: set[tuple[int, int, str]] = set()
+        """(from node, to node, listener name): "" cuts every listener of that link."""
         self._changed = threading.Condition()
         self._closed = False
         self._fronts: list[_Front] = []
@@ -64,21 +65,31 @@ class Network:
 
     # --- set up ------------------------------------------------------------------------------
 
-    def front(self, node_id: int, target: tuple[str, int]) -> tuple[str, int]:
-        """A front for node `node_id`'s listener at `target`; returns the front's address."""
-        front = _Front(self, node_id, target)
+    def front(self, node_id: int, target: tuple[str, int], listener: str = "") -> tuple[str, int]:
+        """A front for node `node_id`'s listener (named `listener`) at `target`; returns the
+        front's address."""
+        front = _Front(self, node_id, target, listener)
         self._fronts.append(front)
         return front.address
 
     # --- faults ------------------------------------------------------------------------------
 
-    def cut(self, sources: Iterable[int], destinations: Iterable[int]) -> None:
-        """Stop bytes from every node in `sources` to every node in `destinations` (one way)."""
+    def cut(self, sources: Iterable[int], destinations: Iterable[int], listener: str = "") -> None:
+        """Stop bytes from every node in `sources` to every node in `destinations` (one way),
+        on connections to the listener named `listener` of either end ("": every listener)."""
         with self._changed:
             for a in sources:
                 for b in destinations:
                     if a != b:
-                        self._cut.add((a, b))
+                        self._cut.add((a, b, listener))
+            self._changed.notify_all()
+
+    def restore(self, sources: Iterable[int], destinations: Iterable[int], listener: str = "") -> None:
+        """Undo `cut(sources, destinations, listener)`: those links carry bytes again."""
+        with self._changed:
+            for a in sources:
+                for b in destinations:
+                    self._cut.discard((a, b, listener))
             self._changed.notify_all()
 
     def heal(self) -> None:
@@ -89,9 +100,9 @@ class Network:
 
     @property
     def cut_links(self) -> frozenset[tuple[int, int]]:
-        """The directed links (from node, to node) that are cut."""
+        """The directed links (from node, to node) that are cut, on some listener or all."""
         with self._changed:
-            return frozenset(self._cut)
+            return frozenset((a, b) for a, b, _ in self._cut)
 
     def close(self) -> None:
         """Close every front and every connection through them."""
@@ -111,10 +122,14 @@ class Network:
 
     # --- for the fronts ----------------------------------------------------------------------
 
-    def wait_open(self, source: int | None, destination: int | None) -> bool:
-        """Block while the link is cut; False once the network is closed."""
+    def wait_open(self, source: int | None, destination: int | None, listener: str = "") -> bool:
+        """Block while the link (of a connection to `listener`) is cut; False once the
+        network is closed."""
         with self._changed:
-            while not self._closed and (source, destination) in self._cut:
+            while not self._closed and (
+                (source, destination, "") in self._cut
+                or (listener and (source, destination, listener) in self._cut)
+            ):
                 self._changed.wait()
             return not self._closed
 
@@ -152,8 +167,11 @@ class Network:
 class _Front:
     """A listening socket that forwards every connection to one node's listener."""
 
-    def __init__(self, network: Network, node_id: int, target: tuple[str, int]) -> None:
+    def __init__(
+        self, network: Network, node_id: int, target: tuple[str, int], listener: str = ""
+    ) -> None:
         self.network, self.node_id, self.target = network, node_id, target
+        self.listener_name = listener
         self.listener = socket.create_server((target[0], 0), backlog=128)
         self.address: tuple[str, int] = self.listener.getsockname()[:2]
         threading.Thread(target=self._accept, daemon=True, name=f"front-{node_id}").start()
@@ -182,7 +200,7 @@ class _Front:
         source = network.identify(peer, self.address)
         destination = self.node_id
         # The handshake of a connection opened across a cut would not complete: hold it.
-        if not network.wait_open(source, destination):
+        if not network.wait_open(source, destination, self.listener_name):
             return
         try:
             upstream = socket.create_connection(self.target, timeout=CONNECT_TIMEOUT)
@@ -207,7 +225,7 @@ class _Front:
                 data = reader.recv(CHUNK)
             except OSError:
                 data = b""
-            if not network.wait_open(source, destination):
+            if not network.wait_open(source, destination, self.listener_name):
                 return  # closed: `close` closes the sockets
             if not data:  # the sender closed (or reset): so does the other side, after the data
                 _end(network, reader, writer)

@@ -1,8 +1,10 @@
-"""Long mode: `python -m compat_tests.jepsen --faults 100 --seed N` (see docs/replication.md).
+"""Long mode: `python -m compat_tests.jepsen --faults 100 --seed N --mix hard` (see
+docs/replication.md).
 
-Starts its own 3-node cluster in a temporary directory, prints the seed and fault schedule
-first (so a run can be repeated), the faults as injected, then the checker's summary; exits 1
-on any violation.
+Starts its own 3-node cluster in a temporary directory (eligible leader replicas on unless
+`--elr 0`), prints the seed and fault schedule first (so a run can be repeated), the faults as
+injected, then the checker's summary; exits 1 on any violation. `--faults 0 --duration S`: a
+run with no faults.
 """
 
 from __future__ import annotations
@@ -16,14 +18,36 @@ import tempfile
 from pathlib import Path
 
 from compat_tests.jepsen.checker import check, summary
-from compat_tests.jepsen.nemesis import schedule
-from compat_tests.jepsen.workload import Options, describe_plan, queue_cluster, run
+from compat_tests.jepsen.scenarios import SCENARIOS
+from compat_tests.jepsen.workload import (
+    ELR,
+    Options,
+    cluster_settings,
+    describe_plan,
+    plan_of,
+    run,
+)
+from strom.broker.testing.cluster import ClusterProcess
+from strom.config.planted import BUGS
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compat_tests.jepsen", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="default: a random seed")
     parser.add_argument("--faults", type=int, default=Options.faults)
+    parser.add_argument("--mix", choices=("classic", "hard"), default="hard")
+    parser.add_argument("--elr", type=int, choices=(0, 1), default=1,
+                        help="eligible.leader.replicas.version the cluster is formatted with")  # fmt: skip
+    parser.add_argument("--whole-cluster-power-cuts", action="store_true",
+                        help="also cut every node's power at once (loses what nobody flushed)")  # fmt: skip
+    parser.add_argument("--duration", type=float, default=60.0,
+                        help="seconds of load with --faults 0")  # fmt: skip
+    parser.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config of the queue topic (e.g. flush.messages=1)")  # fmt: skip
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
+                        help="a scripted nemesis instead of the seed's schedule (scenarios.py)")  # fmt: skip
+    parser.add_argument("--plant", action="append", default=[], choices=sorted(BUGS),
+                        help="put a fixed bug back in every node (strom.config.planted)")  # fmt: skip
     parser.add_argument("--partitions", type=int, default=Options.partitions)
     parser.add_argument("--producers", type=int, default=Options.producers)
     parser.add_argument("--rate", type=float, default=Options.rate, help="values/s per producer")
@@ -38,18 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.consumer_debug and not args.keep:
         parser.error("--consumer-debug needs --keep (where its log goes)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    opts = Options(seed=seed, faults=args.faults, partitions=args.partitions,
-                   producers=args.producers, rate=args.rate,
-                   consumer_debug=args.consumer_debug,
+    scenario = SCENARIOS[args.scenario] if args.scenario else None
+    topic_config = dict(scenario.topic_config) if scenario else {}
+    topic_config.update(kv.split("=", 1) for kv in args.topic_config)
+    opts = Options(seed=seed, faults=0 if scenario else args.faults, mix=args.mix,
+                   message_timeout_ms=scenario.message_timeout_ms if scenario else Options.message_timeout_ms,
+                   partitions=args.partitions, producers=args.producers, rate=args.rate,
+                   duration=args.duration,
+                   whole_cluster_power_cuts=args.whole_cluster_power_cuts,
+                   topic_config=topic_config, consumer_debug=args.consumer_debug,
                    consumer_log=args.keep / "live-consumer.log" if args.keep else None)  # fmt: skip
-    print(
-        describe_plan(opts, schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup))
-    )
+    if scenario:
+        print(f"scenario {scenario.name} ({ELR}={args.elr}, planted: {args.plant or 'nothing'})")
+    else:
+        print(describe_plan(opts, plan_of(opts)) + f"\n  ({ELR}={args.elr})")
+    settings = cluster_settings(args.elr, split=bool(scenario and scenario.split),
+                                planted=tuple(args.plant),
+                                overrides=scenario.overrides if scenario else None)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="strom-jepsen-") as tmp:
         root = args.keep or Path(tmp)
-        with queue_cluster(root) as cluster:
+        with ClusterProcess(root, **settings) as cluster:
             try:
-                result = run(cluster, opts)
+                result = run(cluster, opts, nemesis=scenario.nemesis if scenario else None)
             finally:
                 if args.keep:
                     for node in cluster.nodes:
@@ -61,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             for read in result.history.reads:
                 out.write(json.dumps({"type": "read", **dataclasses.asdict(read)}) + "\n")
     report = check(result.history)
-    print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
+    what = f"scenario {scenario.name}" if scenario else f"seed {opts.seed}, {len(result.plan)} faults"
+    print(f"--- {what}, {result.seconds:.0f}s ---")
     print(summary(report))
     return 0 if report.ok else 1
 

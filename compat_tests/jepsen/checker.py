@@ -15,6 +15,8 @@ for this repo's history shape: every value is unique, so a read names the send i
 - inconsistent offsets: one (partition, offset) read with two values, or an acknowledgement
   naming an offset at which another value was read (two logs disagreeing about history).
 - unexpected: a value nobody sent (garbage).
+- replica divergence: two replicas of a partition holding different batches below its high
+  watermark (`replicas.py` compares every node's log, batch by batch, at the end).
 - live consumer skips and rewinds: the consumer that reads during the run starts at offset 0
   and receives each partition in order; an offset more than one past the last it got (records
   it never saw, Jepsen's "poll skip") or at or before it (a rewind: its position was reset, as
@@ -78,6 +80,11 @@ class History:
     """The final read reached every end offset before its deadline."""
     live_errors: dict[str, int] = field(default_factory=dict)
     """Errors the live consumer received instead of records, by name ("p<partition> NAME")."""
+    replicas_divergent: list[str] = field(default_factory=list)
+    """Replicas holding different batches below the high watermark (`replicas.compare`)."""
+    replicas_behind: list[str] = field(default_factory=list)
+    replicas_compared: dict[int, int] = field(default_factory=dict)
+    """Partition -> batches compared across the replicas (empty: not compared)."""
 
 
 @dataclass
@@ -124,6 +131,9 @@ class Report:
     consumer stops only after the producers have flushed, so it should have read every
     acknowledged value; a partition listed here is one where it stopped receiving."""
     live_errors: dict[str, int] = field(default_factory=dict)
+    replicas_divergent: list[str] = field(default_factory=list)
+    replicas_behind: list[str] = field(default_factory=list)
+    replicas_compared: dict[int, int] = field(default_factory=dict)
 
     @property
     def violations(self) -> dict[str, int]:
@@ -140,6 +150,7 @@ class Report:
             "live consumer skips": len(self.poll_skips),
             "live consumer rewinds": len(self.poll_rewinds),
             "final read incomplete": int(self.final_incomplete),
+            "replica divergence": len(self.replicas_divergent),
         }
         return {name: n for name, n in counts.items() if n}
 
@@ -223,6 +234,9 @@ def check(history: History) -> Report:
 
     report.live_behind = _live_behind(history)
     report.live_errors = dict(history.live_errors)
+    report.replicas_divergent = list(history.replicas_divergent)
+    report.replicas_behind = list(history.replicas_behind)
+    report.replicas_compared = dict(history.replicas_compared)
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
     return report
@@ -377,6 +391,21 @@ def summary(report: Report, *, limit: int = 5) -> str:
         )
     if report.final_incomplete:
         lines.append("FINAL READ INCOMPLETE: it did not reach every end offset in time")
+    if report.replicas_compared:
+        lines.append(
+            "replicas compared below the high watermark: "
+            + ", ".join(f"p{p} {n} batches" for p, n in sorted(report.replicas_compared.items()))
+            + (
+                f"; behind (liveness): {'; '.join(report.replicas_behind)}"
+                if report.replicas_behind
+                else ""
+            )
+        )
+    if report.replicas_divergent:
+        lines.append(
+            f"REPLICAS DIVERGE {len(report.replicas_divergent)}: "
+            + examples(report.replicas_divergent)
+        )
     verdict = report.violations
     lines.append(
         "VALID" if not verdict else "INVALID: " + ", ".join(f"{k} {n}" for k, n in verdict.items())

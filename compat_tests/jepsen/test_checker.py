@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from compat_tests.jepsen.checker import History, Read, Send, check, summary
-from compat_tests.jepsen.nemesis import choose, schedule
+from compat_tests.jepsen.nemesis import HARD_WEIGHTS, LONG_KINDS, POWER_KINDS, choose, schedule
 
 
 def acked(value: str, partition: int, offset: int, producer: int = 0, seq: int = 0) -> Send:
@@ -162,8 +162,30 @@ def test_the_schedule_is_a_function_of_the_seed() -> None:
 
 def test_choose_spreads_over_the_candidates() -> None:
     plan = schedule(3, 30, 3)
-    assert {choose(f, [3, 1, 2]) for f in plan} == {1, 2, 3}
-    assert all(choose(f, [2]) == 2 for f in plan)
+    assert {choose(f.pick, [3, 1, 2]) for f in plan} == {1, 2, 3}
+    assert all(choose(f.pick, [2]) == 2 for f in plan)
+
+
+def test_the_hard_mix_has_every_kind_long_faults_and_doubles() -> None:
+    plan = schedule(42, 300, 3, mix="hard", whole_cluster_power_cuts=True)
+    assert plan == schedule(42, 300, 3, mix="hard", whole_cluster_power_cuts=True)
+    assert {f.kind for f in plan} == set(HARD_WEIGHTS)
+    assert any(f.long for f in plan)
+    assert all(f.kind in LONG_KINDS for f in plan if f.long)
+    assert all(f.hold > 12 for f in plan if f.long)  # past the session (6 s) and the lag (10 s)
+    assert any(f.also is not None for f in plan)
+    assert not any(f.also in POWER_KINDS for f in plan)  # one disk at a time
+    assert "power-cut-all" not in {f.kind for f in schedule(42, 300, 3, mix="hard")}
+
+
+def test_replica_divergence_is_a_violation() -> None:
+    history = valid()
+    history.replicas_compared = {0: 3}
+    assert check(history).ok
+    history.replicas_divergent = ["p0 node 2 [5, 5] leader epoch 3 ... vs node 1 ..."]
+    report = check(history)
+    assert report.violations == {"replica divergence": 1}
+    assert "REPLICAS DIVERGE 1" in summary(report)
 
 
 def test_the_live_consumer_must_not_skip_or_rewind() -> None:

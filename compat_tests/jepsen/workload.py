@@ -5,9 +5,10 @@ to partitions drawn from the seed and record each value's fate from its delivery
 acknowledged with (partition, offset), or not (the error; a timeout is indeterminate: the write
 may or may not have happened). A consumer assigned every partition from the beginning reads
 throughout, recording (partition, offset, value). Meanwhile the nemesis injects the scheduled
-faults (`nemesis.schedule`) and heals each. At the end the load stops, every node is healed,
-and a fresh consumer reads each partition from offset 0 to its high watermark: the final read
-the checker holds the acknowledgements against.
+faults (`nemesis.schedule`, `faults.Injector`) and heals each. At the end the load stops, every
+node is healed, a fresh consumer reads each partition from offset 0 to its high watermark (the
+final read the checker holds the acknowledgements against), and every node's log of each
+partition is compared, batch by batch, up to the high watermark (`replicas.compare`).
 
 Threads, not trio: librdkafka's clients are blocking and run their own threads; the nemesis
 (signals, restarts, DescribeQuorum) runs on the calling thread.
@@ -15,12 +16,11 @@ Threads, not trio: librdkafka's clients are blocking and run their own threads; 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +39,10 @@ from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline
 from compat_tests.jepsen.checker import History, Outcome, Read, Send
-from compat_tests.jepsen.nemesis import Fault, choose, schedule
-from strom.broker.testing.cluster import ClusterNode, ClusterProcess
+from compat_tests.jepsen.faults import Injector, leader_of
+from compat_tests.jepsen.nemesis import Fault, Mix, schedule
+from compat_tests.jepsen.replicas import compare
+from strom.broker.testing.cluster import ClusterProcess
 
 TOPIC = "jepsen-queue"
 DEFINITE_FAILURES = {
@@ -52,10 +54,25 @@ DEFINITE_FAILURES = {
 """Errors after which the value is certainly not in the log; any other error is indeterminate."""
 
 
+ELR = "eligible.leader.replicas.version"
+TIMEOUTS = {
+    "broker.session.timeout.ms": "6000",
+    "broker.heartbeat.interval.ms": "1500",
+    "replica.lag.time.max.ms": "10000",
+}
+"""The queue cluster's timeouts, shorter than Kafka's defaults (9 s, 2 s, 30 s) so that the
+nemesis's long faults (13-17 s) outlast both the session and the ISR lag without making a
+100-fault run last an hour."""
+
+
 @dataclass
 class Options:
     seed: int = 1
     faults: int = 4
+    mix: Mix = "classic"
+    duration: float = 0.0
+    """With no faults: seconds of load."""
+    whole_cluster_power_cuts: bool = False
     partitions: int = 3
     producers: int = 2
     rate: float = 100.0
@@ -64,11 +81,18 @@ class Options:
     tail: float = 3.0
     """Seconds of load after the last fault is healed."""
     drain_timeout: float = 60.0
-    message_timeout_ms: int = 30_000
+    message_timeout_ms: int = 120_000
+    """The producers' message.timeout.ms, as the Java client's delivery.timeout.ms default: a
+    value not acknowledged within it makes librdkafka bump the producer epoch and send it again
+    from sequence 0, which stores it twice if the first send was written (see the Results).
+    The hard mix's double faults and whole-cluster kills stall a partition for longer than 30 s
+    on this machine (two nodes restarting while the controller quorum is gone)."""
     consumer_debug: str = ""
     """librdkafka `debug` contexts for the live consumer (e.g. "fetch,topic,metadata,broker"),
     logged to `consumer_log`: what it was doing when it stopped receiving."""
     consumer_log: Path | None = None
+    topic_config: dict[str, str] = field(default_factory=dict)
+    """Configs of the queue topic beyond min.insync.replicas=2 (e.g. flush.messages=1)."""
 
 
 @dataclass
@@ -160,9 +184,12 @@ class _Producer(_Worker):
             seq += 1
             next_at = max(next_at + interval, time.monotonic() - 1.0)  # no catch-up bursts
             # serves delivery reports and paces the load (a rate, not a synchronisation)
-            producer.poll(0)
-            while (wait := next_at - time.monotonic()) > 0:
-                producer.poll(wait)  # returns early when it served a delivery report
+            try:
+                producer.poll(0)
+                while (wait := next_at - time.monotonic()) > 0:
+                    producer.poll(wait)  # returns early when it served a delivery report
+            except KafkaException as exc:  # a fatal error raised from poll()
+                self.fatal = self.fatal or _name(exc.args[0])
             if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
                 producer = self._replace(producer)
         self._flush(producer)
@@ -180,6 +207,12 @@ class _Producer(_Worker):
 
     def _replace(self, producer: Producer) -> Producer:
         self.fatal_errors.append(self.fatal)
+        # a fatal producer may never settle what it holds: purge (queued values fail as
+        # _PURGE_QUEUE, certainly not written; in-flight ones as _PURGE_INFLIGHT, unknown)
+        try:
+            producer.purge()
+        except KafkaException as exc:
+            self.fatal_errors.append(str(exc.args[0]))
         self._flush(producer)
         self.restarts += 1
         self.fatal = ""
@@ -267,16 +300,41 @@ def _read(msg: Message, phase: Any, at: float = 0.0) -> Read | None:
     return Read(partition, offset, value.decode(), phase, at)
 
 
-@contextlib.contextmanager
-def queue_cluster(root: Path) -> Iterator[ClusterProcess]:
-    """A 3-node combined cluster whose node-to-node links can be cut (`partitionable`)."""
-    with ClusterProcess(root, combined=3, partitionable=True) as cluster:
-        yield cluster
+def cluster_settings(
+    elr: int,
+    *,
+    split: bool = False,
+    planted: tuple[str, ...] = (),
+    overrides: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """ClusterProcess arguments of the queue cluster (also the CI test's `strom_cluster`): 3
+    combined nodes, or with `split` 3 controllers (ids 1-3) and 3 brokers (ids 4-6)."""
+    nodes = {"controllers": 3, "brokers": 3} if split else {"combined": 3}
+    return {**nodes, "partitionable": True, "power_cuts": True,
+            "overrides": {**TIMEOUTS, **(overrides or {})}, "features": {ELR: elr},
+            "planted": planted}  # fmt: skip
 
 
-def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = print) -> Run:
-    """Create the topic, run load + faults, heal, read everything; return the history."""
-    plan = schedule(opts.seed, opts.faults, opts.partitions, warmup=opts.warmup)
+def plan_of(opts: Options) -> list[Fault]:
+    return schedule(
+        opts.seed, opts.faults, opts.partitions, mix=opts.mix, warmup=opts.warmup,
+        whole_cluster_power_cuts=opts.whole_cluster_power_cuts,
+    )  # fmt: skip
+
+
+Nemesis = Callable[[Injector, Callable[[str], None]], None]
+"""A scripted nemesis (scenarios.py): runs during the load, through the injector's cluster."""
+
+
+def run(
+    cluster: ClusterProcess,
+    opts: Options,
+    say: Callable[[str], None] = print,
+    nemesis: Nemesis | None = None,
+) -> Run:
+    """Create the topic, run load + faults (the seed's schedule, or `nemesis`), heal, read
+    everything, compare the replicas; return the history."""
+    plan = plan_of(opts) if nemesis is None else []
     out = Run(History([], [], opts.partitions), plan)
 
     def log(line: str) -> None:
@@ -295,14 +353,18 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     for thread in [*producers, reader]:
         thread.began = load_began
         thread.start()
+    injector = Injector(cluster, TOPIC, opts.seed, log)
     try:
         try:
+            if nemesis is not None:
+                stop_load.wait(opts.warmup)  # the load's own clock, not a synchronisation
+                nemesis(injector, log)
             for fault in plan:
                 wait = load_began + fault.start - time.monotonic()
                 if wait > 0:
                     stop_load.wait(wait)  # the schedule's clock, not a synchronisation
-                _inject(cluster, fault, log)
-            stop_load.wait(opts.tail)
+                injector.inject(fault)
+            stop_load.wait(max(opts.tail, opts.duration if not plan and not nemesis else 0.0))
         finally:
             stop_load.set()
             log("load stopped; healing every node")
@@ -321,15 +383,25 @@ def run(cluster: ClusterProcess, opts: Options, say: Callable[[str], None] = pri
     out.history.reads = list(reader.reads)
     out.history.live_errors = dict(reader.errors)
     _final_read(cluster, opts, out.history, log)
+    if out.history.final_complete and out.history.end_offsets:
+        checked = compare(
+            {n.node_id: n.data_dir / "data" for n in cluster.brokers}, TOPIC,
+            out.history.end_offsets,
+        )  # fmt: skip
+        out.history.replicas_divergent = checked.divergent
+        out.history.replicas_behind = checked.behind
+        out.history.replicas_compared = checked.compared
     out.seconds = time.monotonic() - begun
     return out
 
 
 def _create_topic(cluster: ClusterProcess, opts: Options) -> None:
     state = quorum_state(cluster)
-    via = cluster.node(state.leader_id).bootstrap if state is not None else cluster.bootstrap
+    via = cluster.bootstrap
+    if state is not None and cluster.node(state.leader_id).is_broker:
+        via = cluster.node(state.leader_id).bootstrap
     new = ck.NewTopic(TOPIC, num_partitions=opts.partitions, replication_factor=3,
-                      config={"min.insync.replicas": "2"})  # fmt: skip
+                      config={"min.insync.replicas": "2", **opts.topic_config})  # fmt: skip
     admin = ck.admin(via)  # kept referenced until the answer: dropping it aborts the request
     futures = admin.create_topics([new], operation_timeout=ck.TIMEOUT, request_timeout=ck.TIMEOUT)
     ck.result(futures[TOPIC])
@@ -341,66 +413,7 @@ def _create_topic(cluster: ClusterProcess, opts: Options) -> None:
 
 
 def _leader(cluster: ClusterProcess, partition: int) -> int | None:
-    try:
-        md = ck.admin(cluster.bootstrap).list_topics(TOPIC, timeout=5)
-    except KafkaException:
-        return None
-    topic = md.topics.get(TOPIC)
-    if topic is None or topic.error is not None or partition not in topic.partitions:
-        return None
-    leader = int(topic.partitions[partition].leader)
-    return leader if leader >= 0 else None
-
-
-def _alive(cluster: ClusterProcess) -> list[int]:
-    return [n.node_id for n in cluster.nodes if n.alive]
-
-
-def _inject(cluster: ClusterProcess, fault: Fault, log: Callable[[str], None]) -> None:
-    victim: ClusterNode
-    if fault.kind in ("kill-leader", "isolate-leader"):
-        leader = _leader(cluster, fault.partition)
-        node_id = leader if leader in _alive(cluster) else choose(fault, _alive(cluster))
-        victim = cluster.node(node_id)
-        why = f"partition {fault.partition}'s leader" if leader == node_id else "(no leader known)"
-    elif fault.kind == "kill-controller":
-        state = quorum_state(cluster)
-        node_id = state.leader_id if state is not None else choose(fault, _alive(cluster))
-        victim = cluster.node(node_id)
-        why = "the active controller" if state is not None else "(no active controller found)"
-    else:
-        victim = cluster.node(choose(fault, _alive(cluster)))
-        why = ""
-    if fault.kind in ("isolate", "isolate-leader"):
-        others = [n.node_id for n in cluster.nodes if n is not victim]
-        log(f"network partition: node {victim.node_id} {why}{' ' if why else ''}cut off from "
-            f"{others} for {fault.hold:.1f}s")  # fmt: skip
-        cluster.partition(victim)
-        try:
-            _hold(fault.hold)
-        finally:
-            cluster.heal()
-        log("network healed")
-        return
-    if fault.kind == "pause":
-        log(f"SIGSTOP node {victim.node_id} for {fault.hold:.1f}s")
-        victim.pause()
-        try:
-            _hold(fault.hold)
-        finally:
-            victim.resume()
-        log(f"SIGCONT node {victim.node_id}")
-        return
-    log(f"kill -9 node {victim.node_id} {why}, down for {fault.hold:.1f}s")
-    victim.kill9()
-    _hold(fault.hold)
-    victim.start()
-    victim.wait_started()
-    log(f"node {victim.node_id} restarted")
-
-
-def _hold(seconds: float) -> None:
-    threading.Event().wait(seconds)  # how long the fault lasts: the schedule, not a sync
+    return leader_of(cluster, TOPIC, partition)
 
 
 def _heal_all(cluster: ClusterProcess, log: Callable[[str], None]) -> None:
@@ -456,7 +469,12 @@ def _final_read(
 
 
 def describe_plan(opts: Options, plan: list[Fault]) -> str:
-    head = (f"seed {opts.seed}: {opts.faults} faults, {opts.producers} producers x "
-            f"{opts.rate:g}/s, {opts.partitions} partitions (repeat: python -m compat_tests.jepsen "
-            f"--seed {opts.seed} --faults {opts.faults})")  # fmt: skip
+    repeat = f"--seed {opts.seed} --faults {opts.faults} --mix {opts.mix}"
+    if opts.whole_cluster_power_cuts:
+        repeat += " --whole-cluster-power-cuts"
+    if not plan:
+        repeat += f" --duration {opts.duration:g}"
+    head = (f"seed {opts.seed}: {opts.faults} faults ({opts.mix} mix), {opts.producers} "
+            f"producers x {opts.rate:g}/s, {opts.partitions} partitions (repeat: python -m "
+            f"compat_tests.jepsen {repeat})")  # fmt: skip
     return "\n".join([head, *(f"  {f.describe()}" for f in plan)])

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from strom.config.planted import planted
 from strom.coordinator.controller.election import Election, plan_change
 from strom.coordinator.controller.result import ControllerError, ControllerResult
 from strom.coordinator.metadata.image import (
@@ -216,7 +217,10 @@ def register_broker(
         if image.elr_enabled and request.previous_broker_epoch != existing.epoch:
             replaced = _remove_from_isrs(image, broker_id, unclean, elr, unclean_shutdown=True)
         elif not existing.fenced:
-            replaced = _remove_from_isrs(image, broker_id, unclean, elr, replicated_only=True)
+            replaced = _remove_from_isrs(
+                image, broker_id, unclean, elr, replicated_only=True,
+                shared_only=planted("restart-keeps-leader-epoch"),
+            )  # fmt: skip
     epoch = broker_epoch + len(replaced)
     try:
         record = _registration_record(image, leases, request, cluster_id, epoch, now_ms)
@@ -247,7 +251,10 @@ def _registration_record(
         and leases.has_valid_session(existing.broker_id, existing.epoch, now_ms)
         and not (
             set(existing.log_dirs) & set(request.log_dirs)
-            and leases.silent(existing.broker_id, existing.epoch, now_ms)
+            and (
+                leases.silent(existing.broker_id, existing.epoch, now_ms)
+                or planted("restart-keeps-leader-epoch")
+            )
         )
     ):
         raise ControllerError(
@@ -478,13 +485,15 @@ def _remove_from_isrs(
     *,
     unclean_shutdown: bool = False,
     replicated_only: bool = False,
+    shared_only: bool = False,
 ) -> list[Message]:
     """Take the broker out of every ISR and off every leadership. Without ELR the last member
     stays in the ISR (the partition goes offline in a new leader epoch); with ELR an ISR that
     falls below min.insync.replicas moves its leavers into the ELR (and may empty: see
     election.py). `unclean_shutdown` (Kafka's handleBrokerUncleanShutdown): the
     broker restarted without a clean shutdown, so it leaves every ELR too and may not be
-    elected by these changes. `replicated_only`: leave single-replica partitions alone."""
+    elected by these changes. `replicated_only`: leave single-replica partitions alone;
+    `shared_only`: also those whose only ISR member it is (a planted bug, for tests)."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _is_active(image, b)
@@ -495,6 +504,8 @@ def _remove_from_isrs(
         if broker_id not in p.isr and p.leader != broker_id and not in_elr:
             continue
         if replicated_only and len(p.replicas) == 1:
+            continue
+        if shared_only and p.isr == (broker_id,):
             continue
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         isr = [r for r in p.isr if r != broker_id]

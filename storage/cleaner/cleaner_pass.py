@@ -31,11 +31,11 @@ and markers').
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
 
+from strom.storage import disk
 from strom.storage.cleaner.cleaned_txns import CleanedTransactions
 from strom.storage.cleaner.compact_batch import (
     KEY,
@@ -136,7 +136,7 @@ class CleaningPass:
                 self._clean_group(group, map_end)
         finally:
             for fd in fds:
-                os.close(fd)
+                disk.close(fd)
         return PassResult(map_end, self.horizon, self.stats)
 
     # --- 1. the offset map -------------------------------------------------------------------
@@ -235,9 +235,9 @@ class CleaningPass:
                 out.seal()
                 for fd in out.sync_fds():
                     try:
-                        os.fsync(fd)
+                        disk.fsync(fd)
                     finally:
-                        os.close(fd)
+                        disk.close(fd)
         except Exception:  # not BaseException: a simulated kill must leave its files behind
             out.close()
             discard(directory, base)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace
 
 VERSION = 0
@@ -42,7 +43,7 @@ def write_checkpoint(path: Path, entries: Iterable[Iterable[object]], *, sync: b
 def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
     """Entries of a checkpoint (None if the file is absent); CheckpointError if malformed."""
     try:
-        text = path.read_bytes().decode()
+        text = disk.read_file(path).decode()
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:

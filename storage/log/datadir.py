@@ -9,10 +9,10 @@ partitions left half-deleted by a crash, and lists the partition directories to 
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.log.checkpoint import CheckpointError, read_offsets
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -49,8 +49,8 @@ class DataDirScan:
 
 def scan_data_dir(directory: Path) -> DataDirScan:
     """Read a data directory's checkpoints and list its partitions (creating it if new)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    scan = DataDirScan(clean=(directory / CLEAN_SHUTDOWN_FILE).exists())
+    disk.makedirs(directory)
+    scan = DataDirScan(clean=disk.exists(directory / CLEAN_SHUTDOWN_FILE))
     try:
         scan.recovery_points = read_offsets(directory / RECOVERY_POINT_FILE)
         scan.log_starts = read_offsets(directory / LOG_START_FILE)
@@ -65,12 +65,12 @@ def scan_data_dir(directory: Path) -> DataDirScan:
         scan.high_watermarks = read_offsets(directory / HIGH_WATERMARK_FILE)
     except CheckpointError as exc:  # replicated logs start from their log start: safe, slower
         log.warning("%s; high watermarks start at each log start in %s", exc, directory)
-    for child in sorted(directory.iterdir()):
-        if not child.is_dir():
+    for child in sorted(directory / name for name in disk.listdir(directory)):
+        if not disk.is_dir(child):
             continue
         if child.name.endswith(DELETE_SUFFIX):
             log.info("removing partially deleted log %s", child)
-            shutil.rmtree(child, ignore_errors=True)
+            disk.rmtree(child)
             continue
         tp = parse_log_dir_name(child.name)
         if tp is not None and tp[0] != METADATA_TOPIC:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import shutil
 import threading
 from pathlib import Path
+
+from strom.storage import disk
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class DirectoryDeleter:
         while True:
             path = self._queue.get()
             try:
-                shutil.rmtree(path, ignore_errors=True)
+                disk.rmtree(path)
                 log.debug("removed %s", path)
             finally:
                 self._queue.task_done()

@@ -37,7 +37,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from strom.storage.fileio import write_all
+from strom.storage import disk
 
 NO_TIMESTAMP = -1
 
@@ -54,7 +54,7 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max_bytes // self.ENTRY.size
         try:
-            self._file_size = os.stat(path).st_size
+            self._file_size = disk.size(path)
             self.was_missing = False
         except FileNotFoundError:
             self._file_size = 0
@@ -79,11 +79,11 @@ class _Index:
 
     def _pread(self, size: int, position: int) -> bytes:
         """Read from the file through a short-lived fd (no index keeps one open)."""
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = disk.open(self.path, os.O_RDONLY)
         try:
-            return os.pread(fd, size, position)
+            return disk.pread(fd, size, position)
         finally:
-            os.close(fd)
+            disk.close(fd)
 
     def _load(self) -> tuple[array[int], array[int]]:
         if self._keys is None or self._values is None:
@@ -131,19 +131,19 @@ class _Index:
         size = self.ENTRY.size
         done = self._file_size // size
         data = b"".join(self.ENTRY.pack(keys[i], values[i]) for i in range(done, len(keys)))
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = disk.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             if self._file_size != done * size:  # a torn entry left by a crash
-                os.ftruncate(fd, done * size)
+                disk.ftruncate(fd, done * size)
                 self._file_size = done * size
             try:
-                write_all(fd, data)
+                disk.write_all(fd, data)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.ftruncate(fd, self._file_size)
+                    disk.ftruncate(fd, self._file_size)
                 raise
         except OSError:
-            os.close(fd)
+            disk.close(fd)
             raise
         self._file_size += len(data)
         self.was_missing = False
@@ -152,7 +152,7 @@ class _Index:
     def save(self) -> None:
         """`write_out()` without the fsync: enough for a cache (recovery rebuilds what is lost)."""
         if self.pending or self.was_missing or not self.file_ok():
-            os.close(self.write_out())
+            disk.close(self.write_out())
 
     def keep(self, count: int) -> None:
         """Keep only the first `count` entries (the file too, if it holds more)."""
@@ -161,7 +161,7 @@ class _Index:
         del values[count:]
         whole = count * self.ENTRY.size
         if self._file_size > whole:
-            os.truncate(self.path, whole)
+            disk.truncate(self.path, whole)
             self._file_size = whole
 
     def reset(self) -> None:
@@ -169,12 +169,12 @@ class _Index:
         self._keys, self._values = array(self.KEY_TYPE), array(self.VALUE_TYPE)
         if self._file_size:
             with contextlib.suppress(FileNotFoundError):
-                os.truncate(self.path, 0)
+                disk.truncate(self.path, 0)
             self._file_size = 0
 
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            disk.unlink(self.path)
 
 
 class OffsetIndex(_Index):

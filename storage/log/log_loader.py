@@ -49,12 +49,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import TMP_SUFFIX
 from strom.storage.fileio import scan_headers
 from strom.storage.log.epoch import FILE_NAME as EPOCH_FILE
@@ -130,7 +130,7 @@ def iter_batches_from(
         for pos, header in scan_headers(file.fd, found[0], segment.size):
             marker = None
             if header.is_control and header.record_count > 0:
-                marker = read_marker(os.pread(file.fd, header.size, pos), header)
+                marker = read_marker(disk.pread(file.fd, header.size, pos), header)
             yield segment, header, marker
 
 
@@ -160,7 +160,9 @@ def load_partition(
     started = time.monotonic()
     swapped = complete_swaps(directory)
     _remove_leftovers(directory)
-    bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
+    bases = sorted(
+        int(p.stem) for p in disk.glob(directory, f"*{LOG_SUFFIX}") if p.stem.isdigit()
+    )
     segments = [new_segment(directory, base, config, now_ms, active=False) for base in bases]
     if not segments:
         segments = [new_segment(directory, log_start_offset or 0, config, now_ms)]
@@ -236,8 +238,8 @@ def load_partition(
 
 
 def _remove_leftovers(directory: Path) -> None:
-    logs = {p.stem for p in directory.glob(f"*{LOG_SUFFIX}")}
-    for path in directory.iterdir():
+    logs = {p.stem for p in disk.glob(directory, f"*{LOG_SUFFIX}")}
+    for path in [directory / name for name in disk.listdir(directory)]:
         orphan = (
             path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
             and path.stem not in logs
@@ -245,7 +247,7 @@ def _remove_leftovers(directory: Path) -> None:
         if path.name.endswith(TMP_SUFFIX) or orphan or path.suffix == ".deleted":
             log.info("removing leftover file %s", path)
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                disk.unlink(path)
 
 
 def _recover_segments(

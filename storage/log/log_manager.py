@@ -43,13 +43,13 @@ import collections
 import functools
 import json
 import logging
-import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.storage.log.checkpoint import write_offsets
 from strom.storage.log.datadir import (
@@ -155,7 +155,7 @@ class LogManager:
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)
         if scan.clean:
             self._marker_epochs.append(_marker_epoch(directory / CLEAN_SHUTDOWN_FILE))
-            (directory / CLEAN_SHUTDOWN_FILE).unlink()
+            disk.unlink(directory / CLEAN_SHUTDOWN_FILE)
             fsync_dir(directory)
         log.info("log dir %s ready in %.3fs", directory, time.monotonic() - started)
 
@@ -209,7 +209,7 @@ class LogManager:
         """Open (creating if missing) a log's files without registering it: touches no
         manager state, so a worker thread may run it while the event loop serves."""
         path = directory / f"{topic}-{partition}"
-        fresh = not path.exists()
+        fresh = not disk.exists(path)
         new = PartitionLog.open(path, topic, partition, config, clock=self.clock, clean=fresh)
         new.parent_unsynced = fresh  # its first flush fsyncs `directory` (off the loop)
         return new
@@ -262,7 +262,7 @@ class LogManager:
         target = doomed.directory.with_name(
             f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         )
-        os.rename(doomed.directory, target)  # durable or not: a reappearing log is deleted again
+        disk.replace(doomed.directory, target)  # durable or not: a reappearing log is deleted again
         self._deleter.remove(target)
 
     def wait_for_deletions(self) -> None:
@@ -372,7 +372,7 @@ class LogManager:
 def _marker_epoch(path: Path) -> int:
     """The broker epoch a clean-shutdown marker names (-1 if it names none or is unreadable)."""
     try:
-        value = json.loads(path.read_bytes()).get("brokerEpoch", -1)
+        value = json.loads(disk.read_file(path)).get("brokerEpoch", -1)
     except (OSError, ValueError, AttributeError):
         return -1
     return value if isinstance(value, int) and not isinstance(value, bool) else -1

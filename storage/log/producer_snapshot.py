@@ -35,13 +35,13 @@ past the log end (the log was truncated) are deleted.
 from __future__ import annotations
 
 import contextlib
-import os
 import struct
 from collections.abc import Iterable
 from pathlib import Path
 
 import crc32c
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace
 from strom.storage.log.open_txns import CompletedTxn
 from strom.storage.log.producer_entry import BatchMetadata, ProducerEntry
@@ -64,7 +64,7 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 def snapshot_offsets(directory: Path) -> list[int]:
     """Offsets of the snapshot files present, ascending."""
     offsets = []
-    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+    for path in disk.glob(directory, f"*{SNAPSHOT_SUFFIX}"):
         with contextlib.suppress(ValueError):
             offsets.append(int(path.name[: -len(SNAPSHOT_SUFFIX)]))
     return sorted(offsets)
@@ -88,14 +88,14 @@ def read_snapshot(
     """The entries and unreplicated transactions of one snapshot, or None if it is
     unreadable, torn or corrupt."""
     try:
-        return decode_snapshot(snapshot_path(directory, offset).read_bytes())
+        return decode_snapshot(disk.read_file(snapshot_path(directory, offset)))
     except (OSError, ValueError, struct.error):
         return None
 
 
 def delete_snapshot(directory: Path, offset: int) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(snapshot_path(directory, offset))
+        disk.unlink(snapshot_path(directory, offset))
 
 
 def encode_snapshot(

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import errno
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.fileio import SegmentFile
 from strom.storage.log.txn_index import AbortedTxn
 
@@ -58,7 +58,7 @@ class ReadResult:
             raise OSError(errno.EBADF, f"{self.file.path} was closed at shutdown")
         chunks, pos, left = [], self.position, self.size
         while left:
-            chunk = os.pread(self.file.fd, left, pos)
+            chunk = disk.pread(self.file.fd, left, pos)
             if not chunk:
                 break  # the file was truncated under us (replication truncation)
             chunks.append(chunk)

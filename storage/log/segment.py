@@ -28,11 +28,11 @@ below the recovery point) only a short tail is scanned to find the end offset.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from strom.storage.fileio import LogFile, SegmentFile, ValidatingScan, scan_headers, write_all
+from strom.storage import disk
+from strom.storage.fileio import LogFile, SegmentFile, ValidatingScan, scan_headers
 from strom.storage.log.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from strom.storage.log.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from strom.wire.records import BatchHeader
@@ -65,7 +65,7 @@ class LogSegment:
         stem = segment_name(base_offset)
         self.path = directory / f"{stem}{LOG_SUFFIX}{suffix}"
         self.log_file = LogFile(self.path, keep_open=active)
-        self.size = os.stat(self.path).st_size
+        self.size = disk.size(self.path)
         self.offset_index = OffsetIndex(
             directory / f"{stem}{INDEX_SUFFIX}{suffix}", base_offset, max_index_bytes
         )
@@ -128,10 +128,10 @@ class LogSegment:
             since += header.size
         file = self.open_file()
         try:
-            write_all(file.fd, data)
+            disk.write_all(file.fd, data)
         except OSError:
             with contextlib.suppress(OSError):
-                os.ftruncate(file.fd, start)
+                disk.ftruncate(file.fd, start)
             raise
         self.offset_index.append(offsets)
         self.time_index.append(times)
@@ -187,7 +187,7 @@ class LogSegment:
         largestTimestamp): its max timestamp, else its file's mtime."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return os.stat(self.path).st_mtime_ns // 1_000_000
+        return disk.mtime_ms(self.path)
 
     # --- finding batches -------------------------------------------------------------------
 
@@ -242,7 +242,7 @@ class LogSegment:
         self._index_all(scan)
         dropped = self.size - scan.valid_end
         if dropped:
-            os.ftruncate(file.fd, scan.valid_end)
+            disk.ftruncate(file.fd, scan.valid_end)
             self.size = scan.valid_end
         return dropped
 
@@ -274,7 +274,7 @@ class LogSegment:
         cut = found[0]
         dropped = self.size - cut
         file = self.open_file()
-        os.ftruncate(file.fd, cut)
+        disk.ftruncate(file.fd, cut)
         self.size = cut
         self.recover()  # rebuild indexes and in-memory state from the kept prefix
         self.txn_index.truncate_to(self.next_offset)
@@ -296,7 +296,7 @@ class LogSegment:
         """Fds of the `.log` and both indexes (pending entries written first), for a worker
         thread to fsync and close without racing close(). OSError: none are left open."""
         file = self.open_file()
-        fds = [os.dup(file.fd)]
+        fds = [disk.dup(file.fd)]
         try:
             fds.append(self.offset_index.write_out())
             fds.append(self.time_index.write_out())
@@ -305,7 +305,7 @@ class LogSegment:
                 fds.append(txn_fd)
         except OSError:
             for fd in fds:
-                os.close(fd)
+                disk.close(fd)
             raise
         return fds
 
@@ -320,7 +320,7 @@ class LogSegment:
         ReadResult still holds it."""
         self.close(release=True)
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            disk.unlink(self.path)
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()

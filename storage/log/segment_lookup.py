@@ -8,10 +8,10 @@ to one batch, and only that batch is decoded.
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_right
 from collections.abc import Callable
 
+from strom.storage import disk
 from strom.storage.fileio import SegmentFile, scan_headers
 from strom.storage.log.index import NO_TIMESTAMP
 from strom.storage.log.segment import LogSegment
@@ -65,7 +65,7 @@ def _record_at(
     if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
         return max(header.base_offset, min_offset), header.max_timestamp, epoch
     try:
-        _, records = decode_batch(os.pread(file.fd, header.size, pos), check_crc=False)
+        _, records = decode_batch(disk.pread(file.fd, header.size, pos), check_crc=False)
     except ProtocolError:
         return max(header.base_offset, min_offset), header.max_timestamp, epoch
     for record in records:

@@ -43,6 +43,7 @@ import logging
 import os
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import fsync_dir
 from strom.storage.fileio import ValidatingScan
 from strom.storage.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_name
@@ -68,7 +69,7 @@ def discard(directory: Path, base: int) -> None:
     for kind in _KINDS:
         for suffix in (CLEANED, SWAP):
             with contextlib.suppress(FileNotFoundError):
-                _path(directory, base, kind, suffix).unlink()
+                disk.unlink(_path(directory, base, kind, suffix))
 
 
 def publish(directory: Path, base: int) -> None:
@@ -86,7 +87,7 @@ def install(directory: Path, base: int) -> None:
 
 def _rename(source: Path, target: Path, kind: str) -> None:
     try:
-        os.rename(source, target)
+        disk.replace(source, target)
     except FileNotFoundError:
         if kind not in _OPTIONAL:
             raise
@@ -95,18 +96,18 @@ def _rename(source: Path, target: Path, kind: str) -> None:
 def complete_swaps(directory: Path) -> list[int]:
     """Finish or roll back interrupted replacements (see the module docstring); bases swapped."""
     done: list[int] = []
-    for swap in sorted(directory.glob(f"*{LOG_SUFFIX}{SWAP}")):
+    for swap in disk.glob(directory, f"*{LOG_SUFFIX}{SWAP}"):
         stem = swap.name[: -len(LOG_SUFFIX + SWAP)]
         if not stem.isdigit():
             continue
         base = int(stem)
         if _complete_one(directory, base, swap):
             done.append(base)
-    for path in directory.iterdir():
+    for path in [directory / name for name in disk.listdir(directory)]:
         if path.name.endswith((CLEANED, SWAP)):
             log.info("removing uncommitted cleaner file %s", path)
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                disk.unlink(path)
     if done:
         fsync_dir(directory)
     return done
@@ -114,36 +115,36 @@ def complete_swaps(directory: Path) -> list[int]:
 
 def _complete_one(directory: Path, base: int, swap: Path) -> bool:
     old_base = _path(directory, base, LOG_SUFFIX)
-    fd = os.open(swap, os.O_RDWR)
+    fd = disk.open(swap, os.O_RDWR)
     try:
-        scan = ValidatingScan(fd, 0, os.fstat(fd).st_size, base)
+        scan = ValidatingScan(fd, 0, disk.fsize(fd), base)
         end = base
         for _, header in scan:
             end = header.next_offset
         if scan.problem is not None:
-            if old_base.exists():
+            if disk.exists(old_base):
                 log.warning("%s: dropping a corrupt uncommitted swap (%s)", swap, scan.problem)
-                swap.unlink()
+                disk.unlink(swap)
                 return False
             log.warning("%s: keeping the valid prefix of a swap (%s)", swap, scan.problem)
-            os.ftruncate(fd, scan.valid_end)
-            os.fsync(fd)
+            disk.ftruncate(fd, scan.valid_end)
+            disk.fsync(fd)
     finally:
-        os.close(fd)
+        disk.close(fd)
     if end == base:
-        swap.unlink()
+        disk.unlink(swap)
         return False
-    for segment in directory.glob(f"*{LOG_SUFFIX}"):
+    for segment in disk.glob(directory, f"*{LOG_SUFFIX}"):
         if segment.stem.isdigit() and base <= int(segment.stem) < end:
-            segment.unlink()
+            disk.unlink(segment)
             for kind in _INDEXES:
                 with contextlib.suppress(FileNotFoundError):
-                    _path(directory, int(segment.stem), kind).unlink()
+                    disk.unlink(_path(directory, int(segment.stem), kind))
     for kind in _INDEXES:
         for suffix in ("", SWAP):
             with contextlib.suppress(FileNotFoundError):
-                _path(directory, base, kind, suffix).unlink()
-    os.rename(swap, old_base)
+                disk.unlink(_path(directory, base, kind, suffix))
+    disk.replace(swap, old_base)
     log.info(
         "%s: completed an interrupted segment swap at %d (offsets < %d)", directory.name, base, end
     )

@@ -45,7 +45,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import NamedTuple
 
-from strom.storage.fileio import write_all
+from strom.storage import disk
 
 TXN_INDEX_SUFFIX = ".txnindex"
 VERSION = 0
@@ -69,7 +69,7 @@ class TxnIndex:
         self.path = path
         self.base_offset = base_offset
         try:
-            self._file_size = os.stat(path).st_size
+            self._file_size = disk.size(path)
         except FileNotFoundError:
             self._file_size = 0
         self._entries: list[AbortedTxn] | None = None
@@ -100,11 +100,11 @@ class TxnIndex:
             whole = self._file_size - self._file_size % ENTRY_SIZE
             data = b""
             if whole:
-                fd = os.open(self.path, os.O_RDONLY)
+                fd = disk.open(self.path, os.O_RDONLY)
                 try:
-                    data = os.pread(fd, whole, 0)
+                    data = disk.pread(fd, whole, 0)
                 finally:
-                    os.close(fd)
+                    disk.close(fd)
             entries = []
             for version, pid, first, last, lso in ENTRY.iter_unpack(
                 data[: len(data) - len(data) % ENTRY_SIZE]
@@ -173,26 +173,26 @@ class TxnIndex:
             ENTRY.pack(VERSION, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
             for t in self._entries[done:]
         )
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = disk.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             if self._file_size != done * ENTRY_SIZE:  # a torn entry left by a crash
-                os.ftruncate(fd, done * ENTRY_SIZE)
+                disk.ftruncate(fd, done * ENTRY_SIZE)
                 self._file_size = done * ENTRY_SIZE
             try:
-                write_all(fd, data)
+                disk.write_all(fd, data)
             except OSError:
                 with contextlib.suppress(OSError):
-                    os.ftruncate(fd, self._file_size)
+                    disk.ftruncate(fd, self._file_size)
                 raise
         except OSError:
-            os.close(fd)
+            disk.close(fd)
             raise
         self._file_size += len(data)
         return fd
 
     def _open_fd(self) -> int | None:
         try:
-            return os.open(self.path, os.O_RDONLY)
+            return disk.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             self._file_size = 0
             return None
@@ -202,7 +202,7 @@ class TxnIndex:
         if self.pending:
             fd = self.write_out()
             if fd is not None:
-                os.close(fd)
+                disk.close(fd)
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after `offset` (the file too)."""
@@ -213,18 +213,18 @@ class TxnIndex:
         del self._lasts[keep:]
         whole = keep * ENTRY_SIZE
         if self._file_size > whole:
-            os.truncate(self.path, whole)
+            disk.truncate(self.path, whole)
             self._file_size = whole
 
     def reset(self) -> None:
         """No entries, in memory or on disk (before a rebuild)."""
         self._entries, self._lasts = [], []
         self.corrupt = False
-        if self._file_size or self.path.exists():
+        if self._file_size or disk.exists(self.path):
             with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
+                disk.unlink(self.path)
         self._file_size = 0
 
     def delete(self) -> None:
         with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+            disk.unlink(self.path)

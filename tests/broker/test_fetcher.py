@@ -3,6 +3,7 @@ stand-in for the broker: what it asks for, appends byte for byte, high watermark
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +15,7 @@ import trio
 from strom.broker.replication.fetcher import FetchTarget, LeaderFetcher
 from strom.config import BrokerConfig
 from strom.config.quorum import Address
+from strom.storage import LogConfig
 from strom.storage.log.partition import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchResponse
@@ -87,6 +89,27 @@ async def test_records_are_appended_as_the_leader_wrote_them(tmp_path: Path) -> 
     assert follower.high_watermark == 2  # the leader's, within the local log
     assert read_everything(follower) == read_everything(leader)
     assert follower.read(0, 1 << 20).read_bytes() == chunk  # byte for byte
+
+
+@pytest.mark.parametrize(("flush_messages", "flushed"), [(1, 3), (10, 0)])
+async def test_flush_messages_flushes_before_the_next_fetch(
+    tmp_path: Path, flush_messages: int, flushed: int
+) -> None:
+    """flush.messages=1: what a follower appended is synced before its next fetch tells the
+    leader it holds it (Kafka flushes inside the append), so acks=all means synced on every
+    ISR member; with more unflushed messages allowed nothing is synced yet."""
+    leader = open_log(tmp_path / "leader" / "t-0")
+    for value in (b"a", b"b", b"c"):
+        leader.append(batch([value]), 1, T0)
+    config = dataclasses.replace(LogConfig(), flush_messages=flush_messages)
+    follower = open_log(tmp_path / "follower" / "t-0", config)
+    follower.high_watermark_follows_appends = False
+    chunk = leader.read(0, 1 << 20).read_bytes()
+    partition = FetchResponse.PartitionData(0, ErrorCode.NONE, high_watermark=2, records=chunk)
+    fetcher = _fetcher(follower)
+    await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
+    assert follower.log_end_offset == 3
+    assert follower.recovery_point == flushed
 
 
 async def test_the_log_start_follows_the_leaders_up_to_the_high_watermark(

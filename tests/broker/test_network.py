@@ -101,6 +101,28 @@ def test_a_cut_holds_bytes_one_way_and_heal_delivers_them(target: socket.socket)
         network.close()
 
 
+def test_a_cut_of_one_listener_leaves_the_others_flowing(target: socket.socket) -> None:
+    """Replica fetches (the client listener) cut while controller traffic flows."""
+    other = kept(socket.create_server(("127.0.0.1", 0)))
+    network = open_network({1: os.getpid()})
+    try:
+        front = network.front(2, target.getsockname(), "PLAINTEXT")
+        controller = network.front(2, other.getsockname(), "CONTROLLER")
+        client = kept(socket.create_connection(front, timeout=10))
+        accepted = kept(target.accept()[0])
+        to_controller = kept(socket.create_connection(controller, timeout=10))
+        at_controller = kept(other.accept()[0])
+        network.cut([1], [2], "PLAINTEXT")
+        client.sendall(b"held")
+        to_controller.sendall(b"flows")
+        assert read(at_controller, 5) == b"flows"
+        assert silent(accepted)
+        network.heal()
+        assert read(accepted, 4) == b"held"
+    finally:
+        network.close()
+
+
 def test_a_connection_across_a_cut_waits_for_the_heal(target: socket.socket) -> None:
     network = open_network({1: os.getpid()})
     try:

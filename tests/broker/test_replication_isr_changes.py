@@ -22,6 +22,7 @@ from strom.broker.drivers.lifecycle import ControllerUnavailable
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
+from strom.config.planted import planting
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.alter_partition import AlterPartitionRequest, AlterPartitionResponse
 from strom.wire.messages.fetch import FetchRequest, FetchResponse
@@ -236,3 +237,22 @@ async def test_a_restarted_follower_rejoins_only_after_its_new_incarnation_caugh
     assert _isr(cluster) == (1,)
     await _fetch(cluster, client, 3, new)
     await _until(lambda: _isr(cluster) == (1, 2))
+
+
+# --- the planted bugs (strom.config.planted) are the ones these tests catch ------------------------
+
+
+async def test_the_planted_forgetful_leader_is_caught(
+    cluster: BrokerState, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with planting("isr-forgets-unanswered-proposal"), pytest.raises(AssertionError):
+        await test_an_unanswered_expansion_keeps_counting_the_follower(cluster, client, monkeypatch)
+
+
+async def test_the_planted_trust_in_an_old_incarnation_is_caught(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    with planting("isr-trusts-old-incarnation"), pytest.raises(AssertionError):
+        await test_a_restarted_follower_rejoins_only_after_its_new_incarnation_caught_up(
+            cluster, client
+        )

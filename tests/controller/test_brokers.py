@@ -6,11 +6,13 @@ Time is an input (`now_ms`), so every lease test runs on a fake clock.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
 
 from strom.config import BrokerConfig
+from strom.config.planted import planting
 from strom.coordinator.controller import Controller, ControllerResult
 from strom.coordinator.metadata.image import PartitionImage
 from strom.wire.errors import ErrorCode
@@ -434,3 +436,16 @@ def test_session_timeout_comes_from_the_config() -> None:
         new_uuid=lambda: uuid.UUID(int=1),
     )
     assert controller.leases.session_timeout_ms == 500
+
+
+@pytest.mark.parametrize(
+    "test",
+    [
+        test_a_second_incarnation_is_refused_while_the_first_still_heartbeats,
+        test_a_restart_never_leads_in_its_previous_incarnations_leader_epoch,
+    ],
+)
+def test_the_planted_restart_bug_is_caught(test: Callable[[], None]) -> None:
+    """strom.config.planted's restart-keeps-leader-epoch is what these tests catch."""
+    with planting("restart-keeps-leader-epoch"), pytest.raises(AssertionError):
+        test()

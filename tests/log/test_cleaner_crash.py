@@ -1,6 +1,6 @@
 """A crash at every file-system step of a cleaning pass or a segment deletion loses nothing.
 
-Each test counts the mutating system calls (open, write, fsync, rename, unlink,
+Each test counts the mutating system calls (open, write, fsync, replace, unlink,
 ftruncate) one pass makes, then repeats it on a fresh log once per step,
 killing it just before that step: a `Killed` exception (a BaseException, so no
 cleanup handler runs) stands for kill -9, after which the log is dropped without
@@ -24,7 +24,7 @@ from tests.log.helpers import T0, Clock, crash, manager
 from tests.log.test_transactions import committed_read
 
 CONFIG = dataclasses.replace(COMPACT, cleanup_policy=("compact", "delete"), retention_ms=1000)
-MUTATING = ("open", "write", "fsync", "rename", "unlink", "ftruncate")
+MUTATING = ("open", "write", "fsync", "replace", "unlink", "ftruncate")
 
 
 class Killed(BaseException):
@@ -102,7 +102,7 @@ def test_kill_at_every_step_of_a_cleaning_pass(
     with kill_at(None, monkeypatch) as calls:
         clean(cleaner(m, clock), log)
     reference = [(s.offset, s.key, s.value) for s in read_all(log)]
-    assert {"rename", "unlink", "fsync", "write"} <= set(calls)
+    assert {"replace", "unlink", "fsync", "write"} <= set(calls)
     for step in range(len(calls)):
         root = tmp_path / f"step-{step}"
         m, log, written = build(root, clock)

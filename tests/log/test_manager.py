@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from pathlib import Path
 
 import pytest
 
 from strom.config import BrokerConfig, effective_topic_config
-from strom.storage import LogConfig, LogManager
+from strom.storage import LogConfig, LogManager, disk
 from strom.storage.log.checkpoint import read_offsets
 from strom.storage.log.datadir import (
     CLEAN_SHUTDOWN_FILE,
@@ -110,13 +109,13 @@ def test_deleted_directories_are_removed_off_the_calling_thread(
 ) -> None:
     """An rmtree of a big log must not hold the event loop: a deleter thread does it."""
     removers: list[threading.Thread] = []
-    rmtree = shutil.rmtree
+    rmtree = disk.current().rmtree
 
-    def spy(path: Path, ignore_errors: bool = False) -> None:
+    def spy(path: Path) -> None:
         removers.append(threading.current_thread())
-        rmtree(path, ignore_errors=ignore_errors)
+        rmtree(path)
 
-    monkeypatch.setattr("strom.storage.log.deleter.shutil.rmtree", spy)
+    monkeypatch.setattr(disk.current(), "rmtree", spy)
     m = manager([tmp_path])
     m.create("t", 0, LogConfig()).append(batch(), 0, T0)
     m.delete("t", 0)
