@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from strom.broker.drivers.quorum_controller import QuorumController
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
+    from strom.broker.drivers.transactions import TransactionDriver
     from strom.config import BrokerConfig
     from strom.config.listeners import Listener
     from strom.coordinator.controller.liveness import OfflineReplicas
@@ -50,6 +51,8 @@ class BrokerCore:
     clock: Callable[[], int] = field(default=wall_clock_ms)
     groups: GroupDriver | None = None
     """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    transactions: TransactionDriver | None = None
+    """The transaction coordinator (set by the broker once it has loaded __transaction_state)."""
     raft: RaftDriver | None = None
     """The Raft replica of the metadata log (`controller.raft`; None only in handler tests)."""
     topic_creator: TopicController | None = None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from strom.broker.data.fetch_sessions import FetchSessionCache
     from strom.broker.data.lookup import MinIsrCache
     from strom.broker.data.producer_ids import ProducerIdManager
+    from strom.broker.data.txn_verifier import CoordinatorVerifier
     from strom.broker.data.txn_verify import TransactionVerification
     from strom.broker.data.waiters import DataWaiters
     from strom.broker.replication.replication_manager import ReplicationManager
@@ -42,6 +43,9 @@ class BrokerState(BrokerCore):
     """Producer ids for InitProducerId, in blocks from the controller."""
     txn_verification: TransactionVerification = field(init=False, repr=False)
     """The transaction coordinator's verification hook for transactional produces (KIP-890)."""
+    txn_verifier: CoordinatorVerifier = field(init=False, repr=False)
+    """This broker's questions to transaction coordinators (installed in `txn_verification`
+    once the coordinator runs; TxnOffsetCommit asks it too)."""
     tls: ListenerTls | None = None
     """The TLS contexts of this broker's SSL listeners (set by the broker process)."""
     authorizer: BrokerAuthorizer | None = None

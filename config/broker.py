@@ -955,6 +955,13 @@ class BrokerConfig:
         "Segment size of __transaction_state.",
         validator=at_least(1),
     )
+    transaction_state_log_load_buffer_size: int = setting(
+        "transaction.state.log.load.buffer.size",
+        ConfigType.INT,
+        5242880,
+        "Read size when loading transaction state.",
+        validator=at_least(1),
+    )
     transactional_id_expiration_ms: int = setting(
         "transactional.id.expiration.ms",
         ConfigType.INT,

@@ -54,7 +54,6 @@ IGNORED_KEYS = frozenset(
         "create.topic.policy.class.name",
         "alter.config.policy.class.name",
         "offsets.topic.compression.codec",
-        "transaction.state.log.load.buffer.size",
         "group.coordinator.append.linger.ms",
         "group.coordinator.threads",
         "socket.connection.setup.timeout.ms",

@@ -25,16 +25,22 @@ from typing import TYPE_CHECKING
 
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
 from strom.broker.data.lookup import Located, MinIsrCache, locate
+from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
+from strom.broker.data.txn_marker_channel import BrokerMarkerChannel
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.coordinator_topic import Replicated
 from strom.broker.drivers.groups import GroupDriver, group_config
 from strom.broker.drivers.topics import (
     CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
     create_internal_topic,
     internal_topic,
 )
+from strom.broker.drivers.transactions import TransactionDriver
 from strom.broker.replication.partitions import report_storage
 from strom.broker.replication.replication_manager import ReplicationManager
+from strom.coordinator.metadata.image import TRANSACTION_VERSION
+from strom.coordinator.transactions.txn_api import TxnConfig
 from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, PartitionLog
 from strom.wire.errors import ErrorCode
 
@@ -130,4 +136,47 @@ def group_driver(
         num_partitions=state.config.offsets_topic_num_partitions,
         retention_check_interval_ms=state.config.offsets_retention_check_interval_ms,
         clock=state.clock,
+    )
+
+
+def transaction_driver(
+    state: BrokerCore,
+    replication: ReplicationManager,
+    waiters: DataWaiters,
+    min_isr: MinIsrCache,
+    producer_ids: ProducerIdManager,
+) -> TransactionDriver:
+    """The transaction driver a broker runs: its `__transaction_state`, producer ids, markers
+    through the partition leaders, config and clock."""
+    config = state.config
+
+    async def new_producer_id() -> int | ErrorCode:
+        try:
+            return await producer_ids.next_id()
+        except ProducerIdError as exc:
+            return exc.error
+
+    topic = BrokerCoordinatorTopic(
+        state,
+        replication,
+        waiters,
+        min_isr,
+        TRANSACTION_STATE,
+        # Kafka bounds each append's ISR wait by the transaction's own timeout
+        config.transaction_max_timeout_ms,
+    )
+    return TransactionDriver(
+        topic,
+        TxnConfig(
+            num_partitions=config.transaction_state_log_num_partitions,
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            id_expiration_ms=config.transactional_id_expiration_ms,
+        ),
+        markers=BrokerMarkerChannel(state, replication, waiters, min_isr),
+        new_producer_id=new_producer_id,
+        transaction_version=lambda: state.image.features.get(TRANSACTION_VERSION, 0),
+        clock=state.clock,
+        abort_interval_ms=config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        expire_interval_ms=config.transaction_remove_expired_transaction_cleanup_interval_ms,
+        load_buffer_bytes=config.transaction_state_log_load_buffer_size,
     )

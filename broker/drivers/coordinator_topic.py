@@ -1,6 +1,6 @@
 """An internal topic as a coordinator's driver needs it (`__consumer_offsets`,
 `__transaction_state`): which partitions exist, the log of those this node leads, appending
-to them with acks=all, and creating the topic on first use.
+to them with acks=all, creating the topic on first use, and reading a partition back.
 
 The drivers depend on this protocol only, so their tests run over real logs without a
 broker; the broker's implementation is `strom.broker.data.coordinator_topics`.
@@ -8,11 +8,12 @@ broker; the broker's implementation is `strom.broker.data.coordinator_topics`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
-from strom.storage import PartitionLog
+from strom.storage import OffsetOutOfRange, PartitionLog
 from strom.wire.errors import ErrorCode
+from strom.wire.records import BatchHeader, Record, decode_batch, iter_batches
 
 Replicated = Callable[[], Awaitable[ErrorCode]]
 """Waits until a written batch is committed (the high watermark passed it): NONE, or why not
@@ -40,3 +41,23 @@ class CoordinatorTopic(Protocol):
     async def create(self) -> ErrorCode:
         """Create the topic (as Kafka does, on first use); NONE once it exists."""
         ...
+
+
+def read_batches(
+    partition_log: PartitionLog, read_bytes: int
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every batch of a partition from its log start, in `read_bytes` reads (Kafka's
+    `*.load.buffer.size`), decoded: what a coordinator replays when it becomes the leader
+    (blocking: run it in a worker thread)."""
+    offset = partition_log.log_start_offset
+    end = partition_log.log_end_offset
+    while offset < end:
+        try:
+            data = partition_log.read(offset, read_bytes).read_bytes()
+        except OffsetOutOfRange:
+            return
+        if not data:
+            return
+        for header, view in iter_batches(data):
+            offset = header.next_offset
+            yield header, decode_batch(view, header)[1]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from strom.broker.drivers.coordinator_topic import read_batches
 from strom.coordinator.groups.records import LoadedRecord, TxnMarker, parse_record
-from strom.storage import OffsetOutOfRange, PartitionLog
+from strom.storage import PartitionLog
 from strom.wire.errors import ProtocolError
-from strom.wire.records import ControlType, decode_batch, iter_batches, parse_end_txn_marker
+from strom.wire.records import ControlType, parse_end_txn_marker
 
 log = logging.getLogger("strom.groups")
 READ_BYTES = 5 * 1024 * 1024
@@ -18,34 +19,22 @@ def read_partition(partition_log: PartitionLog, read_bytes: int = READ_BYTES) ->
     """Every group record of one partition, in log order, with the transaction markers that
     decide whether transactional offsets count."""
     out: list[LoadedRecord] = []
-    offset = partition_log.log_start_offset
-    end = partition_log.log_end_offset
-    while offset < end:
-        try:
-            data = partition_log.read(offset, read_bytes).read_bytes()
-        except OffsetOutOfRange:
-            break
-        if not data:
-            break
-        for header, view in iter_batches(data):
-            offset = header.next_offset
-            records = decode_batch(view, header)[1]
-            if header.is_control:
-                try:
-                    marker = parse_end_txn_marker(records[0]) if records else None
-                except ProtocolError:
-                    marker = None  # another control type: nothing for the groups
-                if marker is not None:
-                    commit = marker.control_type is ControlType.COMMIT
-                    out.append(TxnMarker(header.producer_id, commit))
+    for header, records in read_batches(partition_log, read_bytes):
+        if header.is_control:
+            try:
+                marker = parse_end_txn_marker(records[0]) if records else None
+            except ProtocolError:
+                marker = None  # another control type: nothing for the groups
+            if marker is not None:
+                out.append(TxnMarker(header.producer_id, marker.control_type is ControlType.COMMIT))
+            continue
+        producer = header.producer_id if header.is_transactional else -1
+        for record in records:
+            try:
+                parsed = parse_record(record.key, record.value, producer)
+            except ProtocolError as exc:
+                log.warning("%s: skipping an unreadable record: %s", partition_log.name, exc)
                 continue
-            producer = header.producer_id if header.is_transactional else -1
-            for record in records:
-                try:
-                    parsed = parse_record(record.key, record.value, producer)
-                except ProtocolError as exc:
-                    log.warning("%s: skipping an unreadable record: %s", partition_log.name, exc)
-                    continue
-                if parsed is not None:
-                    out.append(parsed)
+            if parsed is not None:
+                out.append(parsed)
     return out

@@ -42,12 +42,12 @@ import logging
 import math
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker.drivers.coordinator_host import CoordinatorHost
 from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated
 from strom.broker.drivers.group_loading import read_partition
 from strom.broker.drivers.topics import CONSUMER_OFFSETS
@@ -59,7 +59,6 @@ from strom.coordinator.groups.api import (
     JoinResult,
     OffsetDeleteResult,
     PartitionKey,
-    Released,
     SyncRequest,
     SyncResult,
     TxnCommitRequest,
@@ -75,7 +74,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
-R = TypeVar("R")
 
 
 def group_config(c: BrokerConfig) -> GroupConfig:
@@ -94,15 +92,7 @@ def _new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-@dataclass
-class _Parked:
-    """A response waiting to be released; `result` stays None if it never is (shutdown)."""
-
-    event: trio.Event = field(default_factory=trio.Event)
-    result: Released | None = None
-
-
-class GroupDriver:
+class GroupDriver(CoordinatorHost):
     """Hosts `GroupCoordinator`: time, waiting, and its writes to `__consumer_offsets`."""
 
     def __init__(
@@ -115,16 +105,10 @@ class GroupDriver:
         clock: Callable[[], int],
         new_id: Callable[[], str] = _new_uuid,
     ) -> None:
-        self.topic = topic
+        super().__init__(topic, clock)
         self.machine = GroupCoordinator(config, new_id)
         self._num_partitions = num_partitions
         self._retention_every = retention_check_interval_ms
-        self._clock = clock
-        self._tokens = itertools.count(1)
-        self._parked: dict[int, _Parked] = {}
-        self._kick = trio.Event()
-        self._create_lock = trio.Lock()
-        self._closed = False
         self.owned: set[int] = set()
         """`__consumer_offsets` partitions this node leads, their groups loaded: it coordinates
         exactly the groups that hash to them."""
@@ -135,12 +119,6 @@ class GroupDriver:
         (applying one the load already read is harmless)."""
         self._load_ids = itertools.count(1)
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
-        self._to_wait, self._wait_queue = trio.open_memory_channel[tuple[int, Replicated]](
-            math.inf
-        )
-
-    def now(self) -> int:
-        return self._clock()
 
     # --- start-up and the timer task ---------------------------------------------------------
 
@@ -206,31 +184,13 @@ class GroupDriver:
             self._settle()
             log.info("loaded %s-%d: now coordinating its groups", CONSUMER_OFFSETS, partition)
 
-    async def run(self) -> None:
-        """Load newly led partitions, fire the state machine's deadlines and expire offsets,
-        until cancelled."""
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._loader)
-                nursery.start_soon(self._replication_waits, nursery)
-                await self._timer()
-        finally:
-            self._closed = True
-            for parked in self._parked.values():
-                parked.event.set()  # no result: NOT_COORDINATOR
-            self._parked.clear()
+    async def _background(self, nursery: trio.Nursery) -> None:
+        """Load newly led partitions, fire the state machine's deadlines and expire offsets."""
+        nursery.start_soon(self._loader)
+        await self._timer()
 
-    async def _replication_waits(self, nursery: trio.Nursery) -> None:
-        """Wait for each replicated write in its own task, then report its outcome."""
-        async for token, replicated in self._wait_queue:
-            nursery.start_soon(self._complete, token, replicated)
-
-    async def _complete(self, token: int, replicated: Replicated) -> None:
-        error = await replicated()
-        if self._closed:
-            return
+    def _write_completed(self, token: int, error: ErrorCode) -> None:
         self.machine.write_completed(self.now(), token, error)
-        self._settle()
 
     async def _timer(self) -> None:
         next_retention = self.now() + self._retention_every
@@ -250,13 +210,6 @@ class GroupDriver:
 
     # --- requests -----------------------------------------------------------------------------
 
-    async def ensure_topic(self) -> ErrorCode:
-        """__consumer_offsets exists (created on first use, as Kafka does)."""
-        if self.topic.partitions() is not None:
-            return ErrorCode.NONE
-        async with self._create_lock:
-            return await self.topic.create()
-
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition holding the group (its coordinator leads it)."""
         return partition_for(group_id, self._num_partitions)
@@ -265,25 +218,9 @@ class GroupDriver:
         """NONE if this node coordinates `group_id` (it leads the group's partition and has
         loaded it), COORDINATOR_LOAD_IN_PROGRESS while it loads, else NOT_COORDINATOR (the
         client looks the coordinator up again), as Kafka's coordinator answers."""
-        if self._closed:
-            return ErrorCode.NOT_COORDINATOR
-        if not group_id:
+        if not group_id and not self._closed:
             return ErrorCode.NONE  # the state machine answers INVALID_GROUP_ID, as Kafka first
-        partition = partition_for(group_id, self._num_partitions)
-        if partition not in self.owned and partition not in self.loading:
-            self.follow()  # the image may have changed since the last follow
-        if partition in self.owned:
-            return ErrorCode.NONE
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NOT_COORDINATOR
-
-    async def ready(self, group_id: str) -> ErrorCode:
-        """The topic exists (created on first use) and this node coordinates the group."""
-        if self._closed:
-            return ErrorCode.NOT_COORDINATOR
-        error = await self.ensure_topic()
-        return error or self.coordinator_error(group_id)
+        return self._partition_error(partition_for(group_id, self._num_partitions))
 
     async def join(self, req: JoinRequest) -> JoinResult:
         error = await self.ready(req.group_id)
@@ -291,7 +228,6 @@ class GroupDriver:
             return JoinResult(error, member_id=req.member_id)
         return await self._request(
             partial(self.machine.join, req=req),
-            JoinResult,
             lambda error: JoinResult(error, member_id=req.member_id),
         )
 
@@ -299,14 +235,13 @@ class GroupDriver:
         error = await self.ready(req.group_id)
         if error:
             return SyncResult(error)
-        return await self._request(partial(self.machine.sync, req=req), SyncResult, SyncResult)
+        return await self._request(partial(self.machine.sync, req=req), SyncResult)
 
     async def commit(self, req: CommitRequest) -> dict[PartitionKey, ErrorCode]:
         """OffsetCommit, answered once the offsets are written (call `ready` first)."""
         keys = [(p.topic, p.partition) for p in req.partitions]
         result = await self._request(
             partial(self.machine.commit, req=req),
-            CommitResult,
             lambda error: CommitResult(dict.fromkeys(keys, error)),
         )
         return result.errors
@@ -317,7 +252,6 @@ class GroupDriver:
         keys = [(p.topic, p.partition) for p in req.partitions]
         result = await self._request(
             partial(self.machine.txn_commit, req=req),
-            CommitResult,
             lambda error: CommitResult(dict.fromkeys(keys, error)),
         )
         return result.errors
@@ -346,7 +280,6 @@ class GroupDriver:
         return await self._request(
             partial(self.machine.delete_offsets, group_id=group_id, partitions=partitions),
             OffsetDeleteResult,
-            OffsetDeleteResult,
         )
 
     async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
@@ -358,7 +291,7 @@ class GroupDriver:
                 results[group_id] = error
                 continue
             results[group_id] = await self._request(
-                partial(self.machine.delete_group, group_id=group_id), ErrorCode, ErrorCode
+                partial(self.machine.delete_group, group_id=group_id), ErrorCode
             )
         return results
 
@@ -371,48 +304,15 @@ class GroupDriver:
 
     # --- internals ----------------------------------------------------------------------------
 
-    async def _request(
-        self,
-        call: Callable[..., R | None],
-        kind: type[R],
-        refused: Callable[[ErrorCode], R],
-    ) -> R:
-        """`call(now=, waiter=)`: its result now, or once the state machine releases it."""
-        if self._closed:
-            return refused(ErrorCode.NOT_COORDINATOR)
-        token = next(self._tokens)
-        parked = self._parked[token] = _Parked()
-        try:
-            result: object = call(now=self.now(), waiter=token)
-            self._settle()
-            if result is None:
-                await parked.event.wait()
-                result = parked.result
-        finally:
-            self._parked.pop(token, None)
-        if result is None:
-            return refused(ErrorCode.NOT_COORDINATOR)
-        assert isinstance(result, kind), f"{kind.__name__} expected, released {result!r}"
-        return result
-
     def _settle(self) -> None:
         """Fire due deadlines, write what the machine emitted, release replies, re-arm."""
         self.machine.tick(self.now())
         writes = self.machine.take_writes()
         while writes:
             for write in writes:
-                outcome = self._append(write)
-                if isinstance(outcome, ErrorCode):
-                    self.machine.write_completed(self.now(), write.token, outcome)
-                else:
-                    self._to_wait.send_nowait((write.token, outcome))
+                self._appended(write.token, self._append(write))
             writes = self.machine.take_writes()
-        for token, result in self.machine.take_replies():
-            parked = self._parked.get(token)
-            if parked is not None and parked.result is None:
-                parked.result = result
-                parked.event.set()
-        self._kick.set()
+        self._release(self.machine.take_replies())
 
     def _append(self, write: Write) -> ErrorCode | Replicated:
         """Append one batch to the group's partition: NONE once committed, a wait for the ISR,

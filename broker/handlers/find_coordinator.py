@@ -9,9 +9,11 @@ Behavior:
   first use. A partition with no leader usable on that listener (offline, its
   leader fenced or without the listener) is COORDINATOR_NOT_AVAILABLE, and
   clients retry.
-- Key type 1 (transaction) likewise creates `__transaction_state` and answers
-  this broker (there is no transaction coordinator yet). Other key types (share
-  groups) are INVALID_REQUEST.
+- Key type 1 (transaction) likewise: the leader of the transactional id's
+  `__transaction_state` partition (`abs(javaHashCode(transactional.id)) %
+  transaction.state.log.num.partitions`, Kafka's hash), the topic created on first
+  use with `transaction.state.log.*` settings. Other key types (share groups) are
+  INVALID_REQUEST.
 - If the internal topic cannot be created the key gets
   COORDINATOR_NOT_AVAILABLE.
 
@@ -28,13 +30,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.admin.partition_leadership import leadership
-from strom.broker.drivers.topics import (
-    CONSUMER_OFFSETS,
-    TRANSACTION_STATE,
-    create_internal_topic,
-    internal_topic,
-)
+from strom.broker.drivers.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from strom.broker.handlers.group_common import group_driver
+from strom.broker.handlers.txn_common import txn_driver
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
@@ -111,12 +109,19 @@ def _coordinator(
 ) -> tuple[int, str, int] | None:
     """(node id, host, port) of the key's coordinator on `listener`; None if it has none."""
     own = next((e for e in broker.endpoints if e.name == listener), None)
-    driver = group_driver(broker)
-    if key_type != GROUP or driver is None:  # transactions: this node (no coordinator yet)
-        return None if own is None else (broker.node_id, own.host, own.port)
+    if key_type == GROUP:
+        groups = group_driver(broker)
+        if groups is None:
+            return None
+        name, index = CONSUMER_OFFSETS, groups.partition_for(key)
+    else:
+        transactions = txn_driver(broker)
+        if transactions is None:
+            return None
+        name, index = TRANSACTION_STATE, transactions.partition_for(key)
     image = broker.image
-    topic = image.topic(CONSUMER_OFFSETS)
-    partition = None if topic is None else topic.partition(driver.partition_for(key))
+    topic = image.topic(name)
+    partition = None if topic is None else topic.partition(index)
     if topic is None or partition is None:
         return None
     leader, _ = leadership(broker, image, topic.topic_id, partition, listener)
@@ -136,8 +141,12 @@ async def _ensure_topic(broker: BrokerState, key_type: int) -> ErrorCode:
             ErrorCode.COORDINATOR_NOT_AVAILABLE if driver is None else await driver.ensure_topic()
         )
     if key_type == TRANSACTION:
-        topic = internal_topic(broker.config, TRANSACTION_STATE)
-        return await create_internal_topic(broker.topics, topic)
+        transactions = txn_driver(broker)
+        return (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if transactions is None
+            else await transactions.ensure_topic()
+        )
     return ErrorCode.INVALID_REQUEST
 
 

@@ -7,15 +7,24 @@ Behavior:
   epoch (v3+, KIP-360) are ignored: the producer just gets a new id.
 - ProducerId and ProducerEpoch must both be -1 or both be set, else
   INVALID_REQUEST.
-- With a transactional id: "" is INVALID_REQUEST; a timeout <= 0 or above
-  `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT; otherwise
-  NOT_COORDINATOR, which is what a Kafka broker answers for a transactional id
-  whose __transaction_state partition it does not own (the client looks the
-  coordinator up again and retries). Strom has no transaction coordinator yet.
+- With a transactional id: WRITE on it is needed
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); "" is INVALID_REQUEST; a timeout <= 0
+  or above `transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT. Otherwise
+  the transaction coordinator of the id answers (a broker that is not is
+  NOT_COORDINATOR, one loading the id's `__transaction_state` partition
+  COORDINATOR_LOAD_IN_PROGRESS): a new id gets a producer id and epoch 0; a
+  known one the next epoch (fencing every older producer), or a fresh producer
+  id once its epochs are exhausted. An open transaction is aborted first and
+  the request answered CONCURRENT_TRANSACTIONS, so the client retries and gets
+  the epoch after the fence; CONCURRENT_TRANSACTIONS also while a transaction
+  ends. With ProducerId/ProducerEpoch (KIP-360, a producer recovering), the
+  current or the previous epoch continues, anything else is PRODUCER_FENCED.
+  The answer is sent once the new epoch is written to `__transaction_state`.
 - Errors carry producer id -1 and epoch -1.
 
-Version notes: v2 flexible; v3 adds ProducerId/ProducerEpoch; v4 may answer
-PRODUCER_FENCED, v5 TRANSACTION_ABORTABLE (both transactional only).
+Version notes: v2 flexible; v3 adds ProducerId/ProducerEpoch; v4 answers
+PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v5 may answer
+TRANSACTION_ABORTABLE (KIP-1050; this API never does).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.broker.data.producer_ids import ProducerIdError
+from strom.broker.handlers.txn_common import for_version, txn_driver
 from strom.broker.security.authorization import allowed, allowed_on_some
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
@@ -55,7 +65,7 @@ async def handle(
         timeout = body.transaction_timeout_ms
         if timeout <= 0 or timeout > broker.config.transaction_max_timeout_ms:
             return _error(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        return _error(ErrorCode.NOT_COORDINATOR)
+        return await _transactional(broker, request, body, transactional_id, timeout)
     # KIP-679: idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
     if not allowed(broker, request, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) and not (
         allowed_on_some(broker, request, AclOperation.WRITE, ResourceType.TOPIC)
@@ -67,6 +77,30 @@ async def handle(
         return _error(exc.error)
     return InitProducerIdResponse(
         error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
+    )
+
+
+async def _transactional(
+    broker: BrokerState,
+    request: RequestContext,
+    body: InitProducerIdRequest,
+    transactional_id: str,
+    timeout_ms: int,
+) -> InitProducerIdResponse:
+    driver = txn_driver(broker)
+    if driver is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error = await driver.ready(transactional_id)
+    if error:
+        return _error(error)
+    expected = None
+    if body.producer_id != NO_PRODUCER_ID:
+        expected = (body.producer_id, body.producer_epoch)
+    result = await driver.init_producer_id(transactional_id, timeout_ms, expected)
+    if result.error:
+        return _error(for_version(result.error, API_KEY, request.api_version))
+    return InitProducerIdResponse(
+        error_code=ErrorCode.NONE, producer_id=result.producer_id, producer_epoch=result.producer_epoch
     )
 
 

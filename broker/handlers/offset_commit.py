@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker.handlers.group_common import group_driver, may_group, may_topic, partition_exists
+from strom.broker.handlers.group_common import committable_partitions, group_driver
 from strom.coordinator.groups.api import CommitPartition, CommitRequest
-from strom.coordinator.metadata.acls import AclOperation
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 
@@ -52,28 +51,7 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     version = request.api_version
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid: list[CommitPartition] = []
-    group_ok = may_group(broker, request, AclOperation.READ, body.group_id)
-    for topic in body.topics:
-        topic_ok = may_topic(broker, request, AclOperation.READ, topic.name)
-        for p in topic.partitions:
-            if not group_ok:
-                errors[(topic.name, p.partition_index)] = ErrorCode.GROUP_AUTHORIZATION_FAILED
-            elif not topic_ok:
-                errors[(topic.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif partition_exists(broker, topic.name, p.partition_index):
-                valid.append(
-                    CommitPartition(
-                        topic.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata,
-                    )
-                )
-            else:
-                errors[(topic.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    valid, errors = committable_partitions(broker, request, body.group_id, body.topics)
     if valid:
         errors.update(await _commit(broker, body, version, valid))
     return OffsetCommitResponse(

@@ -8,9 +8,10 @@ Behavior:
 - A group this node does not coordinate (it does not lead the group's
   `__consumer_offsets` partition) is NOT_COORDINATOR; one whose partition is
   still loading COORDINATOR_LOAD_IN_PROGRESS.
-- `require_stable` (v7+) waits for no pending transactional commit: Strom's
-  group coordinator acknowledges commits only once they are written, so
-  there is never an unstable offset to report.
+- `require_stable` (v7+): a partition for which a transaction's offsets
+  (TxnOffsetCommit) wait for its marker is UNSTABLE_OFFSET_COMMIT with offset
+  -1, so the consumer retries once the transaction ended; without it the
+  last committed offset is answered, as Kafka does.
 
 Version notes: v2 null topics and a top-level error; v3 throttle time; v5
 leader epoch; v6 flexible; v7 require_stable; v8 several groups per request;
@@ -38,6 +39,7 @@ MAX_VERSION = 9
 
 TOP_LEVEL_ERROR_VERSION = 2
 Fetched = list[tuple[str, list[tuple[int, OffsetEntry | None]]]]
+Unstable = set[tuple[str, int]]
 
 
 async def handle(
@@ -51,18 +53,24 @@ async def handle(
                 if group.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in group.topics]
             )
-            error, fetched, refused = _fetch(broker, request, group.group_id, wanted)
+            error, fetched, refused, unstable = _fetch(
+                broker, request, group.group_id, wanted, body.require_stable
+            )
             if error == ErrorCode.GROUP_AUTHORIZATION_FAILED:
                 fetched = []
             groups.append(
                 OffsetFetchResponse.OffsetFetchResponseGroup(
-                    group_id=group.group_id, topics=_topics_v8(fetched, refused), error_code=error
+                    group_id=group.group_id,
+                    topics=_topics_v8(fetched, refused, unstable),
+                    error_code=error,
                 )
             )
         return OffsetFetchResponse(groups=groups)
     topics = body.topics
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    error, fetched, refused = _fetch(broker, request, body.group_id, wanted)
+    error, fetched, refused, unstable = _fetch(
+        broker, request, body.group_id, wanted, body.require_stable
+    )
     if error == ErrorCode.GROUP_AUTHORIZATION_FAILED and request.api_version >= TOP_LEVEL_ERROR_VERSION:
         fetched = []  # Kafka's answer: the top-level error alone, nothing about the topics
     # v1 has no top-level error: each partition carries the group's (Kafka's getErrorResponse)
@@ -73,9 +81,10 @@ async def handle(
                 name=name,
                 partitions=[
                     OffsetFetchResponse.OffsetFetchResponsePartition(
-                        p, *_values(entry),
-                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                        if name in refused else partition_error,
+                        p, *_values(None if (name, p) in unstable else entry),
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                        else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable
+                        else partition_error,
                     )
                     for p, entry in parts
                 ],
@@ -91,21 +100,27 @@ def _fetch(
     request: RequestContext,
     group_id: str,
     wanted: list[tuple[str, list[int]]] | None,
-) -> tuple[ErrorCode, Fetched, set[str]]:
-    """(the group's error, the offsets, the named topics refused). Topics it may not DESCRIBE
-    are left out of "all offsets"; named, their partitions carry TOPIC_AUTHORIZATION_FAILED and
-    no offset, in every version."""
+    require_stable: bool,
+) -> tuple[ErrorCode, Fetched, set[str], Unstable]:
+    """(the group's error, the offsets, the named topics refused, the partitions whose offsets
+    a transaction still holds when `require_stable`). Topics it may not DESCRIBE are left out
+    of "all offsets"; named, their partitions carry TOPIC_AUTHORIZATION_FAILED and no offset,
+    in every version."""
     if not may_group(broker, request, AclOperation.DESCRIBE, group_id):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _none(wanted), set()
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, _none(wanted), set(), set()
     error, fetched = _fetch_authorized(broker, group_id, wanted)
+    driver = group_driver(broker)
+    unstable: Unstable = set()
+    if require_stable and not error and driver is not None:
+        unstable = driver.machine.unstable_offsets(group_id)
     refused = {
         name for name, _ in fetched if not may_topic(broker, request, AclOperation.DESCRIBE, name)
     }
     if wanted is None:
-        return error, [(n, parts) for n, parts in fetched if n not in refused], set()
+        return error, [(n, parts) for n, parts in fetched if n not in refused], set(), unstable
     return error, [
         (n, [(p, None) for p, _ in parts] if n in refused else parts) for n, parts in fetched
-    ], refused
+    ], refused, unstable
 
 
 def _fetch_authorized(
@@ -133,15 +148,16 @@ def _values(entry: OffsetEntry | None) -> tuple[int, int, str]:
 
 
 def _topics_v8(
-    fetched: Fetched, refused: set[str]
+    fetched: Fetched, refused: set[str], unstable: Unstable
 ) -> list[OffsetFetchResponse.OffsetFetchResponseTopics]:
     return [
         OffsetFetchResponse.OffsetFetchResponseTopics(
             name=name,
             partitions=[
                 OffsetFetchResponse.OffsetFetchResponsePartitions(
-                    p, *_values(entry),
+                    p, *_values(None if (name, p) in unstable else entry),
                     error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in refused
+                    else ErrorCode.UNSTABLE_OFFSET_COMMIT if (name, p) in unstable
                     else ErrorCode.NONE,
                 )
                 for p, entry in parts

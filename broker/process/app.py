@@ -22,10 +22,11 @@ import trio
 
 from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
-from strom.broker.data.coordinator_topics import group_driver
+from strom.broker.data.coordinator_topics import group_driver, transaction_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
+from strom.broker.data.txn_verifier import CoordinatorVerifier
 from strom.broker.data.txn_verify import TransactionVerification
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
@@ -156,6 +157,9 @@ class Broker:
             with trio.CancelScope(shield=True):
                 if self.state is not None:  # connections to the active controller, if any
                     await self.state.forwarder.aclose()
+                    await self.state.txn_verifier.aclose()  # ... and to other brokers
+                    if self.state.transactions is not None:
+                        await self.state.transactions.markers.aclose()
                 await controller.close()
 
     async def _serve(
@@ -251,12 +255,18 @@ class Broker:
                     failure = exc
                 else:  # unfenced: caught up with the metadata log
                     await _follow(state, controller)
-                # the groups of the offsets partitions led here, loaded before clients come in
+                # the coordinators of the partitions led here (groups of __consumer_offsets,
+                # transactions of __transaction_state), loaded before clients come in
                 groups = state.groups = group_driver(
                     state, state.replication, state.waiters, state.min_isr
                 )
+                transactions = state.transactions = transaction_driver(
+                    state, state.replication, state.waiters, state.min_isr, state.producer_ids
+                )
                 if failure is None:
                     await groups.load()
+                    await transactions.load()
+                    state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
                     serve(controller_listeners=False)  # see _serve's docstring
                     if endpoint is not None:
                         endpoint.serving = True
@@ -274,6 +284,7 @@ class Broker:
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
                     accepting.start_soon(groups.run)
+                    accepting.start_soon(transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)
@@ -352,6 +363,7 @@ def build_services(state: BrokerState) -> None:
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()
+    state.txn_verifier = CoordinatorVerifier(state)
 
 
 async def _follow(state: BrokerState, controller: QuorumController) -> None:

@@ -149,6 +149,8 @@ async def follow_image(
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
         state.groups.follow()
+    if state.transactions is not None:  # and the transactions of the transaction-state ones
+        state.transactions.follow()
 
 
 def report_storage(state: BrokerCore) -> None:

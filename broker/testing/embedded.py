@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -31,6 +32,10 @@ import strom
 from strom.broker.process.app import Broker
 from strom.broker.testing.faults import FaultControl
 from strom.config import Listener, load_config
+from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION
+from strom.coordinator.metadata.image import METADATA_VERSION
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
+from strom.storage.meta_properties import format_directories, new_cluster_id
 
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
 _METRICS = re.compile(r" metrics=http://(?P<address>\S+?)\"?$")
@@ -57,10 +62,25 @@ class EmbeddedBroker:
 
 @asynccontextmanager
 async def open_broker(
-    data_dir: Path, overrides: Mapping[str, str] | None = None
+    data_dir: Path,
+    overrides: Mapping[str, str] | None = None,
+    *,
+    features: Mapping[str, int] | None = None,
 ) -> AsyncIterator[EmbeddedBroker]:
-    """Start a broker in the current trio run; shut it down cleanly on exit."""
+    """Start a broker in the current trio run; shut it down cleanly on exit. `features`:
+    feature levels to finalize, as `strom format --feature` does (a new data directory)."""
     config = load_config(extra={**_test_defaults(data_dir), **(overrides or {})})
+    if features:
+        format_directories(
+            config.data_dirs,
+            config.metadata_dir,
+            cluster_id=new_cluster_id(),
+            node_id=config.node_id,
+            new_uuid=uuid.uuid4,
+            ignore_formatted=True,
+            bootstrap=encode_bootstrap({**features, METADATA_VERSION: LATEST_METADATA_VERSION}, 0),
+            voters=frozenset(config.quorum_voters or {config.node_id}),
+        )
     broker = Broker(config)
     async with trio.open_nursery() as nursery:
         endpoints = await nursery.start(broker.run)

@@ -9,6 +9,10 @@ the follower elected holds the same open transaction (the LSO, ListOffsets for
 read_committed, DescribeProducers' open transaction start), built from the replicated batches.
 The old leader, started again, catches up as a follower with the same state; the leader
 after the next kill -9 has it too.
+
+Then the same with a stock transactional producer (confluent-kafka): a transaction goes on
+through the new leader after its partition leader is killed -9, commits, and a read_committed
+consumer reads each committed record once; an aborted transaction never shows.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import time
 
 from compat_tests.cluster.test_cluster import wait_for_leader
 from compat_tests.cluster.test_replication import FAST, _call, create, settled
+from compat_tests.confluent_kafka import ck
+from compat_tests.confluent_kafka.test_read_committed import read, send
 from compat_tests.helpers import wait_until
 from strom.broker.testing.cluster import ClusterNode
 from strom.broker.testing.pytest_plugin import StartCluster
@@ -156,3 +162,44 @@ def test_an_open_transaction_survives_kill9_of_the_leader(strom_cluster: StartCl
     third = cluster.node(third_id)
     assert wait_until(lambda: committed_latest(third), timeout=30, what="the LSO") == 1
     assert open_transaction_start(third) == 1
+
+
+def test_a_transaction_goes_on_across_kill9_of_its_partition_leader(
+    strom_cluster: StartCluster,
+) -> None:
+    """With a stock transactional producer (confluent-kafka): records of an open transaction
+    on a replication-factor-3 partition, the partition leader killed -9, more records of the
+    same transaction through the new leader, commit; then a transaction aborted. A
+    read_committed consumer reads exactly the committed records once each."""
+    cluster = strom_cluster(
+        combined=3,
+        overrides={
+            **FAST,
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2",
+        },
+    )
+    wait_for_leader(cluster)
+    topic = "orders-txn"
+    create(cluster, topic, replicas=3, min_insync=2)
+    leader_id, _ = settled(cluster, topic, 3)
+    producer = ck.producer(
+        cluster.bootstrap,
+        **{"transactional.id": "failover-app", "transaction.timeout.ms": 120_000},
+    )
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    send(producer, topic, *[f"a{i}" for i in range(10)])
+    cluster.node(leader_id).kill9()
+    new_id, _ = settled(cluster, topic, 2)
+    assert new_id != leader_id
+    send(producer, topic, *[f"a{i}" for i in range(10, 20)])
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    send(producer, topic, *[f"b{i}" for i in range(5)])
+    producer.abort_transaction(60)
+    survivors = ",".join(n.bootstrap for n in cluster.nodes if n.node_id != leader_id)
+    assert read(survivors, topic, "read_committed") == [f"a{i}" for i in range(20)]
+    cluster.node(leader_id).restart(clean=False)
+    settled(cluster, topic, 3)
+    assert read(cluster.bootstrap, topic, "read_committed") == [f"a{i}" for i in range(20)]

@@ -14,11 +14,12 @@ from strom.broker.testing.embedded import BrokerProcess
 
 def test_features_describe(kafka_tools: KafkaTools, shared_broker: BrokerProcess) -> None:
     """ApiVersions' supported and finalized features: Strom bootstraps metadata.version 4.0-IV3
-    and supports 3.3-IV3 to 4.0-IV3, and eligible.leader.replicas.version 0-1 (not finalized:
-    level 0); the epoch is the metadata log offset of the image."""
+    and supports 3.3-IV3 to 4.0-IV3, eligible.leader.replicas.version 0-1 (not finalized:
+    level 0) and transaction.version 0-2 (finalized at 2, as Kafka 4.0 formats a new
+    cluster); the epoch is the metadata log offset of the image."""
     out = kafka_tools.run("kafka-features", "--bootstrap-server", shared_broker.bootstrap,
                           "describe")  # fmt: skip
-    [elr, line] = out.lines
+    [elr, line, txn] = out.lines
     assert re.fullmatch(
         r"Feature: eligible\.leader\.replicas\.version\tSupportedMinVersion: 0\t"
         r"SupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: \d+",
@@ -28,6 +29,11 @@ def test_features_describe(kafka_tools: KafkaTools, shared_broker: BrokerProcess
         r"Feature: metadata\.version\tSupportedMinVersion: 3\.3-IV3\t"
         r"SupportedMaxVersion: 4\.0-IV3\tFinalizedVersionLevel: 4\.0-IV3\tEpoch: \d+",
         line,
+    ), out.describe()
+    assert re.fullmatch(
+        r"Feature: transaction\.version\tSupportedMinVersion: 0\t"
+        r"SupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: \d+",
+        txn,
     ), out.describe()
 
 

@@ -29,6 +29,7 @@ from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
     ELR_VERSION,
     METADATA_VERSION,
+    TRANSACTION_VERSION,
     MetadataImage,
     Provenance,
     TopicImage,
@@ -84,12 +85,15 @@ MIN_METADATA_VERSION = 7
 LATEST_METADATA_VERSION = 25
 """4.0-IV3: Kafka 4.0's latest production level, written at bootstrap."""
 ELR_MIN_METADATA_VERSION = 24
-"""4.0-IV2: the metadata.version eligible.leader.replicas.version 1 depends on (Kafka's rule)."""
-SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {ELR_VERSION: (0, 1)}
+"""4.0-IV2: the metadata.version eligible.leader.replicas.version 1 and transaction.version 1-2
+depend on (Kafka's rule)."""
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {ELR_VERSION: (0, 1), TRANSACTION_VERSION: (0, 2)}
 """Features other than metadata.version this node supports: name -> (min, max) level.
 eligible.leader.replicas.version defaults to 0 on a new cluster: Kafka enables it by default
 only from metadata.version 4.1-IV0, and Strom bootstraps 4.0-IV3 (`strom format --feature
-eligible.leader.replicas.version=1` enables it)."""
+eligible.leader.replicas.version=1` enables it). transaction.version: 1 flexible transaction
+state records, 2 transactions v2 (KIP-890 part 2); a new cluster finalizes 2, as Kafka 4.0's
+format does (`--feature transaction.version=0` keeps transactions v1)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 LONG_MAX = 2**63 - 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -184,12 +188,15 @@ class Controller:
         scram: Sequence[Message] = (),
     ) -> list[Message]:
         """Records that finalize feature levels on a new cluster, and the SCRAM credentials
-        `strom format --add-scram` gave (none once bootstrapped)."""
+        `strom format --add-scram` gave (none once bootstrapped); a feature `features` does
+        not name takes its default for `metadata_version` (`default_features`), as Kafka's
+        format does."""
         if self._image.metadata_version:
             return []
         if not MIN_METADATA_VERSION <= metadata_version <= LATEST_METADATA_VERSION:
             raise ValueError(f"unsupported metadata.version level {metadata_version}")
-        check_features(metadata_version, features or {}, known_only=True)
+        features = {**default_features(metadata_version), **(features or {})}
+        check_features(metadata_version, features, known_only=True)
         records: list[Message] = [FeatureLevelRecord(METADATA_VERSION, metadata_version)]
         for name in sorted(features or {}):
             if name != METADATA_VERSION and (features or {})[name] > 0:
@@ -485,6 +492,15 @@ class Controller:
         return alter_user_scram_credentials(self.context(), request)
 
 
+def default_features(metadata_version: int) -> dict[str, int]:
+    """The levels a new cluster finalizes unless told otherwise, Kafka 4.0's: transactions v2
+    (transaction.version 2) from metadata.version 4.0-IV2; eligible.leader.replicas.version
+    stays 0 (Kafka's default only from 4.1-IV0)."""
+    if metadata_version >= ELR_MIN_METADATA_VERSION:
+        return {TRANSACTION_VERSION: 2}
+    return {}
+
+
 def check_features(
     metadata_version: int, features: Mapping[str, int], *, known_only: bool = False
 ) -> None:
@@ -502,7 +518,8 @@ def check_features(
         low, high = supported
         if not low <= level <= high:
             raise ValueError(f"unsupported {name} level {level} (supported: {low}-{high})")
-        if name == ELR_VERSION and level >= 1 and metadata_version < ELR_MIN_METADATA_VERSION:
+        needs_4_0_iv2 = name in (ELR_VERSION, TRANSACTION_VERSION) and level >= 1
+        if needs_4_0_iv2 and metadata_version < ELR_MIN_METADATA_VERSION:
             raise ValueError(
                 f"{name}={level} requires metadata.version {ELR_MIN_METADATA_VERSION} "
                 f"(4.0-IV2) or later, not {metadata_version}"

@@ -30,6 +30,9 @@ BROKER_RESOURCE = ConfigResource.BROKER.value
 
 METADATA_VERSION = "metadata.version"
 ELR_VERSION = "eligible.leader.replicas.version"
+TRANSACTION_VERSION = "transaction.version"
+"""Kafka's transactions feature: 1 flexible transaction state records, 2 transactions v2
+(KIP-890 part 2: an epoch bump per transaction, partitions added by the writes themselves)."""
 """Kafka's feature for eligible leader replicas (KIP-966): level 1 enables them."""
 NO_LEADER = -1
 

@@ -416,8 +416,10 @@ class TransactionCoordinator:
             else _end_v1(metadata, producer_id, producer_epoch, commit, from_client)
         )
         if isinstance(decision, ErrorCode):
-            if decision == ErrorCode.NONE:  # a retry of an end already complete
+            if decision == ErrorCode.NONE and v2:  # a retry of an end already complete
                 done(now, ErrorCode.NONE, metadata.producer_id, metadata.producer_epoch)
+            elif decision == ErrorCode.NONE:  # v1 answers carry no id or epoch
+                done(now, ErrorCode.NONE, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             else:
                 if decision == ErrorCode.INVALID_TXN_STATE:
                     log.info(

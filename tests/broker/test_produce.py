@@ -208,9 +208,20 @@ async def test_transactional_batches(broker: EmbeddedBroker, client: KafkaClient
     assert no_id.responses[0].partition_responses[0].error_code == (
         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     )
-    # no transaction coordinator installed to verify with: appended, as Kafka does unverified
+    # verified with the transaction coordinator: before any producer looked it up there is
+    # no __transaction_state, so none (Kafka's NOT_ENOUGH_REPLICAS, which clients retry) ...
     response = await client.request(produce_request("t", txn, txn="tx"), 11, ProduceResponse)
-    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert response.responses[0].partition_responses[0].error_code == (
+        ErrorCode.NOT_ENOUGH_REPLICAS
+    )
+    # ... and once there is, it never heard of this producer
+    state = state_of(broker)
+    assert state.transactions is not None
+    assert await state.transactions.ensure_topic() == ErrorCode.NONE
+    response = await client.request(produce_request("t", txn, txn="tx"), 11, ProduceResponse)
+    assert response.responses[0].partition_responses[0].error_code == (
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    )
 
 
 async def test_transactional_batches_without_verification(tmp_path: Path) -> None:

@@ -77,10 +77,11 @@ async def test_api_versions_reports_supported_and_finalized_features(
     assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
         ("eligible.leader.replicas.version", 1 if version < 4 else 0, 1),  # KIP-1022
         ("metadata.version", 7, 25),
+        ("transaction.version", 1 if version < 4 else 0, 2),
     ]
     assert [
         (f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features
-    ] == [("metadata.version", 25, 25)]
+    ] == [("metadata.version", 25, 25), ("transaction.version", 2, 2)]
     assert response.finalized_features_epoch == image.provenance.offset >= 0
 
 

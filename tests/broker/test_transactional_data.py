@@ -3,6 +3,9 @@ verification hook, markers (`write_txn_markers`), read_committed Fetch and ListO
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from pathlib import Path
+
 import pytest
 import trio
 import trio.testing
@@ -12,7 +15,7 @@ from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.data.txn_verify import VerifyRequest
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
-from strom.broker.testing.embedded import EmbeddedBroker
+from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchResponse
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
@@ -31,6 +34,18 @@ from tests.broker.test_produce_helpers import (
 pytestmark = pytest.mark.trio
 
 PID = 4000
+
+
+@pytest.fixture
+async def broker(
+    tmp_path: Path, broker_overrides: dict[str, str]
+) -> AsyncIterator[EmbeddedBroker]:
+    """These tests drive the data path with raw batches and markers, without a transaction
+    coordinator: the broker's own verifier (the coordinator's) is taken out, as before one is
+    installed; a test that needs one installs its fake."""
+    async with open_broker(tmp_path / "data", broker_overrides) as running:
+        state_of(running).txn_verification.verifier = None
+        yield running
 
 
 async def txn_produce(

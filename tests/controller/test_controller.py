@@ -32,10 +32,20 @@ def test_bootstrap_once() -> None:
     assert records == [
         FeatureLevelRecord("metadata.version", LATEST_METADATA_VERSION),
         FeatureLevelRecord("group.version", 1),
+        FeatureLevelRecord("transaction.version", 2),  # Kafka 4.0's default
     ]
     controller.replay(records)
-    assert controller.image.features == {"metadata.version": 25, "group.version": 1}
+    assert controller.image.features == {
+        "metadata.version": 25, "group.version": 1, "transaction.version": 2,
+    }  # fmt: skip
     assert controller.bootstrap() == []
+
+
+def test_bootstrap_defaults_give_way_to_what_format_chose() -> None:
+    records = _fresh().bootstrap(features={"transaction.version": 0})
+    assert records == [FeatureLevelRecord("metadata.version", LATEST_METADATA_VERSION)]
+    old = _fresh().bootstrap(metadata_version=20)  # before 4.0-IV2: no transactions v2
+    assert old == [FeatureLevelRecord("metadata.version", 20)]
 
 
 def test_bootstrap_rejects_unknown_level() -> None:
@@ -70,7 +80,11 @@ def test_registration_records() -> None:
     ]
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in register.features
-    ] == [("metadata.version", 7, 25), ("eligible.leader.replicas.version", 0, 1)]
+    ] == [
+        ("metadata.version", 7, 25),
+        ("eligible.leader.replicas.version", 0, 1),
+        ("transaction.version", 0, 2),
+    ]
     assert commit(controller, result).broker_epoch == 17
     node = controller.image.broker(1)
     assert node is not None

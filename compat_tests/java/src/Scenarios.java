@@ -19,7 +19,10 @@ final class Scenarios {
             Map.entry("delete-records", AdminScenarios::deleteRecords),
             Map.entry("produce-consume", DataScenarios::produceConsume),
             Map.entry("consumer-api", DataScenarios::consumerApi),
-            Map.entry("producer-modes", DataScenarios::producerModes)));
+            Map.entry("producer-modes", DataScenarios::producerModes),
+            Map.entry("transactions", TxnScenarios::transactions),
+            Map.entry("consume-transform-produce", TxnScenarios::consumeTransformProduce),
+            Map.entry("zombie", TxnScenarios::zombie)));
 
     static String names() {
         return String.join(", ", ALL.keySet());
