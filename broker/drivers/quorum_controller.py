@@ -21,9 +21,19 @@ broker process reach the controller only through this class (`BrokerState.contro
   watermark has reached its own epoch (everything committed before is applied): it resets the
   broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
   yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
-  commands one at a time: plan against its image, propose, wait until the entries are
-  committed, applied and published, answer. A command that loses leadership while waiting
-  answers NOT_CONTROLLER (its entries may still commit, as in Kafka).
+  commands in arrival order: plan against its image, propose, wait until the entries are
+  committed, applied and published, answer. The image holds committed records only, so a
+  command plans only once the one before it is settled: its records published, dropped by a
+  failed write, or its leadership lost (then nothing is planned: this node is no longer
+  active). A command succeeds only if the entry committed at its last offset is its own (same
+  epoch, same bytes); one that loses leadership while waiting answers NOT_CONTROLLER (its
+  entries may still commit, as in Kafka). A command with a deadline (BrokerHeartbeat: half
+  broker.heartbeat.interval.ms, as Kafka's controller) answers REQUEST_TIMED_OUT when it
+  passes, queued or waiting; the queue itself waits for the settling, never for a caller. A
+  resigned leader reports no leader (`RaftCore.current_leader_id`), so a leader cut off from
+  the quorum stops being active at its check-quorum and everything waiting on it answers
+  NOT_CONTROLLER; commands that write nothing, such as heartbeats, are answered only by the
+  active controller.
 - **Not leading.** Commands answer NOT_CONTROLLER (41) in their responses (every item of an
   admin response, `strom.coordinator.controller.result.not_controller`; BrokerRegistration and
   BrokerHeartbeat in their error code); `allocate_producer_ids` raises
@@ -60,6 +70,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -67,7 +78,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 import trio
 
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
-from strom.broker.drivers.raft import RaftDriver
+from strom.broker.drivers.raft import RaftDriver, WriteFailure
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.result import (
@@ -167,6 +178,29 @@ class NotActiveController(Exception):
     were committed."""
 
 
+class CommandTimedOut(Exception):
+    """The command's deadline passed before it was answered (Kafka's TimeoutException:
+    REQUEST_TIMED_OUT). Records it proposed, if any, may still commit."""
+
+
+@dataclass(slots=True)
+class _Proposal:
+    """A command's records proposed to Raft, not yet settled."""
+
+    epoch: int
+    """The epoch they were proposed in (this node leading)."""
+    last: int
+    """The offset of the command's last entry."""
+    last_entry: bytes
+    """That entry's bytes."""
+    failed_before: WriteFailure | None
+    """The driver's latest write failure when they were proposed (a newer one covering `last`
+    dropped them)."""
+    own: bool | None = None
+    """Once the entry at `last` is applied: whether it is this command's (same epoch and bytes)
+    or another's (another leader's, or this leader's after a failed write cut the log back)."""
+
+
 class RemoteChannelFactory(Protocol):
     """Makes the channel to the active controller from where it is (`lookup`) and an event
     source set when that may have changed (`changes`)."""
@@ -259,6 +293,9 @@ class QuorumController:
         self._leadership_check = trio.Event()
         """Set to run the leadership check now (a config change may allow unclean elections)."""
         self._lock = trio.Lock()
+        """Commands plan and propose one at a time, in arrival order (trio's lock is fair)."""
+        self._proposal: _Proposal | None = None
+        """The last command's records, until applied (see `_settled`)."""
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -415,7 +452,10 @@ class QuorumController:
 
     def apply(self, entries: list[Entry]) -> None:
         """Committed entries (RaftStateMachine): replay whole commands, queue them to publish."""
+        proposal = self._proposal
         for entry in entries:
+            if proposal is not None and entry.offset == proposal.last:
+                proposal.own = entry.epoch == proposal.epoch and entry.data == proposal.last_entry
             if not entry.control:
                 remaining, timestamp, record = decode_entry(entry.data)
                 self._pending.append(record)
@@ -508,29 +548,40 @@ class QuorumController:
             raise trio.ClosedResourceError("the controller is closed")
 
     async def _run_command(
-        self, command: Callable[[int], ControllerResult[R]], *, wait: bool = True
+        self,
+        command: Callable[[int], ControllerResult[R]],
+        *,
+        wait: bool = True,
+        timeout_ms: int | None = None,
     ) -> R:
-        """Plan `command(offset its first record will get)` as the active controller, commit its
-        records, answer. NotActiveController when this node is not (or stops being) the active
-        controller; with `wait`, a node that was just elected first waits (briefly) until it is
-        active. Records the metadata log refuses change nothing: the answer carries the error
-        (`_unwritten`)."""
+        """Plan `command(offset its first record will get)` as the active controller once the
+        command before it is settled, commit its records, answer. NotActiveController when this
+        node is not (or stops being) the active controller; with `wait`, a node that was just
+        elected first waits (briefly) until it is active; CommandTimedOut once `timeout_ms` (the
+        request's deadline, where Kafka gives one) has passed. Records the metadata log refuses
+        change nothing: the answer carries the error (`_unwritten`)."""
         self._check_open()
-        if wait:
-            await self._await_catch_up()
-        async with self._lock:
-            epoch = self._active_epoch
-            if not self.is_active or epoch is None:
-                raise NotActiveController
-            core = self.raft.core
-            assert core is not None
-            result = command(core.log.end_offset)
-            if result.records:
-                try:
-                    await self._commit(result.records, epoch)
-                except OSError as exc:
-                    return self._unwritten(result.response, exc)
+        deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000
+        with trio.move_on_at(deadline):
+            if wait:
+                await self._await_catch_up()
+            async with self._lock:
+                await self._settled()
+                epoch = self._active_epoch
+                if not self.is_active or epoch is None:
+                    raise NotActiveController
+                core = self.raft.core
+                assert core is not None
+                result = command(core.log.end_offset)
+                if not result.records:
+                    return result.response
+                proposal = self._propose(result.records, epoch)
+            try:
+                await self._committed(proposal)
+            except OSError as exc:
+                return self._unwritten(result.response, exc)
             return result.response
+        raise CommandTimedOut
 
     def _unwritten(self, response: R, exc: OSError) -> R:
         """The answer when the metadata log refused the records: nothing changed, and the log is
@@ -569,26 +620,67 @@ class QuorumController:
                     return
                 await change.wait()
 
-    async def _commit(self, records: Sequence[Message], epoch: int) -> None:
-        """Propose `records` in `epoch` and wait until they are applied and published; the
-        OSError of the store if it could not write them (they were dropped)."""
+    def _propose(self, records: Sequence[Message], epoch: int) -> _Proposal:
+        """Propose `records` in `epoch` (this node leading it); NotActiveController if it does
+        not lead it any more."""
         # Replay first: records that would not apply must never be proposed.
         self._controller.stage(records)
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
             raise NotActiveController
         failed_before = self.raft.write_failure
-        first = self.raft.propose(encode_entries(records, self._clock()))
+        entries = encode_entries(records, self._clock())
+        first = self.raft.propose(entries)
         if first is None:
             raise NotActiveController
-        last = first + len(records) - 1
+        self._proposal = _Proposal(epoch, first + len(entries) - 1, entries[-1], failed_before)
+        return self._proposal
+
+    def _dropped(self, proposal: _Proposal) -> WriteFailure | None:
+        """The write failure that dropped `proposal`'s entries, if one did."""
+        failure = self.raft.write_failure
+        if failure is proposal.failed_before or failure is None or failure.end > proposal.last:
+            return None
+        return failure
+
+    def _lost(self, proposal: _Proposal) -> bool:
+        """This node no longer leads the epoch `proposal` was made in."""
+        return (
+            self.raft.epoch != proposal.epoch
+            or self.raft.leader_id != self.node_id
+            or self._closed
+        )
+
+    async def _settled(self) -> None:
+        """Wait until the last proposal is settled: applied and published (the image holds it,
+        so the next command may plan), dropped by a failed write, or this node no longer leads
+        its epoch (then it plans nothing: it is not active)."""
         while True:
             change = self._changed
-            if self._published >= last:
+            proposal = self._proposal
+            if (
+                proposal is None
+                or self._published >= proposal.last
+                or self._dropped(proposal) is not None
+                or self._lost(proposal)
+            ):
                 return
-            failure = self.raft.write_failure
-            if failure is not failed_before and failure is not None and failure.end <= last:
+            await change.wait()
+
+    async def _committed(self, proposal: _Proposal) -> None:
+        """Wait until `proposal` is committed, applied and published; the store's OSError if a
+        failed write dropped it. The entry committed at its last offset must be its own: another
+        there means it was overwritten (NotActiveController, as when leadership is lost while
+        waiting)."""
+        while True:
+            change = self._changed
+            failure = self._dropped(proposal)
+            if failure is not None:
                 raise failure.error
-            if self.raft.epoch != epoch or self._closed:
+            if self._published >= proposal.last:
+                if not proposal.own:
+                    raise NotActiveController
+                return
+            if self._lost(proposal):
                 raise NotActiveController
             await change.wait()
 
@@ -701,15 +793,20 @@ class QuorumController:
             return BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER)
 
     async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
-        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down."""
+        """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down. Only the
+        active controller answers, and only once the commands before it are settled;
+        REQUEST_TIMED_OUT after half of broker.heartbeat.interval.ms, as Kafka's controller."""
         try:
             return await self._run_command(
                 lambda offset: self._controller.broker_heartbeat(
                     request, next_offset=offset, now_ms=monotonic_ms()
-                )
+                ),
+                timeout_ms=self._config.broker_heartbeat_interval_ms // 2,
             )
         except NotActiveController:
             return BrokerHeartbeatResponse(error_code=ErrorCode.NOT_CONTROLLER, is_fenced=True)
+        except CommandTimedOut:
+            return BrokerHeartbeatResponse(error_code=ErrorCode.REQUEST_TIMED_OUT, is_fenced=True)
 
     async def fence_stale_brokers(self) -> list[int]:
         """Fence every broker whose lease has run out, one command each (the active controller
@@ -856,7 +953,9 @@ class QuorumController:
         if records:
             try:
                 async with self._lock:
-                    await self._commit(records, epoch)
+                    await self._settled()
+                    proposal = self._propose(records, epoch)
+                await self._committed(proposal)
             except NotActiveController:
                 return
             log.info("node %d bootstrapped the cluster metadata", self.node_id)

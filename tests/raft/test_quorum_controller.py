@@ -14,17 +14,20 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
+from random import Random
 from typing import Any, cast
 
 import pytest
 import trio
+import trio.testing
 
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
-from strom.broker.drivers.quorum_controller import QuorumController
+from strom.broker.drivers.quorum_controller import NotActiveController, QuorumController
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
+from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.coordinator.metadata.raft_entries import (
@@ -33,10 +36,14 @@ from strom.coordinator.metadata.raft_entries import (
     encode_entries,
     encode_snapshot,
 )
+from strom.coordinator.raft.core import RaftCore
+from strom.coordinator.raft.messages import Request
 from strom.storage.meta_properties import format_directories
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
 from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from tests.raft.waiting import until as wait_until
@@ -424,3 +431,124 @@ async def test_entries_say_how_many_of_their_command_follow() -> None:
         decode_entry(entries[0][:5])
     with pytest.raises(MetadataError, match="not a metadata snapshot"):
         decode_snapshot(b"XXXX" + bytes(20))
+
+
+# --- a leader cut off from the quorum ----------------------------------------------------------
+
+
+def _isolate(controller: QuorumController) -> None:
+    """Cut `controller`'s node off from the other voters, both ways: its Raft requests are
+    dropped, and requests reaching it are never answered (the sender's request times out)."""
+    driver = controller.raft
+    send = driver._send
+
+    def drop_requests(dest: int, message: Any) -> None:
+        if isinstance(message, Request):
+            return
+        send(dest, message)
+
+    async def never_answer(request: Request) -> Any:
+        await trio.sleep_forever()
+
+    driver._send = drop_requests  # type: ignore[method-assign]
+    driver.answer = never_answer  # type: ignore[method-assign]
+
+
+async def test_a_cut_off_leader_stops_answering_as_controller_and_frees_its_queue(
+    tmp_path: Path,
+) -> None:
+    """A command the cut-off leader appended can never commit: it answers NOT_CONTROLLER once
+    the leader resigns (check-quorum), and the commands queued behind it are not stuck; a
+    heartbeat, which writes nothing, is not answered from the stale image (Kafka's controller
+    answers heartbeats only as the active controller)."""
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        await c.register_all()
+        broker = c.nodes[active.node_id].running.broker_epoch
+        _isolate(active)
+        answers: dict[str, Any] = {}
+
+        async def create() -> None:
+            answers["create"] = await active.create_topics(_create("cut-off"), 7)
+
+        with trio.fail_after(10):
+            c.nursery.start_soon(create)
+            await c.until(lambda: not active.is_active)  # it resigned: no fetches from a majority
+            heartbeat = await active.broker_heartbeat(
+                BrokerHeartbeatRequest(broker_id=active.node_id, broker_epoch=broker)
+            )
+            assert heartbeat.error_code == ErrorCode.NOT_CONTROLLER
+            await c.until(lambda: "create" in answers)
+        assert [t.error_code for t in answers["create"].topics] == [ErrorCode.NOT_CONTROLLER]
+
+
+async def test_a_command_queued_behind_one_that_cannot_commit_times_out(tmp_path: Path) -> None:
+    """While the cut-off leader still leads (before check-quorum), a heartbeat queued behind an
+    uncommittable command answers REQUEST_TIMED_OUT at its deadline (half the heartbeat
+    interval, as Kafka's controller gives it) instead of waiting for it."""
+    async with cluster(
+        tmp_path,
+        broker_heartbeat_interval_ms="100",
+        controller_quorum_fetch_timeout_ms="5000",
+        controller_quorum_election_timeout_ms="2500",
+    ) as c:
+        active = await c.active()
+        await c.register_all()
+        broker = c.nodes[active.node_id].running.broker_epoch
+        _isolate(active)
+        c.nursery.start_soon(active.create_topics, _create("cut-off"), 7)
+        await trio.testing.wait_all_tasks_blocked()  # it is appended and waits to commit
+        with trio.fail_after(3):
+            heartbeat = await active.broker_heartbeat(
+                BrokerHeartbeatRequest(broker_id=active.node_id, broker_epoch=broker)
+            )
+        assert heartbeat.error_code == ErrorCode.REQUEST_TIMED_OUT
+        assert active.is_active, "still leading: check-quorum has not run out yet"
+
+
+async def test_a_command_succeeds_only_if_the_entry_committed_at_its_offset_is_its_own(
+    tmp_path: Path,
+) -> None:
+    """A command waits until its last offset is published; if another leader's entry was
+    committed there (this one's were overwritten), it must not answer success. On sockets the
+    waiting command is always woken by the epoch change first, so the host is driven by hand
+    here: the overwrite is published in the same wake-up as the epoch change, which is what a
+    check of the offset alone (before the epoch) gets wrong."""
+    voters = {1: Address("127.0.0.1", 9093), 2: Address("127.0.0.1", 9095)}
+    config = _config(1, voters, tmp_path)
+    await trio.to_thread.run_sync(_format, config, {"metadata.version": 25})
+    controller = await QuorumController.open(config)
+    driver = controller.raft
+    # a one-voter core leads epoch 1 at once; its writes are never performed, so nothing it
+    # appends commits on its own
+    driver.core = RaftCore(1, frozenset({1}), RecoveredState(QuorumState()), Random(0), 0)
+    driver._drain()
+    assert (driver.epoch, driver.leader_id) == (1, 1)
+    controller._active_epoch = 1
+    mine = FeatureLevelRecord("metadata.version", 20)
+    theirs = FeatureLevelRecord("metadata.version", 21)
+    answers: list[object] = []
+
+    async def command() -> None:
+        try:
+            answers.append(await controller._run_command(lambda _: ControllerResult("ok", [mine])))
+        except NotActiveController:
+            answers.append(NotActiveController)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(controller._publish_loop)
+        nursery.start_soon(command)
+        await trio.testing.wait_all_tasks_blocked()
+        assert driver.core.log.entry(1) is not None, "proposed after the leader's entry"
+        # leader 2 of epoch 2 wrote its own entries at offsets 0 and 1, and they committed
+        driver.epoch, driver.leader_id = 2, 2
+        controller.apply(
+            [
+                Entry(0, 2, b"", control=True),
+                Entry(1, 2, encode_entries([theirs], 0)[0]),
+            ]
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert controller.image.metadata_version == 21
+    assert answers == [NotActiveController]
