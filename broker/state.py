@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import trio
+
 from strom.broker.core_state import BrokerCore
+from strom.broker.security.quotas import ClientQuotas
 
 if TYPE_CHECKING:
     from strom.broker.data.fetch_sessions import FetchSessionCache
@@ -50,3 +53,5 @@ class BrokerState(BrokerCore):
     """The TLS contexts of this broker's SSL listeners (set by the broker process)."""
     authorizer: BrokerAuthorizer | None = None
     """ACL decisions when `authorizer.class.name` is set (None: every request is allowed)."""
+    quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas(trio.current_time), repr=False)
+    """Clients' usage against their quotas (byte rates, request time, controller mutations)."""

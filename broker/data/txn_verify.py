@@ -11,8 +11,12 @@ How the pieces meet:
 
 1. The produce path asks the log for a guard: `PartitionLog.start_verification(producer
    id, base sequence, epoch)` returns None when the producer already has a transaction
-   ongoing on that partition (its first batch was verified then; nothing to ask), else
-   the partition's `VerificationGuard` for that producer (made on first use).
+   ongoing on that partition at that epoch (its first batch was verified then; nothing to
+   ask), else the partition's `VerificationGuard` for that producer (made on first use);
+   it refuses a stale epoch (INVALID_PRODUCER_EPOCH) and a batch of a newer epoch while
+   the producer's previous transaction is still open there (CONCURRENT_TRANSACTIONS,
+   answered as NOT_ENOUGH_REPLICAS like the coordinator's: the client retries until the
+   previous transaction's marker has been written).
 2. It calls the installed `TransactionVerifier` once for all such partitions of the
    request and maps its errors as Kafka's ReplicaManager does (`produce_error`).
 3. It appends with the guard: the log refuses (INVALID_TXN_STATE) a transactional
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from strom.storage.log.producer_state import SENTINEL, VerificationGuard
+from strom.storage.log_errors import LogAppendError
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -134,12 +139,16 @@ async def verify_partitions(
         log = broker.logs.get(*key)
         if log is None:
             continue
-        guard = log.start_verification(
-            producer_id,
-            sequence,
-            producer_epoch,
-            supports_epoch_bump=produce_version >= SUPPORTS_EPOCH_BUMP_VERSION,
-        )
+        try:
+            guard = log.start_verification(
+                producer_id,
+                sequence,
+                producer_epoch,
+                supports_epoch_bump=produce_version >= SUPPORTS_EPOCH_BUMP_VERSION,
+            )
+        except LogAppendError as e:  # a stale epoch, or the previous transaction still open
+            out[key] = Refused(*produce_error(e.error))
+            continue
         if guard is None:
             out[key] = SENTINEL
         else:

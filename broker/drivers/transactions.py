@@ -376,12 +376,18 @@ class TransactionDriver(CoordinatorHost):
         return self.machine.describe(transactional_id)
 
     def list_transactions(
-        self, states: list[str], producer_ids: list[int], duration_ms: int
+        self,
+        states: list[str],
+        producer_ids: list[int],
+        duration_ms: int,
+        id_matches: Callable[[str], bool] | None = None,
     ) -> TxnListing:
         if self._closed:
             return TxnListing(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         self.follow()
-        return self.machine.list_transactions(self.now(), states, producer_ids, duration_ms)
+        return self.machine.list_transactions(
+            self.now(), states, producer_ids, duration_ms, id_matches
+        )
 
     # --- internals ----------------------------------------------------------------------------
 

@@ -123,7 +123,7 @@ _TABLE = (  # module, API key, min and max version, listeners (default: broker)
     _handler("fetch_snapshot", 59, 0, 1, listeners=CONTROLLER),
     _handler("describe_producers", 61, 0, 0),
     _handler("describe_transactions", 65, 0, 0),
-    _handler("list_transactions", 66, 0, 1),
+    _handler("list_transactions", 66, 0, 2),
     _handler("broker_registration", 62, 0, 4, listeners=CONTROLLER),
     _handler("broker_heartbeat", 63, 0, 1, listeners=CONTROLLER),
     _handler("allocate_producer_ids", 67, 0, 0, listeners=CONTROLLER),

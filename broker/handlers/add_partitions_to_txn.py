@@ -3,7 +3,8 @@
 Behavior:
 - v0-3 (producers): one transaction. WRITE on the transactional id is needed
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition). If any partition is of a topic
-  the principal may not WRITE (TOPIC_AUTHORIZATION_FAILED) or that does not exist
+  the principal may not WRITE or of an internal topic (TOPIC_AUTHORIZATION_FAILED whatever
+  the ACLs, as in Kafka: offsets join through AddOffsetsToTxn) or that does not exist
   (UNKNOWN_TOPIC_OR_PARTITION), the others are OPERATION_NOT_ATTEMPTED and nothing is added
   (Kafka's order). Otherwise the coordinator of the transactional id
   adds them (starting the transaction if none is open) and every partition gets its one
@@ -13,7 +14,7 @@ Behavior:
   PRODUCER_FENCED (an older epoch); CONCURRENT_TRANSACTIONS (the previous transaction is
   still ending; retry); INVALID_REQUEST for an empty transactional id.
 - v4+ (brokers, KIP-890): CLUSTER_ACTION is needed (else CLUSTER_AUTHORIZATION_FAILED at the
-  top and for every partition); several transactions, each answered on its own. `verify_only`
+  top and no results, as Kafka answers); several transactions, each answered on its own. `verify_only`
   asks whether the partitions are already in the producer's ongoing transaction (NONE, or
   TRANSACTION_ABORTABLE for those that are not; errors as above for the whole
   transaction), which a partition leader asks before the first transactional write of a
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.broker.drivers.topics import is_internal_topic
 from strom.broker.handlers.txn_common import for_version, txn_driver
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
@@ -74,17 +76,7 @@ async def handle(
         return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=_by_topic(errors))
     results: list[AddPartitionsToTxnResponse.AddPartitionsToTxnResult] = []
     if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
-        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return AddPartitionsToTxnResponse(
-            error_code=refused,
-            results_by_transaction=[
-                AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
-                    txn.transactional_id,
-                    _by_topic(dict.fromkeys(_partitions(txn.topics), refused)),
-                )
-                for txn in body.transactions
-            ],
-        )
+        return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
     async def one(txn: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction) -> None:
         errors = await _one(
@@ -134,7 +126,8 @@ async def _one(
         refused = {
             tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for tp in partitions
-            if not allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, tp[0])
+            if is_internal_topic(tp[0])
+            or not allowed(broker, request, AclOperation.WRITE, ResourceType.TOPIC, tp[0])
         }
     refused |= {
         tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

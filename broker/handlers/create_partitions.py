@@ -14,12 +14,15 @@ Behavior:
   duplicate. `validate_only` answers as the real change would and writes nothing.
 - On a broker that is not the active controller the request goes to the active controller as
   is (see `strom.broker.admin.forwarding`), which applies everything above.
+- The partitions added count against the client's `controller_mutation_rate`
+  (`strom.broker.handlers.mutation_quota`): from v3, a topic met with an empty bucket is
+  THROTTLING_QUOTA_EXCEEDED and does not grow.
 - Internal topics may grow, as in Kafka (only its CLI refuses).
 - When the response is sent the new partitions' logs exist and Metadata lists
   them (`strom.broker.replication.partitions` follows every publish).
 
-Version notes: v0-v1 identical; v2 is flexible; v3 may throttle (Strom has no
-controller mutation quota).
+Version notes: v0-v1 identical; v2 is flexible; v3 refuses topics over the controller
+mutation quota (THROTTLING_QUOTA_EXCEEDED, KIP-599).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.handlers.mutation_quota import THROTTLED_MESSAGE, admit, settle
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
@@ -69,6 +73,35 @@ async def handle(
 
 
 async def _grow(
+    broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    """The topics the client's controller mutation quota admits, grown."""
+    admitted, throttled, quota = admit(
+        broker, request, 3, body.topics, lambda t: _added(broker, t)
+    )
+    if not throttled:
+        response = await _grow_admitted(broker, request, body)
+    elif admitted:
+        response = await _grow_admitted(broker, request, CreatePartitionsRequest(
+            topics=admitted, timeout_ms=body.timeout_ms, validate_only=body.validate_only))  # fmt: skip
+    else:
+        response = CreatePartitionsResponse(results=[])
+    if quota is not None:
+        failed = {r.name for r in response.results if r.error_code}
+        settle(quota, request, sum(_added(broker, t) for t in admitted if t.name in failed))
+    response.results += [
+        Result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE) for t in throttled
+    ]
+    return response
+
+
+def _added(broker: BrokerState, topic: CreatePartitionsRequest.CreatePartitionsTopic) -> int:
+    """The partitions growing `topic` adds (none if it is unknown or would not grow)."""
+    known = broker.image.topic(topic.name)
+    return max(0, topic.count - len(known.partitions)) if known is not None else 0
+
+
+async def _grow_admitted(
     broker: BrokerState, request: RequestContext, body: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
     if not broker.controller.is_active:

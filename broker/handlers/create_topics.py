@@ -17,6 +17,9 @@ Behavior:
   always expires, except for a request with nothing to hand the controller.
 - On a broker that is not the active controller the request goes to the active controller as
   is (see `strom.broker.admin.forwarding`), which applies everything above.
+- Each topic's partitions count against the client's `controller_mutation_rate`
+  (`strom.broker.handlers.mutation_quota`): from v6, a topic met with an empty bucket is
+  THROTTLING_QUOTA_EXCEEDED and is not created.
 - `validate_only` answers as a real creation would (v7 even reports a fresh
   topic id) and writes nothing.
 - When the response is sent the records are durable, the image published and
@@ -25,8 +28,8 @@ Behavior:
 
 Version notes: v2 is the oldest Kafka 4.0 serves; v4 documents the -1
 defaults (KIP-464); v5 is flexible and returns partitions, replication
-factor and the effective configs (KIP-525); v6 may throttle (Strom has no
-controller mutation quota); v7 returns topic ids.
+factor and the effective configs (KIP-525); v6 refuses topics over the controller mutation
+quota (THROTTLING_QUOTA_EXCEEDED, KIP-599); v7 returns topic ids.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.handlers.mutation_quota import THROTTLED_MESSAGE, admit, settle
 from strom.broker.security.authorization import allowed
+from strom.coordinator.controller.names import invalid_topic_name
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -80,6 +85,45 @@ async def handle(
 
 
 async def _create(
+    broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    """The topics the client's controller mutation quota admits, created."""
+    names = Counter(t.name for t in body.topics)
+    admitted, throttled, quota = admit(
+        broker, request, 6, body.topics, lambda t: _partitions(broker, t, names)
+    )
+    if not throttled:
+        response = await _create_admitted(broker, request, body)
+    elif admitted:
+        response = await _create_admitted(broker, request, CreateTopicsRequest(
+            topics=admitted, timeout_ms=body.timeout_ms, validate_only=body.validate_only))  # fmt: skip
+    else:
+        response = CreateTopicsResponse(topics=[])
+    if quota is not None:
+        failed = {r.name for r in response.topics if r.error_code}
+        settle(quota, request, sum(_partitions(broker, t, names) for t in admitted if t.name in failed))
+    response.topics += [
+        Result(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE)
+        for t in throttled
+    ]
+    return response
+
+
+def _partitions(
+    broker: BrokerState, topic: CreateTopicsRequest.CreatableTopic, names: Counter[str]
+) -> int:
+    """The partitions a topic's creation adds (its assignments, else its count or the
+    default); 0 for one the controller refuses before counting (see `mutation_quota`)."""
+    if names[topic.name] > 1 or invalid_topic_name(topic.name) or broker.image.topic(topic.name):
+        return 0
+    if topic.assignments:
+        return len(topic.assignments)
+    if topic.num_partitions == -1:
+        return broker.config.num_partitions
+    return max(0, topic.num_partitions)
+
+
+async def _create_admitted(
     broker: BrokerState, request: RequestContext, body: CreateTopicsRequest
 ) -> CreateTopicsResponse:
     if not broker.controller.is_active:

@@ -13,13 +13,17 @@ Behavior:
   topic the controller would have to look up.
 - On a broker that is not the active controller the request goes to the active controller as
   is (see `strom.broker.admin.forwarding`), which applies everything above.
+- Each deleted topic's partitions count against the client's `controller_mutation_rate`
+  (`strom.broker.handlers.mutation_quota`): from v5, a topic met with an empty bucket is
+  THROTTLING_QUOTA_EXCEEDED and is not deleted.
 - Internal topics are not protected, as in Kafka (the CLI refuses, the broker
   does not); `__cluster_metadata` is no topic of the image, so it is unknown.
 - When the response is sent the deletion is durable and the partition logs are
   gone (`strom.broker.replication.partitions` follows every publish).
 
 Version notes: v1 is the oldest Kafka 4.0 serves; v2-v3 TOPIC_DELETION_DISABLED
-from v3; v4 is flexible; v5 adds error messages; v6 names topics by id.
+from v3; v4 is flexible; v5 adds error messages and refuses topics over the controller mutation quota
+(THROTTLING_QUOTA_EXCEEDED, KIP-599); v6 names topics by id.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from strom.broker.admin.deadline import before_deadline
 from strom.broker.admin.forwarding import forward
+from strom.broker.handlers.mutation_quota import THROTTLED_MESSAGE, admit, settle
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode
@@ -70,11 +75,7 @@ async def handle(
     if not denied:
         return await _delete(broker, request, body)
     kept = [s for s in states if s not in denied]
-    if version >= 6:
-        subset = DeleteTopicsRequest(topics=kept, timeout_ms=body.timeout_ms)
-    else:
-        subset = DeleteTopicsRequest(topic_names=[s.name for s in kept if s.name is not None],
-                                     timeout_ms=body.timeout_ms)  # fmt: skip
+    subset = _subset(body, version, kept)
     response = await _delete(broker, request, subset) if kept else DeleteTopicsResponse(responses=[])
     response.responses += [
         Result(s.name, s.topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -84,6 +85,51 @@ async def handle(
 
 
 async def _delete(
+    broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    """The topics the client's controller mutation quota admits, deleted."""
+    version = request.api_version
+    states = body.topics if version >= 6 else [State(name=n) for n in body.topic_names]
+    admitted, throttled, quota = admit(broker, request, 5, states, lambda s: _partitions(broker, s))
+    if not throttled:
+        response = await _delete_admitted(broker, request, body)
+    elif admitted:
+        response = await _delete_admitted(broker, request, _subset(body, version, admitted))
+    else:
+        response = DeleteTopicsResponse(responses=[])
+    if quota is not None:
+        failed = {(r.name, r.topic_id) for r in response.responses if r.error_code}
+        settle(quota, request, sum(
+            _partitions(broker, s) for s in admitted
+            if any(s.name in (name, None) and s.topic_id in (topic_id, ZERO_UUID)
+                   for name, topic_id in failed)
+        ))  # fmt: skip
+    response.responses += [
+        Result(s.name, s.topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
+        for s in throttled
+    ]
+    return response
+
+
+def _partitions(broker: BrokerState, state: DeleteTopicsRequest.DeleteTopicState) -> int:
+    """The partitions deleting the named topic removes (none if it is unknown)."""
+    if state.name is not None and state.topic_id == ZERO_UUID:
+        topic = broker.image.topic(state.name)
+    else:
+        topic = broker.image.topic_by_id(state.topic_id)
+    return 0 if topic is None else len(topic.partitions)
+
+
+def _subset(
+    body: DeleteTopicsRequest, version: int, states: list[DeleteTopicsRequest.DeleteTopicState]
+) -> DeleteTopicsRequest:
+    if version >= 6:
+        return DeleteTopicsRequest(topics=states, timeout_ms=body.timeout_ms)
+    return DeleteTopicsRequest(topic_names=[s.name for s in states if s.name is not None],
+                               timeout_ms=body.timeout_ms)  # fmt: skip
+
+
+async def _delete_admitted(
     broker: BrokerState, request: RequestContext, body: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
     if not broker.controller.is_active:

@@ -14,8 +14,10 @@ Behavior:
   INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER) and disk failures
   (KAFKA_STORAGE_ERROR for that partition only). A retried idempotent batch
   gets its original offsets. See broker.data_append.
-- Transactional batches: without a transactional id the whole request is
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED; two producer ids is
+- Transactional batches: without a transactional id, or with one the principal
+  may not WRITE, the whole request is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a
+  transactional id beside no transactional batch is not checked, as in Kafka);
+  two producer ids is
   INVALID_PRODUCER_ID_MAPPING. With partition verification on (the default,
   and always for v12), a batch that would start its producer's transaction on
   a partition is first verified with the transaction coordinator (KIP-890,
@@ -102,7 +104,7 @@ async def handle(
         if _is_transactional(p.records)
     }
     whole_error = _request_error(body, transactional)
-    if whole_error is None and body.transactional_id is not None and not allowed(
+    if whole_error is None and transactional and body.transactional_id is not None and not allowed(
         broker, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
     ):
         whole_error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -19,3 +19,7 @@ class RequestContext:
     """The name of the listener the request arrived on (Metadata answers with its endpoints)."""
     principal: KafkaPrincipal = ANONYMOUS
     """Who sent it: `User:ANONYMOUS` on PLAINTEXT, the mapped certificate name on SSL."""
+    throttle_ms: int = 0
+    """Set by a handler whose client went over its controller mutation quota: the dispatcher
+    puts the longest of this and the other quotas' throttles in the response and mutes the
+    connection for it (`strom.broker.security.quotas`)."""

@@ -14,9 +14,9 @@ Behavior:
   TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the producer's last
   marker), KAFKA_STORAGE_ERROR. The coordinator retries the retriable ones.
 - The markers of one request are written concurrently; the response lists them in
-  request order. The sender needs CLUSTER_ACTION on the cluster (brokers, and
-  `kafka-transactions.sh abort` run by an administrator), else every partition is
-  CLUSTER_AUTHORIZATION_FAILED.
+  request order. The sender needs CLUSTER_ACTION on the cluster (brokers) or, as Kafka
+  accepts for `kafka-transactions.sh abort` run by an administrator, ALTER on it; else every
+  partition is CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes: only v1 (flexible) since Kafka 4.0 removed v0.
 """
@@ -50,7 +50,10 @@ async def handle(
     broker: BrokerState, request: RequestContext, body: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     results: list[dict[tuple[str, int], ErrorCode]] = [{} for _ in body.markers]
-    if not allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER):
+    if not (
+        allowed(broker, request, AclOperation.ALTER, ResourceType.CLUSTER)
+        or allowed(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    ):
         for index, marker in enumerate(body.markers):
             results[index] = {
                 (t.name, p): ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -29,6 +29,7 @@ from strom.broker.handlers.api_versions import supported_versions
 from strom.broker.handlers.request import RequestContext
 from strom.broker.network.error_response import error_response
 from strom.broker.network.faults import FaultInjector
+from strom.broker.network.loop_time import LoopTime
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
 from strom.broker.security.authorization import (
@@ -40,7 +41,7 @@ from strom.broker.security.authorization import (
 )
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from strom.broker.security.quotas import FETCH, PRODUCE, ClientQuotas
+from strom.broker.security.quotas import FETCH, PRODUCE, REQUEST, has_quota
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
@@ -65,8 +66,10 @@ _ACCEPT_CAPACITY_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBU
 _connection_ids = itertools.count(1)
 
 
-PRODUCE_KEY, FETCH_KEY = 0, 1
-QUOTA_KEYS = frozenset({PRODUCE_KEY, FETCH_KEY})
+PRODUCE_KEY, FETCH_KEY, OFFSET_FOR_LEADER_EPOCH_KEY = 0, 1, 23
+CLUSTER_ACTION_KEYS = frozenset({4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 67})
+"""Kafka's cluster-action APIs (LeaderAndIsr ... AllocateProducerIds): the cluster's own
+requests, exempt from request-time quotas as in Kafka."""
 
 
 class TokenBucket:
@@ -101,9 +104,9 @@ class Server:
         self.tls = tls
         self.sasl = sasl
         """The SASL mechanisms of SASL listeners (None: no listener uses SASL)."""
-        self.quotas = ClientQuotas(trio.current_time)
-        """Clients' produce and fetch byte rates against their quotas."""
-        """The TLS contexts of SSL listeners (None: every listener is plaintext)."""
+        self.loop_time = LoopTime()
+        """The event-loop time of each connection, while some request_percentage quota exists."""
+        self._quotas_seen: object = None
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
         self._per_ip: dict[str, int] = {}
@@ -250,6 +253,8 @@ class Server:
                     if not isinstance(event, Request | UnsupportedRequest) or not auth.passes:
                         self.memory.release(reserved)
                         reserved = 0
+                        if self.loop_time.enabled:
+                            self.loop_time.take()  # authentication is charged to no one, as in Kafka
                         continue
                 assert isinstance(event, Request | UnsupportedRequest)
                 throttled: list[int] = []
@@ -329,7 +334,8 @@ class Server:
         received: float | None = None,
     ) -> list[Any] | None:
         """Run the request's handler; return the response chunks, or None for no response.
-        A client over its produce or fetch quota gets `throttle_time_ms` in the response, and
+        A client over a quota (produce or fetch bytes, request time, controller mutations: the
+        handler's `request.throttle_ms`) gets the longest throttle in `throttle_time_ms`, and
         the milliseconds are appended to `throttled` (the caller mutes the connection).
         `received`: `time.perf_counter()` when the request's last bytes arrived (its queue time
         for the metrics starts there)."""
@@ -357,19 +363,53 @@ class Server:
             key, version, header.correlation_id, header.client_id, host, conn_id, listener,
             principal,
         )  # fmt: skip
+        response: Any = None
+        refused = False
         if self.state.authorizer is not None and key not in EXEMPT_APIS:
-            refused = self._refusal(key, version, request)
-            if refused is not None:
-                return encode_response(key, version, header.correlation_id, refused)
+            response = self._refusal(key, version, request)
+            refused = response is not None
         started = time.perf_counter()
+        if not refused:
+            response = await self._handle(handler, key, version, event.body, request)
+        if self.recording:
+            self.state.metrics.record_request(
+                key, version, event.body, response,
+                (started - received) * 1000 if received is not None else 0.0,
+                (time.perf_counter() - (started if received is None else received)) * 1000,
+                self._topic_of_id,
+            )  # fmt: skip
+        chunks = None if response is None else encode_response(key, version, header.correlation_id, response)
+        if kind != "broker" or not isinstance(event, Request):
+            return chunks  # quotas are clients'; a controller listener's requests are the cluster's
+        quotas = self.state.image.client_quotas
+        if quotas is not self._quotas_seen:
+            self._quotas_seen = quotas
+            if has_quota(quotas, REQUEST):
+                self.loop_time.enable()
+            else:
+                self.loop_time.disable()
+        if not quotas:
+            return chunks
+        throttle = max(self._quota_throttle(key, event, request, chunks), request.throttle_ms)
+        if throttle > 0:
+            if response is not None and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle
+                chunks = encode_response(key, version, header.correlation_id, response)
+            if throttled is not None:
+                throttled.append(throttle)
+        return chunks
+
+    async def _handle(
+        self, handler: Any, key: int, version: int, body: Any, request: RequestContext
+    ) -> Any:
+        """The handler's response (None: no response), UNKNOWN_SERVER_ERROR when it fails."""
         try:
             if self.faults is None:
-                response = await handler.handle(self.state, request, event.body)
-            else:
-                response = await self.faults.handle(
-                    key, version, event.body, self._topic_of_id,
-                    lambda body: handler.handle(self.state, request, body),
-                )  # fmt: skip
+                return await handler.handle(self.state, request, body)
+            return await self.faults.handle(
+                key, version, body, self._topic_of_id,
+                lambda body: handler.handle(self.state, request, body),
+            )  # fmt: skip
         except ProtocolError:
             raise
         except Exception as exc:
@@ -383,46 +423,36 @@ class Server:
             log.debug("handler failure", exc_info=exc)
             if response is None:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
-        if self.recording:
-            self.state.metrics.record_request(
-                key, version, event.body, response,
-                (started - received) * 1000 if received is not None else 0.0,
-                (time.perf_counter() - (started if received is None else received)) * 1000,
-                self._topic_of_id,
-            )  # fmt: skip
-        if response is None:
-            return None
-        chunks = encode_response(key, version, header.correlation_id, response)
-        if (
-            key in QUOTA_KEYS
-            and kind == "broker"  # quotas are clients'; a controller listener's Fetch is Raft's
-            and isinstance(event, Request)
-            and self.state.image.client_quotas
-        ):
-            throttle = self._quota_throttle(key, event, request, response, chunks)
-            if throttle > 0:
-                response.throttle_time_ms = throttle  # type: ignore[attr-defined]
-                chunks = encode_response(key, version, header.correlation_id, response)
-                if throttled is not None:
-                    throttled.append(throttle)
-        return chunks
+            return response
 
     def _quota_throttle(
-        self, key: int, event: Request, request: RequestContext, response: Any, chunks: list[Any]
+        self, key: int, event: Request, request: RequestContext, chunks: list[Any] | None
     ) -> int:
-        """Record the request against its client's quota (`strom.broker.security.quotas`):
-        produce counts the request's bytes, a consumer's fetch the response's."""
+        """Record the request against its client's quotas (`strom.broker.security.quotas`) and
+        return the longest throttle they ask for: produce counts the request's bytes, a
+        consumer's fetch the response's, and every request but the cluster's own its event-loop
+        time (`strom.broker.network.loop_time`)."""
+        quotas = self.state.image.client_quotas
+        user, client = request.principal.name, request.client_id or ""
+        body = event.body
+        exempt = key in CLUSTER_ACTION_KEYS
+        throttle = 0
         if key == PRODUCE_KEY:
-            kind, amount = PRODUCE, event.size
-        else:
-            if max(getattr(event.body, "replica_id", -1),
-                   getattr(getattr(event.body, "replica_state", None), "replica_id", -1)) >= 0:
-                return 0  # a follower's replication is no client's consumption
-            kind, amount = FETCH, sum(len(c) for c in chunks)
-        return self.quotas.record(
-            self.state.image.client_quotas, kind, request.principal.name,
-            request.client_id or "", amount,
-        )  # fmt: skip
+            throttle = self.state.quotas.record(quotas, PRODUCE, user, client, event.size)
+            exempt = getattr(body, "acks", 1) == 0  # Kafka: acks=0 is exempt from request time
+        elif key in (FETCH_KEY, OFFSET_FOR_LEADER_EPOCH_KEY):
+            follower = max(getattr(body, "replica_id", -1),
+                           getattr(getattr(body, "replica_state", None), "replica_id", -1)) >= 0  # fmt: skip
+            exempt = follower  # a follower's replication is no client's consumption
+            if key == FETCH_KEY and not follower and chunks is not None:
+                throttle = self.state.quotas.record(
+                    quotas, FETCH, user, client, sum(len(c) for c in chunks)
+                )
+        if self.loop_time.enabled:
+            spent = self.loop_time.take()
+            if not exempt:
+                throttle = max(throttle, self.state.quotas.record(quotas, REQUEST, user, client, spent * 100))
+        return throttle
 
     def _topic_of_id(self, topic_id: Any) -> str | None:
         topic = self.state.image.topic_by_id(topic_id)

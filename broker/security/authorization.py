@@ -75,8 +75,8 @@ BrokerRegistration, BrokerHeartbeat, AllocateProducerIds: CLUSTER_ACTION) and th
 admin ones. A refusal is CLUSTER_AUTHORIZATION_FAILED in the response's top-level error code
 (a version without one closes the connection)."""
 CHECKED_BY_HANDLER = frozenset({
-    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 29, 30, 31, 32, 33,
-    37, 42, 44, 47, 48, 49, 51, 60, 61, 75,
+    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
+    30, 31, 32, 33, 37, 42, 44, 47, 48, 49, 51, 60, 61, 65, 66, 75,
 })  # fmt: skip
 """APIs whose handlers make Kafka's checks themselves (DescribeCluster: none, as Kafka)."""
 

@@ -1,4 +1,5 @@
-"""Client quotas on produce and fetch bytes, enforced as Kafka's ClientQuotaManager does.
+"""Client quotas, enforced as Kafka's ClientQuotaManager and its request and controller
+mutation variants do.
 
 Quotas live in the metadata image (ClientQuotaRecord, set with AlterClientQuotas). For a
 request from user U with client id C, the quota is the first entity that has the key, in
@@ -7,12 +8,26 @@ C), (user default, client default), (user default), (client C), (client default)
 client's usage is measured against the entity that matched: a user quota is shared by all of
 that user's clients, a default quota is per user (or client) all the same.
 
-The usage is a rate over a window of 11 one-second samples (Kafka's `quota.window.num` and
-`quota.window.size.seconds`): produce counts the request's bytes, fetch (consumers only; a
-follower's replication is not a client) the response's. Over the quota, the response says how
-long to wait (`throttle_time_ms` = (rate - quota) / quota x the window), and the broker reads
-nothing more from that connection for that long (Kafka's channel muting, KIP-219): the client
-is slowed without a request being refused. Without any quota in the image this costs nothing.
+Four keys, each measured the way Kafka measures it:
+
+- `producer_byte_rate`, `consumer_byte_rate`: a rate over a window of 11 one-second samples
+  (Kafka's `quota.window.num` and `quota.window.size.seconds`): produce counts the request's
+  bytes, fetch (consumers only; a follower's replication is not a client) the response's.
+- `request_percentage`: the same windowed rate of the event-loop time the client's requests
+  take (`strom.broker.network.loop_time`), in percent of one second: 100 is the whole event
+  loop, the broker's only request thread; a throttle is at most one sample (1 s), as Kafka's.
+- `controller_mutation_rate` (KIP-599): partitions created or deleted per second, a token
+  bucket that refills at the rate and holds at most 11 seconds' worth. New request versions are
+  refused once it is empty (THROTTLING_QUOTA_EXCEEDED, `MutationQuota`), older ones are let
+  through and throttled.
+
+Over a quota, the response says how long to wait (`throttle_time_ms` = (rate - quota) / quota
+x the window for a rate, the time to refill an empty bucket for a mutation), and the broker
+reads nothing more from that connection for that long (Kafka's channel muting, KIP-219): the
+client is slowed without a request being refused. Without any quota in the image this costs
+nothing. Measurements idle for a window are dropped, so clients that come and go (any number
+of client ids under a default quota) cost bounded memory.
+
 """
 
 from __future__ import annotations
@@ -25,7 +40,12 @@ from strom.coordinator.metadata.image import QuotaEntity
 SAMPLE_S = 1.0
 SAMPLES = 11
 MAX_THROTTLE_MS = int(SAMPLE_S * SAMPLES * 1000)
+MAX_REQUEST_THROTTLE_MS = int(SAMPLE_S * 1000)
+"""Kafka's ClientRequestQuotaManager bounds a request-time throttle by one sample."""
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+REQUEST, MUTATION = "request_percentage", "controller_mutation_rate"
+SWEEP_EVERY_S = 60.0
+"""How often measurements that went idle are dropped."""
 
 
 class Rate:
@@ -55,6 +75,33 @@ class Rate:
             return SAMPLE_S * (SAMPLES - 1) * 1000
         return max(now - self._samples[0][0], SAMPLE_S * (SAMPLES - 1)) * 1000
 
+    def idle(self, now: float) -> bool:
+        """Nothing recorded within the window: the rate is zero and forgetting it loses nothing."""
+        return not self._samples or now - self._samples[-1][0] > SAMPLE_S * SAMPLES
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat (KIP-599): refills at `limit` per second up to `limit` x the
+    window (SAMPLES x SAMPLE_S); a record takes tokens and may leave it negative."""
+
+    def __init__(self, limit: float, now: float) -> None:
+        self._tokens = limit * SAMPLES * SAMPLE_S  # a new bucket starts full, as Kafka's
+        self._at = now
+
+    def tokens(self, limit: float, now: float) -> float:
+        burst = limit * SAMPLES * SAMPLE_S
+        self._tokens = min(burst, self._tokens + limit * (now - self._at))
+        self._at = now
+        return self._tokens
+
+    def take(self, amount: float, limit: float, now: float) -> float:
+        self._tokens = self.tokens(limit, now) - amount
+        return self._tokens
+
+    def idle(self, limit: float, now: float) -> bool:
+        """Full again: forgetting it loses nothing (a new one starts full)."""
+        return self.tokens(limit, now) >= limit * SAMPLES * SAMPLE_S
+
 
 def _candidates(user: str, client: str) -> list[tuple[QuotaEntity, tuple[str, str]]]:
     """Kafka's quota entities for (user, client id), most specific first, each with the key
@@ -82,12 +129,80 @@ def quota_for(
     return None
 
 
+def has_quota(quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str) -> bool:
+    """Whether any entity has a quota on `key`."""
+    return any(key in values for values in quotas.values())
+
+
+class MutationQuota:
+    """One request's view of its client's controller mutation quota (Kafka's Strict- and
+    PermissiveControllerMutationQuota). `admit(n)` before each topic's partitions are created
+    or deleted: strict (the newer request versions), it refuses once the bucket is empty,
+    else takes the tokens even if that empties it (the next mutation is refused); permissive,
+    it always takes them. `throttle_ms` is how long the client must wait: set when strict
+    refused, or permissive left the bucket below zero."""
+
+    def __init__(self, bucket: TokenBucket, limit: float, strict: bool, clock: Callable[[], float]) -> None:
+        self._bucket = bucket
+        self._limit = limit
+        self._strict = strict
+        self._clock = clock
+        self._throttle_ms = 0
+        self._throttled_at = 0.0
+
+    def admit(self, permits: int) -> bool:
+        now = self._clock()
+        if self._strict:
+            tokens = self._bucket.tokens(self._limit, now)
+            if tokens < 0:
+                self._throttled(tokens, now)
+                return False
+            self._bucket.take(permits, self._limit, now)
+            return True
+        tokens = self._bucket.take(permits, self._limit, now)
+        if tokens < 0:
+            self._throttled(tokens, now)
+        return True
+
+    def settle(self, failed: int) -> None:
+        """Give back what `admit` took for mutations that then failed (Kafka counts only the
+        mutations its controller goes on to make); a permissive quota's throttle is what the
+        bucket then lacks."""
+        if not failed:
+            return
+        now = self._clock()
+        tokens = self._bucket.take(-failed, self._limit, now)
+        if not self._strict:
+            self._throttle_ms = 0
+            if tokens < 0:
+                self._throttled(tokens, now)
+
+    def _throttled(self, tokens: float, now: float) -> None:
+        self._throttle_ms = round(-tokens / self._limit * 1000)
+        self._throttled_at = now
+
+    @property
+    def throttle_ms(self) -> int:
+        """What is left of the throttle, as Kafka deducts the time since it was recorded."""
+        if not self._throttle_ms:
+            return 0
+        elapsed_ms = (self._clock() - self._throttled_at) * 1000
+        return max(0, int(self._throttle_ms - elapsed_ms))
+
+
 class ClientQuotas:
-    """This broker's usage measurements; `record` returns the throttle in milliseconds."""
+    """This broker's usage measurements. `record` returns the throttle in milliseconds;
+    `mutation` hands out a request's controller mutation quota."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._rates: dict[tuple[str, str, str], Rate] = {}
+        self._buckets: dict[tuple[str, str], tuple[TokenBucket, float]] = {}
+        self._swept = 0.0
+
+    def __len__(self) -> int:
+        """How many measurements are held (bounded: idle ones are dropped)."""
+        return len(self._rates) + len(self._buckets)
 
     def record(
         self,
@@ -95,7 +210,7 @@ class ClientQuotas:
         key: str,
         user: str,
         client: str,
-        amount: int,
+        amount: float,
     ) -> int:
         if not quotas:
             return 0
@@ -104,6 +219,7 @@ class ClientQuotas:
             return 0
         limit, usage = found
         now = self._clock()
+        self._sweep(now)
         rate = self._rates.get((key, *usage))
         if rate is None:
             rate = self._rates[(key, *usage)] = Rate()
@@ -112,4 +228,32 @@ class ClientQuotas:
         if observed <= limit:
             return 0
         throttle = (observed - limit) / limit * rate.window_ms(now)
-        return min(int(throttle), MAX_THROTTLE_MS)
+        return min(round(throttle), MAX_REQUEST_THROTTLE_MS if key == REQUEST else MAX_THROTTLE_MS)
+
+    def mutation(
+        self,
+        quotas: Mapping[QuotaEntity, Mapping[str, float]],
+        user: str,
+        client: str,
+        strict: bool,
+    ) -> MutationQuota | None:
+        """The controller mutation quota of this user and client (None: no quota applies)."""
+        found = quota_for(quotas, MUTATION, user, client) if quotas else None
+        if found is None:
+            return None
+        limit, usage = found
+        now = self._clock()
+        self._sweep(now)
+        held = self._buckets.get(usage)
+        bucket = held[0] if held is not None else TokenBucket(limit, now)
+        self._buckets[usage] = (bucket, limit)
+        return MutationQuota(bucket, limit, strict, self._clock)
+
+    def _sweep(self, now: float) -> None:
+        if now - self._swept < SWEEP_EVERY_S:
+            return
+        self._swept = now
+        for key in [k for k, rate in self._rates.items() if rate.idle(now)]:
+            del self._rates[key]
+        for usage in [u for u, (b, limit) in self._buckets.items() if b.idle(limit, now)]:
+            del self._buckets[usage]

@@ -85,6 +85,7 @@ HOST = "127.0.0.1"
 T = TypeVar("T")
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
 _METRICS = re.compile(r" metrics=http://(?P<address>[^\s\"]+)")
+_SERVING = re.compile(r"The broker is unfenced and serving")
 
 
 class ClusterError(RuntimeError):
@@ -113,7 +114,12 @@ class ClusterNode:
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=5000)
         """The node's last log lines, across restarts."""
+        self.watchers: list[Callable[[int, str], None]] = []
+        """Each sees every log line (node id, line), from the reader thread: for a run longer
+        than `output` keeps."""
         self.starts = 0
+        self._serving_start = 0
+        """The start whose process logged that it is unfenced and serving (see `serving`)."""
         self.metrics_address = ""
         """host:port of the node's metrics listener (with `metrics.listener` set), once up."""
         self.faults = FaultControl(f"node-{node_id}")
@@ -159,6 +165,14 @@ class ClusterNode:
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def serving(self) -> bool:
+        """Its current process (not an earlier one) said it is unfenced and serving: its
+        registration is in the metadata, so whatever that registration changed is too (a
+        broker restarted after a crash leaves every ISR there), and it has caught up with the
+        metadata. Until then the metadata may still count its previous incarnation in ISRs."""
+        return self.alive and self._serving_start == self.starts
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -209,6 +223,10 @@ class ClusterNode:
         for raw in process.stderr:
             line = raw.rstrip("\n")
             self.output.append(line)
+            for watcher in self.watchers:
+                watcher(self.node_id, line)
+            if _SERVING.search(line):
+                self._serving_start = generation
             if not started.is_set() and _STARTED.search(line):
                 metrics = _METRICS.search(line)
                 self.metrics_address = metrics.group("address") if metrics else ""

@@ -29,6 +29,8 @@ SAME_CONFIG = {
     # what a later request sees depends on timing. Both brokers run without it.
     "auto.create.topics.enable": "false",
     "group.initial.rebalance.delay.ms": "0",
+    # test_transactions.py waits for a timed-out transaction's abort: check every second
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
 
 

@@ -25,6 +25,8 @@ from strom.broker.testing.embedded import BrokerProcess
 from strom.wire.apis import response_class
 from strom.wire.message import Message
 from strom.wire.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     create_acls,
     create_partitions,
     create_topics,
@@ -34,7 +36,9 @@ from strom.wire.messages import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_transactions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     incremental_alter_configs,
@@ -42,10 +46,13 @@ from strom.wire.messages import (
     join_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
     produce,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from tests.broker.test_produce_helpers import batch
 
@@ -61,11 +68,16 @@ SECURITY = {
     "super.users": "User:admin;User:ANONYMOUS",  # ANONYMOUS: Kafka's plaintext controller link
     "connection.failed.authentication.delay.ms": "0",
 }
-ACLS = [  # alice: read "visible", write nothing; her group "g1"; DESCRIBE on "described"
+ACLS = [  # alice: read "visible"; her group "g1"; DESCRIBE on "described"; her transactional
+    # id "t2" (WRITE) and the one topic she may write, "writable"
     (2, "visible", 3, "User:alice", "*", 3, 3),
     (2, "described", 3, "User:alice", "*", 8, 3),
     (3, "g1", 3, "User:alice", "*", 3, 3),
+    (5, "t2", 3, "User:alice", "*", 4, 3),
+    (2, "writable", 3, "User:alice", "*", 4, 3),
 ]
+UNKNOWN_PID = 987_654
+"""A producer id no InitProducerId gave: past the checks, the coordinator refuses it."""
 
 
 @pytest.fixture
@@ -197,13 +209,69 @@ def requests() -> list[tuple[str, Message, int]]:
         ("DescribeLogDirs", describe_log_dirs.DescribeLogDirsRequest(topics=None), 3),
         ("DescribeUserScramCredentials",
          describe_user_scram_credentials.DescribeUserScramCredentialsRequest(users=None), 0),
+        *transaction_requests(),
+    ]  # fmt: skip
+
+
+def transaction_requests() -> list[tuple[str, Message, int]]:
+    """The transaction APIs: alice's own id "t2", another's "t1", topics she may and may not
+    write, groups she may and may not read, and the brokers' own requests."""
+    A = add_partitions_to_txn.AddPartitionsToTxnRequest
+    T = txn_offset_commit.TxnOffsetCommitRequest
+    W = write_txn_markers.WriteTxnMarkersRequest
+
+    def add(txn: str, *topics: str, version: int = 3) -> tuple[str, Message, int]:
+        label = f"AddPartitionsToTxn v{version} {txn} {'+'.join(topics)}"
+        parts = [A.AddPartitionsToTxnTopic(t, [0]) for t in topics]
+        if version >= 4:
+            return label, A(transactions=[A.AddPartitionsToTxnTransaction(
+                txn, UNKNOWN_PID, 0, True, parts)]), version
+        return label, A(v3_and_below_transactional_id=txn, v3_and_below_producer_id=UNKNOWN_PID,
+                        v3_and_below_producer_epoch=0, v3_and_below_topics=parts), version
+
+    def offsets(txn: str, group: str) -> tuple[str, Message, int]:
+        return f"AddOffsetsToTxn {txn} {group}", add_offsets_to_txn.AddOffsetsToTxnRequest(
+            transactional_id=txn, producer_id=UNKNOWN_PID, producer_epoch=0, group_id=group), 3
+
+    def commit(txn: str, group: str, topic: str) -> tuple[str, Message, int]:
+        return f"TxnOffsetCommit {txn} {group} {topic}", T(
+            transactional_id=txn, group_id=group, producer_id=UNKNOWN_PID, producer_epoch=0,
+            topics=[T.TxnOffsetCommitRequestTopic(topic, [
+                T.TxnOffsetCommitRequestPartition(0, 1, -1, "")])]), 3
+
+    def end(txn: str) -> tuple[str, Message, int]:
+        return f"EndTxn {txn}", end_txn.EndTxnRequest(
+            transactional_id=txn, producer_id=UNKNOWN_PID, producer_epoch=0, committed=True), 4
+
+    return [
+        ("FindCoordinator t2", find_coordinator.FindCoordinatorRequest(key="t2", key_type=1), 3),
+        ("InitProducerId t2", init_producer_id.InitProducerIdRequest(
+            transactional_id="t2", transaction_timeout_ms=60000), 4),
+        add("t1", "writable"),
+        add("t2", "secret", "writable"),
+        add("t2", "__consumer_offsets"),
+        add("t2", "writable"),
+        add("t2", "writable", version=4),
+        offsets("t1", "g1"),
+        offsets("t2", "g2"),
+        offsets("t2", "g1"),
+        commit("t1", "g1", "visible"),
+        commit("t2", "g2", "visible"),
+        commit("t2", "g1", "secret"),
+        end("t1"),
+        end("t2"),
+        ("WriteTxnMarkers", W(markers=[W.WritableTxnMarker(
+            UNKNOWN_PID, 0, False, [W.WritableTxnMarkerTopic("writable", [0])], 0)]), 1),
+        ("DescribeTransactions t1 t2", describe_transactions.DescribeTransactionsRequest(
+            transactional_ids=["t1", "t2"]), 0),
+        ("ListTransactions", list_transactions.ListTransactionsRequest(), 1),
     ]  # fmt: skip
 
 
 async def prepare(bootstrap: str) -> None:
     admin = await connect(bootstrap, "admin")
     topics = [create_topics.CreateTopicsRequest.CreatableTopic(n, 1, 1)
-              for n in ("secret", "visible", "described")]  # fmt: skip
+              for n in ("secret", "visible", "described", "writable")]  # fmt: skip
     await admin.request(create_topics.CreateTopicsRequest(topics=topics, timeout_ms=10000), 7,
                         create_topics.CreateTopicsResponse)  # fmt: skip
     creations = [create_acls.CreateAclsRequest.AclCreation(*acl) for acl in ACLS]
@@ -219,6 +287,18 @@ async def prepare(bootstrap: str) -> None:
         groups = await admin.request(list_groups.ListGroupsRequest(), 4,
                                      list_groups.ListGroupsResponse)  # fmt: skip
         if found.error_code == 0 and groups.error_code == 0:
+            break
+        await trio.sleep(0.2)
+    # and __transaction_state, with "t2" known to its coordinator (so that alice's requests
+    # past the checks meet a real transactional id, not a loading coordinator)
+    while trio.current_time() < deadline:
+        found = await admin.request(find_coordinator.FindCoordinatorRequest(key="t2", key_type=1),
+                                    3, find_coordinator.FindCoordinatorResponse)  # fmt: skip
+        ids = await admin.request(
+            init_producer_id.InitProducerIdRequest(transactional_id="t2",
+                                                   transaction_timeout_ms=60000),
+            4, init_producer_id.InitProducerIdResponse)  # fmt: skip
+        if found.error_code == 0 and ids.error_code == 0:
             break
         await trio.sleep(0.2)
     await admin.aclose()

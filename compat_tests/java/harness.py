@@ -21,13 +21,12 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from compat_tests import maven
-from strom.broker.testing.embedded import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "src"
@@ -68,6 +67,16 @@ JVM_FLAGS = (
 )
 
 Event = dict[str, Any]
+
+
+class Target(Protocol):
+    """What a scenario runs against: a bootstrap address, and log lines for failure reports."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def output(self) -> Iterable[str]: ...
 
 
 class JavaUnavailable(Exception):
@@ -196,9 +205,11 @@ class JavaHarness:
         ]
 
     def run(
-        self, broker: BrokerProcess, scenario: str, *, timeout: float = 120.0, **args: object
+        self, broker: Target, scenario: str, *, timeout: float = 120.0, **args: object
     ) -> Events:
-        """Run one scenario; HarnessFailed (with both sides' output) unless it ends with `done`."""
+        """Run one scenario against `broker` (a `BrokerProcess`, or anything with a bootstrap
+        address and output lines, such as a cluster); HarnessFailed (with both sides' output)
+        unless it ends with `done`."""
         cmd = self.command(broker.bootstrap, scenario, args)
         process = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import trio
 
+from compat_tests.cluster.test_cluster import wait_for_leader
 from compat_tests.java.harness import JavaHarness
 from strom.broker.testing.client import KafkaClient
+from strom.broker.testing.cluster import ClusterProcess
 from strom.broker.testing.embedded import BrokerProcess
+from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -53,3 +56,46 @@ def test_zombie_fencing(java_harness: JavaHarness, strom_broker: BrokerProcess) 
     outcome = events.one("zombie_commit")["outcome"]
     assert outcome["error"] in ("ProducerFencedException", "InvalidProducerEpochException"), outcome
     assert events.one("read")["values"] == ["successor"]
+
+
+class ClusterTarget:
+    """A cluster as the harness's target: its bootstrap address and every node's log."""
+
+    def __init__(self, cluster: ClusterProcess) -> None:
+        self.cluster = cluster
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def output(self) -> list[str]:
+        return self.cluster.report(40).splitlines()
+
+
+def test_transactions_on_three_brokers(
+    java_harness: JavaHarness, strom_cluster: StartCluster
+) -> None:
+    """The same scenarios on a 3-node cluster whose transaction state and topics are
+    replicated three ways: the producer's coordinator, the partitions' leaders and the group
+    coordinator are different brokers, so verification (v1) or the implicit adds (v2), the
+    markers and the offsets' markers all travel between brokers."""
+    cluster = strom_cluster(
+        combined=3,
+        overrides={
+            "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.num.partitions": "3",
+            "offsets.topic.replication.factor": "3",
+            "offsets.topic.num.partitions": "3",
+            "default.replication.factor": "3",
+        },
+    )
+    wait_for_leader(cluster)
+    target = ClusterTarget(cluster)
+    events = java_harness.run(target, "transactions", topic="ctxn", timeout=180)
+    committed = events.one("read", isolation="read_committed")["values"]
+    assert sorted(committed) == sorted([f"c{i}" for i in range(10)] + ["last"])
+    events = java_harness.run(target, "consume-transform-produce", topic="ccts", timeout=180)
+    assert events.one("committed")["offset"] == 3
+    assert events.one("after_abort")["offset"] == 3
+    assert events.one("sink")["values"] == ["IN0", "IN1", "IN2"]

@@ -1,5 +1,5 @@
 """Long mode: `python -m compat_tests.jepsen --faults 100 --seed N --mix hard` (see
-docs/replication.md).
+docs/replication.md); the transactional workload with `--workload txn` (docs/transactions.md).
 
 Starts its own 3-node cluster in a temporary directory (eligible leader replicas on unless
 `--elr 0`), prints the seed and fault schedule first (so a run can be repeated), the faults as
@@ -19,6 +19,13 @@ from pathlib import Path
 
 from compat_tests.jepsen.checker import check, summary
 from compat_tests.jepsen.scenarios import SCENARIOS
+from compat_tests.jepsen.txn_checker import check as check_txn
+from compat_tests.jepsen.txn_checker import summary as txn_summary
+from compat_tests.jepsen.txn_workload import TxnOptions
+from compat_tests.jepsen.txn_workload import cluster_settings as txn_cluster_settings
+from compat_tests.jepsen.txn_workload import describe_plan as describe_txn_plan
+from compat_tests.jepsen.txn_workload import plan_of as txn_plan_of
+from compat_tests.jepsen.txn_workload import run as run_txn
 from compat_tests.jepsen.workload import (
     ELR,
     Options,
@@ -35,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compat_tests.jepsen", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="default: a random seed")
     parser.add_argument("--faults", type=int, default=Options.faults)
-    parser.add_argument("--mix", choices=("classic", "hard"), default="hard")
+    parser.add_argument("--workload", choices=("queue", "txn"), default="queue",
+                        help="txn: transactions (txn_workload.py), its mix defaults to txn")  # fmt: skip
+    parser.add_argument("--mix", choices=("classic", "hard", "txn"), default=None,
+                        help="default: hard (queue), txn (txn)")  # fmt: skip
+    parser.add_argument("--strict", action="store_true",
+                        help="txn: judge every write cycle, also those concurrent writers explain")  # fmt: skip
     parser.add_argument("--elr", type=int, choices=(0, 1), default=1,
                         help="eligible.leader.replicas.version the cluster is formatted with")  # fmt: skip
     parser.add_argument("--whole-cluster-power-cuts", action="store_true",
@@ -58,7 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumer-debug", default="", metavar="CONTEXTS",
                         help="librdkafka debug contexts for the live consumer, e.g. "
                         "fetch,topic,metadata,broker; logged to live-consumer.log in --keep")  # fmt: skip
+    parser.add_argument("--producer-debug", action="store_true",
+                        help="txn: librdkafka's eos,msg,protocol debug log of each worker's "
+                        "producer, to txn-worker-N.log in --keep")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.producer_debug and not args.keep:
+        parser.error("--producer-debug needs --keep (where its logs go)")
+    if args.workload == "txn":
+        return txn_main(args)
+    args.mix = args.mix or "hard"
     if args.consumer_debug and not args.keep:
         parser.error("--consumer-debug needs --keep (where its log goes)")
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
@@ -98,6 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     what = f"scenario {scenario.name}" if scenario else f"seed {opts.seed}, {len(result.plan)} faults"
     print(f"--- {what}, {result.seconds:.0f}s ---")
     print(summary(report))
+    return 0 if report.ok else 1
+
+
+def txn_main(args: argparse.Namespace) -> int:
+    seed = args.seed if args.seed is not None else random.randrange(1_000_000)
+    opts = TxnOptions(seed=seed, faults=args.faults, mix=args.mix or "txn",
+                      duration=args.duration, strict=args.strict,
+                      debug_dir=args.keep if args.producer_debug else None,
+                      partitions=args.partitions if args.partitions != Options.partitions
+                      else TxnOptions.partitions)  # fmt: skip
+    print(describe_txn_plan(opts, txn_plan_of(opts)) + f"\n  ({ELR}={args.elr})")
+    with tempfile.TemporaryDirectory(prefix="strom-jepsen-txn-") as tmp:
+        root = args.keep or Path(tmp)
+        with ClusterProcess(root, **txn_cluster_settings(args.elr)) as cluster:
+            try:
+                result = run_txn(cluster, opts)
+            finally:
+                if args.keep:
+                    for node in cluster.nodes:
+                        (root / f"node-{node.node_id}.log").write_text(node.tail(5000))
+    if args.history:
+        with args.history.open("w") as out:
+            for txn in result.history.txns:
+                out.write(json.dumps({"type": "txn", **dataclasses.asdict(txn)}) + "\n")
+            for read in result.history.reads:
+                out.write(json.dumps({"type": "read", **dataclasses.asdict(read)}) + "\n")
+    report = check_txn(result.history, strict=opts.strict)
+    print(f"--- seed {opts.seed}, {len(result.plan)} faults, {result.seconds:.0f}s ---")
+    print(txn_summary(report))
     return 0 if report.ok else 1
 
 

@@ -85,6 +85,10 @@ class History:
     replicas_behind: list[str] = field(default_factory=list)
     replicas_compared: dict[int, int] = field(default_factory=dict)
     """Partition -> batches compared across the replicas (empty: not compared)."""
+    events: dict[str, int] = field(default_factory=dict)
+    """What the faults made the cluster do (`workload.EventTally`): fencings, ISR shrinks..."""
+    duplicate_batches: list[str] = field(default_factory=list)
+    """The batch headers of the first duplicated values' copies (who wrote each)."""
 
 
 @dataclass
@@ -134,6 +138,8 @@ class Report:
     replicas_divergent: list[str] = field(default_factory=list)
     replicas_behind: list[str] = field(default_factory=list)
     replicas_compared: dict[int, int] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)
+    duplicate_batches: list[str] = field(default_factory=list)
 
     @property
     def violations(self) -> dict[str, int]:
@@ -237,6 +243,8 @@ def check(history: History) -> Report:
     report.replicas_divergent = list(history.replicas_divergent)
     report.replicas_behind = list(history.replicas_behind)
     report.replicas_compared = dict(history.replicas_compared)
+    report.events = dict(history.events)
+    report.duplicate_batches = list(history.duplicate_batches)
     report.holes = _holes(history)
     report.reordered = _reordered(history, sends)
     return report
@@ -341,6 +349,8 @@ def summary(report: Report, *, limit: int = 5) -> str:
         f"acknowledgement {a1 - a0:.1f}s (t+{a0:.1f}s to t+{a1:.1f}s), without a live read "
         f"{r1 - r0:.1f}s (t+{r0:.1f}s to t+{r1:.1f}s)"
     )
+    if report.events:
+        lines.append("cluster events: " + ", ".join(f"{n} {name}" for name, n in report.events.items()))
     if report.errors:
         top = sorted(report.errors.items(), key=lambda kv: -kv[1])[:limit]
         lines.append("producer errors: " + ", ".join(f"{name} x{n}" for name, n in top))
@@ -367,6 +377,7 @@ def summary(report: Report, *, limit: int = 5) -> str:
     if report.duplicated:
         lines.append(f"DUPLICATED {len(report.duplicated)}: " + examples(
             [f"{v}@{w}" for v, w in report.duplicated.items()]))  # fmt: skip
+        lines.extend(f"  copy {line}" for line in report.duplicate_batches)
     if report.reordered:
         lines.append(f"REORDERED {len(report.reordered)}: " + examples(
             [f"{a} before {b} (producer {p}, p{q})" for p, q, a, b in report.reordered]))  # fmt: skip

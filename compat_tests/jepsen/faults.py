@@ -11,6 +11,17 @@ power cuts hit one node's disk at a time, and a node that lost data stays out of
 until it caught up again, so the next cut must not come before. That is the guarantee the
 docs state (eligible leader replicas tolerate min.insync.replicas - 1 nodes losing unsynced
 data at once); `power-cut-all` is the deliberate exception.
+
+"Full" is checked where it can be trusted (`cut_blockers`): every broker's current process
+must be unfenced (`ClusterNode.serving`), and every broker's own Metadata answer must show
+every partition led with all its replicas in the ISR. A broker restarted after a crash (a
+kill -9 is one, to the controller) leaves the ISRs only when its new incarnation registers,
+which can come seconds after its "started" line (the controller refuses the registration
+while it still counts the previous incarnation as alive, e.g. for a lease it renewed on
+becoming active). Until then the metadata still names the old incarnation in every ISR,
+committed and served by every node: a guard that read one answer of "full" cut the power of
+the one replica the controller could still trust (the survivor of two kills), and KIP-966's
+last-known-leader election then had to make that replica leader with what its disk kept.
 """
 
 from __future__ import annotations
@@ -18,17 +29,31 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+import trio
 from confluent_kafka import KafkaException
 
 from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
-from compat_tests.jepsen.nemesis import LEADER_KINDS, Fault, Kind, choose
+from compat_tests.jepsen.nemesis import (
+    COORDINATOR_KINDS,
+    LEADER_KINDS,
+    PAUSE_KINDS,
+    Fault,
+    Kind,
+    choose,
+)
+from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.cluster import CLIENT_LISTENER, ClusterNode, ClusterProcess
+from strom.wire.errors import ProtocolError
+from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 Say = Callable[[str], None]
 HEALTHY_WAIT_S = 60.0
+TXN_STATE = "__transaction_state"
+"""The coordinator kinds hit the leader of its partition 0: the transactional workload gives
+it one partition, so one broker coordinates every transactional id."""
 
 
 def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> int | None:
@@ -44,18 +69,62 @@ def leader_of(cluster: ClusterProcess, topic: str, partition: int) -> int | None
     return leader if leader >= 0 else None
 
 
-def full_isrs(cluster: ClusterProcess, topic: str) -> bool:
-    """Every partition of `topic` has every replica in its ISR (Metadata's view)."""
+PartitionView = tuple[int, frozenset[int], frozenset[int]]
+"""One partition as a broker's Metadata answer shows it: (leader, replicas, ISR)."""
+
+
+def partition_views(node: ClusterNode, topic: str) -> dict[int, PartitionView] | None:
+    """`topic`'s partitions as `node` itself answers Metadata (None: no answer, or an error)."""
+
+    async def ask() -> dict[int, PartitionView] | None:
+        with trio.move_on_after(3):
+            client = await KafkaClient.connect(node.bootstrap, "strom-jepsen-nemesis")
+            try:
+                request = MetadataRequest(
+                    topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                    allow_auto_topic_creation=False,
+                )
+                response = await client.request(request, 12, MetadataResponse)
+            finally:
+                await client.aclose()
+            for found in response.topics:
+                if found.name == topic and found.error_code == 0 and found.partitions:
+                    return {
+                        p.partition_index: (
+                            p.leader_id, frozenset(p.replica_nodes), frozenset(p.isr_nodes)
+                        )
+                        for p in found.partitions
+                    }
+        return None
+
     try:
-        md = ck.admin(cluster.bootstrap).list_topics(topic, timeout=5)
-    except KafkaException:
-        return False
-    found = md.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        return False
-    return all(
-        len(p.isrs) == len(p.replicas) and p.leader >= 0 for p in found.partitions.values()
-    )
+        return trio.run(ask)
+    except (OSError, ProtocolError, trio.BrokenResourceError):
+        return None
+
+
+def cut_blockers(
+    serving: Mapping[int, bool], views: Mapping[int, Mapping[int, PartitionView] | None]
+) -> list[str]:
+    """Why a power cut may not come yet (empty: it may), from each broker's `serving` and
+    its own Metadata answer (`partition_views`; see the module docstring)."""
+    why = [
+        f"node {node}'s current process is not unfenced yet (the metadata may still count "
+        "its previous incarnation in the ISRs)"
+        for node, ok in sorted(serving.items())
+        if not ok
+    ]
+    for node, view in sorted(views.items()):
+        if not view:
+            why.append(f"node {node} answered no metadata for the topic")
+            continue
+        for partition, (leader, replicas, isr) in sorted(view.items()):
+            if leader < 0 or isr != replicas:
+                why.append(
+                    f"node {node} sees partition {partition} led by {leader} with ISR "
+                    f"{sorted(isr)} of {sorted(replicas)}"
+                )
+    return why
 
 
 class Injector:
@@ -78,6 +147,11 @@ class Injector:
             if leader in candidates:
                 return leader, f"partition {partition}'s leader"
             return choose(pick, candidates), "(no leader known)"
+        if kind in COORDINATOR_KINDS:
+            coordinator = leader_of(self.cluster, TXN_STATE, 0)
+            if coordinator in candidates:
+                return coordinator, "the transaction coordinator"
+            return choose(pick, candidates), "(no transaction coordinator known)"
         if kind == "kill-controller":
             state = quorum_state(self.cluster)
             if state is not None and state.leader_id in candidates:
@@ -99,12 +173,21 @@ class Injector:
             for heal in reversed(heals):
                 heal()
 
+    def blockers(self) -> list[str]:
+        """Why a power cut may not come now (`cut_blockers`; empty: it may)."""
+        brokers = self.cluster.brokers
+        serving = {n.node_id: n.serving for n in brokers}
+        if not all(serving.values()):  # a node not serving yet holds its clients' connections
+            return cut_blockers(serving, {})
+        return cut_blockers(serving, {n.node_id: partition_views(n, self.topic) for n in brokers})
+
     def _wait_healthy(self) -> None:
         deadline = time.monotonic() + HEALTHY_WAIT_S
         waited = time.monotonic()
-        while not full_isrs(self.cluster, self.topic):
+        while why := self.blockers():
             if time.monotonic() > deadline:
-                self.say(f"(the ISRs were not all full after {HEALTHY_WAIT_S:.0f}s; cutting anyway)")
+                self.say(f"(the ISRs were not all full after {HEALTHY_WAIT_S:.0f}s: {why[0]}; "
+                         "cutting anyway)")  # fmt: skip
                 return
             time.sleep(0.2)  # polling the metadata against the deadline
         if time.monotonic() - waited > 1:
@@ -152,7 +235,7 @@ class Injector:
             cluster.cut(others, [victim])
             say(f"one-way: bytes from {others} to {label} dropped for {hold:.1f}s")
             return self._heal_network
-        if kind == "pause":
+        if kind in PAUSE_KINDS:
             victim.pause()
             say(f"SIGSTOP {label} for {hold:.1f}s")
 

@@ -19,6 +19,8 @@ Kinds (`faults.py` says exactly what each does):
 | power-cut, power-cut-leader | kill -9 of a node (partition P's leader) and what a power loss does to its disk: what it had not fsynced is lost, its last write maybe torn; restarted after the hold |
 | kill-all | kill -9 of every node at once (page caches kept), all restarted after the hold |
 | power-cut-all | every node's power cut at once |
+| pause-leader | SIGSTOP of partition P's leader, SIGCONT after the hold |
+| kill-coordinator, pause-coordinator | kill -9 / SIGSTOP of the transaction coordinator (the leader of `__transaction_state` partition 0; the transactional workload gives that topic one partition) |
 
 A fault may come with a second one at the same time on another node (`also`): two faults
 at once. Holds are short (2-5 s) or, for the kinds that a timeout can act on (pauses and
@@ -29,6 +31,9 @@ zombie leader's return happen in every long run.
 Mixes: "classic" (the first five kinds, short holds, one at a time: the queue test's original
 schedule) and "hard" (everything above; power-cut-all only when `whole_cluster_power_cuts`,
 since without flush.messages=1 a whole-cluster power cut loses acknowledged records by design).
+The transactional workload's mix, "txn", is kill -9 and SIGSTOP of partition leaders and of the
+transaction coordinator (the pauses long in 40% of cases), 15% of them with a second fault of
+that mix on another node at the same time.
 """
 
 from __future__ import annotations
@@ -41,13 +46,16 @@ Kind = Literal[
     "kill-leader", "kill-controller", "pause", "isolate", "isolate-leader",
     "one-way-out", "one-way-in", "bridge", "isolate-replication",
     "power-cut", "power-cut-leader", "kill-all", "power-cut-all",
+    "pause-leader", "kill-coordinator", "pause-coordinator",
 ]  # fmt: skip
-Mix = Literal["classic", "hard"]
+Mix = Literal["classic", "hard", "txn"]
 CLASSIC: tuple[Kind, ...] = ("kill-leader", "kill-controller", "pause", "isolate", "isolate-leader")
-LEADER_KINDS = frozenset({"kill-leader", "isolate-leader", "power-cut-leader"})
+LEADER_KINDS = frozenset({"kill-leader", "isolate-leader", "power-cut-leader", "pause-leader"})
+COORDINATOR_KINDS = frozenset({"kill-coordinator", "pause-coordinator"})
+PAUSE_KINDS = frozenset({"pause", "pause-leader", "pause-coordinator"})
 LONG_KINDS = frozenset(
     {"pause", "isolate", "isolate-leader", "one-way-out", "one-way-in", "bridge",
-     "isolate-replication"}
+     "isolate-replication", "pause-leader", "pause-coordinator"}
 )  # fmt: skip
 """Kinds whose hold may outlast the cluster's timeouts (a node that is gone for good restarts)."""
 POWER_KINDS = frozenset({"power-cut", "power-cut-leader", "power-cut-all"})
@@ -61,6 +69,10 @@ HARD_WEIGHTS: dict[Kind, float] = {
     "one-way-out": 1, "one-way-in": 1, "bridge": 1, "isolate-replication": 1.5,
     "power-cut": 1.5, "power-cut-leader": 1.5, "kill-all": 0.6, "power-cut-all": 0.6,
 }  # fmt: skip
+TXN_WEIGHTS: dict[Kind, float] = {
+    "kill-leader": 2, "pause-leader": 2, "kill-coordinator": 2, "pause-coordinator": 2,
+}  # fmt: skip
+"""The transactional workload's mix: its `also` is drawn from the same kinds."""
 DOUBLE_SHARE = 0.15
 """Of the hard mix's single-node faults, the share that come with a second one."""
 
@@ -90,6 +102,8 @@ class Fault:
             if self.kind in LEADER_KINDS
             else self.kind
         )
+        if self.kind in COORDINATOR_KINDS:
+            what = f"{self.kind} (the transaction coordinator)"
         if self.also is not None:
             what += f" + {self.also}"
         return (
@@ -124,7 +138,11 @@ def schedule(
             out.append(Fault(at, kind, held, round(rng.random(), 3), rng.randrange(partitions)))
             at += held + round(rng.uniform(*gap), 1)
         return out
-    weights = {k: w for k, w in HARD_WEIGHTS.items() if whole_cluster_power_cuts or k != "power-cut-all"}
+    if mix == "txn":
+        weights, doubles = TXN_WEIGHTS, tuple(TXN_WEIGHTS)
+    else:
+        weights = {k: w for k, w in HARD_WEIGHTS.items() if whole_cluster_power_cuts or k != "power-cut-all"}
+        doubles = DOUBLE_WITH
     kinds = list(weights)
     for _ in range(faults):
         kind = rng.choices(kinds, [weights[k] for k in kinds])[0]
@@ -132,7 +150,7 @@ def schedule(
         held = round(rng.uniform(*(long_hold if long else hold)), 1)
         also: Kind | None = None
         if kind not in WHOLE_CLUSTER and kind != "bridge" and rng.random() < DOUBLE_SHARE:
-            also = DOUBLE_WITH[rng.randrange(len(DOUBLE_WITH))]
+            also = doubles[rng.randrange(len(doubles))]
         pick, partition = round(rng.random(), 3), rng.randrange(partitions)
         out.append(Fault(at, kind, held, pick, partition, also, round(rng.random(), 3)))
         at += held + round(rng.uniform(*gap), 1)

@@ -15,6 +15,7 @@ configuration does not protect against the fault (eligible leader replicas off).
 | unanswered-expansion | split roles (3 controllers, 3 brokers), `broker.session.timeout.ms=40000` (longer than the 30 s a leader retries an AlterPartition). F falls out of P's ISR; the controllers' bytes to L are dropped; F catches up and L's AlterPartition adding it commits unanswered; F stops fetching again; L gives up on the AlterPartition after 30 s and L and G take writes; L and G are killed, and F leads once their leases ran out | lost with isr-forgets-unanswered-proposal planted (the high watermark passed F) |
 | restarted-follower | G falls out of P's ISR; F's power is cut and F restarts unable to fetch; L is killed | lost with isr-trusts-old-incarnation planted (F was put back in the ISR on its previous incarnation's log end, and leads) |
 | restart-same-epoch | eligible leader replicas off, min.insync.replicas=1: P's followers lose their replication links until the ISR is L alone, L's power is cut and it restarts at once, takes new writes past what the followers hold, then the links heal | replica divergence with restart-keeps-leader-epoch planted (L appended in the epoch the followers hold; without it they truncate to L: the records only L held are lost, by configuration, not forked) |
+| last-clean-replica | F and G are killed -9 and restart with their replication links to L cut: their new incarnations register (an unclean shutdown each: they leave every ISR and stay out of the ELR) and cannot catch up, so P's ISR is L alone with an empty ELR; L's power is cut, keeping nothing unsynced; the links heal and L restarts | lost with either eligible-leader-replicas setting, by Kafka's rules (three unclean shutdowns, no replica caught up in between: the last known leader L leads with what its disk kept). Before F and G register, one Metadata answer still says the ISR is full: the queue test's main-branch failure, when the nemesis's guard believed it |
 """
 
 from __future__ import annotations
@@ -180,6 +181,29 @@ def restart_same_epoch(injector: Injector, say: Say) -> None:
     _pause(10)
 
 
+def last_clean_replica(injector: Injector, say: Say) -> None:
+    cluster = injector.cluster
+    leader, f, g = _roles(cluster, say)
+    f.kill9()
+    g.kill9()
+    say(f"kill -9 of {f.node_id} and {g.node_id}")
+    cluster.partition_halves([leader], [f, g], listener=CLIENT_LISTENER)
+    _pause(3)
+    _restart(say, f, g)
+    say(f"{[f.node_id, g.node_id]} restarted with their replication links to {leader.node_id} "
+        f"cut; one Metadata answer (what the nemesis's guard used to read): partition "
+        f"{PARTITION}'s ISR {sorted(_isr(cluster) or ())}; the guard now: "
+        f"{'; '.join(injector.blockers()) or 'may cut'}")  # fmt: skip
+    _wait_for(f"{f.node_id} and {g.node_id} registered again and partition {PARTITION}'s ISR "
+              f"is {leader.node_id} alone",
+              lambda: f.serving and g.serving and _isr(cluster) == {leader.node_id}, say)  # fmt: skip
+    say(leader.power_cut(random.Random(4), keep="none"))
+    cluster.heal()
+    say("network healed")
+    _restart(say, leader)
+    _pause(10)
+
+
 SCENARIOS = {
     s.name: s
     for s in (
@@ -191,5 +215,6 @@ SCENARIOS = {
         Scenario("restart-same-epoch", restart_same_epoch,
                  topic_config={"min.insync.replicas": "1"},
                  plant="restart-keeps-leader-epoch", caught_as="replica divergence"),
+        Scenario("last-clean-replica", last_clean_replica),
     )
 }  # fmt: skip

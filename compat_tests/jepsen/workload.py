@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from confluent_kafka import (
 from compat_tests.cluster.quorum import quorum_state
 from compat_tests.confluent_kafka import ck
 from compat_tests.helpers import Deadline
+from compat_tests.jepsen.batches import batches_with
 from compat_tests.jepsen.checker import History, Outcome, Read, Send
 from compat_tests.jepsen.faults import Injector, leader_of
 from compat_tests.jepsen.nemesis import Fault, Mix, schedule
@@ -266,6 +268,41 @@ class _LiveConsumer(_Worker):
             consumer.close()
 
 
+_EVENTS = [
+    ("fencings", re.compile(r"fenced broker \d+: its session timed out")),
+    ("ISR shrinks", re.compile(r"jepsen-queue-\d+: proposing ISR \[([\d, ]*)\] \(committed \[([\d, ]*)\]\)")),
+    ("leaderships", re.compile(r"leading jepsen-queue-\d+ in epoch")),
+    ("truncations of a divergent tail", re.compile(r"jepsen-queue-\d+ diverges from leader")),
+    ("unclean elections", re.compile(r"jepsen-queue-\d+: elected uncleanly")),
+]  # fmt: skip
+
+
+class EventTally:
+    """Counts what the faults made the cluster do, from every node's log lines: brokers fenced
+    by their lease, ISR shrinks proposed, leaderships of the queue topic taken, divergent tails
+    truncated (a zombie leader's return), unclean elections."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {name: 0 for name, _ in _EVENTS}
+        self._lock = threading.Lock()
+
+    def __call__(self, node_id: int, line: str) -> None:
+        for name, pattern in _EVENTS:
+            found = pattern.search(line)
+            if found is None:
+                continue
+            if name == "ISR shrinks" and not _shrinks(found.group(1), found.group(2)):
+                continue
+            with self._lock:
+                self.counts[name] = self.counts.get(name, 0) + 1
+
+
+def _shrinks(proposed: str, committed: str) -> bool:
+    return len([b for b in proposed.split(",") if b.strip()]) < len(
+        [b for b in committed.split(",") if b.strip()]
+    )
+
+
 def _debug_logger(path: Path, began: float) -> logging.Logger:
     """A logger writing librdkafka's debug lines to `path`, each stamped with the seconds since
     the load began (the run log's clock)."""
@@ -354,6 +391,9 @@ def run(
         thread.began = load_began
         thread.start()
     injector = Injector(cluster, TOPIC, opts.seed, log)
+    tally = EventTally()
+    for node in cluster.nodes:
+        node.watchers.append(tally)
     try:
         try:
             if nemesis is not None:
@@ -391,7 +431,32 @@ def run(
         out.history.replicas_divergent = checked.divergent
         out.history.replicas_behind = checked.behind
         out.history.replicas_compared = checked.compared
+    for node in cluster.nodes:
+        node.watchers.remove(tally)
+    out.history.events = dict(tally.counts)
+    out.history.duplicate_batches = _duplicate_evidence(cluster, out.history)
     out.seconds = time.monotonic() - begun
+    return out
+
+
+def _duplicate_evidence(cluster: ClusterProcess, history: History, most: int = 3) -> list[str]:
+    """For the first values the final read found twice: the batch headers of every copy on
+    one broker (who wrote each copy: leader epoch, producer id and epoch, sequence), the
+    evidence `batches.py` gives on a kept run."""
+    where: dict[str, set[tuple[int, int]]] = {}
+    for read in history.reads:
+        if read.phase == "final":
+            where.setdefault(read.value, set()).add((read.partition, read.offset))
+    twice = sorted(v for v, at in where.items() if len(at) > 1)[:most]
+    if not twice:
+        return []
+    node = cluster.brokers[0]
+    out = []
+    for value in twice:
+        partition = min(where[value])[0]
+        for segment in sorted((node.data_dir / "data" / f"{TOPIC}-{partition}").glob("*.log")):
+            for info in batches_with(segment.read_bytes(), [value], f"node {node.node_id}"):
+                out.append(f"{value}: {info.describe()}")
     return out
 
 

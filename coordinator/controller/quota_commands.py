@@ -3,10 +3,11 @@
 Entities are Kafka's: `user` and/or `client-id` (a name, or null for the default), or `ip`
 alone; each type at most once. Per entity, as Kafka's ClientQuotaControlManager checks: an
 unknown or repeated entity type, `ip` with another type, an unknown key, a key given twice, or
-a value that is not a positive number is INVALID_REQUEST with the reason; nothing of that
-entity is written. Strom enforces `producer_byte_rate` and `consumer_byte_rate`
-(`strom.broker.security.quotas`); `request_percentage`, `controller_mutation_rate` and `ip`'s
-`connection_creation_rate` are refused with INVALID_REQUEST rather than stored and ignored.
+a value that is not a positive number (or a fraction for the byte rates, which Kafka types as
+longs) is INVALID_REQUEST with the reason; nothing of that entity is written. Strom enforces
+`producer_byte_rate`, `consumer_byte_rate`, `request_percentage` and
+`controller_mutation_rate` (`strom.broker.security.quotas`); `ip`'s `connection_creation_rate`
+is refused with INVALID_REQUEST rather than stored and ignored.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from strom.wire.messages.alter_client_quotas import (
 )
 
 ENTITY_TYPES = ("user", "client-id", "ip")
-ENFORCED = ("producer_byte_rate", "consumer_byte_rate")
+ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 """The quota keys Strom enforces."""
-NOT_ENFORCED = ("request_percentage", "controller_mutation_rate", "connection_creation_rate")
+WHOLE = ("producer_byte_rate", "consumer_byte_rate")
+"""Keys Kafka types as longs: a fraction is refused."""
+NOT_ENFORCED = ("connection_creation_rate",)
 """Kafka's other quota keys: refused until enforced (fail closed)."""
 
 
@@ -80,4 +83,6 @@ def _ops_error(ops: list[AlterClientQuotasRequest.OpData], entity: list[tuple[st
             return f"Quota key {op.key} does not apply to an ip entity"
         if not op.remove and (not math.isfinite(op.value) or op.value <= 0):
             return f"Illegal value {op.value} for quota key {op.key}: a positive number is needed"
+        if not op.remove and op.key in WHOLE and abs(op.value % 1.0) > 1e-6:
+            return f"{op.key} cannot be a fractional value."
     return None

@@ -654,9 +654,14 @@ class TransactionCoordinator:
         )
 
     def list_transactions(
-        self, now: int, states: list[str], producer_ids: list[int], duration_ms: int = -1
+        self,
+        now: int,
+        states: list[str],
+        producer_ids: list[int],
+        duration_ms: int = -1,
+        id_matches: Callable[[str], bool] | None = None,
     ) -> TxnListing:
-        return self.state.list_transactions(states, producer_ids, duration_ms, now)
+        return self.state.list_transactions(states, producer_ids, duration_ms, now, id_matches)
 
 
 def _valid_expected_producer(metadata: TxnMetadata, producer_id: int, epoch: int) -> bool:

@@ -254,8 +254,15 @@ class TransactionStateManager:
         return expired
 
     def list_transactions(
-        self, states: list[str], producer_ids: list[int], duration_ms: int, now: int
+        self,
+        states: list[str],
+        producer_ids: list[int],
+        duration_ms: int,
+        now: int,
+        id_matches: Callable[[str], bool] | None = None,
     ) -> TxnListing:
+        """Kafka's listTransactionStates; `id_matches` is the transactional id filter (v2's
+        pattern, compiled by the caller: None keeps every id)."""
         if self.loading:
             return TxnListing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         wanted: set[TxnState] = set()
@@ -274,6 +281,7 @@ class TransactionStateManager:
             and (not pids or m.producer_id in pids)
             and (not states or m.state in wanted)
             and (duration_ms < 0 or now - m.start_ms > duration_ms)
+            and (id_matches is None or id_matches(m.transactional_id))
         ]
         return TxnListing(ErrorCode.NONE, found, unknown)
 

@@ -144,6 +144,29 @@ def write_all(fd: int, data: Buffer) -> None:
         view = view[written:]
 
 
+def append_entries(path: Path, file_size: int, entry_size: int, data: Buffer) -> int:
+    """Append whole fixed-size entries to the file at `path` (created if missing), whose
+    current length is `file_size`, and return its open fd for the caller to fsync and close.
+
+    A torn entry at the end (a crash mid-append) is cut first. On OSError the file is cut
+    back to its last whole entry, the fd closed and the error re-raised."""
+    whole = file_size - file_size % entry_size
+    fd = _current.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if file_size != whole:
+            _current.ftruncate(fd, whole)
+        try:
+            write_all(fd, data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                _current.ftruncate(fd, whole)
+            raise
+    except OSError:
+        _current.close(fd)
+        raise
+    return fd
+
+
 def fsync_path(path: Path) -> None:
     """fsync a file or a directory by name (FileNotFoundError if it is gone)."""
     fd = _current.open(path, os.O_RDONLY)

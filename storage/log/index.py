@@ -131,21 +131,8 @@ class _Index:
         size = self.ENTRY.size
         done = self._file_size // size
         data = b"".join(self.ENTRY.pack(keys[i], values[i]) for i in range(done, len(keys)))
-        fd = disk.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            if self._file_size != done * size:  # a torn entry left by a crash
-                disk.ftruncate(fd, done * size)
-                self._file_size = done * size
-            try:
-                disk.write_all(fd, data)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    disk.ftruncate(fd, self._file_size)
-                raise
-        except OSError:
-            disk.close(fd)
-            raise
-        self._file_size += len(data)
+        fd = disk.append_entries(self.path, self._file_size, size, data)
+        self._file_size = done * size + len(data)
         self.was_missing = False
         return fd
 

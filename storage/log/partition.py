@@ -310,8 +310,9 @@ class PartitionLog:
         self, producer_id: int, sequence: int, epoch: int, supports_epoch_bump: bool
     ) -> VerificationGuard | None:
         """KIP-890: the guard to verify a transactional produce under (None: the producer's
-        transaction is already ongoing here, nothing to verify). See
-        strom.broker.data.txn_verify."""
+        transaction is already ongoing here at that epoch, nothing to verify); LogAppendError
+        INVALID_PRODUCER_EPOCH or CONCURRENT_TRANSACTIONS (`ProducerState.start_verification`).
+        See strom.broker.data.txn_verify."""
         with self._lock:
             return self.producer_state.start_verification(
                 producer_id, sequence, epoch, self.clock(), supports_epoch_bump
@@ -319,15 +320,25 @@ class PartitionLog:
 
     def _check_verified(self, header: BatchHeader, guard: VerificationGuard) -> None:
         """Kafka's analyzeAndValidateProducerState: a transactional batch may start a
-        transaction only under the producer's current verification guard."""
-        pid = header.producer_id
+        transaction (none open here at its epoch) only under the producer's current
+        verification guard; a stale epoch is INVALID_PRODUCER_EPOCH first (KAFKA-19690:
+        retriable for the client, where INVALID_TXN_STATE would be fatal)."""
+        pid, epoch = header.producer_id, header.producer_epoch
         state = self.producer_state
         if (
-            header.is_transactional
-            and not header.is_control
-            and not state.has_ongoing_transaction(pid)
-            and not state.verified(pid, guard)
+            not header.is_transactional
+            or header.is_control
+            or state.has_ongoing_transaction(pid, epoch)
         ):
+            return
+        entry = state.entries.get(pid)
+        if entry is not None and epoch < entry.epoch:
+            raise LogAppendError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {pid} is {epoch}, which is smaller than the last seen "
+                f"epoch {entry.epoch}",
+            )
+        if not state.verified(pid, guard):
             raise LogAppendError(
                 ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
             )

@@ -183,9 +183,12 @@ class ProducerStateManager:
             for e in self.entries.values()
         ]
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, epoch: int) -> bool:
+        """The producer has a transaction open here at `epoch` (Kafka 4.0 compares the epoch:
+        with transactions v2 every transaction has its own, so an open one of an older
+        epoch is the previous transaction, whose marker has not arrived yet)."""
         entry = self.entries.get(producer_id)
-        return entry is not None and entry.current_txn_first_offset >= 0
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == epoch
 
     def expire(self, now_ms: int, max_age_ms: int) -> int:
         """Forget producers idle for `max_age_ms` with no open transaction (Kafka's
@@ -207,9 +210,33 @@ class ProducerStateManager:
         self, producer_id: int, sequence: int, epoch: int, now_ms: int, supports_epoch_bump: bool
     ) -> VerificationGuard | None:
         """The guard a produce must be verified under, or None when the producer's
-        transaction is already ongoing here (its start was verified then)."""
-        if self.has_ongoing_transaction(producer_id):
-            return None
+        transaction is already ongoing here (its start was verified then).
+
+        LogAppendError: INVALID_PRODUCER_EPOCH for an epoch older than the producer's here
+        (KAFKA-18042: refused before asking the coordinator); CONCURRENT_TRANSACTIONS when
+        the producer's previous transaction (an older epoch) is still open here. That is
+        transactions v2's race (KAFKA-18575): EndTxn answers the client with the bumped
+        epoch before the markers are written, so the next transaction's first batch can
+        reach a partition before the previous one's marker. Appended now it would join
+        the previous transaction and take its outcome (an aborted batch committed, or the
+        reverse); verifying it would be no better, since the coordinator may complete the
+        previous transaction meanwhile. The client retries until the marker is here.
+        """
+        entry = self.entries.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise LogAppendError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {producer_id} is {epoch}, which is smaller than the last "
+                f"seen epoch {entry.epoch}",
+            )
+        if entry is not None and entry.current_txn_first_offset >= 0:
+            if entry.epoch == epoch:
+                return None
+            raise LogAppendError(
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                f"The previous transaction of producer {producer_id} (epoch {entry.epoch}) "
+                "is still completing on this partition",
+            )
         state = self.verifications.get(producer_id)
         if state is None:
             state = self.verifications[producer_id] = VerificationState(

@@ -173,21 +173,8 @@ class TxnIndex:
             ENTRY.pack(VERSION, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
             for t in self._entries[done:]
         )
-        fd = disk.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            if self._file_size != done * ENTRY_SIZE:  # a torn entry left by a crash
-                disk.ftruncate(fd, done * ENTRY_SIZE)
-                self._file_size = done * ENTRY_SIZE
-            try:
-                disk.write_all(fd, data)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    disk.ftruncate(fd, self._file_size)
-                raise
-        except OSError:
-            disk.close(fd)
-            raise
-        self._file_size += len(data)
+        fd = disk.append_entries(self.path, self._file_size, ENTRY_SIZE, data)
+        self._file_size = done * ENTRY_SIZE + len(data)
         return fd
 
     def _open_fd(self) -> int | None:

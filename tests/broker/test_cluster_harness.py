@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import trio
 
 from strom.broker.testing.client import KafkaClient
-from strom.broker.testing.cluster import ClusterError, ClusterProcess
+from strom.broker.testing.cluster import ClusterError, ClusterNode, ClusterProcess
 from strom.broker.testing.pytest_plugin import StartCluster
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -81,20 +82,31 @@ def test_one_combined_node_with_a_controller_listener(strom_cluster: StartCluste
     assert name in trio.run(topics_of, cluster.bootstrap)
 
 
+def _serving_soon(node: ClusterNode, timeout: float = 10.0) -> bool:
+    """`node.serving` within `timeout` (its log line is read by another thread)."""
+    deadline = time.monotonic() + timeout
+    while not node.serving and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling the reader thread's state against the deadline
+    return node.serving
+
+
 def test_kill9_restart_pause_resume_stop(strom_cluster: StartCluster) -> None:
     cluster = strom_cluster(combined=1)
     node = cluster.node(1)
     name = f"harness-{uuid.uuid4().hex[:8]}"
     trio.run(create_topic, node.bootstrap, name)
     first_pid = node.pid
+    assert _serving_soon(node)  # it answered: its "unfenced and serving" line came before
 
     node.kill9()
     assert not node.alive
+    assert not node.serving
     assert refused(node.bootstrap)  # a dead node refuses connections, on both listeners
     assert refused(node.controller_address)
     node.restart()
     assert node.pid != first_pid
     assert name in trio.run(topics_of, node.bootstrap)  # same ports, same data
+    assert _serving_soon(node)  # the new process's own line, not the first one's
 
     node.pause()
     assert not trio.run(answered_within, node.bootstrap, 0.5)

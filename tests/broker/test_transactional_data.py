@@ -282,6 +282,38 @@ async def test_verification_hook(
         assert log.log_end_offset == 0  # nothing written
 
 
+async def test_the_next_transaction_waits_for_the_previous_marker(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """Transactions v2: EndTxn answers with the bumped epoch before the markers are written,
+    so the next transaction's first batch (epoch + 1) can arrive before the previous
+    transaction's marker. It is answered NOT_ENOUGH_REPLICAS (Kafka's retriable answer for
+    CONCURRENT_TRANSACTIONS) without asking the coordinator, and lands after the marker in
+    its own transaction (KAFKA-18575)."""
+    state = state_of(broker)
+    await create_topic(broker, "t")
+    coordinator = FakeCoordinator(ErrorCode.NONE)
+    state.txn_verification.verifier = coordinator
+    assert (await txn_produce(client, [b"aborted"], 0, version=12)).error_code == ErrorCode.NONE
+    early = await txn_produce(client, [b"next"], 0, epoch=1, version=12)
+    assert (early.error_code, early.error_message) == (
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        "Unable to verify the partition has been added to the transaction. "
+        "Underlying error: CONCURRENT_TRANSACTIONS",
+    )
+    assert len(coordinator.asked) == 1
+    await end(state, commit=False, epoch=1)
+    assert (await txn_produce(client, [b"next"], 0, epoch=1, version=12)).error_code == 0
+    assert len(coordinator.asked) == 2
+    assert await end(state, commit=True, epoch=2) == ErrorCode.NONE
+    committed = await fetch_one(client, "t", 0, isolation_level=1)
+    assert committed.last_stable_offset == 4  # aborted 0, its marker 1, next 2, its marker 3
+    assert [(a.producer_id, a.first_offset) for a in committed.aborted_transactions or []] == [
+        (PID, 0)
+    ]
+    assert (2, b"next") in records_of(committed.records)
+
+
 async def test_verification_is_skipped_when_disabled(tmp_path: object) -> None:
     from pathlib import Path
 

@@ -196,6 +196,38 @@ def test_verification_guard(log: PartitionLog) -> None:
     )
 
 
+def test_verification_waits_for_the_previous_transactions_marker(log: PartitionLog) -> None:
+    """Transactions v2 (KAFKA-18575): the next transaction's first batch, one epoch up, can
+    arrive before the previous transaction's marker; it is refused (retriable) until the
+    marker is here, and never appended into the previous transaction."""
+    txn(log, A, 0, epoch=0)
+    fails(ErrorCode.CONCURRENT_TRANSACTIONS, log.start_verification, A, 0, 1, True)
+    # appended anyway, it would join the open transaction: the log refuses it
+    fails(
+        ErrorCode.INVALID_TXN_STATE,
+        log.append,
+        batch([b"next"], pid=A, epoch=1, seq=0, transactional=True),
+        0,
+        T0,
+        verification=SENTINEL,
+    )
+    marker(log, A, commit=False, epoch=1, transaction_version=2)
+    guard = log.start_verification(A, 0, 1, supports_epoch_bump=True)
+    assert guard is not None
+    log.append(batch([b"next"], pid=A, epoch=1, seq=0, transactional=True), 0, T0, verification=guard)
+    assert log.start_verification(A, 1, 1, supports_epoch_bump=True) is None
+    # an older epoch is refused before the coordinator is asked, and at the append
+    fails(ErrorCode.INVALID_PRODUCER_EPOCH, log.start_verification, A, 5, 0, True)
+    fails(
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        log.append,
+        batch([b"old"], pid=A, epoch=0, seq=5, transactional=True),
+        0,
+        T0,
+        verification=SENTINEL,
+    )
+
+
 def test_verification_of_a_v2_producer_without_state_needs_sequence_zero(log: PartitionLog) -> None:
     guard = log.start_verification(A, 5, 0, supports_epoch_bump=True)
     assert guard is not None

@@ -360,6 +360,30 @@ async def test_describe_and_list(broker: EmbeddedBroker, client: KafkaClient) ->
     assert longer.transaction_states == []
 
 
+async def test_list_by_transactional_id_pattern(broker: EmbeddedBroker, client: KafkaClient) -> None:
+    """v2 (KIP-1152): the pattern keeps the ids it matches whole, in RE2's dialect as Kafka's
+    RE2/J; null or empty is no filter; a pattern RE2 refuses fails the request."""
+    for txn in ("app-1", "app-22", "other-1", "xapp-1"):
+        await init(client, txn)
+
+    async def listed(pattern: str | None, version: int = 2) -> tuple[int, list[str]]:
+        response = await client.request(
+            ListTransactionsRequest(transactional_id_pattern=pattern), version, ListTransactionsResponse
+        )
+        return response.error_code, sorted(t.transactional_id for t in response.transaction_states)
+
+    everything = (0, ["app-1", "app-22", "other-1", "xapp-1"])
+    assert await listed(None) == everything
+    assert await listed("") == everything
+    assert await listed("app-.*") == (0, ["app-1", "app-22"])  # the whole id: not xapp-1
+    assert await listed("app") == (0, [])
+    assert await listed("(?i)APP-[0-9]") == (0, ["app-1"])
+    assert await listed(r"\w+-1") == (0, ["app-1", "other-1", "xapp-1"])
+    for bad in ("(app", "app-[", "(?=app).*", r"(a)\1", "a**"):  # RE2: no lookaround, no backrefs
+        assert await listed(bad) == (ErrorCode.INVALID_REGULAR_EXPRESSION, []), bad
+    assert await listed(None, version=1) == everything
+
+
 async def test_write_txn_markers_directly(broker: EmbeddedBroker, client: KafkaClient) -> None:
     await create_topic(broker, "t")
     Marker = WriteTxnMarkersRequest.WritableTxnMarker

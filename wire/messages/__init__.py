@@ -81,7 +81,7 @@ APIS: dict[int, ApiInfo] = {
     63: ApiInfo(63, 'BrokerHeartbeat', 'strom.wire.messages.broker_heartbeat', 'BrokerHeartbeatRequest', 'BrokerHeartbeatResponse', 0, 1, 0, False),
     64: ApiInfo(64, 'UnregisterBroker', 'strom.wire.messages.unregister_broker', 'UnregisterBrokerRequest', 'UnregisterBrokerResponse', 0, 0, 0, False),
     65: ApiInfo(65, 'DescribeTransactions', 'strom.wire.messages.describe_transactions', 'DescribeTransactionsRequest', 'DescribeTransactionsResponse', 0, 0, 0, False),
-    66: ApiInfo(66, 'ListTransactions', 'strom.wire.messages.list_transactions', 'ListTransactionsRequest', 'ListTransactionsResponse', 0, 1, 0, False),
+    66: ApiInfo(66, 'ListTransactions', 'strom.wire.messages.list_transactions', 'ListTransactionsRequest', 'ListTransactionsResponse', 0, 2, 0, False),
     67: ApiInfo(67, 'AllocateProducerIds', 'strom.wire.messages.allocate_producer_ids', 'AllocateProducerIdsRequest', 'AllocateProducerIdsResponse', 0, 0, 0, False),
     68: ApiInfo(68, 'ConsumerGroupHeartbeat', 'strom.wire.messages.consumer_group_heartbeat', 'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 0, 1, 0, False),
     69: ApiInfo(69, 'ConsumerGroupDescribe', 'strom.wire.messages.consumer_group_describe', 'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse', 0, 1, 0, False),
