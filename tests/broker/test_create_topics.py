@@ -282,7 +282,9 @@ async def test_deadline_passing_while_queued_creates_nothing(
     assert (await metadata(client, "queued")).topics[0].error_code == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     )
-    [created] = await create(client, topic("queued"), timeout_ms=50)
+    # once the controller is free the same request succeeds (with time to commit: a command's
+    # fsync on a loaded machine may take longer than the 50 ms above)
+    [created] = await create(client, topic("queued"))
     assert created.error_code == ErrorCode.NONE
 
 
