@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:  # `python bench/...py` from a checkout
@@ -219,6 +219,10 @@ class StromSpec:
     label: str = "strom"
     kind: str = "strom"
     nofile: int | None = None  # raise the child's open-files limit (RLIMIT_NOFILE) to this
+    tree: Path | None = None
+    """Run the broker from another checkout (e.g. `git archive <commit>` unpacked), for
+    before/after figures in one run; None: this checkout. A tree from before the one-import-name
+    layout (no `strom/` folder) runs as `python -m broker.cli serve`."""
 
 
 @dataclass(frozen=True)
@@ -316,6 +320,7 @@ class _Child:
         env: Mapping[str, str],
         watch: re.Pattern[str] | None,
         nofile: int | None = None,
+        cwd: Path | None = None,
     ):
         self.output: deque[str] = deque(maxlen=500)
         self.match: re.Match[str] | None = None
@@ -323,7 +328,7 @@ class _Child:
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, env={**os.environ, **env},
+            text=True, env={**os.environ, **env}, cwd=cwd,
             preexec_fn=(lambda: _raise_nofile(nofile)) if nofile else None,
         )  # fmt: skip
         self._watch = watch
@@ -389,11 +394,14 @@ def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[
             "group.initial.rebalance.delay.ms": "0",
             **spec.overrides,
         }
-        args = [sys.executable, "-m", "strom.broker.process.cli", "serve"]
+        root = _ROOT if spec.tree is None else spec.tree.resolve()
+        module = "strom.broker.process.cli" if (root / "strom").is_dir() else "broker.cli"
+        args = [sys.executable, "-m", module, "serve"]
         for key, value in overrides.items():
             args += ["--override", f"{key}={value}"]
-        env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath(), **_bytecode_env()}
-        child = _Child(args, env, _STROM_STARTED, spec.nofile)
+        env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": _pythonpath(root), **_bytecode_env(root)}
+        # `-m` puts the working directory first on sys.path: the tree's own root
+        child = _Child(args, env, _STROM_STARTED, spec.nofile, cwd=root)
         stack.callback(child.stop)
         if not child.matched.wait(START_TIMEOUT_S) or child.match is None:
             raise RuntimeError(f"strom serve did not start; its output:\n{child.tail()}")
@@ -407,10 +415,10 @@ def _start_strom(spec: StromSpec, workdir: Path | None, keep: bool) -> Iterator[
 
 
 _PYCACHE = _ROOT / "bench" / "results" / "pycache"
-_compiled = False
+_compiled: set[Path] = set()
 
 
-def _bytecode_env() -> dict[str, str]:
+def _bytecode_env(root: Path = _ROOT) -> dict[str, str]:
     """Run the broker from compiled bytecode, as an installed package runs.
 
     A checkout used with PYTHONDONTWRITEBYTECODE=1 (this machine sets it) has no `.pyc`, so
@@ -418,20 +426,22 @@ def _bytecode_env() -> dict[str, str]:
     does once at install time. The bytecode goes under `bench/results/pycache`, compiled
     once per harness process before the first timed start.
     """
-    global _compiled
     env = {"PYTHONPYCACHEPREFIX": str(_PYCACHE), "PYTHONDONTWRITEBYTECODE": ""}
-    if not _compiled:
+    if root not in _compiled:
+        folders = [f for f in ("strom", "wire", "broker", "coordinator", "storage", "config")
+                   if (root / f).is_dir()]  # fmt: skip
         subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", "wire", "broker", "coordinator"],
-            cwd=_ROOT, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL,
+            [sys.executable, "-m", "compileall", "-q", *folders],
+            cwd=root, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
-        _compiled = True
+        _compiled.add(root)
     return env
 
 
-def _pythonpath() -> str:
-    """This checkout first, so the child runs the same Strom as the harness imports."""
-    parts = [str(_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+def _pythonpath(root: Path = _ROOT) -> str:
+    """The broker's checkout first (this one unless a spec names another tree), so the child
+    runs the Strom it was asked for."""
+    parts = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return os.pathsep.join(parts)
 
 
@@ -456,6 +466,46 @@ def _start_tansu(spec: TansuSpec) -> Iterator[RunningBroker]:
         yield running
     finally:
         child.stop()
+
+
+class ClusterBroker(RunningBroker):
+    """A started `ClusterProcess` seen as one broker by the workloads: readings sum every node
+    (the followers' fetching and appending is part of what a replicated record costs)."""
+
+    def __init__(self, cluster: Any, label: str = "rf3") -> None:
+        self.cluster = cluster
+        super().__init__(label, "strom", cluster.bootstrap, cluster.nodes[0].pid, 0.0, 0.0)
+
+    def node_bootstrap(self, node_id: int) -> str:
+        return str(self.cluster.node(node_id).bootstrap)
+
+    def sample(self) -> Sample:
+        parts = [sample(n.pid) for n in self.cluster.nodes]
+        return Sample(time.perf_counter(), sum(p.cpu_s for p in parts), sum(p.rss for p in parts))
+
+    def peak_rss(self) -> int:
+        return sum(peak_rss_bytes(n.pid) for n in self.cluster.nodes)
+
+    def alive(self) -> bool:
+        return all(n.alive for n in self.cluster.nodes)
+
+    def open_files(self) -> int:
+        return sum(len(os.listdir(f"/proc/{n.pid}/fd")) for n in self.cluster.nodes if n.alive)
+
+
+@contextlib.contextmanager
+def start_cluster(
+    label: str = "rf3", nodes: int = 3, overrides: Mapping[str, str] | None = None
+) -> Iterator[ClusterBroker]:
+    """`nodes` combined `strom serve` nodes (`strom.broker.testing.cluster.ClusterProcess`), in a
+    temporary directory, as one `RunningBroker`."""
+    from strom.broker.testing.cluster import ClusterProcess
+
+    with (
+        tempfile.TemporaryDirectory(prefix="strom-bench-cluster-") as tmp,
+        ClusterProcess(Path(tmp) / label, combined=nodes, overrides=overrides) as cluster,
+    ):
+        yield ClusterBroker(cluster, label)
 
 
 def broker_version(spec: BrokerSpec) -> str:

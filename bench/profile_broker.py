@@ -61,13 +61,31 @@ def _short(frame: str) -> str:
 
 
 def _ours(name: str) -> bool:
-    return any(f"({d}/" in name for d in ("broker", "wire", "coordinator")) and not any(
+    return any(
+        f"({d}/" in name or f"(strom/{d}/" in name
+        for d in ("broker", "wire", "coordinator", "storage")
+    ) and not any(
         skip in name for skip in ("(broker/cli.py)", "Server._serve ", "Server.handle_stream ")
     )
 
 
+IDLE_LEAVES = (
+    "EpollIOManager.get_events (trio/_core/_io_epoll.py:243)",  # epoll_wait: the loop idles
+    "Condition.wait (threading.py",  # the log cleaner and other threads waiting for work
+    "WorkerThread._work (trio/_core/_thread_cache.py",  # trio's idle worker threads
+)
+"""Leaf frames of a thread that is waiting, not working: py-spy's own idle detection does not
+work in every environment (with --nonblocking it cannot), so `summarise` drops these."""
+
+
+def _idle(stack: str) -> bool:
+    leaf = stack.rsplit(";", 1)[-1]
+    return any(leaf.startswith(idle) for idle in IDLE_LEAVES)
+
+
 def summarise(raw: Path, top: int) -> str:
-    """Self and total shares per function from py-spy's raw collapsed stacks."""
+    """Self and total shares per function from py-spy's raw collapsed stacks, without the
+    samples of waiting threads (IDLE_LEAVES): 100 % is the broker's busy time."""
     own: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
     samples = 0
@@ -76,6 +94,8 @@ def summarise(raw: Path, top: int) -> str:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
+        if _idle(stack):
+            continue
         frames = [_short(f) for f in stack.split(";")]
         if frames and frames[0].startswith(("process ", "thread ")):
             frames = [f for f in frames if not f.startswith(("process ", "thread "))]
@@ -154,10 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10, help="latency phase: duration")
     parser.add_argument("--native", action="store_true", help="py-spy --native")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="run the broker from this checkout (default: this one)")  # fmt: skip
+    parser.add_argument("--label", default="", help="prefix of the output files")
     args = parser.parse_args(argv)
     w = Workload(args.count, args.size, args.partitions, args.acks, args.compression)
-    tag = w.key.replace("/", "_").replace("=", "") + f"_linger{args.linger:g}"
-    with start_broker(StromSpec()) as broker:
+    tag = args.label + w.key.replace("/", "_").replace("=", "") + f"_linger{args.linger:g}"
+    with start_broker(StromSpec(tree=args.tree)) as broker:
         # a small produce and consume first, unprofiled: connections, lazy imports, and the
         # coordinator lookup of librdkafka's consumer (which creates __consumer_offsets)
         warm = Workload(100, w.size, 1, w.acks, w.compression)

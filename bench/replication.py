@@ -12,7 +12,8 @@ Two set-ups, one after the other, on the same machine with the same client (`ben
   a 1-partition topic with replication factor 3 and min.insync.replicas=2, measured once every
   replica is in the ISR.
 
-Per set-up: produce (acks=all, linger.ms=5, as fast as the client goes), consume from the
+Per set-up: idle (no traffic for `--idle` seconds once the topic exists: the CPU of doing
+nothing), produce (acks=all, linger.ms=5, as fast as the client goes), consume from the
 beginning, and paced produce latency (acks=all, linger.ms=0, `--rate` msg/s, default 500: with linger.ms=0
 every message is its own request and its own replication round; 1,000/s saturates the three
 processes on 2 cores). Broker CPU is
@@ -53,6 +54,7 @@ if str(_ROOT) not in sys.path:  # `python bench/replication.py` from a checkout
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]  # noqa: E402
 
 from bench.harness import (  # noqa: E402
+    ClusterBroker,
     RunningBroker,
     Sample,
     StromSpec,
@@ -65,6 +67,7 @@ from bench.workloads import (  # noqa: E402
     PhaseResult,
     Workload,
     consume,
+    idle,
     latency,
     produce,
     topic_name,
@@ -76,24 +79,6 @@ DECODING = ("decode_records", "records/iterate.py", "records/record.py", "record
             "records/legacy.py")
 """Frames of per-record work (decoding, or the produce-time record walk). On the leader the walk
 is the produce validation (Kafka's LogValidator); on a follower any of them would be a bug."""
-
-
-class ClusterBroker(RunningBroker):
-    """A started cluster seen as one broker by the workloads: readings sum every node."""
-
-    def __init__(self, cluster: ClusterProcess) -> None:
-        self.cluster = cluster
-        super().__init__("rf3", "strom", cluster.bootstrap, cluster.nodes[0].pid, 0.0, 0.0)
-
-    def sample(self) -> Sample:
-        parts = [sample(n.pid) for n in self.cluster.nodes]
-        return Sample(time.perf_counter(), sum(p.cpu_s for p in parts), sum(p.rss for p in parts))
-
-    def peak_rss(self) -> int:
-        return sum(peak_rss_bytes(n.pid) for n in self.cluster.nodes)
-
-    def alive(self) -> bool:
-        return all(n.alive for n in self.cluster.nodes)
 
 
 class KafkaCluster(RunningBroker):
@@ -196,10 +181,14 @@ def leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     return p.leader, list(p.replicas)
 
 
-def phases(broker: RunningBroker, replicas: int, w: Workload, rate: float, seconds: float) -> dict[str, PhaseResult]:
+def phases(
+    broker: RunningBroker, replicas: int, w: Workload, rate: float, seconds: float, idle_s: float
+) -> dict[str, PhaseResult]:
     out: dict[str, PhaseResult] = {}
     topic = topic_name(f"rf{replicas}")
     create(broker.bootstrap, topic, replicas)
+    time.sleep(2)  # the topic's creation settles (leader elected, followers caught up)
+    out["idle"] = idle(broker, idle_s)
     out["produce"] = produce(broker, topic, w)
     out["consume"] = consume(broker, topic, w)
     lat_topic = topic_name(f"rf{replicas}-lat")
@@ -265,10 +254,11 @@ def top_frames(path: Path, n: int = 12) -> dict[str, Any]:
 
 def table(results: dict[str, dict[str, PhaseResult]]) -> str:
     rows = ["| set-up | produce msg/s | produce broker CPU µs/msg | consume msg/s | consume broker "
-            "CPU µs/msg | p50 / p99 / max produce latency (ms) | other processes' CPU s (p / c / l) |",
-            "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+            "CPU µs/msg | paced: p50 / p99 / p999 / max latency (ms) | paced: broker CPU µs/msg, "
+            "% of a core | idle: % of a core | other processes' CPU s (p / c / l) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in results.items():
-        p, c, lat = r["produce"], r["consume"], r["latency"]
+        p, c, lat, quiet = r["produce"], r["consume"], r["latency"], r["idle"]
 
         def rate(x: PhaseResult) -> str:
             return f"{x.msgs_per_s:,.0f}" if x.ok else f"n/a ({x.error})"
@@ -276,10 +266,16 @@ def table(results: dict[str, dict[str, PhaseResult]]) -> str:
         def cpu(x: PhaseResult) -> str:
             return f"{x.cpu_us_per_msg:.1f}" if x.ok else "n/a"
 
-        lats = (f"{lat.extra['p50_ms']:.2f} / {lat.extra['p99_ms']:.2f} / {lat.extra['max_ms']:.2f}"
+        def core(x: PhaseResult) -> str:
+            return f"{100 * x.broker_cpu_s / x.seconds:.1f}" if x.ok and x.seconds else "n/a"
+
+        e = lat.extra
+        lats = (f"{e['p50_ms']:.2f} / {e['p99_ms']:.2f} / {e['p999_ms']:.2f} / {e['max_ms']:.2f}"
                 if lat.ok else f"n/a ({lat.error})")  # fmt: skip
+        paced = f"{cpu(lat)}, {core(lat)}"
         other = " / ".join(f"{x.other_cpu_s:.1f}" for x in (p, c, lat))
-        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {lats} | {other} |")
+        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {lats} | {paced} "
+                    f"| {core(quiet)} | {other} |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -289,23 +285,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=200_000, help="messages per produce phase")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
     parser.add_argument("--rate", type=float, default=500.0, help="latency phase msg/s")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="latency phase length (default 10, quick 3)")  # fmt: skip
+    parser.add_argument("--idle", type=float, default=None,
+                        help="idle phase length in seconds (default 20, quick 3)")  # fmt: skip
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output directory")
     parser.add_argument("--kafka", action="store_true",
                         help="also a 3-node Apache Kafka 4.1.1 cluster (JVMs; jars via Maven)")  # fmt: skip
     args = parser.parse_args(argv)
     count = 20_000 if args.quick else args.count
-    seconds = 3.0 if args.quick else 10.0
+    seconds = args.seconds or (3.0 if args.quick else 10.0)
+    idle_s = args.idle or (3.0 if args.quick else 20.0)
     w = Workload(count, args.size, 1, "all")
     began = time.perf_counter()
     results: dict[str, dict[str, PhaseResult]] = {}
     profiled: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="strom-bench-repl-") as tmp:
         with start_broker(StromSpec(label="single"), Path(tmp) / "single") as single:
-            results["single node, RF=1"] = phases(single, 1, w, args.rate, seconds)
+            results["single node, RF=1"] = phases(single, 1, w, args.rate, seconds, idle_s)
         with ClusterProcess(Path(tmp) / "cluster", combined=3) as cluster:
             cluster.wait_for_brokers()
             results["3 nodes, RF=3, min.insync.replicas=2"] = phases(
-                ClusterBroker(cluster), 3, w, args.rate, seconds
+                ClusterBroker(cluster), 3, w, args.rate, seconds, idle_s
             )
             if args.profile is not None:
                 profiled = profile(cluster, w, args.profile)
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             kafka = KafkaCluster(Path(tmp) / "kafka")
             try:
                 results["Apache Kafka 4.1.1: 3 nodes, RF=3, min.insync.replicas=2"] = phases(
-                    kafka, 3, w, args.rate, seconds
+                    kafka, 3, w, args.rate, seconds, idle_s
                 )
             finally:
                 kafka.close()

@@ -23,13 +23,24 @@ Four series, each on fresh `strom serve` processes (`bench/harness.py`):
   stopped cleanly (SIGTERM) and restarted again. Reports the time from process start to the
   first Metadata answer and to the first ListOffsets answer with the full log end offset.
 
+- hosted partitions: 500,000 x 100 B produced round-robin over 10 partitions while the
+  broker hosts 10, 1,000 or 10,000 more (idle ones): what the records cost must not depend on
+  how many partitions sit beside them (no work per hosted partition on the data path).
+
+`--cluster` runs the same series on three combined nodes (`ClusterProcess`, every topic with
+replication factor 3 and min.insync.replicas=2, produced with acks=all; broker CPU summed over
+the three processes, the followers' fetching included). The wire client's topics there have
+every partition led by node 1 (a manual assignment), which it talks to; the recovery series is
+a single broker's and is not run.
+
 Output: markdown tables on stdout, JSON in `bench/results/scaling.json`
-(`scaling.quick.json` with `--quick`).
+(`scaling.quick.json` with `--quick`, `scaling.cluster.json` with `--cluster`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -37,7 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +62,12 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]  # noqa: E402
 
 from bench.harness import (  # noqa: E402
+    ClusterBroker,
     RunningBroker,
     StromSpec,
     machine_info,
     start_broker,
+    start_cluster,
 )
 from bench.wireclient import (  # noqa: E402
     FETCH_VERSION,
@@ -73,6 +86,8 @@ from bench.wireclient import (  # noqa: E402
 from bench.workloads import create_topic, payload_pool, percentile, topic_name  # noqa: E402
 
 RESULTS_DIR = _ROOT / "bench" / "results"
+CLUSTER = {"on": False}
+"""Set by --cluster: every series on three combined nodes, replication factor 3."""
 MIB = 1 << 20
 Log = Callable[[str], None]
 
@@ -84,12 +99,54 @@ def _mb(n: int) -> float:
 # --- partitions --------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _broker(label: str, nofile: int | None = None) -> Iterator[RunningBroker]:
+    """One fresh `strom serve`, or with --cluster three combined nodes."""
+    if CLUSTER["on"]:
+        with start_cluster(label) as cluster:
+            yield cluster
+    else:
+        with start_broker(StromSpec(label=label, nofile=nofile)) as broker:
+            yield broker
+
+
+def _replication() -> tuple[int, dict[str, str]]:
+    """(replication factor, topic config) of the topics a series creates."""
+    return (3, {"min.insync.replicas": "2"}) if CLUSTER["on"] else (1, {})
+
+
+def _acks() -> str:
+    return "all" if CLUSTER["on"] else "1"
+
+
+def create_led_by_one(broker: RunningBroker, topic: str, partitions: int) -> str:
+    """A topic whose partitions are all led by one node; that node's bootstrap (the wire
+    client talks to one broker). On one broker: `create_topic`."""
+    if not isinstance(broker, ClusterBroker):
+        create_topic(broker.bootstrap, topic, partitions)
+        return broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    new = NewTopic(topic, num_partitions=partitions, replica_assignment=[[1, 2, 3]] * partitions,
+                   config={"min.insync.replicas": "2"})  # fmt: skip
+    admin.create_topics([new], operation_timeout=60, request_timeout=60)[topic].result(60)
+    deadline = time.monotonic() + 60
+    while True:
+        found = admin.list_topics(topic, timeout=30).topics.get(topic)
+        if found is not None and found.error is None and len(found.partitions) == partitions \
+                and all(p.leader == 1 and len(p.isrs) == 3 for p in found.partitions.values()):
+            return broker.node_bootstrap(1)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: not led by node 1 with a full ISR after 60 s")
+        time.sleep(0.05)
+
+
 def create_many(bootstrap: str, topics: list[str], partitions: int, timeout: float = 300) -> None:
     """Create `topics` (in requests of 100) and wait until metadata shows every leader."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
+    replication, config = _replication()
     for i in range(0, len(topics), 100):
         chunk = [
-            NewTopic(t, num_partitions=partitions, replication_factor=1)
+            NewTopic(t, num_partitions=partitions, replication_factor=replication, config=config)
             for t in topics[i : i + 100]
         ]
         futures = admin.create_topics(chunk, operation_timeout=timeout, request_timeout=timeout)
@@ -132,18 +189,21 @@ def partitions_series(counts: list[int], messages: int, log: Log) -> list[dict[s
     return rows
 
 
-def _partitions(total: int, messages: int) -> dict[str, Any]:
+def _partitions(total: int, messages: int, active: int | None = None) -> dict[str, Any]:
+    """`total` partitions hosted; `messages` produced round-robin over the first `active`
+    (default: all)."""
     per_topic = min(total, 10)
     n_topics = total // per_topic
-    with start_broker(StromSpec(label=f"p{total}", nofile=NOFILE)) as broker:
+    with _broker(f"p{total}", NOFILE) as broker:
         topics = [topic_name(f"p{i}") for i in range(n_topics)]
         t0 = time.perf_counter()
         create_many(broker.bootstrap, topics, per_topic)
         created = time.perf_counter() - t0
         after_create = broker.sample()
-        open_files = len(os.listdir(f"/proc/{broker.pid}/fd"))
-        targets = [(t, p) for t in topics for p in range(per_topic)]
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1",
+        open_files = (broker.open_files() if isinstance(broker, ClusterBroker)
+                      else len(os.listdir(f"/proc/{broker.pid}/fd")))  # fmt: skip
+        targets = [(t, p) for t in topics for p in range(per_topic)][: active or total]
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": _acks(),
                              "linger.ms": 5, "delivery.report.only.error": True,
                              "message.timeout.ms": 120_000})  # fmt: skip
         for t in topics:
@@ -153,7 +213,7 @@ def _partitions(total: int, messages: int) -> dict[str, Any]:
         start = time.perf_counter()
         i = 0
         while i < messages:
-            topic, part = targets[i % total]
+            topic, part = targets[i % len(targets)]
             try:
                 producer.produce(topic, pool[i & 1023], partition=part)
             except BufferError:
@@ -170,6 +230,7 @@ def _partitions(total: int, messages: int) -> dict[str, Any]:
         after = broker.sample()
         row = {
             "partitions": total, "topics": n_topics, "create_s": round(created, 2),
+            "produced_to": len(targets),
             "messages": messages, "unacknowledged": left,
             "msgs_per_s": round(messages / seconds), "seconds": round(seconds, 2),
             "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / messages, 2),
@@ -180,11 +241,24 @@ def _partitions(total: int, messages: int) -> dict[str, Any]:
     return row
 
 
+def hosted_series(counts: list[int], messages: int, log: Log) -> list[dict[str, Any]]:
+    """The same traffic (round-robin over 10 partitions) beside more and more idle ones."""
+    rows = []
+    for total in counts:
+        try:
+            row = _partitions(total, messages, active=10)
+        except Exception as exc:
+            row = {"partitions": total, "error": f"{type(exc).__name__}: {exc}"}
+        log(f"hosted {total}: {row}")
+        rows.append(row)
+    return rows
+
+
 # --- connections -------------------------------------------------------------------------
 
 
 async def _connections(
-    bootstrap: str, topic: str, conns: int, requests: int, batch: bytes
+    bootstrap: str, topic: str, conns: int, requests: int, batch: bytes, acks: str = "1"
 ) -> list[float]:
     clients = []
     for _ in range(conns):  # all connected before the clock starts
@@ -193,7 +267,7 @@ async def _connections(
     errors: list[int] = []
 
     async def one(k: int, client: AsyncWireClient) -> None:
-        body = produce_request(topic, k % 10, batch)
+        body = produce_request(topic, k % 10, batch, -1 if acks == "all" else int(acks))
         for _ in range(requests):
             t = time.perf_counter()
             response = await client.call(body, PRODUCE_VERSION)
@@ -220,12 +294,12 @@ def connections_series(counts: list[int], records: int, log: Log) -> list[dict[s
     rows = []
     for conns in counts:
         requests = max(1, records // per_batch // conns)
-        with start_broker(StromSpec(label=f"c{conns}")) as broker:
+        with _broker(f"c{conns}") as broker:
             topic = topic_name("conns")
-            create_topic(broker.bootstrap, topic, 10)
+            leader = create_led_by_one(broker, topic, 10)
             before = broker.sample()
             start = time.perf_counter()
-            lat = trio.run(_connections, broker.bootstrap, topic, conns, requests, batch)
+            lat = trio.run(_connections, leader, topic, conns, requests, batch, _acks())
             seconds = time.perf_counter() - start
             after = broker.sample()
         sent = conns * requests * per_batch
@@ -245,14 +319,14 @@ def connections_series(counts: list[int], records: int, log: Log) -> list[dict[s
 # --- filling a log, fetch by position, recovery -------------------------------------------
 
 
-def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8) -> int:
+def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8, acks: int = 1) -> int:
     """Append about `nbytes` in ~1 MB batches of 1 KiB values to partition 0; records sent.
 
     960 values a batch keeps it under the default message.max.bytes (1,048,588).
     """
     per_batch = 960
     batch = record_batch(per_batch, 1024)
-    body = produce_request(topic, 0, batch)
+    body = produce_request(topic, 0, batch, acks)
     count = max(1, nbytes // len(batch))
     with WireClient(bootstrap) as client:
         pending = 0
@@ -273,17 +347,17 @@ def fill(bootstrap: str, topic: str, nbytes: int, in_flight: int = 8) -> int:
 
 
 def fetch_series(log_bytes: int, rounds: int, log: Log) -> dict[str, Any]:
-    with start_broker(StromSpec(label="fetch")) as broker:
+    with _broker("fetch") as broker:
         topic = topic_name("fetch")
-        create_topic(broker.bootstrap, topic, 1)
+        leader = create_led_by_one(broker, topic, 1)
         t0 = time.perf_counter()
-        records = fill(broker.bootstrap, topic, log_bytes)
+        records = fill(leader, topic, log_bytes, acks=-1 if CLUSTER["on"] else 1)
         fill_s = time.perf_counter() - t0
         positions = {"start": 0, "middle": records // 2, "end": max(0, records - 1024)}
         times: dict[str, list[float]] = {name: [] for name in positions}
         sizes: dict[str, int] = {}
         before = broker.sample()
-        with WireClient(broker.bootstrap) as client:
+        with WireClient(leader) as client:
             for _ in range(rounds):
                 for name, offset in positions.items():
                     t = time.perf_counter()
@@ -391,6 +465,16 @@ def report(doc: dict[str, Any]) -> str:
     out += [f"- {r['partitions']:,} partitions: n/a: {r['error']}" for r in failed]
     if failed:
         out.append("")
+    if "hosted" in doc:
+        out += ["## Hosted partitions (500k x 100 B round-robin over 10 of them)\n", table(
+            ["partitions hosted", "create s", "open files", "msgs/s", "broker µs/msg",
+             "RSS after create MB", "RSS after produce MB"],
+            [[f"{r['partitions']:,}", f"{r['create_s']}", f"{r['open_files_after_create']:,}",
+              f"{r['msgs_per_s']:,}", f"{r['broker_cpu_us_per_msg']}",
+              f"{r['rss_after_create_mb']}", f"{r['rss_after_produce_mb']}"]
+             if "error" not in r else [f"{r['partitions']:,}", *["n/a"] * 6]
+             for r in doc["hosted"]],
+        ), ""]  # fmt: skip
     if "connections" in doc:
         out += ["## Concurrent producer connections (100-record batches, acks=1)\n", table(
             ["connections", "records", "msgs/s", "broker µs/msg", "request p50 ms",
@@ -419,7 +503,7 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-SERIES = ("partitions", "connections", "fetch", "recovery")
+SERIES = ("partitions", "hosted", "connections", "fetch", "recovery")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,8 +514,13 @@ def main(argv: list[str] | None = None) -> int:
         "--partitions", help="comma-separated partition counts (default 1,10,...,10000)"
     )
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
+    parser.add_argument("--cluster", action="store_true",
+                        help="three combined nodes, replication factor 3 (see the docstring)")  # fmt: skip
     args = parser.parse_args(argv)
+    CLUSTER["on"] = args.cluster
     only = {s.strip() for s in args.only.split(",") if s.strip()}
+    if args.cluster:
+        only.discard("recovery")
     if only - set(SERIES):
         parser.error(f"unknown series: {', '.join(only - set(SERIES))}")
 
@@ -440,12 +529,17 @@ def main(argv: list[str] | None = None) -> int:
 
     q = args.quick
     started = time.perf_counter()
-    doc: dict[str, Any] = {"meta": {"benchmark": "scaling", "quick": q, **machine_info()}}
+    doc: dict[str, Any] = {"meta": {"benchmark": "scaling", "quick": q, "cluster": args.cluster,
+                                    **machine_info()}}  # fmt: skip
     if "partitions" in only:
         counts = [1, 10, 100] if q else [1, 10, 100, 1_000, 5_000, 10_000]
         if args.partitions:
             counts = [int(x) for x in args.partitions.split(",")]
         doc["partitions"] = partitions_series(counts, 2_000 if q else 500_000, log)
+    if "hosted" in only:
+        doc["hosted"] = hosted_series(
+            [10, 100] if q else [10, 1_000, 10_000], 2_000 if q else 500_000, log
+        )
     if "connections" in only:
         doc["connections"] = connections_series(
             [1, 10, 50] if q else [1, 10, 100, 1_000], 5_000 if q else 1_000_000, log
@@ -458,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     doc["meta"]["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(report(doc))
-    path = args.json or RESULTS_DIR / ("scaling.quick.json" if q else "scaling.json")
+    name = "scaling" + (".cluster" if args.cluster else "") + (".quick" if q else "")
+    path = args.json or RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     log(f"wrote {path}")

@@ -54,16 +54,16 @@ if str(_ROOT) not in sys.path:  # `python bench/transactions.py` from a checkout
 from confluent_kafka import KafkaError, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined,unused-ignore]  # noqa: E402
 
-from bench.harness import RunningBroker, machine_info  # noqa: E402
+from bench.harness import ClusterBroker, RunningBroker, machine_info  # noqa: E402
 from bench.read_committed import SMALL_FETCHES  # noqa: E402
-from bench.replication import ClusterBroker, KafkaCluster  # noqa: E402
+from bench.replication import KafkaCluster  # noqa: E402
 from bench.workloads import (  # noqa: E402
     PhaseResult,
     Workload,
-    _phase,
     consume,
     payload_pool,
     percentile,
+    timed_phase,
     topic_name,
 )
 from strom.broker.testing.cluster import ClusterProcess  # noqa: E402
@@ -158,7 +158,7 @@ def transactional_produce(
             raise RuntimeError(f"delivery failed: {'; '.join(errors)}")
         result.messages, result.payload_bytes = i, i * VALUE_BYTES
 
-    result = _phase(broker, f"transactions of {per_txn}", body)
+    result = timed_phase(broker, f"transactions of {per_txn}", body)
     ordered = sorted(commits)
     if ordered:
         result.extra.update(

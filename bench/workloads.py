@@ -184,7 +184,9 @@ def _failed(name: str, exc: Exception) -> PhaseResult:
     return PhaseResult(name, error=f"{type(exc).__name__}: {exc}")
 
 
-def _phase(broker: RunningBroker, name: str, body: Callable[[PhaseResult], None]) -> PhaseResult:
+def timed_phase(
+    broker: RunningBroker, name: str, body: Callable[[PhaseResult], None]
+) -> PhaseResult:
     """Run `body` between two readings of the broker and of this process."""
     result = PhaseResult(name)
     if not broker.alive():
@@ -205,6 +207,15 @@ def _phase(broker: RunningBroker, name: str, body: Callable[[PhaseResult], None]
     )
     result.broker_rss_after = after.rss
     return result
+
+
+def idle(broker: RunningBroker, seconds: float) -> PhaseResult:
+    """No traffic for `seconds`: what the broker (or cluster) costs doing nothing."""
+
+    def body(result: PhaseResult) -> None:
+        time.sleep(seconds)
+
+    return timed_phase(broker, "idle", body)
 
 
 def producer_config(
@@ -259,7 +270,7 @@ def produce(broker: RunningBroker, topic: str, w: Workload, linger_ms: float = 5
             raise RuntimeError(f"delivery failed: {'; '.join(errors)}")
         result.messages, result.payload_bytes = w.count, w.payload_bytes
 
-    return _phase(broker, "produce", body)
+    return timed_phase(broker, "produce", body)
 
 
 def consumer_config(
@@ -323,7 +334,7 @@ def consume(
         result.messages, result.payload_bytes = got, nbytes
 
     try:
-        return _phase(broker, "consume", body)
+        return timed_phase(broker, "consume", body)
     finally:
         consumer.close()
 
@@ -382,11 +393,12 @@ def latency(
             "acks": acks,
             "p50_ms": round(percentile(ms, 50), 3),
             "p99_ms": round(percentile(ms, 99), 3),
+            "p999_ms": round(percentile(ms, 99.9), 3),
             "max_ms": round(ms[-1], 3),
             "mean_ms": round(statistics.fmean(ms), 3),
         }
 
-    return _phase(broker, "latency", body)
+    return timed_phase(broker, "latency", body)
 
 
 def percentile(sorted_values: list[float], pct: float) -> float:

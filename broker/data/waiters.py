@@ -3,12 +3,21 @@
 A Fetch that has not gathered `min_bytes` parks on the partitions it reads
 (Kafka's fetch purgatory). A produce with acks=all parks here too until the high watermark
 passes its records (Kafka's produce purgatory), and a DeleteRecords until the low watermark
-reaches its offsets (`settle` runs both): the leader's `ReplicationManager` calls
-`changed` whenever a partition's high watermark moves. Produce calls `changed(topic, partition)` after an
-append, DeleteRecords after moving the log start, and any metadata change
-wakes everyone (a partition may have gone away). Each parked fetch owns one
-`Watch`, so waking is O(waiters of that partition) and a parked fetch
-never holds up any other connection.
+reaches its offsets (`settle` runs both). Each parked request owns one `Watch`, so waking is
+O(waiters of that partition), a parked fetch never holds up any other connection, and a woken
+one learns which of its partitions changed (it re-reads only those).
+
+Who is woken by what (Kafka's DelayedFetch completes a follower's fetch on new data and a
+consumer's on a new high watermark):
+
+- `changed`: every watch of the partition. A single-replica partition's append (its high
+  watermark moves with it), DeleteRecords' new log start, transaction markers.
+- `appended`: the leader of a replicated partition appended: only replica watches (a follower
+  reads up to the log end). Its consumers and acks=all produces wait for the high watermark.
+- `high_watermark_moved`: the leader's `ReplicationManager` moved a partition's high watermark
+  or learnt a follower's log start (the low watermark DeleteRecords waits on): every watch
+  but replica ones. A follower learns the new high watermark from its next fetch response.
+- `wake_all`: a metadata change (a partition may have gone away or changed leader).
 """
 
 from __future__ import annotations
@@ -23,52 +32,108 @@ Key = tuple[str, int]
 T = TypeVar("T")
 
 
+ALL: frozenset[Key] = frozenset()
+"""What `Watch.wait` returns after `wake_all`: every watched partition may have changed."""
+
+
 class Watch:
-    """One parked fetch: `wait()` returns once a watched partition changed since the last wait."""
+    """One parked request: `wait()` returns the partitions that changed since the last wait
+    (`ALL` after a metadata change)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("event", "everything", "keys", "replica")
+
+    def __init__(self, replica: bool = False) -> None:
         self.event = trio.Event()
+        self.keys: set[Key] = set()
+        self.everything = False
+        self.replica = replica
+        """A follower's fetch: woken by appends, not by high watermark moves."""
 
-    def wake(self) -> None:
+    def wake(self, key: Key | None = None) -> None:
+        if key is None:
+            self.everything = True
+        else:
+            self.keys.add(key)
         self.event.set()
 
-    async def wait(self) -> None:
+    def mark(self, key: Key) -> None:
+        """Note a change without waking the waiter (a follower's session: the next fetch
+        reads it)."""
+        self.keys.add(key)
+
+    async def wait(self) -> frozenset[Key] | set[Key]:
         await self.event.wait()
-        self.event = trio.Event()
+        return self.take()
+
+    def take(self) -> frozenset[Key] | set[Key]:
+        """The changes noted since the last `wait` or `take` (ALL after `wake_all`); resets."""
+        if self.event.is_set():
+            self.event = trio.Event()
+        keys, self.keys = self.keys, set()
+        if self.everything:
+            self.everything = False
+            return ALL
+        return keys
 
 
 class DataWaiters:
-    """Per-partition sets of parked fetches' events."""
+    """Per-partition sets of parked requests' watches."""
 
     def __init__(self) -> None:
         self._waiting: dict[Key, set[Watch]] = {}
 
     def changed(self, topic: str, partition: int) -> None:
-        """Wake every fetch parked on this partition."""
-        for watch in self._waiting.get((topic, partition), ()):
-            watch.wake()
+        """Wake every request parked on this partition."""
+        key = (topic, partition)
+        for watch in self._waiting.get(key, ()):
+            watch.wake(key)
+
+    def appended(self, topic: str, partition: int) -> None:
+        """A replicated partition's leader appended: wake the followers' fetches parked on it."""
+        key = (topic, partition)
+        for watch in self._waiting.get(key, ()):
+            if watch.replica:
+                watch.wake(key)
+
+    def high_watermark_moved(self, topic: str, partition: int) -> None:
+        """A led partition's high watermark (or low watermark) moved: wake everything parked on
+        it but followers' fetches, which only note it (their next answer carries it)."""
+        key = (topic, partition)
+        for watch in self._waiting.get(key, ()):
+            if watch.replica:
+                watch.mark(key)
+            else:
+                watch.wake(key)
 
     def wake_all(self) -> None:
         for watches in self._waiting.values():
             for watch in watches:
                 watch.wake()
 
-    @contextmanager
-    def watching(self, keys: Iterable[Key]) -> Iterator[Watch]:
-        """A Watch woken when any of `keys` changes, registered until the block ends."""
-        watch = Watch()
-        registered = list(dict.fromkeys(keys))
-        for key in registered:
+    def watch(self, watch: Watch, keys: Iterable[Key]) -> None:
+        """Register `watch` for `keys` until `unwatch` (a follower's fetch session)."""
+        for key in keys:
             self._waiting.setdefault(key, set()).add(watch)
+
+    def unwatch(self, watch: Watch, keys: Iterable[Key]) -> None:
+        for key in keys:
+            watches = self._waiting.get(key)
+            if watches is not None:
+                watches.discard(watch)
+                if not watches:
+                    del self._waiting[key]
+
+    @contextmanager
+    def watching(self, keys: Iterable[Key], replica: bool = False) -> Iterator[Watch]:
+        """A Watch woken when any of `keys` changes, registered until the block ends;
+        `replica`: a follower's fetch (see the module docstring)."""
+        watch = Watch(replica)
+        registered = list(dict.fromkeys(keys))
+        self.watch(watch, registered)
         try:
             yield watch
         finally:
-            for key in registered:
-                watches = self._waiting.get(key)
-                if watches is not None:
-                    watches.discard(watch)
-                    if not watches:
-                        del self._waiting[key]
+            self.unwatch(watch, registered)
 
     async def settle(
         self,

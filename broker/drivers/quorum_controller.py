@@ -296,6 +296,8 @@ class QuorumController:
         """Commands plan and propose one at a time, in arrival order (trio's lock is fair)."""
         self._proposal: _Proposal | None = None
         """The last command's records, until applied (see `_settled`)."""
+        self._snapshotting = False
+        """A snapshot is being encoded (in a worker thread)."""
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
@@ -473,7 +475,12 @@ class QuorumController:
 
     def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """Replace the replica's image with a snapshot's (RaftStateMachine)."""
+        began = time.perf_counter()
         image, delta = decode_snapshot(data)
+        log.info(
+            "node %d: loaded metadata snapshot %s (%d bytes) in %.2f s",
+            self.node_id, snapshot, len(data), time.perf_counter() - began,
+        )  # fmt: skip
         self._controller.reset(image)
         self._pending = []
         self._boundary = snapshot.end_offset
@@ -909,18 +916,56 @@ class QuorumController:
         )
 
     async def _relay_loop(self) -> None:
-        """Every Raft change wakes the commands and the leadership watch; snapshots are taken
+        """Every Raft change wakes the commands and the leadership watch; snapshots are started
         here (not inside `apply`, which runs within the Raft driver's effect handling)."""
-        while True:
-            change = self.raft.next_change()
-            if self._since_snapshot >= self._snapshot_interval:
-                self._take_snapshot()
-            self._notify()
-            await change.wait()
+        async with trio.open_nursery() as nursery:
+            while True:
+                change = self.raft.next_change()
+                self._maybe_snapshot(nursery)
+                self._notify()
+                await change.wait()
+
+    def _maybe_snapshot(self, nursery: trio.Nursery) -> None:
+        """Start a snapshot in the background once `snapshot_interval_bytes` of entries were
+        applied since the last one (not while one is encoding or a command is half applied)."""
+        core = self.raft.core
+        if (
+            core is None
+            or self._snapshotting
+            or self._since_snapshot < self._snapshot_interval
+            or self._pending
+        ):
+            return
+        end = self._boundary
+        if not core.log.start_offset < end <= core.high_watermark:
+            return
+        self._since_snapshot = 0
+        self._snapshotting = True
+        nursery.start_soon(self._snapshot, end, self.image)
+
+    async def _snapshot(self, end: int, image: MetadataImage) -> None:
+        """Encode `image` (the entries below `end`) in a worker thread: with a million partitions
+        that takes seconds, which the event loop (Raft, heartbeats) must not wait for. The image
+        is immutable, so the commits meanwhile do not disturb it."""
+        try:
+            began = time.perf_counter()
+            data = await trio.to_thread.run_sync(encode_snapshot, image)
+            encoded = time.perf_counter() - began
+            core = self.raft.core
+            if core is None or not core.log.start_offset < end <= core.high_watermark:
+                return  # a snapshot from the leader (or `snapshot()`) was installed meanwhile
+            snapshot_id = self.raft.snapshot(end, data)
+            log.info(
+                "node %d: metadata snapshot at %s (%d bytes, encoded in %.2f s)",
+                self.node_id, snapshot_id, len(data), encoded,
+            )  # fmt: skip
+        finally:
+            self._snapshotting = False
 
     def _take_snapshot(self) -> SnapshotId | None:
-        """Hand the image to the Raft driver as the snapshot of every entry below it (None when
-        nothing new is applied, or a command is half applied)."""
+        """Hand the image to the Raft driver now as the snapshot of every entry below it,
+        encoded here (`snapshot()`; None when nothing new is applied, or a command is half
+        applied)."""
         core = self.raft.core
         end = self._boundary
         if core is None or self._pending or not core.log.start_offset < end <= core.high_watermark:

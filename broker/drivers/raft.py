@@ -64,7 +64,7 @@ from strom.coordinator.raft.effects import (
 )
 from strom.coordinator.raft.messages import NO_LEADER, Request, Response
 from strom.storage.raft.raft_disk import DiskRaftStore
-from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES
+from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, EncodedEntries
 from strom.storage.raft.raft_store import Entry, RecoveredState, SnapshotId
 from strom.wire.message import Message
 
@@ -178,6 +178,8 @@ class RaftDriver:
         self._peers_done: list[trio.Event] = []
         self._scope: trio.CancelScope | None = None
         self.commit_latency = CommitLatency()
+        self.encoded = EncodedEntries()
+        """Fetch answers' entries as batches, the last few kept (`raft_rpc`)."""
         """Append-to-commit times of this node's proposals (raft-metrics commit-latency)."""
 
     @classmethod

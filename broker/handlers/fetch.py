@@ -57,6 +57,8 @@ from strom.broker.data.fetch_read import (
     Replica,
     load_records,
     read_partitions,
+    refresh_offsets,
+    reread_changed,
     topic_responses,
 )
 from strom.broker.data.fetch_sessions import (
@@ -67,6 +69,8 @@ from strom.broker.data.fetch_sessions import (
     new_context,
     partition_key,
 )
+from strom.broker.data.follower_sessions import read_follower_session
+from strom.broker.data.waiters import ALL
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.wire.errors import ErrorCode, ProtocolError
@@ -109,9 +113,19 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
     min_bytes = min(body.min_bytes, max_bytes)
-    reads = await _read_until_ready(
-        broker, request, body, context, uses_ids, max_bytes, min_bytes
-    )
+    replica = _fetcher(request, body)
+    authorized = _authorized_topics(broker, request, isinstance(replica, Replica))
+    if isinstance(replica, Replica) and context.session is not None:
+        reads = await read_follower_session(
+            broker, broker.replication, broker.waiters, context.session,
+            _wanted(body, uses_ids), replica, max_bytes, body.max_wait_ms,
+            # nothing to read is no reason to answer at once here: it is the quiet session
+            lambda reads: bool(reads) and _ready(reads, min_bytes), authorized,
+        )  # fmt: skip
+    else:
+        reads = await _read_until_ready(
+            broker, body, context, uses_ids, max_bytes, min_bytes, replica, authorized
+        )
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
     response = _respond(broker, body, context, reads, uses_ids)
     if isinstance(response, FetchResponse):
@@ -173,24 +187,27 @@ def _forgotten(body: FetchRequest, uses_ids: bool) -> list[PartitionKey]:
     ]
 
 
+def _fetcher(request: RequestContext, body: FetchRequest) -> Replica | Consumer | None:
+    """Who fetches: a follower replica, a v11+ consumer (KIP-392), or an older consumer."""
+    replica_id = _replica_id(body)
+    if replica_id >= 0:
+        return Replica(replica_id, body.replica_state.replica_epoch)
+    if request.api_version >= FOLLOWER_READ_VERSION:
+        return Consumer(body.rack_id, request.listener)
+    return None
+
+
 async def _read_until_ready(
     broker: BrokerState,
-    request: RequestContext,
     body: FetchRequest,
     context: FetchContext,
     uses_ids: bool,
     max_bytes: int,
     min_bytes: int,
+    replica: Replica | Consumer | None,
+    authorized: Callable[[str], bool] | None,
 ) -> list[PartitionRead]:
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
-
-    replica_id = _replica_id(body)
-    replica: Replica | Consumer | None = None
-    if replica_id >= 0:
-        replica = Replica(replica_id, body.replica_state.replica_epoch)
-    elif request.api_version >= FOLLOWER_READ_VERSION:
-        replica = Consumer(body.rack_id, request.listener)
-    authorized = _authorized_topics(broker, request, replica_id >= 0)
 
     def read() -> list[PartitionRead]:
         return read_partitions(
@@ -210,12 +227,21 @@ async def _read_until_ready(
         return reads
     deadline = trio.current_time() + body.max_wait_ms / 1000
     keys = [(r.topic, r.part.partition) for r in reads if r.topic is not None]
-    with broker.waiters.watching(keys) as watch:
+    with broker.waiters.watching(keys, replica=isinstance(replica, Replica)) as watch:
         while True:
+            changed: frozenset[tuple[str, int]] | set[tuple[str, int]] = ALL
             with trio.move_on_at(deadline):
-                await watch.wait()
-            reads = read()
+                changed = await watch.wait()
+            if changed is ALL:  # a metadata change, or the deadline: read everything again
+                reads = read()
+            else:  # only the partitions that changed (a parked fetch of many partitions)
+                reads = reread_changed(
+                    broker, broker.replication, broker.image, reads, changed, uses_ids,
+                    max_bytes, body.isolation_level, replica, authorized,
+                )  # fmt: skip
             if trio.current_time() >= deadline or _ready(reads, min_bytes):
+                if isinstance(replica, Replica) and changed is not ALL:
+                    refresh_offsets(reads)  # the high watermark rides on this answer
                 return reads
 
 

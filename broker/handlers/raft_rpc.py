@@ -52,4 +52,4 @@ async def answer(broker: BrokerState, request: RequestContext, body: Message) ->
             "peer retries",
             ErrorCode.REQUEST_TIMED_OUT,
         ) from None
-    return wire.response_to_wire(response)
+    return wire.response_to_wire(response, raft.encoded)

@@ -11,6 +11,7 @@ clean-shutdown marker that lets the next start skip recovery).
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver, transaction_driver
 from strom.broker.data.fetch_sessions import FetchSessionCache
+from strom.broker.data.follower_sessions import forget_session
 from strom.broker.data.lookup import MinIsrCache
 from strom.broker.data.producer_ids import ProducerIdManager
 from strom.broker.data.txn_verifier import CoordinatorVerifier
@@ -37,7 +39,7 @@ from strom.broker.network.faults import FaultInjector
 from strom.broker.network.server import Server
 from strom.broker.process import socket_activation
 from strom.broker.replication.partitions import (
-    follow_image,
+    ImageFollower,
     heartbeat_loop,
     log_config,
     report_storage,
@@ -254,7 +256,8 @@ class Broker:
                 except RegistrationError as exc:
                     failure = exc
                 else:  # unfenced: caught up with the metadata log
-                    await _follow(state, controller)
+                    if "broker" in config.roles:  # a controller alone hosts no partition
+                        await _follow(state, controller)
                 # the coordinators of the partitions led here (groups of __consumer_offsets,
                 # transactions of __transaction_state), loaded before clients come in
                 groups = state.groups = group_driver(
@@ -358,8 +361,9 @@ def build_services(state: BrokerState) -> None:
     """The broker's services, each built once from `state` and handed down as its fields."""
     state.replication = ReplicationManager(state)
     state.waiters = DataWaiters()
-    state.replication.high_watermark_listeners.append(state.waiters.changed)
+    state.replication.high_watermark_listeners.append(state.waiters.high_watermark_moved)
     state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
+    state.fetch_sessions.on_remove = functools.partial(forget_session, state.waiters)
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()
@@ -374,8 +378,9 @@ async def _follow(state: BrokerState, controller: QuorumController) -> None:
     the image replayed from its own metadata log at start may be far behind, and acting on it
     would delete logs of partitions created since, or lead a partition that has moved on.
     Until then its data-plane handlers answer NOT_LEADER_OR_FOLLOWER (`BrokerCore.followed`)."""
-    await follow_image(state, state.replication, controller.image)
-    controller.subscribe(lambda image: follow_image(state, state.replication, image))
+    follower = ImageFollower(state, state.replication)
+    await follower(controller.image)
+    controller.subscribe_deltas(follower)
     # after the logs and roles moved: a parked fetch woken by a new image sees them
     controller.subscribe(lambda _image: state.waiters.wake_all())
 
@@ -468,8 +473,18 @@ def _advertised(config: BrokerConfig, bound: list[Listener]) -> list[Listener]:
 
 async def _flush_loop(state: BrokerState) -> None:
     """fsync partitions whose flush.messages / flush.ms policy says so, off the event loop.
-    A failed flush takes its partition offline (it logs why) and is reported at once."""
+    A failed flush takes its partition offline (it logs why) and is reported at once. While no
+    log is a flush candidate (the default policy between segment rolls) it sleeps until one is,
+    so an idle broker does not wake every FLUSH_CHECK_SECONDS."""
+    token = trio.lowlevel.current_trio_token()
+    wanted = trio.Event()
+    # the hook may run in a worker thread (a roll inside an append run by one)
+    state.logs.on_flush_wanted = lambda: token.run_sync_soon(wanted.set)
     while True:
+        if not state.logs.has_flush_candidates():
+            await wanted.wait()
+            wanted = trio.Event()
+            continue
         await trio.sleep(FLUSH_CHECK_SECONDS)
         for partition in state.logs.flush_due(wall_clock_ms()):
             try:

@@ -4,10 +4,20 @@ ReplicaFetcherThread).
 One task per source leader broker fetches every partition this broker follows from it, over the
 leader's inter-broker listener (`inter.broker.listener.name`, the endpoint its registration in
 the metadata image lists), on one `PeerConnection`. Each round is one Fetch at the latest
-version, sessionless, naming this replica (`replica_state`: node id and broker epoch) and per
-partition the leader epoch it believes current (fencing: a stale leader answers
-FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH), the local log end as fetch offset and the local
-latest epoch as `last_fetched_epoch`. The leader parks it up to `replica.fetch.wait.max.ms`.
+version naming this replica (`replica_state`: node id and broker epoch) and per partition the
+leader epoch it believes current (fencing: a stale leader answers FENCED_LEADER_EPOCH or
+UNKNOWN_LEADER_EPOCH), the local log end as fetch offset and the local latest epoch as
+`last_fetched_epoch`. The leader parks it up to `replica.fetch.wait.max.ms`; an append wakes it.
+
+Fetch sessions (KIP-227, Kafka's FetchSessionHandler): the first Fetch names every partition
+(epoch 0) and the leader answers with a session id; later ones carry the id and the next
+epoch and name only the partitions whose fetch state changed (appended to, truncated, newly
+followed or back from a backoff), with the ones no longer fetched as forgotten, and the leader
+answers only partitions with news. So a round costs what changed, not the number of
+partitions followed. The changed partitions are tracked as they change; every
+FULL_COMPARE_S the whole state is compared too (the local log start also moves by retention
+here). A session error (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...), a lost
+connection, or a leader without room for a session (id 0) means a full Fetch next.
 
 Per partition in the answer:
 
@@ -36,7 +46,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -72,6 +82,35 @@ _RETRIABLE = (
 
 
 Key = tuple[str, int]
+PartitionState = tuple["uuid.UUID", int, int, int, int]
+"""What a Fetch says of a partition: topic id, current leader epoch, fetch offset, last
+fetched epoch, log start offset."""
+FULL_COMPARE_S = 10.0
+_SESSION_ERRORS = (
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+)
+
+
+@dataclass
+class _Session:
+    """The follower's side of its fetch session with one leader."""
+
+    id: int = 0
+    epoch: int = 0
+    """The next request's epoch: 0 (INITIAL) asks for a new session with a full Fetch."""
+    sent: dict[Key, PartitionState] = field(default_factory=dict)
+    """What the leader's session holds for each partition."""
+    changed: set[Key] = field(default_factory=set)
+    """Partitions whose state may differ from `sent` (appended, truncated, back from backoff)."""
+    compared: float = 0.0
+    """trio time of the last full comparison."""
+
+    def reset(self) -> None:
+        self.id, self.epoch = 0, 0
+        self.sent.clear()
+        self.changed.clear()
 
 
 @dataclass(frozen=True)
@@ -127,9 +166,30 @@ class LeaderFetcher:
         """Partitions backing off after an error: key -> trio time to try again."""
         self._failing = False
         """The last fetch got no answer (its failure was logged)."""
+        self._session = _Session()
+        self._mine_of: dict[Key, FetchTarget] | None = None
+        self._mine_cache: dict[Key, FetchTarget] = {}
 
     def _mine(self) -> dict[Key, FetchTarget]:
-        return {k: t for k, t in self.manager.targets.items() if t.leader == self.leader}
+        """The partitions followed from this leader (recomputed when the targets change)."""
+        targets = self.manager.targets
+        if targets is not self._mine_of:
+            self._mine_of = targets
+            self._mine_cache = {k: t for k, t in targets.items() if t.leader == self.leader}
+            self._session.compared = float("-inf")  # compare every partition next round
+        return self._mine_cache
+
+    def _fetched_now(self, now: float) -> dict[Key, FetchTarget]:
+        """This round's partitions: those not backing off. A partition whose backoff ended is
+        changed for the session (it was forgotten while it backed off)."""
+        mine = self._mine()
+        if not self._delayed:
+            return mine
+        for key, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[key]
+                self._session.changed.add(key)
+        return {k: t for k, t in mine.items() if k not in self._delayed}
 
     def _address(self) -> Address | None:
         registration = self.broker.image.broker(self.leader)
@@ -157,7 +217,7 @@ class LeaderFetcher:
         while True:
             changed = self.manager.targets_changed
             now = trio.current_time()
-            targets = {k: t for k, t in self._mine().items() if self._delayed.get(k, 0) <= now}
+            targets = self._fetched_now(now)
             address = self._address()
             if targets and address is None and not self._failing:
                 log.warning(
@@ -173,12 +233,13 @@ class LeaderFetcher:
                 with trio.move_on_at(wake if wake is not None else now + 3600):
                     await changed.wait()
                 continue
-            request = self._request(targets)
+            request = self._request(targets, now)
             try:
                 response = await self._connect(address).request(
                     request, FETCH_VERSION, next(self._correlation), self._timeout_s()
                 )
             except PeerUnavailable as exc:
+                self._session.reset()  # the leader's session state is unknown
                 # once per outage at INFO (a dead leader is retried every backoff until the
                 # controller moves its partitions), then at DEBUG
                 log.log(
@@ -192,13 +253,20 @@ class LeaderFetcher:
                 continue
             self._failing = False
             assert isinstance(response, FetchResponse)
+            if response.error_code in _SESSION_ERRORS:
+                log.debug("fetch session with broker %d: %s; starting a new one", self.leader,
+                          ErrorCode(response.error_code).name)  # fmt: skip
+                self._session.reset()
+                continue
             if response.error_code != ErrorCode.NONE:
+                self._session.reset()
                 log.info(
                     "fetch from broker %d: %s", self.leader, ErrorCode(response.error_code).name
                 )
                 with trio.move_on_after(backoff_s):
                     await changed.wait()
                 continue
+            self._answered(request, response)
             await self._apply(targets, response, address)
 
     def _timeout_s(self) -> float:
@@ -207,25 +275,84 @@ class LeaderFetcher:
             config.replica_fetch_wait_max_ms + config.controller_quorum_request_timeout_ms
         ) / 1000
 
-    def _request(self, targets: dict[Key, FetchTarget]) -> FetchRequest:
+    def _answered(self, request: FetchRequest, response: FetchResponse) -> None:
+        """The session after an answer without error: a full Fetch's answer names the new
+        session (0: the leader had no room, the next Fetch is full again); an incremental
+        one moves to the next epoch."""
+        session = self._session
+        if request.session_epoch == 0:
+            session.id = response.session_id
+            session.epoch = 1 if response.session_id else 0
+            if not response.session_id:
+                session.sent.clear()
+        else:
+            session.epoch = 1 if session.epoch >= 2**31 - 1 else session.epoch + 1
+
+    def _state(self, key: Key, target: FetchTarget) -> PartitionState | None:
+        plog = self.broker.logs.get(*key)
+        if plog is None:
+            return None
+        epoch = plog.latest_epoch()
+        return (
+            target.topic_id, target.leader_epoch, plog.log_end_offset,
+            -1 if epoch is None else epoch, plog.log_start_offset,
+        )  # fmt: skip
+
+    def _request(self, targets: dict[Key, FetchTarget], now: float) -> FetchRequest:
+        """A full Fetch (no session yet), or an incremental one naming what changed."""
+        session = self._session
+        include: dict[Key, PartitionState] = {}
+        forgotten: list[Key] = []  # in the leader's session, no longer fetched
+        if session.id == 0 or now - session.compared >= FULL_COMPARE_S:
+            session.compared = now
+            for key, target in targets.items():
+                state = self._state(key, target)
+                if state is not None and (session.id == 0 or session.sent.get(key) != state):
+                    include[key] = state
+            forgotten = [key for key in session.sent if key not in targets]
+        else:
+            for key in session.changed:
+                wanted = targets.get(key)
+                state = None if wanted is None else self._state(key, wanted)
+                if state is None:
+                    if key in session.sent:
+                        forgotten.append(key)
+                elif session.sent.get(key) != state:
+                    include[key] = state
+        session.changed.clear()
+        if session.id == 0:
+            session.sent = dict(include)
+            return self._fetch(include, [])
+        gone = [(key, session.sent.pop(key)[0]) for key in forgotten]
+        session.sent.update(include)
+        return self._fetch(include, gone)
+
+    def _fetch(
+        self, include: dict[Key, PartitionState], forgotten: list[tuple[Key, uuid.UUID]]
+    ) -> FetchRequest:
         config = self.broker.config
+        session = self._session
         topics: dict[str, FetchRequest.FetchTopic] = {}
-        for (name, index), target in targets.items():
-            plog = self.broker.logs.get(name, index)
-            if plog is None:
-                continue
-            epoch = plog.latest_epoch()
-            topic = topics.setdefault(name, FetchRequest.FetchTopic(name, target.topic_id))
+        for (name, index), (topic_id, leader_epoch, offset, last_epoch, start) in include.items():
+            topic = topics.get(name)
+            if topic is None:
+                topic = topics[name] = FetchRequest.FetchTopic(name, topic_id)
             topic.partitions.append(
                 FetchRequest.FetchPartition(
                     partition=index,
-                    current_leader_epoch=target.leader_epoch,
-                    fetch_offset=plog.log_end_offset,
-                    last_fetched_epoch=-1 if epoch is None else epoch,
-                    log_start_offset=plog.log_start_offset,
+                    current_leader_epoch=leader_epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=last_epoch,
+                    log_start_offset=start,
                     partition_max_bytes=config.replica_fetch_max_bytes,
                 )
             )
+        gone: dict[str, FetchRequest.ForgottenTopic] = {}
+        for (name, index), topic_id in forgotten:
+            entry = gone.get(name)
+            if entry is None:
+                entry = gone[name] = FetchRequest.ForgottenTopic(name, topic_id, [])
+            entry.partitions.append(index)
         return FetchRequest(
             replica_id=-1,
             replica_state=FetchRequest.ReplicaState(
@@ -234,9 +361,10 @@ class LeaderFetcher:
             max_wait_ms=config.replica_fetch_wait_max_ms,
             min_bytes=config.replica_fetch_min_bytes,
             max_bytes=config.replica_fetch_response_max_bytes,
-            session_id=0,
-            session_epoch=-1,
+            session_id=session.id,
+            session_epoch=session.epoch,
             topics=list(topics.values()),
+            forgotten_topics_data=list(gone.values()),
         )
 
     async def _apply(
@@ -255,6 +383,7 @@ class LeaderFetcher:
                 plog = self.broker.logs.get(*key)
                 if plog is None:
                     continue
+                self._session.changed.add(key)  # its fetch state may move below
                 try:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                         await self._out_of_range(key, target, address)

@@ -37,10 +37,12 @@ import trio
 
 from strom.broker.replication.replication_manager import ReplicationManager
 from strom.config import BrokerConfig, ConfigError
+from strom.coordinator.metadata.image import TOPIC_RESOURCE
 from strom.storage.log.log_config import LogConfig
 
 if TYPE_CHECKING:
     from strom.broker.core_state import BrokerCore
+    from strom.coordinator.metadata.delta import MetadataDelta
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.log.log_manager import LogManager
     from strom.storage.log.partition import PartitionLog
@@ -71,13 +73,40 @@ class _Plan:
     """Partitions that could not be placed (no online log dir)."""
 
 
-def _plan(state: BrokerCore, image: MetadataImage) -> _Plan:
-    """Decide on the event loop; apply config changes at once (they touch no files)."""
+def touched_topics(image: MetadataImage, delta: MetadataDelta | None) -> set[str] | None:
+    """The topics a metadata change concerns, whose partitions alone need following; None when
+    it may concern every partition here (the first image, broker registrations or fencing,
+    broker-level configs, features): following one change then costs what it changed, not the
+    partitions of the cluster (a million of them)."""
+    if delta is None or delta.changed_brokers or delta.changed_features:
+        return None
+    if any(kind != TOPIC_RESOURCE for kind, _name in delta.changed_configs):
+        return None
+    names = {name for _kind, name in delta.changed_configs}
+    names.update(topic.name for topic in delta.deleted_topics.values())
+    for topic_id in delta.created_topics:
+        topic = image.topic_by_id(topic_id)
+        if topic is not None:
+            names.add(topic.name)
+    for topic_id in {topic_id for topic_id, _index in delta.changed_partitions}:
+        topic = image.topic_by_id(topic_id)
+        if topic is not None:
+            names.add(topic.name)
+    return names
+
+
+def _plan(state: BrokerCore, image: MetadataImage, topics: set[str] | None = None) -> _Plan:
+    """Decide on the event loop; apply config changes at once (they touch no files).
+    `topics`: only these topics changed (`touched_topics`); None: any may have."""
     plan = _Plan()
     wanted: set[tuple[str, int]] = set()
     planned: collections.Counter[Path] = collections.Counter()
     broker = image.broker_config_layers(state.config).effective()
-    for topic in image.topics_by_name.values():
+    if topics is None:
+        scan = list(image.topics_by_name.values())
+    else:
+        scan = [t for name in sorted(topics) if (t := image.topics_by_name.get(name)) is not None]
+    for topic in scan:
         config = log_config(broker, image, topic.name)
         for partition in topic.partitions.values():
             if state.node_id not in partition.replicas:
@@ -97,10 +126,13 @@ def _plan(state: BrokerCore, image: MetadataImage) -> _Plan:
             plan.create.append((directory, topic.name, partition.partition_id, config))
     plan.delete = [
         (p.topic, p.partition)
-        for p in state.logs.partitions()
+        for p in state.logs.partitions(topics)
         if (p.topic, p.partition) not in wanted
     ]
-    for gone in [tp for tp in state.logs.unopened if tp not in wanted]:
+    for gone in [
+        tp for tp in state.logs.unopened
+        if tp not in wanted and (topics is None or tp[0] in topics)
+    ]:  # fmt: skip
         del state.logs.unopened[gone]
     return plan
 
@@ -131,26 +163,54 @@ def _finish(state: BrokerCore, plan: _Plan, outcome: _Opened) -> None:
 
 
 async def follow_image(
-    state: BrokerCore, replication: ReplicationManager, image: MetadataImage
+    state: BrokerCore,
+    replication: ReplicationManager,
+    image: MetadataImage,
+    delta: MetadataDelta | None = None,
 ) -> None:
     """Follow `image` while serving: creating a partition is a directory and a few files
     (~1.4 ms each here), so new logs are opened in a worker thread, not on the event loop.
     The controller awaits this before answering, so a CreateTopics response still means
-    the logs exist."""
-    plan = _plan(state, image)
+    the logs exist. With the `delta` that made `image`, only the topics it touched are
+    followed (`touched_topics`)."""
+    topics = touched_topics(image, delta)
+    if topics is not None and state.logs.unopened:
+        # partitions that could not be opened are retried at every change (module docstring)
+        topics |= {name for name, _index in state.logs.unopened}
+    if topics is not None and not topics:
+        replication.follow(image, topics)  # nothing here changed (e.g. a producer-id block)
+        return
+    plan = _plan(state, image, topics)
     outcome: _Opened = ([], [])
     if plan.create:
         # existing logs change roles now, not after the new ones are opened: meanwhile the
         # handlers already read this image (a new leader must not commit at append)
-        replication.follow(image)
+        replication.follow(image, topics)
         outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
-    replication.follow(image)
+    replication.follow(image, topics)
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
         state.groups.follow()
     if state.transactions is not None:  # and the transactions of the transaction-state ones
         state.transactions.follow()
+
+
+class ImageFollower:
+    """Follows each published change (`QuorumController.subscribe_deltas`): only the topics
+    its delta touched when the delta was made against the image followed last, every
+    partition otherwise (the first image, changes published while it was being followed, a
+    snapshot loaded, a change whose following failed)."""
+
+    def __init__(self, state: BrokerCore, replication: ReplicationManager) -> None:
+        self.state = state
+        self.replication = replication
+        self.followed: MetadataImage | None = None
+
+    async def __call__(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
+        in_step = delta is not None and self.followed is not None and delta.base is self.followed
+        await follow_image(self.state, self.replication, image, delta if in_step else None)
+        self.followed = image
 
 
 def report_storage(state: BrokerCore) -> None:

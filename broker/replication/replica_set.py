@@ -124,9 +124,15 @@ class ReplicaSet:
         now_ms: int,
         log_start_offset: int = UNKNOWN_OFFSET,
         broker_epoch: int = -1,
+        quiet_since_ms: int = -1,
     ) -> bool:
         """A follower fetched from `fetch_offset` while the leader's log ended at `leader_end`,
         naming `broker_epoch` (-1: none).
+
+        `quiet_since_ms`: the follower's fetch session skipped this partition as quiet up to
+        that time (its fetches went on, the partition unread: the follower still at its last
+        fetch offset, nothing appended). If that last fetch had it caught up and it still asks
+        for the same offset, it was caught up then too, as a fetch reading it would have said.
 
         Returns whether the high watermark moved. A replica that is not assigned is ignored
         (the Fetch handler answers it NOT_LEADER_OR_FOLLOWER before asking). Raises
@@ -143,6 +149,12 @@ class ReplicaSet:
                 follower = self.followers[replica_id] = Follower()
         if broker_epoch >= 0 or known is None:
             follower.broker_epoch = broker_epoch
+        if (
+            quiet_since_ms > follower.last_fetch_ms
+            and fetch_offset == follower.log_end_offset == follower.leader_end_at_last_fetch
+        ):
+            follower.last_fetch_ms = quiet_since_ms
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, quiet_since_ms)
         if fetch_offset >= leader_end:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
         elif fetch_offset >= follower.leader_end_at_last_fetch:

@@ -41,7 +41,7 @@ members too, since the controller may already count them in the ISR.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -132,12 +132,20 @@ class ReplicationManager:
 
     # --- transitions -------------------------------------------------------------------------
 
-    def follow(self, image: MetadataImage) -> None:
-        """Make the leader/follower transitions of `image` (see the module docstring)."""
+    def follow(self, image: MetadataImage, topics: Set[str] | None = None) -> None:
+        """Make the leader/follower transitions of `image` (see the module docstring), for
+        every partition, or only those of `topics` (the others did not change: see
+        `strom.broker.replication.partitions.touched_topics`)."""
         me = self.broker.node_id
         now = self.broker.clock()
-        leaders: dict[Key, Leadership] = {}
-        targets: dict[Key, FetchTarget] = {}
+        if topics is None:
+            leaders: dict[Key, Leadership] = {}
+            targets: dict[Key, FetchTarget] = {}
+            scan = list(image.topics_by_name.values())
+        else:
+            leaders = {k: v for k, v in self.leaders.items() if k[0] not in topics}
+            targets = {k: v for k, v in self.targets.items() if k[0] not in topics}
+            scan = [t for name in topics if (t := image.topics_by_name.get(name)) is not None]
         effective = image.broker_config_layers(self.broker.config).effective()
         lag = effective.replica_lag_time_max_ms
 
@@ -147,7 +155,7 @@ class ReplicationManager:
                 return 0
             return topic_min_insync_replicas(effective, image.topic_config_overrides(topic.name))
 
-        for topic in image.topics_by_name.values():
+        for topic in scan:
             for partition in topic.partitions.values():
                 if me not in partition.replicas:
                     continue
@@ -258,10 +266,13 @@ class ReplicationManager:
         fetch_offset: int,
         log_start_offset: int = -1,
         broker_epoch: int = -1,
+        quiet_since_ms: int = -1,
     ) -> None:
         """A follower fetched `key` from `fetch_offset` (its log end) with its log starting at
         `log_start_offset`, naming `broker_epoch`: move the high watermark and propose it into
-        the ISR if it caught up. Raises StaleFetch for a fetch of an older incarnation."""
+        the ISR if it caught up. `quiet_since_ms`: its fetch session left the partition unread
+        until now as quiet, i.e. caught up, at that time (see `ReplicaSet.follower_fetched`).
+        Raises StaleFetch for a fetch of an older incarnation."""
         leadership = self.leaders.get(key)
         if leadership is None:
             return
@@ -270,8 +281,9 @@ class ReplicationManager:
         follower = leadership.replica_set.followers.get(replica_id)
         start_before = None if follower is None else follower.log_start_offset
         if leadership.replica_set.follower_fetched(
-            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset, broker_epoch
-        ):
+            replica_id, fetch_offset, plog.log_end_offset, now, log_start_offset, broker_epoch,
+            quiet_since_ms,
+        ):  # fmt: skip
             self._set_high_watermark(key, leadership)
         elif (
             follower := leadership.replica_set.followers.get(replica_id)

@@ -346,7 +346,8 @@ class ClusterProcess:
 
     `combined=N`: N nodes, each `process.roles=broker,controller` (all voters). Or
     `controllers=C, brokers=M`: C controller-only voters (ids 1..C) and M broker-only nodes
-    (ids C+1..C+M). `overrides` apply to every node (e.g. shorter Raft timeouts),
+    (ids C+1..C+M); M may be 0, a controller quorum alone for brokers the caller brings
+    (`bench/control_plane.py`). `overrides` apply to every node (e.g. shorter Raft timeouts),
     `node_overrides[id]` to one (e.g. `broker.rack`). A node's config can also be changed
     between restarts (`node.overrides`). `features`: levels `strom format --feature` finalizes
     (e.g. eligible.leader.replicas.version=1). `power_cuts`: every node's partition logs run
@@ -384,8 +385,8 @@ class ClusterProcess:
         """More `strom format` arguments for every node (e.g. `--add-scram ...`)."""
         if combined and (controllers or brokers):
             raise ValueError("either combined nodes, or controllers and brokers")
-        if not combined and (controllers < 1 or brokers < 1):
-            raise ValueError("a cluster needs combined nodes, or controllers and brokers")
+        if not combined and controllers < 1:
+            raise ValueError("a cluster needs combined nodes, or controllers (and brokers)")
         self.root = root
         self.features = dict(features or {})
         self.start_timeout = start_timeout

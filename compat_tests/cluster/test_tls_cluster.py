@@ -159,3 +159,33 @@ def test_three_nodes_over_sasl_ssl(strom_cluster: StartCluster, tmp_path: Path) 
     wrong.produce("secured", b"x", on_delivery=lambda err, _msg: errors.append(str(err)))
     wrong.flush(10)
     assert errors  # not delivered: authentication fails
+    _transaction_across_the_nodes(admin, app)
+
+
+def _transaction_across_the_nodes(admin: AdminClient, app: dict[str, str | int | float | bool]) -> None:
+    """A transaction over partitions led by every node: the leaders that are not the
+    coordinator verify it, and the coordinator writes their markers, over the secured
+    inter-broker listener."""
+    admin.create_topics([NewTopic("txn-secured", 6, 3)])["txn-secured"].result(TIMEOUT_S)
+    producer = Producer({**app, "transactional.id": "secured-txn"})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    for i in range(60):
+        producer.produce("txn-secured", f"t{i}".encode(), partition=i % 6)
+    producer.commit_transaction(TIMEOUT_S)
+    consumer = Consumer({**app, "group.id": "sasl-cluster-txn", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.assign([TopicPartition("txn-secured", p, 0) for p in range(6)])
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < 60 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            value = message.value()
+            assert value is not None
+            seen.add(value)
+        assert seen == {f"t{i}".encode() for i in range(60)}
+    finally:
+        consumer.close()

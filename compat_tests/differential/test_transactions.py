@@ -18,7 +18,9 @@ have different numbers of them) and the two transcripts must be equal, step by s
 - INVALID_TXN_STATE and other bad input: EndTxn with no transaction open, a transactional
   Produce to a partition never added, unknown topics, a producer id the id does not map to,
   TxnOffsetCommit for a group in another generation or from an unknown member;
-- ListTransactions v2's pattern, and a pattern that does not compile.
+- ListTransactions v2's pattern, and a pattern that does not compile;
+- WriteTxnMarkers for producers a partition never saw, from an older coordinator epoch, and
+  for unknown partitions.
 
 Waiting is by polling what both brokers expose (DescribeTransactions until the previous
 transaction completed, Fetch until the last stable offset reaches the high watermark): Kafka
@@ -64,6 +66,7 @@ from strom.wire.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from strom.wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from strom.wire.records import Record, build_batch, iter_batches
 
 Step = tuple[Any, ...]
@@ -344,6 +347,25 @@ class Script:
             offset = batches[-1][0] + batches[-1][1] + 1
         self.note("read_committed", topic, part.high_watermark, part.last_stable_offset, answers)
 
+    async def marker(
+        self, pid: int, epoch: int, commit: bool, coordinator_epoch: int, *parts: tuple[str, int]
+    ) -> None:
+        """WriteTxnMarkers (v1, as a coordinator sends it) for a producer of our choosing."""
+        topics: dict[str, list[int]] = {}
+        for short, p in parts:
+            topics.setdefault(self.name(short), []).append(p)
+        Marker = WriteTxnMarkersRequest.WritableTxnMarker
+        request = WriteTxnMarkersRequest(markers=[Marker(
+            pid, epoch, commit,
+            [WriteTxnMarkersRequest.WritableTxnMarkerTopic(t, ps) for t, ps in topics.items()],
+            coordinator_epoch,
+        )])  # fmt: skip
+        response = await self.client.request(request, 1, WriteTxnMarkersResponse)
+        self.note("marker", "commit" if commit else "abort", epoch, coordinator_epoch, sorted(
+            (t.name.removeprefix(self.prefix), p.partition_index, ErrorCode(p.error_code).name)
+            for m in response.markers for t in m.topics for p in t.partitions
+        ))  # fmt: skip
+
     async def list_transactions(self, pattern: str | None, version: int = 2) -> None:
         response = await self.client.request(
             ListTransactionsRequest(transactional_id_pattern=pattern), version, ListTransactionsResponse
@@ -505,6 +527,22 @@ async def timeout(s: Script) -> None:
     await s.describe("tx")
 
 
+async def markers(s: Script) -> None:
+    """Markers as bad input: for producers the partition never saw, from an older coordinator
+    epoch, for an unknown partition, twice for a producer with nothing open; and a
+    transactional Produce for an id no coordinator knows (verification refuses it, retriable)."""
+    await s.topic("t")
+    unknown = 900_001
+    await s.marker(unknown, 0, True, 0, ("t", 0))
+    await s.marker(unknown + 1, 3, False, 5, ("t", 0))
+    await s.marker(unknown + 1, 3, False, 4, ("t", 0))  # an older coordinator epoch
+    await s.marker(unknown, 0, True, 0, ("nope", 0), ("t", 9))
+    await s.produce("hanging", "t", unknown + 2, 0, 0, version=9)
+    await s.marker(unknown + 2, 0, False, 0, ("t", 0))
+    await s.marker(unknown + 2, 0, False, 0, ("t", 0))
+    await s.read_committed("t")
+
+
 def test_commits_and_aborts_v1(pair: Pair) -> None:
     _compare(pair, commit_and_abort_v1)
 
@@ -523,3 +561,7 @@ def test_invalid_state_and_bad_input(pair: Pair) -> None:
 
 def test_timeouts(pair: Pair) -> None:
     _compare(pair, timeout)
+
+
+def test_markers_as_bad_input(pair: Pair) -> None:
+    _compare(pair, markers)

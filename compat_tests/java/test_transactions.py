@@ -1,14 +1,20 @@
 """The Java producer's transactions (kafka-clients 3.9: transactions v1; 4.x: transactions v2
 when the cluster finalized transaction.version 2, v1 otherwise): commit and abort seen by
 read_committed and read_uncommitted consumers, consume-transform-produce with
-sendOffsetsToTransaction, and a zombie fenced by its successor."""
+sendOffsetsToTransaction, a zombie fenced by its successor, the same on three brokers, and a
+transaction whose coordinator is killed with SIGKILL while it is open."""
 
 from __future__ import annotations
+
+import threading
+from pathlib import Path
 
 import trio
 
 from compat_tests.cluster.test_cluster import wait_for_leader
-from compat_tests.java.harness import JavaHarness
+from compat_tests.cluster.test_txn_coordinator_failover import TXN_FAST, coordinator
+from compat_tests.helpers import wait_until
+from compat_tests.java.harness import Events, JavaHarness
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.cluster import ClusterProcess
 from strom.broker.testing.embedded import BrokerProcess
@@ -99,3 +105,55 @@ def test_transactions_on_three_brokers(
     assert events.one("committed")["offset"] == 3
     assert events.one("after_abort")["offset"] == 3
     assert events.one("sink")["values"] == ["IN0", "IN1", "IN2"]
+
+
+def test_coordinator_killed_mid_transaction(
+    java_harness: JavaHarness, strom_cluster: StartCluster, tmp_path: Path
+) -> None:
+    """kill -9 of the transaction coordinator (the leader of `__transaction_state`'s one
+    partition) while a transaction is open with six records acknowledged: the producer sends
+    six more and commits through the new coordinator, which loaded the transaction from the
+    replicated log; a read_committed consumer reads all twelve and the next transaction's
+    record, once each."""
+    cluster = strom_cluster(
+        combined=3,
+        overrides={
+            **TXN_FAST,
+            "offsets.topic.replication.factor": "3",
+            "offsets.topic.num.partitions": "3",
+            "default.replication.factor": "3",
+        },
+    )
+    wait_for_leader(cluster)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    outcome: dict[str, Events | BaseException] = {}
+
+    def scenario() -> None:
+        try:
+            outcome["events"] = java_harness.run(
+                ClusterTarget(cluster), "coordinator-kill", topic="ckill", signals=signals,
+                timeout=300,
+            )  # fmt: skip
+        except BaseException as e:  # reported by the test's thread below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=scenario, daemon=True)
+    thread.start()
+    wait_until(
+        lambda: (signals / "open").exists() or not thread.is_alive(),
+        timeout=180, what="the transaction to be open",
+    )  # fmt: skip
+    if (signals / "open").exists():
+        victim = coordinator(cluster)
+        cluster.kill(victim)
+        (signals / "killed").touch()
+    thread.join(330)
+    assert not thread.is_alive(), "the Java scenario did not end"
+    error = outcome.get("error")
+    if isinstance(error, BaseException):
+        raise error
+    events = outcome["events"]
+    assert isinstance(events, Events)
+    values = events.one("read")["values"]
+    assert sorted(values) == sorted([f"t{i}" for i in range(12)] + ["next"])

@@ -21,6 +21,8 @@ class ReplicaLog:
         self.snapshot_data = b""
         self._entries: list[Entry] = []
         self._start = 0
+        self._last_range: tuple[tuple[int, int, int, int, int], tuple[Entry, ...]] | None = None
+        """`entries_from`'s last (arguments and log end, answer)."""
         """Always the snapshot's end offset, or 0 without a snapshot."""
         self._epochs: list[tuple[int, int]] = []
         """(epoch, first offset) at every epoch change, oldest first (a leader-epoch cache);
@@ -85,7 +87,14 @@ class ReplicaLog:
         return SnapshotId(self.end_offset, found_epoch)
 
     def entries_from(self, offset: int, max_bytes: int) -> tuple[Entry, ...]:
-        """Entries from `offset`, at least one, stopping before `max_bytes` of payload."""
+        """Entries from `offset`, at least one, stopping before `max_bytes` of payload.
+
+        The last answer is kept: after an append, every parked observer (hundreds of brokers)
+        asks for the same range. It is valid while the log ends at the same offset in the same
+        epoch (Raft's log matching: the same last entry means the same entries before it)."""
+        key = (offset, max_bytes, self.end_offset, self.last_epoch, self._start)
+        if self._last_range is not None and self._last_range[0] == key:
+            return self._last_range[1]
         out: list[Entry] = []
         size = 0
         for index in range(offset - self._start, len(self._entries)):
@@ -94,7 +103,9 @@ class ReplicaLog:
             if out and size > max_bytes:
                 break
             out.append(entry)
-        return tuple(out)
+        found = tuple(out)
+        self._last_range = (key, found)
+        return found
 
     # --- changes (each mirrors a write the core asks the driver for) ----------------------
 

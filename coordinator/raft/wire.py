@@ -13,6 +13,7 @@ responses as the same v2 record batches the log holds on disk (`strom.storage.ra
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TypeVar
 
 from strom.coordinator.raft.core import QuorumInfo, ReplicaInfo
@@ -31,7 +32,7 @@ from strom.coordinator.raft.messages import (
     VoteResponse,
 )
 from strom.storage.raft.raft_log import decode_entries, encode_entries
-from strom.storage.raft.raft_store import SnapshotId
+from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages import begin_quorum_epoch as bqe
@@ -235,8 +236,12 @@ def sender(request: Request) -> int:
 # --- responses ----------------------------------------------------------------------------
 
 
-def response_to_wire(response: Response) -> Message:
-    """The wire form of a response the core sends."""
+def response_to_wire(
+    response: Response,
+    encode: Callable[[tuple[Entry, ...]], bytes] = encode_entries,
+) -> Message:
+    """The wire form of a response the core sends; `encode` turns a Fetch answer's entries into
+    batches (a driver passes one that caches: `storage.raft.raft_log.EncodedEntries`)."""
     match response:
         case VoteResponse():
             return vote_wire.VoteResponse(
@@ -310,7 +315,7 @@ def response_to_wire(response: Response) -> Message:
                                 snapshot_id=fetch_wire.FetchResponse.SnapshotId(
                                     end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch
                                 ),
-                                records=encode_entries(response.entries),
+                                records=encode(response.entries),
                             )
                         ],
                     )

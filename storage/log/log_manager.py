@@ -46,7 +46,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 
 from strom.storage import disk
@@ -89,6 +89,9 @@ class LogManager:
         self._flush_candidates: set[PartitionLog] = set()
         """Logs that rolled or appended under a finite flush policy: all `flush_due` looks at,
         so its cost follows the traffic rather than the partition count."""
+        self.on_flush_wanted: Callable[[], None] | None = None
+        """Told when the first log becomes a flush candidate (from any thread): the broker's
+        flush loop sleeps while there is none."""
         self._dir_of: dict[TopicPartition, Path] = {}
         self._per_dir: collections.Counter[Path] = collections.Counter()
         """Logs per directory, kept with `_dir_of`: a create picks the emptiest in O(dirs)."""
@@ -164,8 +167,11 @@ class LogManager:
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
 
-    def partitions(self) -> Iterable[PartitionLog]:
-        return list(self._logs.values())
+    def partitions(self, topics: Container[str] | None = None) -> Iterable[PartitionLog]:
+        """Every log, or those of `topics`."""
+        if topics is None:
+            return list(self._logs.values())
+        return [p for (topic, _index), p in self._logs.items() if topic in topics]
 
     def offline_partitions(self) -> list[TopicPartition]:
         """Partitions hosted here that cannot serve: failed logs (an offline dir's included)
@@ -272,8 +278,18 @@ class LogManager:
     # --- durability -------------------------------------------------------------------------
 
     def _track(self, partition_log: PartitionLog) -> PartitionLog:
-        partition_log.on_flush_wanted = functools.partial(self._flush_candidates.add, partition_log)
+        partition_log.on_flush_wanted = functools.partial(self._want_flush, partition_log)
         return partition_log
+
+    def _want_flush(self, partition_log: PartitionLog) -> None:
+        first = not self._flush_candidates
+        self._flush_candidates.add(partition_log)
+        if first and self.on_flush_wanted is not None:
+            self.on_flush_wanted()
+
+    def has_flush_candidates(self) -> bool:
+        """Whether any log may want a flush (`flush_due` has something to look at)."""
+        return bool(self._flush_candidates)
 
     def flush_due(self, now_ms: int) -> list[PartitionLog]:
         """Logs whose flush.messages / flush.ms policy (or a segment roll) wants a flush now."""

@@ -103,6 +103,31 @@ def encode_entries(entries: tuple[Entry, ...] | list[Entry]) -> bytes:
     return bytes(out)
 
 
+class EncodedEntries:
+    """`encode_entries` that remembers its last few answers: a Raft leader sends the same
+    entries to every observer parked at the log end (hundreds of brokers after each metadata
+    change), and encoding them is most of its work. A run of entries is identified by its
+    first offset and its last entry's offset and epoch (Raft's log matching: the same last
+    entry means the same entries before it)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._cache: dict[tuple[int, int, int], bytes] = {}
+
+    def __call__(self, entries: tuple[Entry, ...] | list[Entry]) -> bytes:
+        if not entries:
+            return b""
+        last = entries[-1]
+        key = (entries[0].offset, last.offset, last.epoch)
+        found = self._cache.get(key)
+        if found is None:
+            found = encode_entries(entries)
+            if len(self._cache) >= self._size:
+                del self._cache[next(iter(self._cache))]  # the oldest
+            self._cache[key] = found
+        return found
+
+
 def _batch(run: list[Entry]) -> bytearray:
     control = run[0].control
     key = control_key(ControlType.LEADER_CHANGE) if control else None

@@ -158,7 +158,13 @@ def test_roles_are_combined_or_split(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="either"):
         ClusterProcess(tmp_path, combined=3, brokers=1)
     with pytest.raises(ValueError, match="needs"):
-        ClusterProcess(tmp_path, controllers=3)
+        ClusterProcess(tmp_path, brokers=3)
+    quorum_only = ClusterProcess(tmp_path / "quorum", controllers=3)  # brokers brought by a bench
+    try:
+        assert [n.roles for n in quorum_only.nodes] == [("controller",)] * 3
+        assert quorum_only.brokers == []
+    finally:
+        quorum_only.close()
     split = ClusterProcess(
         tmp_path, controllers=3, brokers=2, overrides={"num.partitions": "3"},
         node_overrides={4: {"broker.rack": "a"}, 5: {"broker.rack": "b", "num.partitions": "5"}},

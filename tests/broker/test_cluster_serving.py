@@ -10,16 +10,19 @@ listener and report an unfenced broker as controller.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from pathlib import Path
 
 import pytest
 import trio
 
-from strom.broker.replication.partitions import follow_image
+from strom.broker.replication.partitions import ImageFollower, follow_image, touched_topics
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.coordinator.metadata.image import MetadataImage
 from strom.wire.errors import ErrorCode
+from strom.wire.formats.metadata.fence_broker_record import FenceBrokerRecord
 from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
 from strom.wire.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from strom.wire.messages.describe_cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -412,3 +415,56 @@ async def test_list_offsets_from_the_debugging_replica_reads_a_follower(
     assert [(p.error_code, p.offset) for p in response.topics[0].partitions] == [
         (NLOF, -1), (0, 0), (0, 0),
     ]  # fmt: skip
+
+
+async def test_following_a_change_touches_only_its_topics(
+    cluster: BrokerState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the delta that made the image, only the topics it changed are followed: a
+    partition moving in "placed" does not scan "other" (a million partitions elsewhere cost
+    nothing), and leaves the same roles as following every partition; a delta not made
+    against the image followed last, a broker's registration or fencing concerns every one."""
+    await create_placed(cluster, "other", [[1], [1]])
+    follower = ImageFollower(cluster, cluster.replication)
+    before = cluster.image
+    scanned: list[str] = []
+    original = cluster.replication.follow
+
+    def spy(image: MetadataImage, topics: Set[str] | None = None) -> None:
+        scanned.append("all" if topics is None else ",".join(sorted(topics)))
+        original(image, topics)
+
+    monkeypatch.setattr(cluster.replication, "follow", spy)
+    await follower(before)
+    assert set(scanned) == {"all"}  # the first image
+    topic = before.topic("placed")
+    assert topic is not None
+    delta = before.delta()
+    delta.replay(
+        PartitionChangeRecord(
+            partition_id=0, topic_id=topic.topic_id, replicas=[2, 1], isr=[2, 1], leader=2
+        )
+    )
+    moved = delta.apply()
+    assert touched_topics(moved, delta) == {"placed"}
+    scanned.clear()
+    await follower(moved, delta)
+    assert set(scanned) == {"placed"}
+    assert cluster.logs.get("placed", 0) is not None  # the new follower replica's log
+    assert cluster.logs.get("other", 0) is not None  # untouched, kept
+    partial = (dict(cluster.replication.targets), set(cluster.replication.leaders))
+    assert ("placed", 0) in partial[0]
+    scanned.clear()
+    await follower(moved, delta)  # again: `delta` was not made against `moved`
+    assert set(scanned) == {"all"}
+    assert (dict(cluster.replication.targets), set(cluster.replication.leaders)) == partial
+    fenced = moved.delta()
+    fenced.replay(FenceBrokerRecord(id=3, epoch=_epoch_of(moved, 3)))
+    assert touched_topics(fenced.apply(), fenced) is None
+    assert touched_topics(moved, None) is None
+
+
+def _epoch_of(image: MetadataImage, broker_id: int) -> int:
+    registration = image.broker(broker_id)
+    assert registration is not None
+    return registration.epoch

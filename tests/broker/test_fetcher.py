@@ -66,13 +66,54 @@ async def test_the_request_names_the_replica_and_the_local_log(tmp_path: Path) -
     log = open_log(tmp_path / "t-0")
     log.append(batch([b"a"]), 0, T0)
     fetcher = _fetcher(log)
-    request = fetcher._request(fetcher._mine())
+    request = fetcher._request(fetcher._mine(), 0.0)
     assert (request.replica_state.replica_id, request.replica_state.replica_epoch) == (2, 42)
     assert request.replica_id == -1
     [topic] = request.topics
     assert topic.topic_id == TOPIC_ID
     [p] = topic.partitions
     assert (p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch) == (1, 0, 1)
+
+
+async def test_a_fetch_session_names_only_what_changed(tmp_path: Path) -> None:
+    """KIP-227 on the follower: a full Fetch first, then incremental ones carrying the
+    leader's session id and the next epoch and naming only partitions whose fetch state
+    changed; a partition backing off is forgotten; a session error starts over."""
+    log = open_log(tmp_path / "t-0")
+    log.append(batch([b"a"]), 0, T0)
+    fetcher = _fetcher(log)
+    first = fetcher._request(fetcher._mine(), 0.0)
+    assert (first.session_id, first.session_epoch) == (0, 0)
+    assert [p.partition for t in first.topics for p in t.partitions] == [0]
+    fetcher._answered(first, FetchResponse(session_id=123))
+    idle = fetcher._request(fetcher._mine(), 1.0)
+    assert (idle.session_id, idle.session_epoch) == (123, 1)
+    assert idle.topics == []
+    assert idle.forgotten_topics_data == []
+    fetcher._answered(idle, FetchResponse(session_id=123))
+    leader = open_log(tmp_path / "leader" / "t-0")
+    leader.append(batch([b"a"]), 0, T0)
+    leader.append(batch([b"b"]), 1, T0)
+    chunk = leader.read(1, 1 << 20).read_bytes()
+    answer = _answer(FetchResponse.PartitionData(0, ErrorCode.NONE, high_watermark=1, records=chunk))
+    await fetcher._apply(fetcher._mine(), answer, Address("127.0.0.1", 1))
+    moved = fetcher._request(fetcher._mine(), 2.0)
+    assert (moved.session_id, moved.session_epoch) == (123, 2)
+    [topic] = moved.topics
+    assert [(p.partition, p.fetch_offset) for p in topic.partitions] == [(0, 2)]
+    fetcher._answered(moved, FetchResponse(session_id=123))
+    error = _answer(
+        FetchResponse.PartitionData(0, ErrorCode.KAFKA_STORAGE_ERROR, high_watermark=-1)
+    )
+    await fetcher._apply(fetcher._mine(), error, Address("127.0.0.1", 1))  # backs off
+    backing_off = fetcher._request(fetcher._fetched_now(trio.current_time()), 3.0)
+    assert backing_off.topics == []
+    [gone] = backing_off.forgotten_topics_data
+    assert (gone.topic_id, gone.partitions) == (TOPIC_ID, [0])
+    fetcher._session.reset()  # e.g. FETCH_SESSION_ID_NOT_FOUND
+    again = fetcher._request(fetcher._mine(), 4.0)
+    assert (again.session_id, again.session_epoch) == (0, 0)
+    assert [p.fetch_offset for t in again.topics for p in t.partitions] == [2]
 
 
 async def test_records_are_appended_as_the_leader_wrote_them(tmp_path: Path) -> None:

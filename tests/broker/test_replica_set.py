@@ -90,6 +90,26 @@ def test_a_follower_that_keeps_up_with_a_busy_leader_stays_in_sync() -> None:
         assert replicas.proposal(end, now_ms=now, eligible=LIVE) is None
 
 
+def test_a_quiet_partition_of_a_fetch_session_stays_caught_up() -> None:
+    """A follower's session leaves a quiet partition unread (the follower at the log end,
+    nothing appended); when it is next read, `quiet_since_ms` says the follower was caught up
+    then, as Kafka's read of it on every fetch would have."""
+    replicas = _set()
+    for follower in (2, 3):
+        replicas.follower_fetched(follower, 10, leader_end=10, now_ms=1_000)
+    # quiet from t=1s; appended at t=100s; the next fetch (started at t=99.9s) reads it
+    replicas.follower_fetched(2, 10, leader_end=11, now_ms=100_000, quiet_since_ms=99_900)
+    replicas.follower_fetched(3, 10, leader_end=11, now_ms=100_000)  # no session: no hint
+    proposal = replicas.proposal(11, 100_100, LIVE)
+    assert proposal is not None
+    assert proposal.isr == {1, 2}
+    # a hint for a follower that was behind at its last read proves nothing
+    behind = _set()
+    behind.follower_fetched(2, 5, leader_end=10, now_ms=1_000)
+    behind.follower_fetched(2, 5, leader_end=11, now_ms=100_000, quiet_since_ms=99_900)
+    assert behind.followers[2].last_caught_up_ms < 2_000
+
+
 def test_a_follower_rejoins_once_at_the_high_watermark_and_in_the_leaders_epoch() -> None:
     replicas = _set((1, 2), hw=0, epoch_start=8)
     replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)

@@ -428,3 +428,79 @@ async def test_delete_records_on_a_single_replica_answers_at_once(
         assert (await produce(client, SINGLE, batch(), acks=1)).error_code == ErrorCode.NONE
     result = await delete_records(client, SINGLE, 1, timeout_ms=0)
     assert (result.error_code, result.low_watermark) == (ErrorCode.NONE, 1)
+
+
+def _session_fetch(
+    state: BrokerState, session_id: int, epoch: int, offset: int | None = None
+) -> FetchRequest:
+    """broker 2's incremental Fetch in its session, naming partition 0 at `offset` or nothing."""
+    request = replica_fetch(state, 0 if offset is None else offset, epoch=_epoch(state, 2))
+    request.session_id, request.session_epoch = session_id, epoch
+    if offset is None:
+        request.topics = []
+    return request
+
+
+async def test_a_follower_session_reads_only_partitions_with_news(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """KIP-227 for followers: after the full Fetch, an incremental one that names nothing
+    answers nothing while nothing changed, and the records of an append since; the high
+    watermark the follower's next Fetch moves rides on a later answer."""
+    full = _session_fetch(cluster, 0, 0, offset=0)
+    created = await client.request(full, 15, FetchResponse)
+    session = created.session_id
+    assert session != 0
+    waiting = _session_fetch(cluster, session, 1)
+    waiting.max_wait_ms, waiting.min_bytes = 200, 1
+    started = trio.current_time()
+    idle = await client.request(waiting, 15, FetchResponse)
+    assert (idle.error_code, idle.responses) == (ErrorCode.NONE, [])
+    assert trio.current_time() - started >= 0.2  # parked its max_wait_ms: nothing to answer
+    assert (await produce(client, TOPIC, batch(), acks=1)).error_code == ErrorCode.NONE
+    news = await client.request(_session_fetch(cluster, session, 2), 15, FetchResponse)
+    [topic] = news.responses
+    [partition] = topic.partitions
+    assert len(partition.records or b"") > 0
+    assert partition.high_watermark == 0
+    moved = await client.request(_session_fetch(cluster, session, 3, offset=1), 15, FetchResponse)
+    [topic] = moved.responses
+    assert topic.partitions[0].high_watermark == 1  # the ISR (1, 2) holds offset 0
+    log = cluster.logs.get(TOPIC, 0)
+    assert log is not None
+    assert log.high_watermark == 1
+
+
+async def test_a_parked_follower_session_fetch_wakes_on_an_append(
+    cluster: BrokerState, client: KafkaClient, broker: EmbeddedBroker
+) -> None:
+    created = await client.request(_session_fetch(cluster, 0, 0, offset=0), 15, FetchResponse)
+    parked = _session_fetch(cluster, created.session_id, 1)
+    parked.max_wait_ms, parked.min_bytes = 10_000, 1
+    producer = await KafkaClient.connect(broker.bootstrap)
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def append_soon() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                await produce(producer, TOPIC, batch(), acks=1)
+
+            nursery.start_soon(append_soon)
+            with trio.fail_after(5):  # far less than max_wait_ms: the append woke it
+                answer = await client.request(parked, 15, FetchResponse)
+    finally:
+        await producer.aclose()
+    [topic] = answer.responses
+    assert len(topic.partitions[0].records or b"") > 0
+    assert cluster.waiters.parked() >= 1  # the session still watches its partition
+
+
+async def test_a_closed_follower_session_stops_watching(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    created = await client.request(_session_fetch(cluster, 0, 0, offset=0), 15, FetchResponse)
+    await client.request(_session_fetch(cluster, created.session_id, 1), 15, FetchResponse)
+    assert cluster.waiters.parked() == 1
+    close = _session_fetch(cluster, created.session_id, -1, offset=0)
+    await client.request(close, 15, FetchResponse)
+    assert cluster.waiters.parked() == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import cast
 
@@ -168,6 +169,11 @@ async def test_a_failed_background_flush_is_reported_and_the_loop_goes_on(
     rounds = []
 
     class Logs:
+        on_flush_wanted = None
+
+        def has_flush_candidates(self) -> bool:
+            return True  # a failed log stays a candidate
+
         def flush_due(self, now_ms: int) -> list[FailingLog]:
             rounds.append(now_ms)
             if len(rounds) == 3:
@@ -183,3 +189,39 @@ async def test_a_failed_background_flush_is_reported_and_the_loop_goes_on(
         nursery.cancel_scope.cancel()
     assert len(reported) >= 2  # each failure reported, and the loop outlived them
     assert all(r is state for r in reported)
+
+
+async def test_the_flush_loop_sleeps_until_a_log_wants_a_flush(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No flush candidate (the default policy between rolls): no wake-ups at all, however
+    long; the first candidate wakes the loop, which then checks every FLUSH_CHECK_SECONDS."""
+    from strom.broker.process import app
+
+    checked = trio.Event()
+
+    class Logs:
+        on_flush_wanted: Callable[[], None] | None = None
+        candidates = False
+        checks = 0
+
+        def has_flush_candidates(self) -> bool:
+            return self.candidates
+
+        def flush_due(self, now_ms: int) -> list[object]:
+            self.checks += 1
+            checked.set()
+            return []
+
+    logs = Logs()
+    state = cast(BrokerState, SimpleNamespace(logs=logs))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app._flush_loop, state)
+        await trio.sleep(3600)
+        assert logs.checks == 0
+        logs.candidates = True
+        assert logs.on_flush_wanted is not None
+        logs.on_flush_wanted()
+        with trio.fail_after(1):
+            await checked.wait()
+        nursery.cancel_scope.cancel()

@@ -25,10 +25,17 @@ and rebuild in a checkout (`python setup.py build_ext --inplace`) after editing 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.primitives import Buffer
 from strom.wire.records.batch import HEADER_SIZE, BatchHeader
 from strom.wire.records.compression import DEFAULT_MAX_DECOMPRESSED, Codec, decompress_chunks
+
+if TYPE_CHECKING:
+    # mypyc keeps i64 values unboxed (plain C integers, no tagged-int checks), which halves the
+    # walk's cost; as Python it is `int`, and annotations are never evaluated at run time.
+    from mypy_extensions import i64
 
 
 class _Incomplete(Exception):
@@ -39,29 +46,33 @@ def _bad(message: str) -> ProtocolError:
     return ProtocolError(message, ErrorCode.INVALID_RECORD)
 
 
-def _raw_varint(data: bytes, pos: int, end: int, limit: int) -> tuple[int, int]:
+def _raw_varint(data: bytes, pos: i64, end: i64, limit: i64) -> tuple[i64, i64]:
     """The unsigned (still zigzagged) value of a varint of at most `limit` bytes (5: int32,
     10: int64, as Kafka's readVarint/readVarlong) before `end`; _Incomplete if cut at `end`."""
-    raw = 0
-    shift = 0
-    for i in range(pos, min(end, pos + limit)):
-        byte = data[i]
-        raw |= (byte & 0x7F) << shift
+    raw: i64 = 0
+    shift: i64 = 0
+    stop: i64 = min(end, pos + limit)
+    i: i64 = pos
+    while i < stop:
+        byte: i64 = data[i]
+        if shift < 63:  # a varlong's 10th byte only says where it ends (callers skip its value)
+            raw |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return raw & (0xFFFFFFFF if limit == 5 else 0xFFFFFFFFFFFFFFFF), i + 1
+            return (raw & 0xFFFFFFFF if limit == 5 else raw), i + 1
         shift += 7
+        i += 1
     if end - pos < limit:
         raise _Incomplete
     raise _bad(f"varint longer than {limit} bytes")
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def _varint(data: bytes, pos: i64, end: i64) -> tuple[i64, i64]:
     """A zigzag int32 varint."""
     raw, pos = _raw_varint(data, pos, end, 5)
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _walk(data: bytes, pos: int, end: int, index: int, count: int, final: bool) -> tuple[int, int]:
+def _walk(data: bytes, pos: i64, end: i64, index: i64, count: i64, final: bool) -> tuple[i64, i64]:
     """Check whole records from `pos` (the `index`-th of `count`); return (pos, index) after
     the last whole one. With `final` the data ends here, so a cut record is an error.
 
@@ -69,6 +80,11 @@ def _walk(data: bytes, pos: int, end: int, index: int, count: int, final: bool) 
     are decoded inline; the zigzag value stays `raw` where only its sign or size matters.
     """
     slow = _raw_varint
+    raw: i64 = 0
+    byte: i64 = 0
+    start: i64 = 0
+    length: i64 = 0
+    record_end: i64 = 0
     while index < count:
         start = pos
         if pos >= end:
@@ -159,7 +175,7 @@ def _walk(data: bytes, pos: int, end: int, index: int, count: int, final: bool) 
     return pos, index
 
 
-def _headers(data: bytes, pos: int, record_end: int, index: int) -> int:
+def _headers(data: bytes, pos: i64, record_end: i64, index: i64) -> i64:
     """Check a record's header count and headers; the position after them."""
     headers, pos = _varint(data, pos, record_end)
     if headers < 0:

@@ -8,6 +8,7 @@ import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
@@ -109,9 +110,21 @@ final class Clients {
         }
     }
 
+    /** A topic with the broker's default.replication.factor (1 on one broker). */
     static Uuid createTopic(Admin admin, String name, int partitions, Map<String, String> configs)
             throws Exception {
-        NewTopic topic = new NewTopic(name, partitions, (short) 1).configs(configs);
+        return create(admin, new NewTopic(name, Optional.of(partitions), Optional.empty()), configs);
+    }
+
+    static Uuid createTopic(Admin admin, String name, int partitions, short replicas,
+            Map<String, String> configs) throws Exception {
+        return create(admin, new NewTopic(name, partitions, replicas), configs);
+    }
+
+    private static Uuid create(Admin admin, NewTopic topic, Map<String, String> configs)
+            throws Exception {
+        topic.configs(configs);
+        String name = topic.name();
         CreateTopicsResult result = admin.createTopics(List.of(topic));
         get(result.all());
         return get(result.topicId(name));

@@ -22,7 +22,8 @@ final class Scenarios {
             Map.entry("producer-modes", DataScenarios::producerModes),
             Map.entry("transactions", TxnScenarios::transactions),
             Map.entry("consume-transform-produce", TxnScenarios::consumeTransformProduce),
-            Map.entry("zombie", TxnScenarios::zombie)));
+            Map.entry("zombie", TxnScenarios::zombie),
+            Map.entry("coordinator-kill", TxnScenarios::coordinatorKill)));
 
     static String names() {
         return String.join(", ", ALL.keySet());

@@ -1,4 +1,6 @@
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -15,7 +17,10 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 
-/** Transactions: commit and abort, read_committed, consume-transform-produce, zombie fencing. */
+/**
+ * Transactions: commit and abort, read_committed, consume-transform-produce, zombie fencing,
+ * and a transaction whose coordinator the test kills while it is open.
+ */
 final class TxnScenarios {
     private TxnScenarios() {}
 
@@ -200,6 +205,67 @@ final class TxnScenarios {
             }
             if (successor != null) {
                 Clients.close(successor);
+            }
+            Clients.close(admin);
+        }
+    }
+
+    /**
+     * A transaction left open while the test kills its coordinator: the scenario creates the
+     * file `open` in the `signals` directory once six records are acknowledged in the
+     * transaction, waits for the test to create `killed`, then sends six more and commits
+     * through whichever broker coordinates the id now, and runs one more transaction.
+     */
+    static void coordinatorKill(Harness.Ctx ctx) throws Exception {
+        Harness.Out out = ctx.out();
+        String topic = ctx.args().str("topic", "ckill");
+        Path signals = Path.of(ctx.args().str("signals", "."));
+        Admin admin = Clients.admin(ctx.bootstrap());
+        KafkaProducer<byte[], byte[]> producer = null;
+        try {
+            Clients.createTopic(admin, topic, 3, (short) 3, Map.of());  // survives one broker
+            producer = txnProducer(ctx.bootstrap(), topic + "-tx");
+            out.step("a transaction open: 6 records acknowledged");
+            producer.beginTransaction();
+            for (int i = 0; i < 6; i++) {
+                Clients.get(producer.send(new ProducerRecord<>(topic, i % 3, null, bytes("t" + i))));
+            }
+            Files.createFile(signals.resolve("open"));
+            out.step("waiting for the coordinator's kill");
+            long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+            while (!Files.exists(signals.resolve("killed"))) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("the test never killed the coordinator");
+                }
+                Thread.sleep(50);
+            }
+            out.step("6 more records and the commit, through the new coordinator");
+            for (int i = 6; i < 12; i++) {
+                producer.send(new ProducerRecord<>(topic, i % 3, null, bytes("t" + i)));
+            }
+            int timeouts = 0;
+            while (true) {
+                try {
+                    producer.commitTransaction();
+                    break;
+                } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                    // the client's documented way on: commit again, it resumes (KIP-691);
+                    // while the dead broker's partitions and the coordinator move, a commit
+                    // can outlast max.block.ms
+                    if (++timeouts > 4) {
+                        throw e;
+                    }
+                }
+            }
+            out.emit("commit", "timeouts", timeouts);
+            out.step("the next transaction");
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, bytes("next")));
+            producer.commitTransaction();
+            out.emit("read", "values", readAll(ctx.bootstrap(), topic, 3, "read_committed"));
+        } finally {
+            if (producer != null) {
+                Clients.close(producer);
             }
             Clients.close(admin);
         }

@@ -1,0 +1,109 @@
+"""librdkafka's own security tests against Strom (see suite.py for the build).
+
+- 0135 `sasl_credentials`: a client with wrong SCRAM credentials is refused, then
+  `sasl_set_credentials()` with the right ones lets it in (before and after the failure).
+- 0142 `reauthentication`: KIP-368. With the brokers' `connections.max.reauth.ms` (read
+  through DescribeConfigs), a consumer, a producer and transactional producers (committed and
+  aborted) re-authenticate while they work without losing a message; a re-authentication with
+  wrong credentials ends the connection. Its topic is replicated three ways: a 3-node cluster
+  whose client and inter-broker listener is SASL_PLAINTEXT (SCRAM-SHA-512 for the test's user,
+  PLAIN between the nodes).
+- 0109 `auto_create_topics`, 0115 `producer_auth`, 0119 `consumer_auth`: with the
+  StandardAuthorizer (`allow.everyone.if.no.acl.found=true`), a DENY ACL added with
+  `kafka-acls.sh` (Kafka's own AclCommand) makes a subscribed consumer see
+  TOPIC_AUTHORIZATION_FAILED, fails a producer's deliveries and then its produce() calls, and
+  fails a consumer's fetches, as librdkafka expects.
+
+A sub-test librdkafka skips is allowed (0142's OAUTHBEARER cases need that mechanism in
+test.conf); a whole test SKIPPED fails, as it proves nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from compat_tests.librdkafka import suite
+from strom.broker.testing.embedded import BrokerProcess
+from strom.broker.testing.pytest_plugin import StartCluster
+
+TESTS = ("0109", "0115", "0119", "0135", "0142")
+ADMIN_SECRET, ALICE_SECRET = "admin-secret-rdk", "alice-secret-rdk"
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="admin" password="{ADMIN_SECRET}" user_admin="{ADMIN_SECRET}";'
+)
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="admin" password="{ADMIN_SECRET}";'
+)
+SASL_CLUSTER = {  # the cluster harness names its client (and inter-broker) listener PLAINTEXT
+    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "listener.name.plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "listener.name.plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+    "listener.name.plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "connections.max.reauth.ms": "5000",
+    "connection.failed.authentication.delay.ms": "0",
+}
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
+
+
+@pytest.fixture(scope="module")
+def runner() -> Path:
+    return suite.test_runner(TESTS)
+
+
+def _passed(done_output: str, code: int, tests: tuple[str, ...], logs: str) -> None:
+    tail = "\n".join(done_output.splitlines()[-150:])
+    assert code == 0, f"librdkafka tests {tests} failed (exit {code}):\n{tail}\n--- Strom ---\n{logs}"
+    summary = dict(re.findall(r"\|\S*\s*(\d{4}_\w+)\s+\|\s*(\w+)\s*\|", done_output))
+    ran = {name[:4]: verdict for name, verdict in summary.items() if name[:4] in tests}
+    assert set(ran) == set(tests), f"not in the runner's summary: {summary}\n{tail}"
+    assert set(ran.values()) == {"PASSED"}, f"{ran}\n{tail}"  # a SKIPPED test proves nothing
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first run fetches and builds librdkafka (several minutes)
+def test_sasl_credentials_and_reauthentication(
+    runner: Path, strom_cluster: StartCluster, tmp_path: Path
+) -> None:
+    cluster = strom_cluster(combined=3, overrides=SASL_CLUSTER,
+                            client_sasl=("PLAIN", "admin", ADMIN_SECRET))  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": ADMIN_SECRET})  # fmt: skip
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsert = UserScramCredentialUpsertion("alice", info, ALICE_SECRET.encode())
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    tests = ("0135", "0142")
+    done = suite.run(runner, ",".join(tests), cluster.bootstrap, tmp_path / "rdkafka", extra_conf={
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice", "sasl.password": ALICE_SECRET,
+        "test.timeout.multiplier": "4",
+    })  # fmt: skip
+    _passed(done.stdout + done.stderr, done.returncode, tests, cluster.report(60))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_producers_and_consumers_refused_by_acls(runner: Path, tmp_path: Path) -> None:
+    tests = ("0109", "0115", "0119")
+    with BrokerProcess(tmp_path / "strom", AUTHORIZER) as broker:
+        done = suite.run(runner, ",".join(tests), broker.bootstrap, tmp_path / "rdkafka",
+                         extra_conf={"test.timeout.multiplier": "4"},
+                         kafka_home=suite.acl_tools())  # fmt: skip
+        logs = "\n".join(list(broker.output)[-60:])
+    _passed(done.stdout + done.stderr, done.returncode, tests, logs)
