@@ -297,6 +297,10 @@ class QuorumController:
         self._proposal: _Proposal | None = None
         """The last command's records, until applied (see `_settled`)."""
         self._snapshotting = False
+        self._snapshot_idle = trio.Event()
+        self._snapshot_idle.set()
+        """Set while no snapshot is being encoded in the background."""
+        self._relay_nursery: trio.Nursery | None = None
         """A snapshot is being encoded (in a worker thread)."""
         self._closed = False
         self._pending: list[Message] = []
@@ -543,6 +547,7 @@ class QuorumController:
         nothing after the last snapshot)."""
         async with self._lock:
             self._check_open()
+            await self._snapshot_idle.wait()  # one being encoded in the background lands first
             snapshot_id = self._take_snapshot()
             if snapshot_id is not None:
                 await self.raft.writes_done()
@@ -919,6 +924,7 @@ class QuorumController:
         """Every Raft change wakes the commands and the leadership watch; snapshots are started
         here (not inside `apply`, which runs within the Raft driver's effect handling)."""
         async with trio.open_nursery() as nursery:
+            self._relay_nursery = nursery
             while True:
                 change = self.raft.next_change()
                 self._maybe_snapshot(nursery)
@@ -941,6 +947,7 @@ class QuorumController:
             return
         self._since_snapshot = 0
         self._snapshotting = True
+        self._snapshot_idle = trio.Event()
         nursery.start_soon(self._snapshot, end, self.image)
 
     async def _snapshot(self, end: int, image: MetadataImage) -> None:
@@ -961,6 +968,18 @@ class QuorumController:
             )  # fmt: skip
         finally:
             self._snapshotting = False
+            self._snapshot_idle.set()
+
+    async def snapshots_settled(self) -> None:
+        """Return once no snapshot is due or being encoded and every write asked of the Raft
+        store so far is done (a snapshot that failed is retried only after the next command)."""
+        while True:
+            if self._relay_nursery is not None:
+                self._maybe_snapshot(self._relay_nursery)
+            if not self._snapshotting:
+                break
+            await self._snapshot_idle.wait()
+        await self.raft.writes_done()
 
     def _take_snapshot(self) -> SnapshotId | None:
         """Hand the image to the Raft driver now as the snapshot of every entry below it,

@@ -274,7 +274,7 @@ def test_snapshots_are_taken_and_used_on_restart(tmp_path: Path) -> None:
         async with _open(config, snapshot_interval_bytes=4096) as driver:
             for i in range(40):
                 await driver.create_topics(CreateTopicsRequest(topics=[topic(f"t{i}", 2)]), 7)
-            await driver.raft.writes_done()
+            await driver.snapshots_settled()
             snapshots = _snapshots(directory)
             assert snapshots
             assert len(snapshots) == 1  # older ones are deleted
@@ -412,12 +412,12 @@ def test_a_failed_snapshot_leaves_the_command_done_and_is_retried(
             monkeypatch.setattr("strom.storage.raft.raft_log.atomic_replace", disk_full)
             response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
             assert response.topics[0].error_code == ErrorCode.NONE  # durable, so it stands
-            await driver.raft.writes_done()
+            await driver.snapshots_settled()
             missed = driver.image.provenance.offset + 1
             assert missed not in [s.end_offset for s in _snapshots(directory)]
             monkeypatch.undo()
             await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
-            await driver.raft.writes_done()
+            await driver.snapshots_settled()
             latest = max(s.end_offset for s in _snapshots(directory))
             assert latest == driver.image.provenance.offset + 1
 
