@@ -23,6 +23,9 @@ Its folders and modules, by floor, top down (imports only go down; pyproject.tom
 - `security/`: TLS contexts from the ssl.* keys and the listeners' TLS (handshake, reloads),
   SASL (mechanisms, the connection's authenticator, the client side), principals, ACL
   decisions.
+- `metrics/`: the request-path counters.
+- `runtime.py`: the machine under it all: the network, the clocks, worker threads and
+  randomness, which a simulation of the whole cluster replaces (`tests/simulation`).
 
 May import everything below it: `strom.coordinator`, `strom.storage`, `strom.config`,
 `strom.wire`. Nothing imports `strom.broker`.

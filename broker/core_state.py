@@ -9,12 +9,14 @@ appends metadata records. Partition data lives in `logs`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from strom.broker.metrics.recorder import BrokerMetrics
+from strom.broker.runtime import wall_clock_ms
+
+__all__ = ["BrokerCore", "wall_clock_ms"]
 
 if TYPE_CHECKING:
     from strom.broker.drivers.controller_forwarder import ControllerForwarder
@@ -28,10 +30,6 @@ if TYPE_CHECKING:
     from strom.coordinator.controller.liveness import OfflineReplicas
     from strom.coordinator.metadata.image import MetadataImage
     from strom.storage.log.log_manager import LogManager
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

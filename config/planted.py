@@ -33,6 +33,10 @@ BUGS: dict[str, str] = {
         "leader epoch, the partitions whose only ISR member it is; and a second live process "
         "naming the same log directories replaces the first"
     ),
+    "hw-ignores-followers": (
+        "a partition leader moves the high watermark to its own log end offset without "
+        "waiting for the ISR, so acks=all is answered before any follower has the records"
+    ),
 }
 
 _active: frozenset[str] = frozenset()

@@ -10,9 +10,9 @@ Crash recovery: the kernel drops an `flock` when its holder dies, so a `kill -9`
 
 from __future__ import annotations
 
-import fcntl
-import os
 from pathlib import Path
+
+from strom.storage import disk
 
 LOCK_FILE = ".lock"
 
@@ -42,18 +42,12 @@ class DirectoryLock:
 
     def release(self) -> None:
         while self._fds:
-            os.close(self._fds.pop())  # closing the fd drops its flock
+            disk.close(self._fds.pop())  # closing the fd drops its lock
 
 
 def _lock(directory: Path) -> int:
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    disk.makedirs(directory)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return disk.lock(directory / LOCK_FILE)
     except BlockingIOError:
-        os.close(fd)
         raise DirectoryLockedError(directory) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace
 from strom.storage.raft.quorum_state import FILE_NAME as QUORUM_STATE
 from strom.storage.raft.quorum_state import write_quorum_state
@@ -90,10 +91,10 @@ def parse_kafka_uuid(text: str) -> uuid.UUID:
 def read_meta_properties(directory: Path) -> dict[str, str] | None:
     """The key/value pairs of `meta.properties`, or None when there is none."""
     path = directory / FILE_NAME
-    if not path.exists():
+    if not disk.exists(path):
         return None
     values: dict[str, str] = {}
-    for line in path.read_text("utf-8").splitlines():
+    for line in disk.read_file(path).decode("utf-8").splitlines():
         text = line.strip()
         if text and not text.startswith(("#", "!")):
             key, _, value = text.partition("=")
@@ -116,7 +117,7 @@ def log_directory_ids(data_dirs: Iterable[str | Path]) -> list[uuid.UUID]:
 def write_meta_properties(
     directory: Path, *, cluster_id: str, node_id: int, directory_id: uuid.UUID, by: str
 ) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    disk.makedirs(directory)
     body = (
         f"#Written by {by}\n"
         f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
@@ -130,7 +131,7 @@ def _lost_raft_state(metadata_dir: Path) -> bool:
     (one that holds files but no quorum-state is the single-node log of an older Strom, which
     formatting must not touch)."""
     log_dir = metadata_dir / LOG_DIR_NAME
-    return not log_dir.is_dir() or not any(log_dir.iterdir())
+    return not disk.is_dir(log_dir) or not disk.listdir(log_dir)
 
 
 def _node_directories(data_dirs: Iterable[str | Path], metadata_dir: str | Path) -> list[Path]:
@@ -270,13 +271,13 @@ def format_directories(
     for directory in directories:
         if directory in found:
             continue
-        directory.mkdir(parents=True, exist_ok=True)
+        disk.makedirs(directory)
         directory_id = new_uuid()
         if directory == metadata:
             atomic_replace(directory / BOOTSTRAP_FILE, bootstrap, temp_suffix=PART_SUFFIX)
             if voters is not None:
                 raft = directory / LOG_DIR_NAME
-                raft.mkdir(exist_ok=True)
+                disk.makedirs(raft)
                 write_quorum_state(raft, QuorumState(voters=voters))
             directory_id = metadata_directory_id or directory_id
         write_meta_properties(
@@ -293,7 +294,7 @@ def format_directories(
 
 def read_bootstrap(directory: Path) -> bytes | None:
     """The bytes of `bootstrap.checkpoint` (None when there is none)."""
-    try:
-        return (directory / BOOTSTRAP_FILE).read_bytes()
-    except FileNotFoundError:
+    path = directory / BOOTSTRAP_FILE
+    if not disk.exists(path):
         return None
+    return disk.read_file(path)

@@ -23,8 +23,9 @@ resolves to a node in the same response.
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING, NamedTuple
+
+from strom.broker import runtime
 
 if TYPE_CHECKING:
     from strom.broker.core_state import BrokerCore
@@ -68,7 +69,7 @@ def controller_id(broker: BrokerCore, nodes: list[BrokerNode]) -> int:
     active = broker.controller.active_controller_id
     if active in alive:
         return active
-    return random.choice(alive)
+    return runtime.current().random.choice(alive)
 
 
 def current_leader(

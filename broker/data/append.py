@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import trio
-
+from strom.broker import runtime
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
 from strom.broker.drivers.topics import is_internal_topic
@@ -190,7 +189,7 @@ async def append_partition(
             waiters.appended(topic, index)
         if log.flush_owed():
             try:
-                await trio.to_thread.run_sync(log.flush)
+                await runtime.to_thread(log.flush)
             except KafkaStorageError:
                 report_storage(broker)
                 return AppendOutcome(index, ErrorCode.KAFKA_STORAGE_ERROR)

@@ -28,8 +28,7 @@ from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-import trio
-
+from strom.broker import runtime
 from strom.broker.data.fetch_sessions import CachedPartition
 from strom.broker.data.file_chunk import FileChunk
 from strom.broker.data.lookup import Located, locate
@@ -365,7 +364,7 @@ async def load_records(reads: list[PartitionRead]) -> None:
     """Copy the records of `reads`; beyond THREAD_COPY_BYTES in a worker thread, so a
     50 MiB response never stalls the event loop (1 MiB of page-cache preads is ~0.25 ms)."""
     if sum(r.size for r in reads if not r.sendfile) > THREAD_COPY_BYTES:
-        await trio.to_thread.run_sync(_load_all, reads)
+        await runtime.to_thread(_load_all, reads)
     else:
         for r in reads:
             r.load()

@@ -19,11 +19,11 @@ by followers at once), exactly Kafka's rules.
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from strom.broker import runtime
 from strom.wire.errors import ErrorCode
 
 INVALID_SESSION_ID = 0
@@ -127,7 +127,7 @@ class FetchSessionCache:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.sessions: dict[int, FetchSession] = {}
-        self._rng = random.Random()
+        self._rng = runtime.new_random()
         self.on_remove: Callable[[FetchSession], None] | None = None
         """Told of every session that leaves the cache (closed, replaced or evicted)."""
 

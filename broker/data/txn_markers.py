@@ -32,8 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import trio
-
+from strom.broker import runtime
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.waiters import DataWaiters
@@ -131,7 +130,7 @@ async def _append_one(
     waiters.changed(topic, index)
     if log.log_end_offset - log.recovery_point >= log.config.flush_messages:
         try:
-            await trio.to_thread.run_sync(log.flush)
+            await runtime.to_thread(log.flush)
         except KafkaStorageError:
             report_storage(broker)
             return ErrorCode.KAFKA_STORAGE_ERROR

@@ -40,13 +40,13 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import uuid
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.coordinator_host import CoordinatorHost
 from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated
 from strom.broker.drivers.group_loading import read_partition
@@ -89,7 +89,7 @@ def group_config(c: BrokerConfig) -> GroupConfig:
 
 
 def _new_uuid() -> str:
-    return str(uuid.uuid4())
+    return str(runtime.new_uuid())
 
 
 class GroupDriver(CoordinatorHost):
@@ -128,7 +128,7 @@ class GroupDriver(CoordinatorHost):
         for partition in self.topic.partitions() or []:
             led = self.topic.leader(partition)
             if led is not None:
-                loaded = await trio.to_thread.run_sync(read_partition, led[0])
+                loaded = await runtime.to_thread(read_partition, led[0])
                 self.machine.load(loaded, self.now())
                 self.owned.add(partition)
         log.info("loaded %d groups from %s", len(self.machine.groups), CONSUMER_OFFSETS)
@@ -173,7 +173,7 @@ class GroupDriver(CoordinatorHost):
             led = self.topic.leader(partition)
             if self.loading.get(partition) != load_id or led is None:
                 continue  # lost (and maybe regained: a later load) meanwhile
-            loaded = await trio.to_thread.run_sync(read_partition, led[0])
+            loaded = await runtime.to_thread(read_partition, led[0])
             if self.loading.get(partition) != load_id:
                 continue
             del self.loading[partition]

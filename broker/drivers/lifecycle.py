@@ -26,6 +26,7 @@ from typing import Protocol
 
 import trio
 
+from strom.broker import runtime
 from strom.config import BrokerConfig, Listener
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
@@ -73,7 +74,7 @@ class BrokerLifecycle:
         self._channel = channel
         self._registration = registration
         self._metadata_offset = metadata_offset
-        self.incarnation_id = incarnation_id or uuid.uuid4()
+        self.incarnation_id = incarnation_id or runtime.new_uuid()
         """This process's incarnation: a restart is a new one (Kafka's incarnation id)."""
         self.broker_epoch = -1
         """The epoch of the current registration (-1: not registered)."""

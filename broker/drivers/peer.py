@@ -17,6 +17,7 @@ import ssl
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.security.peer import PeerSecurity
 from strom.broker.security.sasl_client import SaslLoginError, login
 from strom.config.quorum import Address
@@ -113,7 +114,7 @@ class PeerConnection:
             self._reauthenticate_at = trio.current_time() + lifetime_ms * 0.85 / 1000
 
     async def _open(self) -> trio.abc.Stream:
-        tcp = await trio.open_tcp_stream(*self.address)
+        tcp = await runtime.current().network.connect(*self.address)
         context = None if self._security is None else self._security.ssl_context
         if context is None:
             return tcp

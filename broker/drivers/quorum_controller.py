@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.lifecycle import BrokerLifecycle, ControllerChannel
 from strom.broker.drivers.raft import RaftDriver, WriteFailure
 from strom.config import BrokerConfig, Listener
@@ -163,14 +164,11 @@ WRITE_ERROR_LOG_INTERVAL_S = 10.0
 """A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
 
 
-def wall_clock_ms() -> int:
-    """Record timestamps: the wall clock, in milliseconds."""
-    return time.time_ns() // 1_000_000
+wall_clock_ms = runtime.wall_clock_ms
+"""Record timestamps: the wall clock, in milliseconds."""
 
-
-def monotonic_ms() -> int:
-    """Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
-    return time.monotonic_ns() // 1_000_000
+monotonic_ms = runtime.monotonic_ms
+"""Lease time: a wall-clock jump must not expire (or extend) every broker's lease."""
 
 
 class NotActiveController(Exception):
@@ -342,7 +340,7 @@ class QuorumController:
         config: BrokerConfig,
         *,
         clock: Callable[[], int] = wall_clock_ms,
-        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        new_uuid: Callable[[], uuid.UUID] = runtime.new_uuid,
         snapshot_interval_bytes: int = SNAPSHOT_INTERVAL_BYTES,
         metadata_version: int = LATEST_METADATA_VERSION,
         features: Mapping[str, int] | None = None,
@@ -356,7 +354,7 @@ class QuorumController:
         this node is not the active controller (`lookup()`: the active controller's address or
         None; `changes()`: an event set at the next change, `next_change`).
         """
-        cluster_id, bootstrap = await trio.to_thread.run_sync(_load, config, new_uuid)
+        cluster_id, bootstrap = await runtime.to_thread(_load, config, new_uuid)
         scram: list[Message] = []
         if bootstrap is not None:  # what `strom format` chose wins over the defaults
             levels = dict(bootstrap.levels)
@@ -374,7 +372,7 @@ class QuorumController:
             snapshot_interval_bytes=snapshot_interval_bytes,
             remote=remote,
         )
-        await trio.to_thread.run_sync(node.raft.load)
+        await runtime.to_thread(node.raft.load)
         return node
 
     # --- reading ---------------------------------------------------------------------------
@@ -599,7 +597,7 @@ class QuorumController:
         """The answer when the metadata log refused the records: nothing changed, and the log is
         back at its last good length, so the same command works once the disk does."""
         cause = f"the metadata log could not be written: {exc.strerror or exc}"
-        now = time.monotonic()
+        now = runtime.monotonic_ms() / 1000
         if now >= self._quiet_until:
             self._quiet_until = now + WRITE_ERROR_LOG_INTERVAL_S
             also = f" ({self._unlogged} more since the last report)" if self._unlogged else ""
@@ -956,7 +954,7 @@ class QuorumController:
         is immutable, so the commits meanwhile do not disturb it."""
         try:
             began = time.perf_counter()
-            data = await trio.to_thread.run_sync(encode_snapshot, image)
+            data = await runtime.to_thread(encode_snapshot, image)
             encoded = time.perf_counter() - began
             core = self.raft.core
             if core is None or not core.log.start_offset < end <= core.high_watermark:

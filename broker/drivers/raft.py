@@ -35,8 +35,6 @@ stop does in Kafka, so that another voter stands at once.
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +42,7 @@ from typing import Protocol
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.metrics.recorder import CommitLatency
 from strom.broker.security.peer import PeerSecurity
@@ -207,7 +206,11 @@ class RaftDriver:
 
     @staticmethod
     def now() -> int:
-        return int(trio.current_time() * 1000)
+        """trio's clock in whole ms. Woken at a deadline of X ms (`trio.move_on_at(X / 1000)`),
+        the clock may read X/1000 exactly, and X/1000 * 1000 can come out just under X (7634 ->
+        7633.999...): without the nudge the tick loop saw its deadline not yet reached, slept
+        until a moment already past and spun (a virtual clock lands exactly on deadlines)."""
+        return int(trio.current_time() * 1000 + 1e-6)
 
     def propose(self, payloads: list[bytes]) -> int | None:
         """Append entries as the leader: the offset of the first, None when not the leader."""
@@ -231,7 +234,7 @@ class RaftDriver:
         clock is trio's, which only measures intervals)."""
         now = self.now()
         info = self._running().describe(now)
-        shift = time.time_ns() // 1_000_000 - now
+        shift = runtime.wall_clock_ms() - now
 
         def wall(replica: ReplicaInfo) -> ReplicaInfo:
             return replace(
@@ -301,7 +304,7 @@ class RaftDriver:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the durable state, then serve until cancelled (a crash: nothing more is written)."""
         if self._recovered is None:
-            await trio.to_thread.run_sync(self.load)
+            await runtime.to_thread(self.load)
         recovered, self._recovered = self._recovered, None
         assert recovered is not None
         if recovered.snapshot is not None:
@@ -322,7 +325,7 @@ class RaftDriver:
                 self.node_id,
                 self.voter_ids,
                 recovered,
-                random.Random(),
+                runtime.new_random(),
                 self.now(),
                 self.config,
             )
@@ -433,7 +436,7 @@ class RaftDriver:
             batch, self._writes = self._writes, []
             if not batch:
                 continue
-            done, failed, skipped = await trio.to_thread.run_sync(self._perform, batch)
+            done, failed, skipped = await runtime.to_thread(self._perform, batch)
             core = self._running()
             if done:
                 core.writes_durable(max(w.seq for w in done), self.now())

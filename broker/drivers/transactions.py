@@ -41,6 +41,7 @@ from typing import Protocol, TypeVar
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.coordinator_host import CoordinatorHost
 from strom.broker.drivers.coordinator_topic import CoordinatorTopic, Replicated, read_batches
 from strom.broker.drivers.topics import TRANSACTION_STATE
@@ -151,7 +152,7 @@ class TransactionDriver(CoordinatorHost):
             if led is None:
                 continue
             self.machine.begin_loading(self.now(), partition, epoch)
-            records = await trio.to_thread.run_sync(read_txn_partition, led[0], self._read_bytes)
+            records = await runtime.to_thread(read_txn_partition, led[0], self._read_bytes)
             self.machine.load(self.now(), partition, epoch, records)
             self.owned[partition] = epoch
         self._settle()
@@ -200,7 +201,7 @@ class TransactionDriver(CoordinatorHost):
             led = self.topic.leader(partition)
             if self.loading.get(partition) != epoch or led is None:
                 continue
-            records = await trio.to_thread.run_sync(read_txn_partition, led[0], self._read_bytes)
+            records = await runtime.to_thread(read_txn_partition, led[0], self._read_bytes)
             if self.loading.get(partition) != epoch:
                 continue
             del self.loading[partition]

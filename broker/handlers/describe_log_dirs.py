@@ -21,8 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import trio
-
+from strom.broker import runtime
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -58,7 +57,7 @@ async def handle(
             results.append(Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=path))
             continue
         try:
-            total, usable = await trio.to_thread.run_sync(_space, directory)
+            total, usable = await runtime.to_thread(_space, directory)
         except OSError:
             results.append(Result(error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=path))
             continue

@@ -22,8 +22,9 @@ from typing import Any
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.data.file_chunk import FileChunk
-from strom.storage import ReadResult
+from strom.storage import ReadResult, disk
 
 
 def has_file_chunks(chunks: list[Any]) -> bool:
@@ -54,8 +55,9 @@ thread reads them for TLS); larger ones in a worker thread."""
 
 
 async def send_copied(stream: trio.abc.Stream, chunks: list[Any]) -> None:
-    """Write `chunks` in order through `stream` (a TLS stream), reading file ranges into memory
-    a slice at a time, so a large fetch response costs at most `COPY_SLICE` of extra memory."""
+    """Write `chunks` in order through `stream` (a TLS stream, or a simulation's in-memory one),
+    reading file ranges into memory a slice at a time (through `strom.storage.disk`), so a large
+    fetch response costs at most `COPY_SLICE` of extra memory."""
     pending: list[Any] = []
     for chunk in chunks:
         if type(chunk) is not FileChunk:
@@ -68,7 +70,7 @@ async def send_copied(stream: trio.abc.Stream, chunks: list[Any]) -> None:
             if size <= INLINE_READ:
                 data = _read_range(result, position, size)
             else:
-                data = await trio.to_thread.run_sync(_read_range, result, position, size)
+                data = await runtime.to_thread(_read_range, result, position, size)
             pending.append(data)
             await stream.send_all(b"".join(pending))
             pending = []
@@ -84,7 +86,7 @@ def _read_range(result: ReadResult, position: int, size: int) -> bytes:
         raise trio.BrokenResourceError(f"segment file closed before {size} bytes were sent")
     out = bytearray()
     while len(out) < size:
-        data = os.pread(file.fd, size - len(out), position + len(out))
+        data = disk.pread(file.fd, size - len(out), position + len(out))
         if not data:
             raise trio.BrokenResourceError(f"segment file ended {size - len(out)} bytes short")
         out += data

@@ -23,6 +23,7 @@ from typing import Any
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.handlers import HANDLERS, listener_type
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
@@ -32,6 +33,7 @@ from strom.broker.network.faults import FaultInjector
 from strom.broker.network.loop_time import LoopTime
 from strom.broker.network.memory_pool import request_memory_pool
 from strom.broker.network.send import has_file_chunks, send_chunks, send_copied
+from strom.broker.runtime import StreamListener
 from strom.broker.security.authorization import (
     CHECKED_BY_HANDLER,
     CLUSTER_CHECKS,
@@ -126,7 +128,7 @@ class Server:
         self._slot_freed = trio.lowlevel.ParkingLot()
 
     async def serve_listener(
-        self, listener: trio.SocketListener, name: str, connections: trio.Nursery
+        self, listener: StreamListener, name: str, connections: trio.Nursery
     ) -> None:
         """Accept connections while fewer than `max.connections` are open.
 
@@ -155,7 +157,7 @@ class Server:
                 self.connections += 1
                 connections.start_soon(self._connection, stream, name)
 
-    async def _connection(self, stream: trio.SocketStream, name: str) -> None:
+    async def _connection(self, stream: trio.abc.Stream, name: str) -> None:
         by_listener = self.connections_by_listener
         by_listener[name] = by_listener.get(name, 0) + 1
         self.state.metrics.connections_created += 1
@@ -173,8 +175,8 @@ class Server:
         for scope in list(self._waiting):
             scope.cancel()
 
-    async def handle_stream(self, stream: trio.SocketStream, listener: str) -> None:
-        host = _peer_host(stream)
+    async def handle_stream(self, stream: trio.abc.Stream, listener: str) -> None:
+        host = runtime.current().network.peer_host(stream)
         limit = self.state.config.max_connections_per_ip
         if self._per_ip.get(host, 0) >= limit:
             log.warning("refusing connection from %s: max.connections.per.ip=%d reached", host, limit)
@@ -266,7 +268,7 @@ class Server:
                         await stream.send_all(b"".join(chunks))
                     elif isinstance(stream, trio.SocketStream):
                         await send_chunks(stream, chunks)
-                    else:  # TLS: no sendfile; file ranges are read and encrypted piecewise
+                    else:  # TLS, in-memory: no sendfile; file ranges are read and sent piecewise
                         await send_copied(stream, chunks)
                 self.memory.release(reserved)
                 reserved = 0
@@ -490,10 +492,3 @@ def _raised_at(exc: BaseException) -> str:
         return "?"
     return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
-
-def _peer_host(stream: trio.SocketStream) -> str:
-    try:
-        peer = stream.socket.getpeername()
-    except OSError:
-        return "?"
-    return str(peer[0]) if isinstance(peer, tuple) else str(peer)

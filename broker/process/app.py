@@ -21,6 +21,7 @@ from pathlib import Path
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
 from strom.broker.data.coordinator_topics import group_driver, transaction_driver
@@ -45,6 +46,7 @@ from strom.broker.replication.partitions import (
     report_storage,
 )
 from strom.broker.replication.replication_manager import ReplicationManager
+from strom.broker.runtime import StreamListener
 from strom.broker.security.authorization import BrokerAuthorizer
 from strom.broker.security.listeners import ListenerTls
 from strom.broker.security.oauth import JwksError
@@ -143,7 +145,7 @@ class Broker:
                     topic,
                 ),
             )
-            await trio.to_thread.run_sync(logs.load)
+            await runtime.to_thread(logs.load)
             controller.local_broker.previous_broker_epoch = logs.previous_broker_epoch
             self.cleaner = LogCleaner(logs, CleanerSettings.of(config), wall_clock_ms)
             self.cleaner.start()
@@ -151,9 +153,9 @@ class Broker:
                 await self._serve(config, logs, controller, task_status)
             finally:
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self.cleaner.shutdown)
+                    await runtime.to_thread(self.cleaner.shutdown)
                     logs.broker_epoch = controller.local_broker.broker_epoch
-                    await trio.to_thread.run_sync(logs.close)
+                    await runtime.to_thread(logs.close)
                     log.info("Strom stopped; logs closed cleanly")
         finally:
             with trio.CancelScope(shield=True):
@@ -319,33 +321,36 @@ class Broker:
                 "stop what uses the port or change metrics.listener"
             ) from exc
 
-    async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[trio.SocketListener]]]:
-        """Bind every listener, or adopt the socket activation passed for it."""
+    async def _listen(self, config: BrokerConfig) -> list[tuple[Listener, list[StreamListener]]]:
+        """Bind every listener (on the runtime's network), or adopt the socket activation passed
+        for it."""
         unused = set(self._inherited) - {lst.name.upper() for lst in config.listener_endpoints}
         if unused:
             raise StartupError(
                 f"socket activation passed sockets named {','.join(sorted(unused))}, which name "
                 "no entry of 'listeners': name each socket after a listener"
             )
-        bound: list[tuple[Listener, list[trio.SocketListener]]] = []
+        network = runtime.current().network
+        bound: list[tuple[Listener, list[StreamListener]]] = []
         for lst in config.listener_endpoints:
             inherited = self._inherited.pop(lst.name.upper(), None)
             if inherited is not None:
                 try:
-                    bound.append(socket_activation.adopt(lst, inherited))
+                    adopted, sockets = socket_activation.adopt(lst, inherited)
+                    bound.append((adopted, list(sockets)))
                 except socket_activation.ActivationError as exc:
                     socket_activation.close_all({lst.name: inherited})
                     raise StartupError(str(exc)) from exc
                 continue
             try:
-                sockets = await trio.open_tcp_listeners(lst.port, host=lst.host or None)
+                listeners = await network.listen(lst.host, lst.port)
             except OSError as exc:
                 raise StartupError(
                     f"cannot listen on {lst.url} ({exc.strerror}): stop what uses the port "
                     "or change 'listeners'"
                 ) from exc
-            port = sockets[0].socket.getsockname()[1]
-            bound.append((lst._replace(port=port), sockets))
+            port = network.bound_port(listeners[0])
+            bound.append((lst._replace(port=port), listeners))
         return bound
 
 
@@ -488,7 +493,7 @@ async def _flush_loop(state: BrokerState) -> None:
         await trio.sleep(FLUSH_CHECK_SECONDS)
         for partition in state.logs.flush_due(wall_clock_ms()):
             try:
-                await trio.to_thread.run_sync(partition.flush)
+                await runtime.to_thread(partition.flush)
             except KafkaStorageError:
                 report_storage(state)
 
@@ -517,5 +522,5 @@ async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
                 partition.expire_producers(now, config.producer_id_expiration_ms)
             next_producers = now + producers_every
         if now >= next_checkpoint:
-            await trio.to_thread.run_sync(logs.checkpoint)
+            await runtime.to_thread(logs.checkpoint)
             next_checkpoint = now + checkpoint_every

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable
 from strom.broker.replication.divergence import truncation_point
 from strom.broker.security.peer import PeerSecurity
@@ -227,7 +228,10 @@ class LeaderFetcher:
                 )  # fmt: skip
                 self._failing = True
             if not targets or address is None:
-                wake = min(self._delayed.values(), default=None) if self._mine() else None
+                # the delays of the partitions followed from this leader now (an expired delay
+                # of one followed elsewhere since would wake this loop at once, over and over)
+                mine = self._mine()
+                wake = min((self._delayed[k] for k in mine if k in self._delayed), default=None)
                 if address is None and targets:  # its registration may change: look again
                     wake = now + backoff_s
                 with trio.move_on_at(wake if wake is not None else now + 3600):
@@ -424,7 +428,7 @@ class LeaderFetcher:
         # them (so acks=all with flush.messages=1 means synced on every ISR member, as Kafka)
         for plog in owed:
             try:
-                await trio.to_thread.run_sync(plog.flush)
+                await runtime.to_thread(plog.flush)
             except KafkaStorageError as exc:  # offline now; the storage heartbeat reports it
                 log.warning("flushing %s: %s", plog.name, exc)
 

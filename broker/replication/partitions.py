@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.replication.replication_manager import ReplicationManager
 from strom.config import BrokerConfig, ConfigError
 from strom.coordinator.metadata.image import TOPIC_RESOURCE
@@ -186,7 +187,7 @@ async def follow_image(
         # existing logs change roles now, not after the new ones are opened: meanwhile the
         # handlers already read this image (a new leader must not commit at append)
         replication.follow(image, topics)
-        outcome = await trio.to_thread.run_sync(_open_all, state.logs, plan)
+        outcome = await runtime.to_thread(_open_all, state.logs, plan)
     _finish(state, plan, outcome)
     replication.follow(image, topics)
     report_storage(state)

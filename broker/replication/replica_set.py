@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
+from strom.config.planted import planted
 from strom.wire.errors import ErrorCode
 
 UNKNOWN_OFFSET = -1
@@ -218,6 +219,8 @@ class ReplicaSet:
         for replica in self.counted():
             if replica == self.leader_id:
                 continue
+            if planted("hw-ignores-followers"):
+                break  # the bug put back for tests: acks=all once the leader alone has it
             follower = self.followers.get(replica)
             ends.append(UNKNOWN_OFFSET if follower is None else follower.log_end_offset)
         candidate = min(ends)

@@ -139,8 +139,8 @@ def _check_identity(current: ListenerContext, fresh: ListenerContext, settings: 
 
 
 async def handshake(
-    stream: trio.SocketStream, tls: ListenerContext, host: str, conn_id: int
-) -> tuple[trio.SSLStream[trio.SocketStream], KafkaPrincipal] | None:
+    stream: trio.abc.Stream, tls: ListenerContext, host: str, conn_id: int
+) -> tuple[trio.SSLStream[trio.abc.Stream], KafkaPrincipal] | None:
     """The server side of the handshake: the TLS stream and the client's principal, or None
     (logged; the caller closes the connection) if it failed, stalled or no rule maps the
     client's certificate."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from strom.broker import runtime
 from strom.broker.security.oauth import JwksError, JwksValidator
 from strom.broker.security.sasl import (
     Authenticator,
@@ -105,7 +106,7 @@ class SaslListeners:
                     "OAUTHBEARER validation against a JWKS needs PyJWT: "
                     "pip install 'strom[security]'"
                 ) from None
-            await trio.to_thread.run_sync(validator.load)
+            await runtime.to_thread(validator.load)
 
     async def refresh_keys(self) -> None:
         """Read each JWKS again when due (see `strom.broker.security.oauth`); runs forever."""
@@ -115,7 +116,7 @@ class SaslListeners:
                 if not validator.refresh_due():
                     continue
                 try:
-                    await trio.to_thread.run_sync(validator.load)
+                    await runtime.to_thread(validator.load)
                 except JwksError as exc:
                     log.warning("listener %s keeps its JWKS keys: %s", listener, exc)
 

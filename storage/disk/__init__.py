@@ -6,8 +6,7 @@ current `Disk`: `OsDisk` unless a test switched it with `use`. The switch is per
 paths tell one node's files from another's, so one switched disk serves a whole simulated
 cluster in one process.
 
-Not through it: the data directory lock (`dir_lock`, a kernel `flock`), and `sendfile` of a
-segment's descriptor to a socket (the network layer's).
+Not through it: `sendfile` of a segment's descriptor to a socket (the network layer's).
 """
 
 from __future__ import annotations
@@ -116,6 +115,10 @@ def is_dir(path: Path) -> bool:
     return _current.is_dir(path)
 
 
+def lock(path: Path) -> int:
+    return _current.lock(path)
+
+
 def read_file(path: Path) -> bytes:
     return _current.read_file(path)
 
@@ -142,6 +145,33 @@ def write_all(fd: int, data: Buffer) -> None:
     while view:
         written = _current.write(fd, view)
         view = view[written:]
+
+
+def pwrite_all(fd: int, data: Buffer, offset: int) -> None:
+    """Write everything at `offset`, looping over short writes; OSError propagates."""
+    view = memoryview(data)
+    while view:
+        written = _current.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def read_range(path: Path, offset: int, size: int) -> bytes:
+    """`size` bytes of a file from `offset` (fewer at its end)."""
+    fd = _current.open(path, os.O_RDONLY)
+    try:
+        return _current.pread(fd, size, offset)
+    finally:
+        _current.close(fd)
+
+
+def truncate_synced(path: Path, size: int) -> None:
+    """Cut a file to `size` and fsync it."""
+    fd = _current.open(path, os.O_RDWR)
+    try:
+        _current.ftruncate(fd, size)
+        _current.fsync(fd)
+    finally:
+        _current.close(fd)
 
 
 def append_entries(path: Path, file_size: int, entry_size: int, data: Buffer) -> int:

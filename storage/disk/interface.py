@@ -65,6 +65,12 @@ class Disk(abc.ABC):
     def fsize(self, fd: int) -> int:
         """The open file's length (fstat's st_size)."""
 
+    @abc.abstractmethod
+    def lock(self, path: Path) -> int:
+        """Open `path` (created if missing) and take an exclusive lock on it, as `flock(LOCK_EX |
+        LOCK_NB)` does: a descriptor whose `close` releases the lock, as does the death of the
+        process holding it. BlockingIOError while another descriptor holds it."""
+
     # --- paths --------------------------------------------------------------------------------
 
     @abc.abstractmethod

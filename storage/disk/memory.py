@@ -50,6 +50,8 @@ class MemoryDisk(Disk):
         self.fail_fsync: Callable[[Path], bool] = lambda _path: False
         self._fds: dict[int, _Open] = {}
         self._next_fd = FIRST_FD
+        self._locks: dict[Path, int] = {}
+        """Locked paths and the descriptor holding each lock."""
 
     # --- failures ---------------------------------------------------------------------------------
 
@@ -107,8 +109,19 @@ class MemoryDisk(Disk):
         return fd
 
     def close(self, fd: int) -> None:
-        self._open(fd)
+        opened = self._open(fd)
         del self._fds[fd]
+        if self._locks.get(opened.path) == fd:
+            del self._locks[opened.path]
+
+    def lock(self, path: Path) -> int:
+        path = Path(path)
+        holder = self._locks.get(path)
+        if holder is not None and holder in self._fds:
+            raise BlockingIOError(errno.EWOULDBLOCK, f"{path} is locked")
+        fd = self.open(path, os.O_RDWR | os.O_CREAT)
+        self._locks[path] = fd
+        return fd
 
     def dup(self, fd: int) -> int:
         opened = self._open(fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -28,6 +29,15 @@ class OsDisk(Disk):
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
         return os.pread(fd, size, offset)
+
+    def lock(self, path: Path) -> int:
+        fd = self.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            self.close(fd)
+            raise
+        return fd
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace
 from strom.storage.raft.raft_store import QuorumState
 
@@ -64,7 +65,7 @@ def read_quorum_state(directory: Path) -> QuorumState | None:
     """The stored state, or None if this replica has never written one."""
     path = directory / FILE_NAME
     try:
-        data = path.read_bytes()
+        data = disk.read_file(path)
     except FileNotFoundError:
         return None
     try:

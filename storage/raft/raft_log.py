@@ -62,6 +62,7 @@ from pathlib import Path
 
 import crc32c
 
+from strom.storage import disk
 from strom.storage.durable import atomic_replace, fsync_dir
 from strom.storage.raft.raft_store import Entry, SnapshotId
 from strom.wire.errors import ProtocolError
@@ -217,15 +218,15 @@ class RaftLogDir:
     @classmethod
     def open(cls, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> RaftLogDir:
         """Open (creating if need be) and recover the log in `directory`."""
-        if not directory.is_dir():
-            directory.mkdir(parents=True)
+        if not disk.is_dir(directory):
+            disk.makedirs(directory)
             fsync_dir(directory.parent)
         opened = cls(directory, segment_bytes)
-        for leftover in directory.glob(f"*{PART_SUFFIX}"):
-            leftover.unlink()
-        for record in sorted(directory.glob(f"*{CUT_SUFFIX}")):
+        for leftover in disk.glob(directory, f"*{PART_SUFFIX}"):
+            disk.unlink(leftover)
+        for record in disk.glob(directory, f"*{CUT_SUFFIX}"):
             opened._finish_cut(record)
-        names = sorted(p for p in directory.iterdir() if p.name.endswith(SEGMENT_SUFFIX))
+        names = disk.glob(directory, f"*{SEGMENT_SUFFIX}")
         for index, path in enumerate(names):
             opened._recover(path, last=index == len(names) - 1)
         if not opened._segments:
@@ -234,7 +235,7 @@ class RaftLogDir:
 
     def _finish_cut(self, record: Path) -> None:
         """Redo the truncation a crash interrupted (see the module docstring)."""
-        raw = record.read_bytes()
+        raw = disk.read_file(record)
         stem = record.name[: -len(CUT_SUFFIX)]
         segment = self.directory / (stem + SEGMENT_SUFFIX)
         magic, crc = _CUT_HEADER.unpack_from(raw) if len(raw) >= _CUT_HEADER.size else (b"", 0)
@@ -245,25 +246,26 @@ class RaftLogDir:
             or crc32c.crc32c(body) != crc
             or len(stem) != 20
             or not stem.isdigit()
-            or not segment.exists()
+            or not disk.exists(segment)
         ):
             raise RaftLogError(
                 f"{record} is damaged or names no segment: the truncation it records cannot be "
                 "finished; restore the directory or reformat this node"
             )
         log.warning("raft log %s: finishing a truncation a crash interrupted", segment)
-        for later in self.directory.glob(f"*{SEGMENT_SUFFIX}"):
+        for later in disk.glob(self.directory, f"*{SEGMENT_SUFFIX}"):
             if later.name > segment.name:
-                later.unlink()
+                disk.unlink(later)
         fsync_dir(self.directory)
         (position,) = _CUT_POSITION.unpack_from(body)
-        with open(segment, "r+b") as handle:
-            handle.truncate(position)
-            handle.seek(position)
-            handle.write(body[_CUT_POSITION.size :])
-            handle.flush()
-            os.fsync(handle.fileno())
-        record.unlink()
+        fd = disk.open(segment, os.O_RDWR)
+        try:
+            disk.ftruncate(fd, position)
+            disk.pwrite_all(fd, body[_CUT_POSITION.size :], position)
+            disk.fsync(fd)
+        finally:
+            disk.close(fd)
+        disk.unlink(record)
         fsync_dir(self.directory)
 
     def _recover(self, path: Path, *, last: bool) -> None:
@@ -274,7 +276,7 @@ class RaftLogDir:
         if self._segments and base != self._end:
             raise RaftLogError(f"{path.name}: starts at {base}, expected {self._end}")
         self._end = base
-        data = path.read_bytes()
+        data = disk.read_file(path)
         segment = _Segment(base, path, 0)
         batches = iter_batches(data, allow_partial=True)
         problem = ""
@@ -298,9 +300,7 @@ class RaftLogDir:
             log.warning(
                 "raft log %s: cutting torn tail at byte %d: %s", path, segment.size, problem
             )
-            with open(path, "r+b") as handle:
-                handle.truncate(segment.size)
-                os.fsync(handle.fileno())
+            disk.truncate_synced(path, segment.size)
         self._segments.append(segment)
 
     # --- positions and reading --------------------------------------------------------------
@@ -323,8 +323,7 @@ class RaftLogDir:
     def segment_data(self) -> Iterator[bytes]:
         """Each segment's batches (whole, recovered), from the log start."""
         for segment in self._segments:
-            with open(segment.path, "rb") as handle:
-                yield handle.read(segment.size)
+            yield disk.read_range(segment.path, 0, segment.size)
 
     def batches(self) -> Iterator[memoryview]:
         """Every batch from the log start, whole, in order."""
@@ -359,37 +358,36 @@ class RaftLogDir:
     def _write_at(self, segment: _Segment, position: int, data: bytes) -> None:
         """Write and fsync `data` at `position`, which becomes the segment's end; on failure cut
         the file back to `position` (see the module docstring) and raise."""
-        fd = os.open(segment.path, os.O_RDWR)
+        fd = disk.open(segment.path, os.O_RDWR)
         try:
             if self._tail_dirty:
-                os.ftruncate(fd, position)
+                disk.ftruncate(fd, position)
                 self._tail_dirty = False
-            view = memoryview(data)
-            at = position
-            while view:
-                written = os.pwrite(fd, view, at)
-                view, at = view[written:], at + written
-            os.fsync(fd)
+            disk.pwrite_all(fd, data, position)
+            disk.fsync(fd)
         except BaseException:
             try:
-                os.ftruncate(fd, position)
+                disk.ftruncate(fd, position)
             except OSError as exc:
                 self._tail_dirty = True  # retried before the next write; recovery trims it
                 log.error("raft log %s: cannot cut back a failed write yet: %s", segment.path, exc)
             raise
         finally:
-            os.close(fd)
+            disk.close(fd)
 
     def _roll(self, base_offset: int) -> _Segment:
         """Start a new, empty active segment at `base_offset` (nothing left behind on failure)."""
         path = self.directory / segment_name(base_offset)
         try:
-            with open(path, "xb") as handle:
-                os.fsync(handle.fileno())
+            fd = disk.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                disk.fsync(fd)
+            finally:
+                disk.close(fd)
             fsync_dir(self.directory)
         except BaseException:
             with contextlib.suppress(OSError):
-                path.unlink()
+                disk.unlink(path)
             raise
         segment = _Segment(base_offset, path, 0)
         self._segments.append(segment)
@@ -409,15 +407,8 @@ class RaftLogDir:
         if cut.base_offset < offset:
             # inside a batch: its kept part is written again after the cut; the cut record
             # lets recovery finish the job if a crash comes in between
-            with open(segment.path, "rb") as handle:
-                handle.seek(cut.position)
-                kept = encode_entries(
-                    [
-                        e
-                        for e in decode_entries(handle.read(segment.size - cut.position))
-                        if e.offset < offset
-                    ]
-                )
+            tail = disk.read_range(segment.path, cut.position, segment.size - cut.position)
+            kept = encode_entries([e for e in decode_entries(tail) if e.offset < offset])
             record = self.directory / _cut_record_name(segment.base_offset)
             body = _CUT_POSITION.pack(cut.position) + kept
             header = _CUT_HEADER.pack(CUT_MAGIC, crc32c.crc32c(body))
@@ -425,24 +416,22 @@ class RaftLogDir:
         del self._batches[index:]
         # segments after the one holding the cut go whole
         while self._segments[-1] is not segment:
-            self._segments.pop().path.unlink()
+            disk.unlink(self._segments.pop().path)
         fsync_dir(self.directory)
-        with open(segment.path, "r+b") as handle:
-            handle.truncate(cut.position)
-            os.fsync(handle.fileno())
+        disk.truncate_synced(segment.path, cut.position)
         self._tail_dirty = False
         segment.size = cut.position
         self._end = cut.base_offset
         if record is not None:
             self._write_at(segment, cut.position, kept)
             self._written(segment, kept)
-            record.unlink()
+            disk.unlink(record)
             fsync_dir(self.directory)
 
     def reset(self, offset: int) -> None:
         """Drop every segment and continue, empty, at `offset` (a snapshot replaced the log)."""
         for segment in self._segments:
-            segment.path.unlink()
+            disk.unlink(segment.path)
         self._segments, self._batches, self._end = [], [], offset
         self._tail_dirty = False
         self._roll(offset)
@@ -452,7 +441,7 @@ class RaftLogDir:
         gone = False
         while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
             segment = self._segments.pop(0)
-            segment.path.unlink()
+            disk.unlink(segment.path)
             self._batches = [b for b in self._batches if b.segment is not segment]
             gone = True
         if gone:
@@ -465,21 +454,21 @@ class RaftLogDir:
         header = _SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, crc32c.crc32c(data), len(data))
         path = self.directory / snapshot_name(snapshot)
         atomic_replace(path, header + data, temp_suffix=PART_SUFFIX)
-        for older in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+        for older in disk.glob(self.directory, f"*{SNAPSHOT_SUFFIX}"):
             if older != path:
-                older.unlink()
+                disk.unlink(older)
         fsync_dir(self.directory)
 
     def latest_snapshot(self) -> tuple[SnapshotId, bytes] | None:
         """The newest intact snapshot, if any."""
         found: list[tuple[SnapshotId, Path]] = []
-        for path in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+        for path in disk.glob(self.directory, f"*{SNAPSHOT_SUFFIX}"):
             snapshot = parse_snapshot_name(path.name)
             if snapshot is None:
                 raise RaftLogError(f"unexpected file {path.name} in {self.directory}")
             found.append((snapshot, path))
         for snapshot, path in sorted(found, reverse=True):
-            raw = path.read_bytes()
+            raw = disk.read_file(path)
             with contextlib.suppress(struct.error):
                 magic, crc, length = _SNAPSHOT_HEADER.unpack_from(raw)
                 data = raw[_SNAPSHOT_HEADER.size :]

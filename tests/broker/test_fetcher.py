@@ -215,3 +215,29 @@ async def test_an_answer_for_an_older_epoch_is_ignored(tmp_path: Path) -> None:
     )
     await fetcher._apply(sent, _answer(partition), Address("127.0.0.1", 1))
     assert follower.log_end_offset == 0
+
+
+async def test_a_backing_off_fetcher_sleeps_past_a_forgotten_partitions_delay(
+    tmp_path: Path,
+) -> None:
+    """Every partition it follows backs off, and a partition it no longer follows from this
+    leader left an expired delay behind: the fetcher waits for its own partitions' delays, not
+    the expired one (it spun at one instant, found by the whole-cluster simulation's guard
+    against busy loops)."""
+    fetcher = _fetcher(open_log(tmp_path))
+    broker: Any = fetcher.manager.broker
+    broker.image = SimpleNamespace(broker=lambda _node: None)  # the leader is not registered
+    now = trio.current_time()
+    fetcher._delayed = {KEY: now + 5.0, ("gone", 0): now - 1.0}
+    rounds = 0
+    mine = fetcher._mine
+
+    def counted() -> dict[tuple[str, int], FetchTarget]:
+        nonlocal rounds
+        rounds += 1
+        return mine()
+
+    fetcher._mine = counted  # type: ignore[method-assign]
+    with trio.move_on_after(0.3):
+        await fetcher.run()
+    assert rounds < 10, f"{rounds} rounds of the fetch loop in 0.3 s while every partition waits"

@@ -43,6 +43,7 @@ BREAKS: dict[str, list[tuple[str, str]]] = {
         ("strom.broker.admin.forwarding", "strom.broker.handlers.request"),
         ("strom.broker.metrics.recorder", "strom.broker.state"),  # the counters reaching up
         ("strom.broker.network.server", "strom.broker.monitoring.endpoint"),
+        ("strom.broker.runtime", "strom.broker.metrics.recorder"),  # the machine reaching up
     ],
     "cli-is-a-client": [("strom.cli.topics", "strom.broker.state")],  # the CLI reaching in
     "nothing-imports-cli": [("strom.broker.process.cli", "strom.cli.app")],
