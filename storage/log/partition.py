@@ -842,6 +842,12 @@ class PartitionLog:
         """Drop every batch at or after `offset` (a batch straddling it goes too)."""
         with self._lock:
             if offset >= self.log_end_offset:
+                # no batch goes, but an epoch may start at the log end with nothing written in
+                # it (this replica became leader, then another was elected before it appended);
+                # kept, it would send that epoch as the last fetched one forever (Kafka's
+                # UnifiedLog.truncateTo truncates the epoch cache here too)
+                if self.epochs.truncate_from_end(self.log_end_offset):
+                    self.epochs.save(sync=False)
                 return
             self.generation += 1
             self._aborted_segments = None
