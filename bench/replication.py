@@ -197,9 +197,11 @@ def phases(
     return out
 
 
-def profile(cluster: ClusterProcess, w: Workload, outdir: Path) -> dict[str, Any]:
-    """py-spy the leader and a follower during an unmeasured produce (5x the workload); their
-    top frames."""
+def profile(
+    cluster: ClusterProcess, w: Workload, outdir: Path, paced_rate: float | None = None
+) -> dict[str, Any]:
+    """py-spy the leader and a follower during an unmeasured produce (5x the workload), or with
+    `paced_rate` during 15 s of single-record acks=all produce at that rate; their top frames."""
     broker = ClusterBroker(cluster)
     topic = topic_name("rf3-profile")
     create(cluster.bootstrap, topic, 3)
@@ -214,7 +216,10 @@ def profile(cluster: ClusterProcess, w: Workload, outdir: Path) -> dict[str, Any
              "-p", str(cluster.node(node_id).pid), "-o", str(path)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         ))  # fmt: skip
-    produce(broker, topic, Workload(w.count * 5, w.size, 1, "all"))  # long enough to sample
+    if paced_rate is None:
+        produce(broker, topic, Workload(w.count * 5, w.size, 1, "all"))  # long enough to sample
+    else:
+        latency(broker, topic, rate=paced_rate, seconds=15, linger_ms=0)
     report: dict[str, Any] = {}
     for _, spy in spies.values():
         spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
@@ -290,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=None,
                         help="idle phase length in seconds (default 20, quick 3)")  # fmt: skip
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output directory")
+    parser.add_argument("--profile-paced", action="store_true",
+                        help="profile the paced single-record phase (at --rate) instead")  # fmt: skip
     parser.add_argument("--kafka", action="store_true",
                         help="also a 3-node Apache Kafka 4.1.1 cluster (JVMs; jars via Maven)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -309,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                 ClusterBroker(cluster), 3, w, args.rate, seconds, idle_s
             )
             if args.profile is not None:
-                profiled = profile(cluster, w, args.profile)
+                paced = args.rate if args.profile_paced else None
+                profiled = profile(cluster, w, args.profile, paced)
         if args.kafka:
             kafka = KafkaCluster(Path(tmp) / "kafka")
             try:

@@ -184,6 +184,13 @@ class SimCluster:
                         rt.life.alive = False
                         self.net.crash_host(rt.life)
         except BaseException as exc:
+            if rt.alive and _only_os_errors(exc):
+                # a storage failure the broker does not survive (an fsync or a write to the
+                # metadata log failing): the process exits, as Kafka's halts; it is down
+                # until restarted
+                self.trace(f"{node.host}: crashed on a storage failure: {_leaf(exc)!r}")
+                self.kill(node)
+                return
             if rt.alive:
                 raise
             if not _only_cancelled_or_io(exc):
@@ -240,6 +247,18 @@ class SimCluster:
     async def wait_exited(self, node: SimNode) -> None:
         if node.incarnation:
             await node.exited.wait()
+
+
+def _only_os_errors(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_os_errors(e) for e in exc.exceptions)
+    return isinstance(exc, OSError) or (exc.__cause__ is not None and _only_os_errors(exc.__cause__))
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _only_cancelled_or_io(exc: BaseException) -> bool:
