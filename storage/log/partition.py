@@ -842,10 +842,9 @@ class PartitionLog:
         """Drop every batch at or after `offset` (a batch straddling it goes too)."""
         with self._lock:
             if offset >= self.log_end_offset:
-                # no batch goes, but an epoch may start at the log end with nothing written in
-                # it (this replica became leader, then another was elected before it appended);
-                # kept, it would send that epoch as the last fetched one forever (Kafka's
-                # UnifiedLog.truncateTo truncates the epoch cache here too)
+                # nothing to cut, but an epoch this replica started at its log end as leader,
+                # appending nothing before another was elected, conflicts with the new leader's
+                # log: drop it (Kafka's truncateTo does too), or the next fetch diverges again
                 if self.epochs.truncate_from_end(self.log_end_offset):
                     self.epochs.save(sync=False)
                 return
