@@ -26,12 +26,21 @@ if TYPE_CHECKING:
 
 
 def driver(broker: BrokerState, request: RequestContext) -> RaftDriver:
-    """This node's Raft driver; ProtocolError (the connection closes) when it runs none."""
+    """This node's Raft driver; ProtocolError (the connection closes) when it runs none or
+    has not loaded its log yet."""
     if broker.raft is None:
         raise ProtocolError(
             f"API key {request.api_key}: this node is not a member of a Raft controller quorum "
             f"(client {request.client_id!r})",
             ErrorCode.INVALID_REQUEST,
+        )
+    if broker.raft.core is None:
+        # The listener opens before the Raft log is loaded: the peer retries, as after any
+        # connection failure (Kafka's controller listener opens only once its log is loaded).
+        raise ProtocolError(
+            f"API key {request.api_key}: this node's Raft log is still loading; closing so "
+            f"the peer retries (client {request.client_id!r})",
+            ErrorCode.BROKER_NOT_AVAILABLE,
         )
     return broker.raft
 
