@@ -19,9 +19,9 @@ from strom.broker.runtime import wall_clock_ms
 __all__ = ["BrokerCore", "wall_clock_ms"]
 
 if TYPE_CHECKING:
-    from strom.broker.drivers.controller_api import MetadataController
     from strom.broker.drivers.controller_forwarder import ControllerForwarder
     from strom.broker.drivers.groups import GroupDriver
+    from strom.broker.drivers.quorum_controller import QuorumController
     from strom.broker.drivers.raft import RaftDriver
     from strom.broker.drivers.topics import TopicController
     from strom.broker.drivers.transactions import TransactionDriver
@@ -39,8 +39,9 @@ class BrokerCore:
     cluster_id: str
     endpoints: list[Listener]
     """Advertised endpoints, with the real ports once listeners are bound."""
-    controller: MetadataController
-    """The single-node `ControllerDriver` or a quorum member's `QuorumController`."""
+    controller: QuorumController
+    """The controller: this node's member of the metadata quorum (a one-voter quorum on a
+    single node)."""
     logs: LogManager
     forwarder: ControllerForwarder
     """Sends admin requests to the active controller when it runs elsewhere
@@ -51,7 +52,7 @@ class BrokerCore:
     transactions: TransactionDriver | None = None
     """The transaction coordinator (set by the broker once it has loaded __transaction_state)."""
     raft: RaftDriver | None = None
-    """The Raft replica of the metadata log, on a member of a multi-node quorum (else None)."""
+    """The Raft replica of the metadata log (`controller.raft`; None only in handler tests)."""
     topic_creator: TopicController | None = None
     """Where the broker's own CreateTopics go (auto-creation, internal topics): the active
     controller, forwarded when it runs elsewhere (set by the broker process). None: `controller`."""

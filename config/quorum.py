@@ -95,9 +95,10 @@ def is_own_controller(
 
 
 def runs_quorum(*, roles: frozenset[str], voters: Mapping[int, Address]) -> bool:
-    """Whether the node is a member of a multi-node Raft quorum (`QuorumController`): static
-    voters other than just this combined node, or a broker-only or controller-only role.
-    Otherwise it runs the single-node controller (`ControllerDriver`), as `strom serve` does."""
+    """Whether the node is a member of a multi-node Raft quorum: static voters other than just
+    this combined node, or a broker-only or controller-only role. Otherwise it is a one-voter
+    quorum of itself, as `strom serve` is by default (the same controller host either way; a
+    multi-node member must be formatted, and runs a controlled shutdown)."""
     return bool(voters) and (len(voters) > 1 or roles != {"broker", "controller"})
 
 

@@ -1,8 +1,9 @@
 """Durable files: replace a file atomically, and fsync a file or a directory.
 
 The one home of "temp file + fsync + rename + fsync the directory", used by the
-partition log's checkpoints and snapshots (strom.storage) and by the metadata
-log, its snapshots and `meta.properties` (strom.coordinator.metadata).
+partition log's checkpoints and snapshots (strom.storage.log), the Raft store's
+quorum-state, snapshots and cut records (strom.storage.raft), and `meta.properties`
+and `bootstrap.checkpoint` (strom.storage.meta_properties).
 
 `atomic_replace(path, data)` does, in this order::
 
@@ -16,7 +17,7 @@ Crash recovery: a crash during or after step 1 (before 3) leaves `path` as it
 was (old contents, or absent) and a temp file that may be empty, torn or whole.
 Readers never open a temp file and the next write truncates it (O_TRUNC); where
 a directory's files are listed on start-up the leftovers are deleted (a
-partition's loader removes `*.tmp`, the metadata snapshot listing
+partition's loader removes `*.tmp`, the Raft log's opening
 `*.checkpoint.part`), elsewhere (a data dir's checkpoints, `meta.properties`)
 one is simply ignored. A crash after 3 but before 4 leaves the old or the new
 file under `path`, both whole (the new one was fsynced), and possibly the

@@ -24,7 +24,7 @@ R = TypeVar("R", bound=Message)
 
 
 class ControllerView(Protocol):
-    """What a broker knows about the controller quorum (ControllerDriver, QuorumController)."""
+    """What a broker knows about the controller quorum (`QuorumController`)."""
 
     @property
     def is_active(self) -> bool: ...

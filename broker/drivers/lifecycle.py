@@ -7,10 +7,11 @@ STALE_BROKER_EPOCH (the controller lost or replaced the registration) registers 
 `controlled_shutdown` heartbeats `want_shut_down` until the controller answers
 `should_shut_down`.
 
-It talks to the controller through `ControllerChannel`: on a combined node today that is
-`LocalControllerChannel`, the in-process controller driver; a broker whose controller runs
-elsewhere uses `RemoteControllerChannel` (`controller_channel.py`), which sends the same
-messages to the active controller's CONTROLLER listener and retries while it moves. A channel
+It talks to the controller through `ControllerChannel`: `QuorumChannel`
+(`quorum_controller.py`) answers in process while this node is the active controller (always,
+on a single node), and otherwise through `RemoteControllerChannel` (`controller_channel.py`),
+which sends the same messages to the active controller's CONTROLLER listener and retries while
+it moves. A channel
 that gives up raises `ControllerUnavailable`: registration keeps trying until
 initial.broker.registration.timeout.ms (the error then names the last cause), a periodic
 heartbeat logs it and tries again at the next interval.

@@ -7,7 +7,14 @@ asks (see `strom.coordinator.raft.effects`):
   `next_deadline()` (or until an input may have moved it) and calls `tick`.
 - **Disk.** Writes (quorum state, appends, truncations, snapshots) go to a `DiskRaftStore` in a
   worker thread, in the order the core emitted them, a batch at a time; then
-  `writes_durable(highest seq)`. Each store call fsyncs before it returns.
+  `writes_durable(highest seq)`. Each store call fsyncs before it returns. A write the store
+  refuses (ENOSPC, EIO) leaves the store as it was. If it and every write after it are
+  appends, the core drops those entries (`RaftCore.writes_failed`: a leader's own, never sent)
+  and `write_failure` tells the state machine's host, whose command then fails instead of
+  committing; a snapshot of this replica's own state that cannot be written is skipped (the
+  log it would have cut stays) and the state machine is told (`snapshot_failed`). Any other
+  failed write stops the driver (`RaftStoreFailure`), as Kafka halts a node whose metadata
+  log cannot be written.
 - **Network out.** One `PeerConnection` per other voter, fed by a small queue: one request at a
   time, each within `controller.quorum.request.timeout.ms`; a failure closes the connection and
   waits `controller.quorum.retry.backoff.ms` before the next. Lost requests need nothing: the
@@ -28,7 +35,7 @@ stop does in Kafka, so that another voter stands at once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -56,8 +63,8 @@ from strom.coordinator.raft.effects import (
 )
 from strom.coordinator.raft.messages import NO_LEADER, Request, Response
 from strom.storage.raft.raft_disk import DiskRaftStore
-from strom.storage.raft.raft_log import EncodedEntries
-from strom.storage.raft.raft_store import Entry, SnapshotId
+from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, EncodedEntries
+from strom.storage.raft.raft_store import Entry, RecoveredState, SnapshotId
 from strom.wire.message import Message
 
 log = logging.getLogger("strom.raft")
@@ -81,6 +88,23 @@ class RaftStateMachine(Protocol):
 
     def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """Replace the whole state with the snapshot's (entries below its end)."""
+
+    def snapshot_failed(self, snapshot: SnapshotId, error: OSError) -> None:
+        """The store could not write a snapshot the state machine took (`RaftDriver.snapshot`);
+        the log below it stays, so nothing is lost: take another one later."""
+
+
+class RaftStoreFailure(Exception):
+    """The Raft store failed a write the replica cannot go on without."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WriteFailure:
+    """Appends the store could not write: the log was cut back to `end` (the entries from
+    there on were dropped), because of `error`. A new object for every failure."""
+
+    end: int
+    error: OSError
 
 
 def raft_config(config: BrokerConfig) -> RaftConfig:
@@ -108,21 +132,29 @@ class RaftDriver:
     def __init__(
         self,
         node_id: int,
-        voters: Mapping[int, Address],
+        voters: Mapping[int, Address | None],
         metadata_dir: Path,
         cluster_id: str | None,
         state_machine: RaftStateMachine,
         config: RaftConfig | None = None,
         security: PeerSecurity | None = None,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
     ) -> None:
         self.node_id = node_id
         self._security = security
         """TLS and SASL to the other voters' controller listeners, when those ask for them."""
-        self.voters = dict(voters)
+        self.voter_ids = frozenset(voters)
+        self.peers = {v: a for v, a in voters.items() if v != node_id and a is not None}
+        """The other voters' controller addresses (a one-voter quorum has none)."""
         self.cluster_id = cluster_id
         self.config = config or RaftConfig()
         self.state_machine = state_machine
-        self.store = DiskRaftStore(Path(metadata_dir), frozenset(self.voters))
+        self.metadata_dir = Path(metadata_dir)
+        self._segment_bytes = segment_bytes
+        self.store: DiskRaftStore | None = None
+        """The disk store, once `load` opened it."""
+        self._recovered: RecoveredState | None = None
         self.core: RaftCore | None = None
         self.applied = 0
         """Entries below this offset have gone to the state machine."""
@@ -134,6 +166,12 @@ class RaftDriver:
         """How often the tick loop has woken (an idle replica wakes at its timers only)."""
         self._writes: list[Write] = []
         self._writes_ready = trio.Event()
+        self._issued = 0
+        """The seq of the last write handed to the write loop."""
+        self._performed = 0
+        self._performed_changed = trio.Event()
+        self.write_failure: WriteFailure | None = None
+        """The latest appends the store refused (see the module docstring)."""
         self._awaiting: dict[tuple[int, int], _Awaiting] = {}
         self._queues: dict[int, trio.MemorySendChannel[Request]] = {}
         self._peers_done: list[trio.Event] = []
@@ -147,17 +185,21 @@ class RaftDriver:
     def from_config(
         cls, config: BrokerConfig, cluster_id: str, state_machine: RaftStateMachine
     ) -> RaftDriver:
-        """The driver for this node as configured (`controller.quorum.voters`, its timeouts)."""
+        """The driver for this node as configured (`controller.quorum.voters`, its timeouts,
+        `metadata.log.segment.bytes`); with no voters configured, a one-voter quorum of itself
+        (Strom's single node)."""
         if config.node_id is None or config.node_id < 0:
             raise ValueError("a Raft quorum member needs node.id")
+        voters: Mapping[int, Address | None] = config.quorum_voters or {config.node_id: None}
         return cls(
             config.node_id,
-            config.quorum_voters,
+            voters,
             Path(config.metadata_dir),
             cluster_id,
             state_machine,
             raft_config(config),
             PeerSecurity.to_controllers(config),
+            segment_bytes=config.metadata_log_segment_bytes,
         )
 
     # --- what the node above uses ---------------------------------------------------------
@@ -213,6 +255,12 @@ class RaftDriver:
     def high_watermark(self) -> int:
         return self._running().high_watermark
 
+    async def writes_done(self) -> None:
+        """Return once every write the core has asked for so far is performed (or failed)."""
+        wanted = self._issued
+        while self._performed < wanted:
+            await self._performed_changed.wait()
+
     def next_change(self) -> trio.Event:
         """The event set at the next change of leader, epoch or high watermark.
 
@@ -245,9 +293,20 @@ class RaftDriver:
 
     # --- running --------------------------------------------------------------------------
 
+    def load(self) -> None:
+        """Open the store and recover its state (blocking: run it in a worker thread; `run`
+        does it if it was not done). RaftLogError or QuorumStateError if they are damaged or
+        belong to another quorum."""
+        store = DiskRaftStore(self.metadata_dir, self.voter_ids, segment_bytes=self._segment_bytes)
+        self._recovered = store.load()
+        self.store = store
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the durable state, then serve until cancelled (a crash: nothing more is written)."""
-        recovered = await runtime.to_thread(self.store.load)
+        if self._recovered is None:
+            await runtime.to_thread(self.load)
+        recovered, self._recovered = self._recovered, None
+        assert recovered is not None
         if recovered.snapshot is not None:
             self.state_machine.load_snapshot(recovered.snapshot, recovered.snapshot_data)
             self.applied = recovered.snapshot.end_offset
@@ -255,9 +314,7 @@ class RaftDriver:
             self.applied = recovered.log_start
         async with trio.open_nursery() as nursery:
             self._scope = nursery.cancel_scope
-            for peer, address in self.voters.items():
-                if peer == self.node_id:
-                    continue
+            for peer, address in self.peers.items():
                 send, receive = trio.open_memory_channel[Request](PEER_QUEUE)
                 self._queues[peer] = send
                 done = trio.Event()
@@ -266,7 +323,7 @@ class RaftDriver:
             nursery.start_soon(self._write_loop)
             self.core = RaftCore(
                 self.node_id,
-                frozenset(self.voters),
+                self.voter_ids,
                 recovered,
                 runtime.new_random(),
                 self.now(),
@@ -321,6 +378,7 @@ class RaftDriver:
                     self._send(dest, message)
                 case PersistQuorumState() | AppendEntries() | TruncateTo() | InstallSnapshot():
                     self._writes.append(effect)
+                    self._issued = effect.seq
                     self._writes_ready.set()
                 case HighWatermark(offset):
                     self.commit_latency.committed(offset)
@@ -378,22 +436,69 @@ class RaftDriver:
             batch, self._writes = self._writes, []
             if not batch:
                 continue
-            await runtime.to_thread(self._perform, batch)
-            self._running().writes_durable(max(w.seq for w in batch), self.now())
+            done, failed, skipped = await runtime.to_thread(self._perform, batch)
+            core = self._running()
+            if done:
+                core.writes_durable(max(w.seq for w in done), self.now())
+            for snapshot, error in skipped:
+                self.state_machine.snapshot_failed(snapshot, error)
+            performed = max(w.seq for w in batch)
+            if failed is not None:
+                void = [*batch[len(done) :], *self._writes]
+                self._writes = []
+                performed = max(performed, *(w.seq for w in void))
+                self._write_failed(core, void, failed)
+            self._performed = performed
+            self._performed_changed.set()
+            self._performed_changed = trio.Event()
             self._drain()
 
-    def _perform(self, batch: list[Write]) -> None:
+    def _perform(
+        self, batch: list[Write]
+    ) -> tuple[list[Write], OSError | None, list[tuple[SnapshotId, OSError]]]:
+        """Carry out `batch` in order (in a worker thread): the writes done, the error that
+        stopped it (None: none did), and the snapshots of this replica's own state that failed
+        and were skipped."""
         store = self.store
+        assert store is not None
+        done: list[Write] = []
+        skipped: list[tuple[SnapshotId, OSError]] = []
         for write in batch:
-            match write:
-                case PersistQuorumState(_, state):
-                    store.write_quorum_state(state)
-                case AppendEntries(_, entries):
-                    store.append(list(entries))
-                case TruncateTo(_, offset):
-                    store.truncate_to(offset)
-                case InstallSnapshot(_, snapshot, data, reset_log):
-                    store.install_snapshot(snapshot, data, reset_log=reset_log)
+            try:
+                match write:
+                    case PersistQuorumState(_, state):
+                        store.write_quorum_state(state)
+                    case AppendEntries(_, entries):
+                        store.append(list(entries))
+                    case TruncateTo(_, offset):
+                        store.truncate_to(offset)
+                    case InstallSnapshot(_, snapshot, data, reset_log):
+                        store.install_snapshot(snapshot, data, reset_log=reset_log)
+            except OSError as exc:
+                if not isinstance(write, InstallSnapshot) or not _own_snapshot(
+                    write, store.end_offset
+                ):
+                    return done, exc, skipped
+                skipped.append((write.snapshot, exc))
+            done.append(write)
+        return done, None, skipped
+
+    def _write_failed(self, core: RaftCore, void: Sequence[Write], error: OSError) -> None:
+        """Writes the store did not perform, the first of them failed with `error`: dropped
+        if they are all appends the core can do without, else the replica stops."""
+        first = void[0]
+        if all(isinstance(w, AppendEntries) for w in void) and core.writes_failed(first.seq):
+            self.write_failure = WriteFailure(core.log.end_offset, error)
+            log.debug("node %d: the metadata log could not be written (%s); %d entries from "
+                      "offset %d dropped", self.node_id, error.strerror or error,
+                      sum(len(w.entries) for w in void if isinstance(w, AppendEntries)),
+                      core.log.end_offset)  # fmt: skip
+            self._notify()
+            return
+        raise RaftStoreFailure(
+            f"node {self.node_id}: the metadata log in {self.metadata_dir} could not be "
+            f"written ({error.strerror or error}); stopping: fix the disk and start again"
+        ) from error
 
     async def _peer_loop(
         self,
@@ -423,3 +528,9 @@ class RaftDriver:
             done.set()
             with trio.CancelScope(shield=True):
                 await connection.aclose()
+
+
+def _own_snapshot(write: InstallSnapshot, store_end: int) -> bool:
+    """A snapshot of entries the store's log holds (the replica's own, not one fetched from
+    the leader): skipping it leaves the store whole."""
+    return not write.reset_log and write.snapshot.end_offset <= store_end

@@ -2,7 +2,7 @@
 
 Behavior:
 - Each TOPIC or BROKER resource's override set is replaced by the keys given:
-  keys left out are deleted. The controller (`ControllerDriver.alter_configs`)
+  keys left out are deleted. The controller (`QuorumController.alter_configs`)
   checks it as Kafka does (see IncrementalAlterConfigs for the error cases);
   a change takes effect without a restart (`strom.broker.replication.partitions` pushes topic
   configs into the partition logs on every publish).

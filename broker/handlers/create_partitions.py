@@ -1,7 +1,7 @@
 """CreatePartitions (key 37).
 
 Behavior:
-- A thin layer over the controller (`ControllerDriver.create_partitions`),
+- A thin layer over the controller (`QuorumController.create_partitions`),
   with KRaft's checks and messages: names given twice INVALID_REQUEST first,
   then per topic UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS when the count
   is not an increase ("Topic already has N partition(s)." / "... would not be

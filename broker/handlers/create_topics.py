@@ -1,7 +1,7 @@
 """CreateTopics (key 19).
 
 Behavior:
-- A thin layer over the controller (`ControllerDriver.create_topics`), which
+- A thin layer over the controller (`QuorumController.create_topics`), which
   applies Kafka's KRaft checks and messages: illegal or colliding names
   (INVALID_TOPIC_EXCEPTION), TOPIC_ALREADY_EXISTS, unknown or invalid configs
   (INVALID_CONFIG with the reason), INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR

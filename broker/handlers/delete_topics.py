@@ -1,7 +1,7 @@
 """DeleteTopics (key 20).
 
 Behavior:
-- A thin layer over the controller (`ControllerDriver.delete_topics`), which
+- A thin layer over the controller (`QuorumController.delete_topics`), which
   answers as KRaft does: topics by name (every version) or by id (v6), unknown
   names UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID, malformed or
   repeated entries INVALID_REQUEST with Kafka's messages, each entry on its own.

@@ -5,16 +5,14 @@ Behavior:
   controller, as Kafka's brokers do (`kafka-metadata-quorum --bootstrap-server`); REQUEST_TIMED_OUT
   (top level) when no controller answers in time.
 - A standalone node (no multi-node quorum: `strom serve` by default) is a one-voter quorum of
-  itself and answers on any listener: itself as leader and only voter, the controller's epoch,
-  and the metadata log's end as high watermark and its log end offset.
+  itself and answers on any listener, from its Raft driver as below.
 - On a controller listener of a quorum member it answers from its Raft driver (`RaftCore.describe`):
   leader id and epoch, high watermark, and each voter's and observer's log end offset, last
   fetch and last caught-up times in ms since the epoch (the lag is the high watermark minus
   the log end offset).
 - Only the leader knows the replicas' progress: any other voter answers the partition with
   NOT_LEADER_OR_FOLLOWER (the tool asks again elsewhere). A topic or partition other than
-  `__cluster_metadata-0` is UNKNOWN_TOPIC_OR_PARTITION; a node running no Raft driver closes the
-  connection.
+  `__cluster_metadata-0` is UNKNOWN_TOPIC_OR_PARTITION.
 
 Version notes: v0 flexible (KIP-595); v1 last fetch and caught-up timestamps (KIP-836); v2
 directory ids (zero) and the voters' endpoints (their `controller.quorum.voters` addresses, on
@@ -25,11 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strom.broker import runtime
 from strom.broker.admin.forwarding import forward
 from strom.broker.handlers.raft_rpc import driver
 from strom.coordinator.raft import wire
-from strom.coordinator.raft.core import QuorumInfo, ReplicaInfo
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
 
@@ -45,9 +41,7 @@ MAX_VERSION = 2
 async def handle(
     broker: BrokerState, request: RequestContext, body: DescribeQuorumRequest
 ) -> DescribeQuorumResponse:
-    if not broker.config.runs_quorum:
-        return _standalone(broker, body)
-    if request.listener not in broker.config.controller_listeners:
+    if broker.config.runs_quorum and request.listener not in broker.config.controller_listeners:
         return await forward(broker, request, body, DescribeQuorumResponse)
     raft = driver(broker, request)
     unknown = _unknown_partitions(body)
@@ -61,7 +55,7 @@ async def handle(
             DescribeQuorumResponse.Node(
                 node_id, [DescribeQuorumResponse.Listener(name, address.host, address.port)]
             )
-            for node_id, address in sorted(raft.voters.items())
+            for node_id, address in sorted(broker.config.quorum_voters.items())
         ]
     return response
 
@@ -83,17 +77,4 @@ def _unknown_partitions(body: DescribeQuorumRequest) -> DescribeQuorumResponse |
             )
             for topic, p in wanted
         ]
-    )
-
-
-def _standalone(broker: BrokerState, body: DescribeQuorumRequest) -> DescribeQuorumResponse:
-    """A one-voter quorum of this node: leader and only voter, always caught up."""
-    unknown = _unknown_partitions(body)
-    if unknown is not None:
-        return unknown
-    end = broker.image.provenance.offset + 1
-    now = runtime.wall_clock_ms()
-    me = ReplicaInfo(broker.node_id, end, now, now)
-    return wire.describe_quorum_response(
-        QuorumInfo(broker.node_id, broker.controller.epoch, end, (me,), ())
     )

@@ -2,7 +2,7 @@
 
 Behavior:
 - SET, DELETE, APPEND and SUBTRACT (LIST keys only) on TOPIC and BROKER
-  resources go to the controller (`ControllerDriver.incremental_alter_configs`),
+  resources go to the controller (`QuorumController.incremental_alter_configs`),
   which checks them as Kafka's broker and controller do: a resource named twice
   fails both entries, duplicate keys or null values (except DELETE) are
   INVALID_REQUEST, unknown topic keys or bad values INVALID_CONFIG with the

@@ -2,10 +2,10 @@
 the core's answer, put it back on the wire.
 
 Used by Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot and, on a CONTROLLER listener,
-Fetch (of `__cluster_metadata`). A node that runs no Raft driver (the single-node default,
-whose one-voter quorum needs no peers) refuses them by closing the connection, as it did before
-they were registered. A request naming another cluster id gets INCONSISTENT_CLUSTER_ID, as
-Kafka answers it.
+Fetch (of `__cluster_metadata`). Every node runs a Raft driver (the single node of `strom
+serve` a one-voter quorum, which answers them as Kafka's standalone controller does); a state
+without one (handler tests) refuses them by closing the connection. A request naming another
+cluster id gets INCONSISTENT_CLUSTER_ID, as Kafka answers it.
 """
 
 from __future__ import annotations
@@ -26,12 +26,21 @@ if TYPE_CHECKING:
 
 
 def driver(broker: BrokerState, request: RequestContext) -> RaftDriver:
-    """This node's Raft driver; ProtocolError (the connection closes) when it runs none."""
+    """This node's Raft driver; ProtocolError (the connection closes) when it runs none or
+    has not loaded its log yet."""
     if broker.raft is None:
         raise ProtocolError(
             f"API key {request.api_key}: this node is not a member of a Raft controller quorum "
             f"(client {request.client_id!r})",
             ErrorCode.INVALID_REQUEST,
+        )
+    if broker.raft.core is None:
+        # The listener opens before the Raft log is loaded: the peer retries, as after any
+        # connection failure (Kafka's controller listener opens only once its log is loaded).
+        raise ProtocolError(
+            f"API key {request.api_key}: this node's Raft log is still loading; closing so "
+            f"the peer retries (client {request.client_id!r})",
+            ErrorCode.BROKER_NOT_AVAILABLE,
         )
     return broker.raft
 

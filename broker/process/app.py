@@ -32,8 +32,6 @@ from strom.broker.data.producer_ids import ProducerIdManager
 from strom.broker.data.txn_verifier import CoordinatorVerifier
 from strom.broker.data.txn_verify import TransactionVerification
 from strom.broker.data.waiters import DataWaiters
-from strom.broker.drivers.controller import ControllerDriver
-from strom.broker.drivers.controller_api import MetadataController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.controller_forwarder import controller_forwarder
 from strom.broker.drivers.lifecycle import RegistrationError
@@ -63,6 +61,9 @@ from strom.storage.cleaner.log_cleaner import CleanerSettings, LogCleaner
 from strom.storage.dir_lock import DirectoryLock, DirectoryLockedError
 from strom.storage.log.log_manager import LogManager
 from strom.storage.log_errors import KafkaStorageError
+from strom.storage.meta_properties import FormatError
+from strom.storage.raft.quorum_state import QuorumStateError
+from strom.storage.raft.raft_log import RaftLogError
 
 log = logging.getLogger("strom.broker")
 
@@ -128,14 +129,11 @@ class Broker:
             lock.release()
 
     async def _run(self, config: BrokerConfig, task_status: trio.TaskStatus[list[Listener]]) -> None:
-        controller: MetadataController
         try:
-            if config.runs_quorum:
-                remote = partial(RemoteControllerChannel.for_broker, config)
-                controller = await QuorumController.open(config, remote=remote)
-            else:
-                controller = await ControllerDriver.open(config, register=False)
-        except MetadataError as exc:
+            # a one-voter quorum's broker only ever reaches its own controller, in process
+            remote = partial(RemoteControllerChannel.for_broker, config) if config.runs_quorum else None
+            controller = await QuorumController.open(config, remote=remote)
+        except (MetadataError, FormatError, RaftLogError, QuorumStateError) as exc:
             raise StartupError(f"cannot use the metadata in {config.metadata_dir}: {exc}") from exc
         try:
             logs = LogManager(
@@ -172,13 +170,13 @@ class Broker:
         self,
         config: BrokerConfig,
         logs: LogManager,
-        controller: MetadataController,
+        controller: QuorumController,
         task_status: trio.TaskStatus[list[Listener]],
     ) -> None:
-        """Serve until shutdown. A single node registers its broker before it accepts; a quorum
-        member first serves its controller listeners and runs its Raft replica (the other voters
-        must reach it to elect), then registers with the active controller, and serves its
-        other listeners only once it is unfenced and follows the metadata, as Kafka's broker
+        """Serve until shutdown. A node first serves its controller listeners and runs its Raft
+        replica (the other voters of a multi-node quorum must reach it to elect; a one-voter
+        quorum elects itself at once), then registers with the active controller, and serves
+        its other listeners only once it is unfenced and follows the metadata, as Kafka's broker
         enables request processing only after "the broker to be unfenced". Until then the
         sockets are bound and connections wait in the backlog: a restarted node's image is
         empty or stale (its Raft replica applies nothing before the quorum's high watermark
@@ -186,7 +184,6 @@ class Broker:
         their topics did not exist (librdkafka then decommissioned every broker it knew, marked
         the topic non-existent and took its assigned partitions off their brokers; see
         docs/replication.md, the queue test's results)."""
-        quorum = controller if isinstance(controller, QuorumController) else None
         try:  # before any socket is bound: a refusal here leaves nothing open
             tls = ListenerTls(controller.image.broker_config_layers(config).effective())
             sasl = SaslListeners(
@@ -204,11 +201,6 @@ class Broker:
             raise StartupError(str(exc)) from exc
         self.endpoints = _advertised(config, [b for b, _ in bound])
         self.controller_endpoints = [b for b, _ in bound if b.name in config.controller_listeners]
-        if quorum is None:
-            try:
-                await controller.start(self.endpoints)
-            except RegistrationError as exc:
-                raise StartupError(str(exc)) from exc
         forwarder = controller_forwarder(config, controller)
         state = BrokerState(
             config, config.node_id, controller.cluster_id, self.endpoints, controller, logs, forwarder
@@ -219,23 +211,13 @@ class Broker:
         if config.authorizer_class_name:
             state.authorizer = BrokerAuthorizer(config)
         controller.subscribe_deltas(partial(_reload_tls, state, tls))
-        if quorum is not None:
-            state.raft = quorum.raft
+        state.raft = controller.raft
         self.state = state
         if "controller" in config.roles:
             elections = state.metrics.elections
             controller.subscribe_deltas(
                 lambda image, delta: elections.follow(image, delta, controller.is_active)
             )
-        if quorum is None:
-            await _follow(state, controller)
-        state.groups = group_driver(state, state.replication, state.waiters, state.min_isr)
-        await state.groups.load()
-        state.transactions = transaction_driver(
-            state, state.replication, state.waiters, state.min_isr, state.producer_ids
-        )
-        await state.transactions.load()
-        state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
         server = Server(state, tls, sasl)
         server.faults = faults
         endpoint = None
@@ -270,16 +252,26 @@ class Broker:
                     accepting.start_soon(faults.run)
                 if endpoint is not None:
                     accepting.start_soon(endpoint.serve, metrics_sockets)
-                if quorum is not None:
-                    await accepting.start(quorum.run)
-                    try:
-                        await quorum.start(self.endpoints)
-                    except RegistrationError as exc:
-                        failure = exc
-                    else:  # unfenced: caught up with the metadata log
-                        if "broker" in config.roles:  # a controller alone hosts no partition
-                            await _follow(state, controller)
+                await accepting.start(controller.run)
+                try:
+                    await controller.start(self.endpoints)
+                except RegistrationError as exc:
+                    failure = exc
+                else:  # unfenced: caught up with the metadata log
+                    if "broker" in config.roles:  # a controller alone hosts no partition
+                        await _follow(state, controller)
+                # the coordinators of the partitions led here (groups of __consumer_offsets,
+                # transactions of __transaction_state), loaded before clients come in
+                groups = state.groups = group_driver(
+                    state, state.replication, state.waiters, state.min_isr
+                )
+                transactions = state.transactions = transaction_driver(
+                    state, state.replication, state.waiters, state.min_isr, state.producer_ids
+                )
                 if failure is None:
+                    await groups.load()
+                    await transactions.load()
+                    state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
                     serve(controller_listeners=False)  # see _serve's docstring
                     if endpoint is not None:
                         endpoint.serving = True
@@ -296,19 +288,18 @@ class Broker:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
-                    accepting.start_soon(state.groups.run)
-                    accepting.start_soon(state.transactions.run)
+                    accepting.start_soon(groups.run)
+                    accepting.start_soon(transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)
                     task_status.started(self.endpoints)
                     await self._shutdown.wait()
-                    if quorum is not None and _controlled_shutdown_wanted(config, quorum):
+                    if _controlled_shutdown_wanted(config, controller):
                         heartbeats.cancel()  # the controlled shutdown's heartbeats replace them
-                        await _controlled_shutdown(config, quorum)
+                        await _controlled_shutdown(config, controller)
                     log.info("shutting down: no new connections; finishing in-flight requests")
-                    if quorum is not None:
-                        await quorum.shutdown()  # resign: another voter takes over at once
+                    await controller.shutdown()  # resign: another voter takes over at once
                 accepting.cancel_scope.cancel()
             server.stop_accepting_requests()
             connections.cancel_scope.deadline = trio.current_time() + SHUTDOWN_GRACE_SECONDS
@@ -384,7 +375,7 @@ def build_services(state: BrokerState) -> None:
     state.txn_verifier = CoordinatorVerifier(state)
 
 
-async def _follow(state: BrokerState, controller: MetadataController) -> None:
+async def _follow(state: BrokerState, controller: QuorumController) -> None:
     """Follow the metadata from now on: open and delete logs, lead and follow partitions.
 
     A quorum member starts following only once it is unfenced, i.e. its metadata has caught up
@@ -414,11 +405,15 @@ async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -
 
 
 def _controlled_shutdown_wanted(config: BrokerConfig, quorum: QuorumController) -> bool:
-    """A registered cluster broker with another registered broker to take its leaderships.
+    """A registered broker of a multi-node cluster with another registered broker to take its
+    leaderships.
 
-    A node alone (no other broker) skips it, as Kafka's combined single node would gain nothing:
-    every leadership would only go offline and be elected again at the next start."""
-    if not config.controlled_shutdown_enable or "broker" not in config.roles:
+    A node alone (the single node of `strom serve`, or no other broker) skips it, as Kafka's
+    combined single node would gain nothing: every leadership would only go offline and be
+    elected again at the next start."""
+    if not config.runs_quorum or not config.controlled_shutdown_enable:
+        return False
+    if "broker" not in config.roles:
         return False
     if quorum.local_broker.broker_epoch < 0:
         return False

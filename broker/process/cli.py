@@ -20,6 +20,7 @@ from pathlib import Path
 
 import trio
 
+from strom.broker.drivers.raft import RaftStoreFailure
 from strom.broker.process import limits, malloc, socket_activation
 from strom.broker.process.app import Broker, StartupError
 from strom.broker.process.logfmt import setup_logging
@@ -105,7 +106,7 @@ def describe_failure(exc: BaseException) -> str:
     leaves = list(_leaves(exc))
     messages = []
     for leaf in leaves:
-        if isinstance(leaf, StartupError):
+        if isinstance(leaf, StartupError | RaftStoreFailure):  # each says what to do
             messages.append(str(leaf))
         elif isinstance(leaf, OSError):
             where = f" ({leaf.filename})" if leaf.filename else ""

@@ -1,8 +1,9 @@
 """`strom format` and `strom random-uuid`: Kafka's `kafka-storage` for Strom.
 
 `format` writes `meta.properties` (cluster id, node id, a directory id of its own) into every
-`log.dirs` entry and `metadata.log.dir`, and `bootstrap.checkpoint` (metadata.version) into
-the metadata directory (`strom.coordinator.metadata.properties.format_directories`). Options
+`log.dirs` entry and `metadata.log.dir`, `bootstrap.checkpoint` (metadata.version) into the
+metadata directory and, on a controller, its initial Raft state (`__cluster_metadata-0/
+quorum-state` naming the voters; `strom.storage.meta_properties.format_directories`). Options
 as kafka-storage's: `--cluster-id/-t` (required, a Kafka Uuid string: `strom random-uuid`),
 `--config/-c` (optional here: without it Strom's defaults apply, as for `strom serve`),
 `--override` (Strom's), `--ignore-formatted/-g` (skip formatted directories instead of
@@ -42,14 +43,17 @@ from strom.coordinator.controller.scram import (
 from strom.coordinator.controller.scram import MECHANISMS as SCRAM_MECHANISMS
 from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION, check_features
 from strom.coordinator.metadata.image import METADATA_VERSION
-from strom.coordinator.metadata.metadata_records import MetadataError
-from strom.coordinator.metadata.properties import (
-    METADATA_VERSION_NAMES,
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
+from strom.storage.meta_properties import (
+    FormatError,
     format_directories,
     new_cluster_id,
     parse_kafka_uuid,
 )
 from strom.wire.formats.metadata.user_scram_credential_record import UserScramCredentialRecord
+
+METADATA_VERSION_NAMES = {25: "4.0-IV3"}
+"""Kafka's names of the metadata.version levels Strom writes."""
 
 
 class StorageToolError(Exception):
@@ -88,7 +92,7 @@ def run_storage_command(args: argparse.Namespace) -> int:
             level = LATEST_METADATA_VERSION
             name = METADATA_VERSION_NAMES.get(level, str(level))
             print(f"Formatting {kind} {directory} with metadata.version {name}.")
-    except (ConfigError, MetadataError, StorageToolError) as exc:
+    except (ConfigError, FormatError, StorageToolError) as exc:
         print(exc, file=sys.stderr)
         return 1
     except OSError as exc:
@@ -105,8 +109,9 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
             "the configuration; use the same cluster id"
         )
     own_directory = _check_quorum_flags(config, args)
-    features = _features(args.feature)
+    levels = {**_features(args.feature), METADATA_VERSION: LATEST_METADATA_VERSION}
     scram = [_scram_record(flag) for flag in args.add_scram]
+    voters = frozenset(config.quorum_voters or {config.node_id})
     formatted = format_directories(
         config.data_dirs,
         config.metadata_dir,
@@ -114,11 +119,9 @@ def _format(config: BrokerConfig, args: argparse.Namespace) -> list[Any]:
         node_id=config.node_id,
         new_uuid=uuid.uuid4,
         ignore_formatted=args.ignore_formatted,
-        metadata_version=LATEST_METADATA_VERSION,
-        timestamp=time.time_ns() // 1_000_000,
+        bootstrap=encode_bootstrap(levels, time.time_ns() // 1_000_000, scram),
+        voters=voters if "controller" in config.roles else None,
         metadata_directory_id=own_directory,
-        features=features,
-        scram=scram,
     )
     if not formatted:
         print("All of the log directories are already formatted.")

@@ -198,7 +198,7 @@ async def follow_image(
 
 
 class ImageFollower:
-    """Follows each published change (`MetadataController.subscribe_deltas`): only the topics
+    """Follows each published change (`QuorumController.subscribe_deltas`): only the topics
     its delta touched when the delta was made against the image followed last, every
     partition otherwise (the first image, changes published while it was being followed, a
     snapshot loaded, a change whose following failed)."""

@@ -65,9 +65,9 @@ from strom.broker.testing.embedded import child_environment
 from strom.broker.testing.faults import FaultControl
 from strom.broker.testing.network import Network
 from strom.config.planted import ENV as PLANTED_ENV
-from strom.coordinator.metadata.properties import new_cluster_id
 from strom.storage.disk.journal import JOURNAL_ENV, ROOT_ENV, power_cut
 from strom.storage.disk.model import Keep
+from strom.storage.meta_properties import new_cluster_id
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,

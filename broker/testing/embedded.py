@@ -33,7 +33,9 @@ from strom.broker.process.app import Broker
 from strom.broker.testing.faults import FaultControl
 from strom.config import Listener, load_config
 from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION
-from strom.coordinator.metadata.properties import format_directories, new_cluster_id
+from strom.coordinator.metadata.image import METADATA_VERSION
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
+from strom.storage.meta_properties import format_directories, new_cluster_id
 
 _STARTED = re.compile(r"Strom \S+ started: .*?listeners=(?P<listeners>\S+)")
 _METRICS = re.compile(r" metrics=http://(?P<address>\S+?)\"?$")
@@ -76,9 +78,8 @@ async def open_broker(
             node_id=config.node_id,
             new_uuid=uuid.uuid4,
             ignore_formatted=True,
-            metadata_version=LATEST_METADATA_VERSION,
-            timestamp=0,
-            features=features,
+            bootstrap=encode_bootstrap({**features, METADATA_VERSION: LATEST_METADATA_VERSION}, 0),
+            voters=frozenset(config.quorum_voters or {config.node_id}),
         )
     broker = Broker(config)
     async with trio.open_nursery() as nursery:

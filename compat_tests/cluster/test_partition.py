@@ -31,6 +31,8 @@ from strom.wire.errors import ErrorCode
 
 SESSION_TIMEOUT_S = 9.0
 """broker.session.timeout.ms's default: a broker unheard of for this long is fenced."""
+HEARTBEAT_INTERVAL_S = 2.0
+"""broker.heartbeat.interval.ms's default: the last heartbeat before a cut is up to this old."""
 
 
 def new_leader_among(nodes: list[ClusterNode], old: QuorumState) -> QuorumState | None:
@@ -145,7 +147,9 @@ def test_partition_of_a_broker_fences_it(strom_cluster: StartCluster, layout: st
     print(f"\npartition of {layout} broker {cut_off.node_id}: fenced ({topic} leader -1 on the "
           f"other side) after {fenced:.2f}s; the quorum leader is "
           f"{state.leader_id if state else None}")  # fmt: skip
-    assert SESSION_TIMEOUT_S - 1 < fenced < SESSION_TIMEOUT_S + 10
+    # The lease runs from the last heartbeat the controller heard, up to one interval before
+    # the cut: fencing earlier than that would be premature.
+    assert SESSION_TIMEOUT_S - HEARTBEAT_INTERVAL_S - 0.2 < fenced < SESSION_TIMEOUT_S + 10
     assert state is not None
     assert state.leader_id != cut_off.node_id
     # The cut-off node forwards to an active controller it cannot reach: it times out. Whether

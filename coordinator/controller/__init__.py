@@ -1,9 +1,9 @@
-"""The controller: a pure state machine (`controller`) and its trio driver (`driver`).
+"""The controller: a pure state machine (`state_machine`).
 
 `Controller` turns admin requests into metadata records and responses with
-Kafka's semantics and error codes; `ControllerDriver` serializes commands,
-makes their records durable in the metadata log, applies them and publishes
-the new `MetadataImage`. `brokers` holds the broker life cycle (registration,
+Kafka's semantics and error codes; its trio host (`strom.broker.drivers.quorum_controller`)
+serializes commands, commits their records to the Raft-replicated metadata log, applies them
+and publishes the new `MetadataImage`. `brokers` holds the broker life cycle (registration,
 heartbeats, leases, fencing, controlled shutdown; docs/cluster.md). See docs/metadata.md.
 """
 

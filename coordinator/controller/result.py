@@ -6,7 +6,8 @@ item (a topic, a resource) with a Kafka error code and message; commands
 catch it per item, the way Kafka's controller maps ApiException to ApiError.
 When the records cannot be made durable, `fail_unwritten` turns the planned
 response into the answer Kafka's controller gives for a failed event: every
-item that would have succeeded gets UNKNOWN_SERVER_ERROR with the cause.
+item that would have succeeded gets UNKNOWN_SERVER_ERROR with the cause. A
+node that is not the active controller answers with `not_controller`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,15 @@ from strom.config import BrokerConfig
 from strom.config.dynamic import BrokerLayers
 from strom.coordinator.metadata.image import MetadataImage
 from strom.wire.errors import ErrorCode
-from strom.wire.message import Message
+from strom.wire.message import Message, Struct
+from strom.wire.messages.alter_partition_reassignments import AlterPartitionReassignmentsResponse
+from strom.wire.messages.elect_leaders import ElectLeadersResponse
+from strom.wire.messages.list_partition_reassignments import ListPartitionReassignmentsResponse
 
 R = TypeVar("R")
+M = TypeVar("M", bound=Message)
+
+NOT_CONTROLLER_MESSAGE = "this node is not the active controller"
 
 DEFAULT_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
@@ -85,6 +92,39 @@ def fail_unwritten(response: R, error: ApiError) -> R:
                 item.error_code = error.code
                 if "error_message" in item.FIELDS:
                     item.error_message = error.message
+    return response
+
+
+def _fail_not_controller(item: Struct) -> None:
+    item.error_code = ErrorCode.NOT_CONTROLLER  # type: ignore[attr-defined]
+    if "error_message" in item.FIELDS:
+        item.error_message = NOT_CONTROLLER_MESSAGE  # type: ignore[attr-defined]
+
+
+def not_controller(response: M) -> M:
+    """`response` as a controller that is not the active one answers: NOT_CONTROLLER in its
+    top-level error code if it has one (ElectLeaders and the reassignment APIs also in every
+    partition; ListPartitionReassignments lists nothing), else in every item."""
+    if "error_code" in response.FIELDS:
+        _fail_not_controller(response)
+        if isinstance(response, ElectLeadersResponse):
+            for result in response.replica_election_results:
+                for partition in result.partition_result:
+                    _fail_not_controller(partition)
+        elif isinstance(response, AlterPartitionReassignmentsResponse):
+            for topic in response.responses:
+                for reassignment in topic.partitions:
+                    _fail_not_controller(reassignment)
+        elif isinstance(response, ListPartitionReassignmentsResponse):
+            response.topics = []
+        return response
+    for name in response.FIELDS:
+        items = getattr(response, name)
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Struct) and "error_code" in item.FIELDS:
+                _fail_not_controller(item)
     return response
 
 

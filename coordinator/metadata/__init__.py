@@ -1,8 +1,11 @@
-"""KRaft-style cluster metadata: the image, its records, the log and snapshots.
+"""KRaft-style cluster metadata: the image, its records, and their encodings. Pure.
 
-`image` and `delta` are pure (records in, immutable image out); `log`,
-`snapshot` and `properties` are the blocking file I/O the controller driver
-runs in worker threads. See docs/metadata.md.
+`image` and `delta`: records in, immutable image out. `metadata_records` frames one record;
+`raft_entries` turns records and images into the Raft log's entries and snapshot data;
+`kraft_checkpoint` is KRaft's checkpoint format (`bootstrap.checkpoint`); `single_node_log`
+reads the metadata log older Strom versions kept on a single node, to migrate it. Nothing here
+touches a file: bytes come in and go out (the files are `strom.storage`'s). See
+docs/metadata.md.
 """
 
 from strom.coordinator.metadata.delta import MetadataDelta

@@ -1,8 +1,6 @@
 """KRaft metadata records: the frame around one record, and v2 batches of them.
 
-Every metadata record is the *value* of one record in a v2 RecordBatch (key
-null, no headers), framed the way Kafka's metadata serde frames it, so a Kafka
-tool reading `__cluster_metadata-0` sees the same bytes::
+Every metadata record is framed the way Kafka's metadata serde frames it::
 
     frameVersion   unsigned varint   always 1 (0 was the 2.8 preview; refused)
     apiKey         unsigned varint   the record type (RegisterBrokerRecord 0,
@@ -10,9 +8,12 @@ tool reading `__cluster_metadata-0` sees the same bytes::
     version        unsigned varint   the record's schema version
     body                             the record encoded at `version`
 
-Nothing may follow the body. One batch holds the records of one controller
-command, so a command is applied whole or not at all. Batch fields: producer
-id -1, CreateTime, no compression, partitionLeaderEpoch = the Raft epoch.
+Nothing may follow the body. In the metadata log a framed record is one Raft entry's
+payload (`raft_entries`). In KRaft's checkpoint format (`kraft_checkpoint`), and in the
+metadata log older Strom versions kept on a single node (`single_node_log`), it is the
+*value* of one record in a v2 RecordBatch (key null, no headers): batch fields producer id
+-1, CreateTime, no compression, partitionLeaderEpoch = the epoch; `encode_batch` and
+`decode_batch` are that mapping.
 """
 
 from __future__ import annotations

@@ -300,6 +300,28 @@ class RaftCore:
         if isinstance(self.state, LeaderState):
             self._advance_high_watermark(self.state, now)
 
+    def writes_failed(self, seq: int) -> bool:
+        """The store could not perform write `seq` and performed none after it; each of them
+        was an `AppendEntries`, and the store is as it was before `seq` (a failed append is
+        cut back). True when the core carries on without them: a leader whose epoch's first
+        entry is durable drops the entries from its log (none was sent: a send waits until the
+        writes before it are durable, so no replica has them and none is committed), and the
+        sends that waited on them (the peers retry). False: the replica cannot go on, and the
+        driver must stop it (a restart recovers from the store)."""
+        state = self.state
+        if not isinstance(state, LeaderState) or seq <= self._durable_seq:
+            return False
+        keep = self._durable_end
+        if keep <= state.epoch_start_offset or keep < self.log.start_offset:
+            return False
+        self.log.truncate_to(keep)
+        self._log_writes = [(s, end) for s, end in self._log_writes if s < seq]
+        self._held = [(needed, send) for needed, send in self._held if needed < seq]
+        self._effects = [
+            e for e in self._effects if not (isinstance(e, AppendEntries) and e.seq >= seq)
+        ]
+        return True
+
     def receive(self, src: int, message: RaftMessage, now: int) -> None:
         """Handle one message from node `src`."""
         match message:

@@ -9,39 +9,23 @@ Crash recovery (`load`): each file recovers by its own rule; then, because a sna
 before the log is cut back to it, a crash between the two leaves a snapshot next to a log that
 does not continue it. `load` finishes that step: if the entry just below the snapshot's end is
 not in the snapshot's epoch (or is missing), the log is reset to start empty at the snapshot's end.
+A log that starts after the snapshot's end (or after offset 0 with no snapshot) has lost entries
+that no crash can lose: `load` refuses it (RaftLogError) rather than guess.
+
+The single node of `strom serve` is a one-voter quorum on this same store. The single-node
+metadata log older Strom versions wrote in the same directory is migrated once at start-up
+(`strom.storage.raft.single_node_log`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from strom.storage import disk
-from strom.storage.raft.quorum_state import FILE_NAME as QUORUM_STATE
 from strom.storage.raft.quorum_state import read_quorum_state, write_quorum_state
-from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir
+from strom.storage.raft.raft_log import DEFAULT_SEGMENT_BYTES, RaftLogDir, RaftLogError
 from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 
 LOG_DIR_NAME = "__cluster_metadata-0"
-
-
-def holds_quorum_log(metadata_dir: Path) -> bool:
-    """Whether `metadata_dir` holds a Raft replica's state (a `quorum-state` file).
-
-    A replica writes it before its first entry (a vote, or the leader it follows), so a Raft
-    log never exists without it; the single-node metadata log
-    (`strom.coordinator.metadata.log`) never writes one. The two logs share the directory name
-    and segment naming, so this file is what tells them apart.
-    """
-    return disk.exists(Path(metadata_dir) / LOG_DIR_NAME / QUORUM_STATE)
-
-
-def holds_single_node_log(metadata_dir: Path) -> bool:
-    """Whether `metadata_dir` holds log segments or snapshots but no Raft replica state: the
-    single-node metadata log."""
-    directory = Path(metadata_dir) / LOG_DIR_NAME
-    if not disk.is_dir(directory) or holds_quorum_log(metadata_dir):
-        return False
-    return any(name.endswith((".log", ".checkpoint")) for name in disk.listdir(directory))
 
 
 class DiskRaftStore:
@@ -58,15 +42,37 @@ class DiskRaftStore:
         self._voters = voters
         self._log = RaftLogDir.open(self.directory, segment_bytes=segment_bytes)
 
+    @property
+    def end_offset(self) -> int:
+        """The offset the next appended entry gets."""
+        return self._log.end_offset
+
     def load(self) -> RecoveredState:
         quorum = read_quorum_state(self.directory) or QuorumState(voters=self._voters)
+        if quorum.voters and quorum.voters != self._voters:
+            raise RaftLogError(
+                f"{self.directory} holds the Raft state of a quorum of voters "
+                f"{sorted(quorum.voters)}, but this node is configured for {sorted(self._voters)}:"
+                " configure controller.quorum.voters as this node had it, or use an empty "
+                "metadata.log.dir"
+            )
         found = self._log.latest_snapshot()
         entries = self._log.read_all()
         start = self._log.start_offset
+        end = 0 if found is None else found[0].end_offset
+        if start > end:
+            raise RaftLogError(
+                f"the metadata log in {self.directory} starts at {start} but "
+                + (
+                    "there is no snapshot"
+                    if found is None
+                    else f"the latest snapshot ends at {end}"
+                )
+                + ": entries in between are missing; restore them or reformat this node"
+            )
         if found is None:
             return RecoveredState(quorum, None, b"", entries, start)
         snapshot, data = found
-        end = snapshot.end_offset
         continues = start <= end <= self._log.end_offset and (
             end == start or entries[end - 1 - start].epoch == snapshot.epoch
         )

@@ -1,6 +1,6 @@
 """The Raft log and its snapshots on disk: `<metadata.log.dir>/__cluster_metadata-0/`.
 
-Segments, as in KRaft and `strom.coordinator.metadata.log`: files named by the offset of their
+Segments, as in KRaft: files named by the offset of their
 first entry, `<20-digit base offset>.log`, holding v2 RecordBatches back to back. One batch per run
 of entries that share an epoch and kind; `partitionLeaderEpoch` is the Raft epoch; each entry is
 one record (key null, value = the entry's bytes) at its own offset; the entry a new leader writes
@@ -31,6 +31,13 @@ renamed: `strom.storage.durable.atomic_replace`), the kept part written and fsyn
 cut, and the record deleted last. A snapshot is written to `<name>.part`, fsynced and renamed;
 older snapshots are deleted after the new one is durable.
 
+A failed append (ENOSPC, EIO) never stays behind: batches are written with unbuffered `pwrite`
+at the segment's last good length, and on a failed write or fsync the file is cut back to that
+length (`ftruncate`; nothing is buffered, so nothing of the failed batch can reach the file
+later) before the OSError propagates. If even that cut fails, the next append repeats it
+before writing, and a crash meanwhile leaves a torn tail that recovery removes. A failed roll
+deletes the new segment. So the log is usable again the moment the disk is.
+
 Crash recovery (`RaftLogDir.open`): each segment is scanned and each batch's length and CRC
 checked. In the last segment, the first torn or corrupt batch and everything after it is an
 append that was never acknowledged and is cut off. The same damage in an earlier segment would be
@@ -49,6 +56,7 @@ import contextlib
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +180,8 @@ class _Batch:
     next_offset: int
 
 
-def _segment_name(base_offset: int) -> str:
+def segment_name(base_offset: int) -> str:
+    """`<20-digit base offset>.log`: a segment's file name."""
     return f"{base_offset:020d}{SEGMENT_SUFFIX}"
 
 
@@ -180,8 +189,18 @@ def _cut_record_name(segment_base_offset: int) -> str:
     return f"{segment_base_offset:020d}{CUT_SUFFIX}"
 
 
-def _snapshot_name(snapshot: SnapshotId) -> str:
+def snapshot_name(snapshot: SnapshotId) -> str:
+    """`<20-digit end offset>-<10-digit epoch>.checkpoint`: a snapshot's file name (Kafka's)."""
     return f"{snapshot.end_offset:020d}-{snapshot.epoch:010d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> SnapshotId | None:
+    """The snapshot id a file name gives (None: not a snapshot's name)."""
+    stem = name[: -len(SNAPSHOT_SUFFIX)] if name.endswith(SNAPSHOT_SUFFIX) else ""
+    offset, _, epoch = stem.partition("-")
+    if len(offset) != 20 or len(epoch) != 10 or not (offset + epoch).isdigit():
+        return None
+    return SnapshotId(int(offset), int(epoch))
 
 
 class RaftLogDir:
@@ -193,6 +212,8 @@ class RaftLogDir:
         self._segments: list[_Segment] = []
         self._batches: list[_Batch] = []
         self._end = 0
+        self._tail_dirty = False
+        """A failed append may have left bytes past the active segment's size."""
 
     @classmethod
     def open(cls, directory: Path, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> RaftLogDir:
@@ -295,9 +316,20 @@ class RaftLogDir:
     def read_all(self) -> list[Entry]:
         """Every entry from the log start, in order."""
         entries: list[Entry] = []
-        for segment in self._segments:
-            entries.extend(decode_entries(disk.read_range(segment.path, 0, segment.size)))
+        for data in self.segment_data():
+            entries.extend(decode_entries(data))
         return entries
+
+    def segment_data(self) -> Iterator[bytes]:
+        """Each segment's batches (whole, recovered), from the log start."""
+        for segment in self._segments:
+            yield disk.read_range(segment.path, 0, segment.size)
+
+    def batches(self) -> Iterator[memoryview]:
+        """Every batch from the log start, whole, in order."""
+        for data in self.segment_data():
+            for _header, view in iter_batches(data, allow_partial=False):
+                yield view
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -324,24 +356,39 @@ class RaftLogDir:
         segment.size = position
 
     def _write_at(self, segment: _Segment, position: int, data: bytes) -> None:
+        """Write and fsync `data` at `position`, which becomes the segment's end; on failure cut
+        the file back to `position` (see the module docstring) and raise."""
         fd = disk.open(segment.path, os.O_RDWR)
         try:
+            if self._tail_dirty:
+                disk.ftruncate(fd, position)
+                self._tail_dirty = False
             disk.pwrite_all(fd, data, position)
             disk.fsync(fd)
         except BaseException:
-            disk.ftruncate(fd, position)
+            try:
+                disk.ftruncate(fd, position)
+            except OSError as exc:
+                self._tail_dirty = True  # retried before the next write; recovery trims it
+                log.error("raft log %s: cannot cut back a failed write yet: %s", segment.path, exc)
             raise
         finally:
             disk.close(fd)
 
     def _roll(self, base_offset: int) -> _Segment:
-        path = self.directory / _segment_name(base_offset)
-        fd = disk.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        """Start a new, empty active segment at `base_offset` (nothing left behind on failure)."""
+        path = self.directory / segment_name(base_offset)
         try:
-            disk.fsync(fd)
-        finally:
-            disk.close(fd)
-        fsync_dir(self.directory)
+            fd = disk.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                disk.fsync(fd)
+            finally:
+                disk.close(fd)
+            fsync_dir(self.directory)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                disk.unlink(path)
+            raise
         segment = _Segment(base_offset, path, 0)
         self._segments.append(segment)
         return segment
@@ -372,6 +419,7 @@ class RaftLogDir:
             disk.unlink(self._segments.pop().path)
         fsync_dir(self.directory)
         disk.truncate_synced(segment.path, cut.position)
+        self._tail_dirty = False
         segment.size = cut.position
         self._end = cut.base_offset
         if record is not None:
@@ -385,6 +433,7 @@ class RaftLogDir:
         for segment in self._segments:
             disk.unlink(segment.path)
         self._segments, self._batches, self._end = [], [], offset
+        self._tail_dirty = False
         self._roll(offset)
 
     def delete_before(self, offset: int) -> None:
@@ -403,7 +452,7 @@ class RaftLogDir:
     def write_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """Store `snapshot` durably, then delete the older ones."""
         header = _SNAPSHOT_HEADER.pack(SNAPSHOT_MAGIC, crc32c.crc32c(data), len(data))
-        path = self.directory / _snapshot_name(snapshot)
+        path = self.directory / snapshot_name(snapshot)
         atomic_replace(path, header + data, temp_suffix=PART_SUFFIX)
         for older in disk.glob(self.directory, f"*{SNAPSHOT_SUFFIX}"):
             if older != path:
@@ -414,11 +463,10 @@ class RaftLogDir:
         """The newest intact snapshot, if any."""
         found: list[tuple[SnapshotId, Path]] = []
         for path in disk.glob(self.directory, f"*{SNAPSHOT_SUFFIX}"):
-            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-            offset, _, epoch = stem.partition("-")
-            if not (offset.isdigit() and epoch.isdigit()):
+            snapshot = parse_snapshot_name(path.name)
+            if snapshot is None:
                 raise RaftLogError(f"unexpected file {path.name} in {self.directory}")
-            found.append((SnapshotId(int(offset), int(epoch)), path))
+            found.append((snapshot, path))
         for snapshot, path in sorted(found, reverse=True):
             raw = disk.read_file(path)
             with contextlib.suppress(struct.error):

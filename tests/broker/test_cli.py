@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from strom.coordinator.metadata.properties import read_bootstrap_checkpoint
+from strom.coordinator.metadata.kraft_checkpoint import decode_bootstrap
+from strom.storage.meta_properties import read_bootstrap
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -187,7 +188,7 @@ def _meta(directory: Path) -> dict[str, str]:
 
 
 def test_random_uuid_prints_a_kafka_uuid() -> None:
-    from strom.coordinator.metadata.properties import parse_kafka_uuid
+    from strom.storage.meta_properties import parse_kafka_uuid
 
     first, second = run_cli("random-uuid"), run_cli("random-uuid")
     assert first.returncode == 0
@@ -215,7 +216,7 @@ def test_format_writes_every_directory_like_kafka_storage(tmp_path: Path) -> Non
         ("1", cluster_id, "1")
     }
     assert len({m["directory.id"] for m in metas}) == 3  # each directory its own id
-    assert read_bootstrap_checkpoint(tmp_path / "meta") == {"metadata.version": 25}
+    assert _bootstrap_levels(tmp_path / "meta") == {"metadata.version": 25}
     assert not (tmp_path / "a" / "bootstrap.checkpoint").exists()
 
     again = run_cli("format", "-c", str(config), "-t", cluster_id)
@@ -276,7 +277,7 @@ def test_format_finalizes_a_feature(tmp_path: Path) -> None:
         "--feature", "eligible.leader.replicas.version=1",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert read_bootstrap_checkpoint(tmp_path / "meta") == {
+    assert _bootstrap_levels(tmp_path / "meta") == {
         "metadata.version": 25,
         "eligible.leader.replicas.version": 1,
     }
@@ -326,7 +327,8 @@ def test_first_start_formats_every_directory(tmp_path: Path) -> None:
         (["process.roles=broker", "controller.quorum.bootstrap.servers=127.0.0.1:19093"],
          "dynamic controller quorums (KIP-853) are not implemented yet"),
         (["controller.quorum.voters=1@127.0.0.1:19093,2@127.0.0.1:19095,3@127.0.0.1:19097"],
-         "run `strom format --cluster-id ID` on each node (or set cluster.id)"),
+         "is not formatted (no meta.properties), and a member of a multi-node quorum never "
+         "formats itself"),
     ],
 )  # fmt: skip
 def test_what_a_quorum_member_cannot_run_stops_start_up(
@@ -360,3 +362,8 @@ def test_initial_controllers_names_the_metadata_directory(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert _meta(tmp_path / "meta")["directory.id"] == directory_id
     assert _meta(tmp_path / "data")["directory.id"] != directory_id
+
+
+def _bootstrap_levels(directory: Path) -> dict[str, int] | None:
+    data = read_bootstrap(directory)
+    return None if data is None else decode_bootstrap(data, "bootstrap.checkpoint").levels

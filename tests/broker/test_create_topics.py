@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.storage.log.log_manager import LogManager
@@ -273,7 +273,7 @@ async def test_deadline_passing_while_queued_creates_nothing(
     state = broker.broker.state
     assert state is not None
     controller = state.controller
-    assert isinstance(controller, ControllerDriver)  # the single-node default
+    assert isinstance(controller, QuorumController)  # the single-node default
     async with controller._lock:  # another command holds the controller
         results = await create(client, topic("queued"), timeout_ms=50)
     assert [(r.name, r.error_code, r.error_message) for r in results] == [
@@ -282,7 +282,9 @@ async def test_deadline_passing_while_queued_creates_nothing(
     assert (await metadata(client, "queued")).topics[0].error_code == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     )
-    [created] = await create(client, topic("queued"), timeout_ms=50)
+    # once the controller is free the same request succeeds (with time to commit: a command's
+    # fsync on a loaded machine may take longer than the 50 ms above)
+    [created] = await create(client, topic("queued"))
     assert created.error_code == ErrorCode.NONE
 
 

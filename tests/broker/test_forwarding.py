@@ -17,9 +17,9 @@ from typing import cast
 import pytest
 import trio
 
-from strom.broker.drivers.controller import ControllerDriver
 from strom.broker.drivers.controller_forwarder import ControllerForwarder
 from strom.broker.drivers.lifecycle import ControllerUnavailable
+from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
 from strom.config.quorum import Address
@@ -54,11 +54,11 @@ def _controller(broker: EmbeddedBroker) -> Address:
     return Address(listener.host, listener.port)
 
 
-def _driver(broker: EmbeddedBroker) -> ControllerDriver:
+def _driver(broker: EmbeddedBroker) -> QuorumController:
     state = broker.broker.state
     assert state is not None
     controller = state.controller
-    assert isinstance(controller, ControllerDriver)
+    assert isinstance(controller, QuorumController)
     return controller
 
 
@@ -131,7 +131,7 @@ async def test_an_unreachable_controller_fails_within_the_clients_timeout(
     await nobody.aclose()
 
 
-class NotActive(ControllerDriver):
+class NotActive(QuorumController):
     """A's controller, believing another node (9) is the active controller at `target`."""
 
     target: Address | None = None

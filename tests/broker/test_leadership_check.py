@@ -8,10 +8,11 @@ import uuid
 import pytest
 import trio
 
-from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.quorum_controller import QuorumController
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
 from strom.config.values import ConfigResource
+from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.image import MetadataImage, PartitionImage
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
@@ -33,7 +34,7 @@ def broker_overrides() -> dict[str, str]:
 
 
 @pytest.fixture
-async def driver(broker: EmbeddedBroker) -> ControllerDriver:
+async def driver(broker: EmbeddedBroker) -> QuorumController:
     """The node's controller with a second broker registered and unfenced."""
     controller = _driver(broker)
     registered = await controller.broker_registration(
@@ -50,7 +51,7 @@ async def driver(broker: EmbeddedBroker) -> ControllerDriver:
     return controller
 
 
-async def _heartbeat(driver: ControllerDriver, epoch: int, *, fence: bool = False) -> None:
+async def _heartbeat(driver: QuorumController, epoch: int, *, fence: bool = False) -> None:
     response = await driver.broker_heartbeat(
         BrokerHeartbeatRequest(
             broker_id=2, broker_epoch=epoch, current_metadata_offset=10**9, want_fence=fence
@@ -74,10 +75,9 @@ async def _create(client: KafkaClient, name: str, replicas: list[int]) -> uuid.U
     return result.topic_id
 
 
-async def _change(driver: ControllerDriver, record: PartitionChangeRecord) -> None:
+async def _change(driver: QuorumController, record: PartitionChangeRecord) -> None:
     """Write a partition change as the replication machinery's AlterPartition would."""
-    async with driver._lock:
-        await driver._commit([record])
+    await driver._run_command(lambda _offset: ControllerResult(None, [record]))
 
 
 def _partition(image: MetadataImage, name: str) -> PartitionImage:
@@ -87,7 +87,7 @@ def _partition(image: MetadataImage, name: str) -> PartitionImage:
 
 
 async def test_the_check_moves_leadership_back_to_the_preferred_replica(
-    driver: ControllerDriver, client: KafkaClient
+    driver: QuorumController, client: KafkaClient
 ) -> None:
     topic_id = await _create(client, "pref", [1, 2])
     assert _partition(driver.image, "pref").leader == 1
@@ -102,7 +102,7 @@ async def test_the_check_moves_leadership_back_to_the_preferred_replica(
     [{"broker.session.timeout.ms": "600000", "auto.leader.rebalance.enable": "false"}],
 )
 async def test_without_auto_rebalance_leadership_stays(
-    driver: ControllerDriver, client: KafkaClient
+    driver: QuorumController, client: KafkaClient
 ) -> None:
     topic_id = await _create(client, "stay", [1, 2])
     await _change(driver, PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=2))
@@ -111,7 +111,7 @@ async def test_without_auto_rebalance_leadership_stays(
 
 
 async def test_enabling_unclean_election_elects_a_leaderless_partition_at_once(
-    driver: ControllerDriver, client: KafkaClient
+    driver: QuorumController, client: KafkaClient
 ) -> None:
     topic_id = await _create(client, "u", [2, 1])
     await _change(driver, PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=[2]))

@@ -1,8 +1,8 @@
-"""The Raft RPC handlers on a node that runs no Raft driver (the single-node default).
+"""The Raft RPC handlers on the single node of `strom serve`, a one-voter quorum.
 
 The replication RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot) are registered for
-CONTROLLER listeners only; the one-voter quorum of a combined node needs no peers, so one
-reaching it closes the connection, as before the handlers existed. DescribeQuorum is served on
+CONTROLLER listeners only, where the node's Raft replica answers them as Kafka's standalone
+controller does; on a client listener they close the connection. DescribeQuorum is served on
 both kinds of listener (a broker forwards it in a cluster; a standalone node describes itself,
 tests/broker/test_broker_registration.py). Fetch on the client listener is the data path.
 """
@@ -15,7 +15,8 @@ import pytest
 
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
-from strom.wire.errors import ProtocolError
+from strom.coordinator.raft import messages, wire
+from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from strom.wire.messages.vote import VoteRequest, VoteResponse
 
@@ -57,11 +58,17 @@ async def test_the_raft_apis_are_advertised_on_the_controller_listener_only(
     assert DESCRIBE_QUORUM in {k.api_key for k in on_client.api_keys}
 
 
-async def test_a_node_without_a_raft_driver_closes_the_connection(
+async def test_a_one_voter_quorum_refuses_a_vote_for_a_node_outside_it(
     controller_client: KafkaClient,
 ) -> None:
-    with pytest.raises(ProtocolError, match="closed"):
-        await controller_client.request(VoteRequest(cluster_id=None, voter_id=1), 2, VoteResponse)
+    """Node 2 asks the single node (the quorum of node 1 alone) for its vote in a later epoch."""
+    ask = messages.VoteRequest(7, 99, candidate_id=2, last_epoch=99, end_offset=10**6, pre_vote=False)
+    body = wire.request_to_wire(ask, 1, None, 2)
+    response = await controller_client.request(body, 2, VoteResponse)
+    [partition] = response.topics[0].partitions
+    assert partition.error_code == ErrorCode.INCONSISTENT_VOTER_SET
+    assert not partition.vote_granted
+    assert (partition.leader_id, partition.leader_epoch) == (1, 1)
 
 
 async def test_raft_apis_close_the_connection_on_a_client_listener(client: KafkaClient) -> None:

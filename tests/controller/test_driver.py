@@ -1,26 +1,30 @@
-"""ControllerDriver under trio: bootstrap, durability across restarts, listeners, snapshots."""
+"""The controller host on a single node (a one-voter Raft quorum) under trio: bootstrap,
+durability across restarts, listeners, snapshots, a metadata disk that fails."""
 
 from __future__ import annotations
 
 import errno
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import trio
 import trio.lowlevel
 
-from strom.broker.drivers.controller import ControllerDriver
+from strom.broker.drivers.quorum_controller import QuorumController
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller import ControllerError, ControllerResult
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage
-from strom.coordinator.metadata.log import LOG_DIR_NAME
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
-from strom.coordinator.metadata.properties import read_meta_properties
-from strom.coordinator.metadata.snapshot import list_snapshots
+from strom.storage.meta_properties import BOOTSTRAP_FILE, read_meta_properties
+from strom.storage.raft.raft_disk import LOG_DIR_NAME
+from strom.storage.raft.raft_log import parse_snapshot_name
+from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
 from strom.wire.messages.alter_configs import AlterConfigsRequest
@@ -43,69 +47,82 @@ def _run(test: Callable[[], Awaitable[None]]) -> None:
     trio.run(test)
 
 
-async def _open(config: BrokerConfig, **kwargs: object) -> ControllerDriver:
-    return await ControllerDriver.open(config, clock=lambda: 1_700_000_000_000, **kwargs)  # type: ignore[arg-type]
+@asynccontextmanager
+async def _open(config: BrokerConfig, **kwargs: object) -> AsyncIterator[QuorumController]:
+    """The node's controller, running, with its broker registered and unfenced (as `strom
+    serve` has it before it serves); closed on exit."""
+    controller = await QuorumController.open(config, clock=lambda: 1_700_000_000_000, **kwargs)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(controller.run)
+        try:
+            await controller.start()
+            yield controller
+        finally:
+            await controller.close()
+
+
+def _snapshots(directory: Path) -> list[SnapshotId]:
+    return sorted(s for p in directory.iterdir() if (s := parse_snapshot_name(p.name)))
 
 
 def test_first_start_bootstraps_and_restart_recovers(tmp_path: Path) -> None:
     config = _config(tmp_path, cluster_id="strom-test")
 
     async def main() -> None:
-        driver = await _open(config)
-        image = driver.image
-        assert driver.cluster_id == "strom-test"
-        assert image.metadata_version == 25
-        (node,) = image.brokers()
-        assert (node.broker_id, node.fenced, node.epoch) == (1, False, driver.broker_epoch)
-        assert [(e.name, e.host, e.port) for e in node.endpoints] == [
-            ("PLAINTEXT", "127.0.0.1", 9092)
-        ]
-        created = await driver.create_topics(CreateTopicsRequest(topics=[topic("a", 3)]), 7)
-        assert created.topics[0].error_code == 0
-        grown = await driver.create_partitions(
-            CreatePartitionsRequest(
-                topics=[CreatePartitionsRequest.CreatePartitionsTopic("a", 4, None)]
-            ),
-            3,
-        )
-        assert grown.results[0].error_code == 0
-        config_change = IncrementalAlterConfigsRequest(
-            resources=[
-                IncrementalAlterConfigsRequest.AlterConfigsResource(
-                    2, "a", [IncrementalAlterConfigsRequest.AlterableConfig("retention.ms", 0, "5")]
-                )
+        async with _open(config) as driver:
+            image = driver.image
+            assert driver.cluster_id == "strom-test"
+            assert image.metadata_version == 25
+            (node,) = image.brokers()
+            assert (node.broker_id, node.fenced, node.epoch) == (1, False, driver.broker_epoch)
+            assert [(e.name, e.host, e.port) for e in node.endpoints] == [
+                ("PLAINTEXT", "127.0.0.1", 9092)
             ]
-        )
-        assert (await driver.incremental_alter_configs(config_change, 1)).responses[
-            0
-        ].error_code == 0
-        legacy = AlterConfigsRequest(
-            resources=[
-                AlterConfigsRequest.AlterConfigsResource(
-                    2, "a", [AlterConfigsRequest.AlterableConfig("segment.ms", "99")]
-                )
-            ]
-        )
-        assert (await driver.alter_configs(legacy, 1)).responses[0].error_code == 0
-        assert await driver.allocate_producer_ids() == (0, 1000)
-        assert await driver.allocate_producer_ids() == (1000, 1000)
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("gone")]), 7)
-        deleted = await driver.delete_topics(DeleteTopicsRequest(topic_names=["gone"]), 4)
-        assert deleted.responses[0].error_code == 0
-        before, epoch = driver.image, driver.epoch
-        await driver.close()
+            created = await driver.create_topics(CreateTopicsRequest(topics=[topic("a", 3)]), 7)
+            assert created.topics[0].error_code == 0
+            grown = await driver.create_partitions(
+                CreatePartitionsRequest(
+                    topics=[CreatePartitionsRequest.CreatePartitionsTopic("a", 4, None)]
+                ),
+                3,
+            )
+            assert grown.results[0].error_code == 0
+            config_change = IncrementalAlterConfigsRequest(
+                resources=[
+                    IncrementalAlterConfigsRequest.AlterConfigsResource(
+                        2,
+                        "a",
+                        [IncrementalAlterConfigsRequest.AlterableConfig("retention.ms", 0, "5")],
+                    )
+                ]
+            )
+            altered = await driver.incremental_alter_configs(config_change, 1)
+            assert altered.responses[0].error_code == 0
+            legacy = AlterConfigsRequest(
+                resources=[
+                    AlterConfigsRequest.AlterConfigsResource(
+                        2, "a", [AlterConfigsRequest.AlterableConfig("segment.ms", "99")]
+                    )
+                ]
+            )
+            assert (await driver.alter_configs(legacy, 1)).responses[0].error_code == 0
+            assert await driver.allocate_producer_ids() == (0, 1000)
+            assert await driver.allocate_producer_ids() == (1000, 1000)
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("gone")]), 7)
+            deleted = await driver.delete_topics(DeleteTopicsRequest(topic_names=["gone"]), 4)
+            assert deleted.responses[0].error_code == 0
+            before, epoch, broker_epoch = driver.image, driver.epoch, driver.broker_epoch
 
-        again = await _open(config)
-        after = again.image
-        assert again.epoch == epoch + 1
-        assert after.topic_names() == ["a"]
-        assert after.topic("a") == before.topic("a")
-        assert after.topic_config_overrides("a") == {"segment.ms": "99"}
-        assert after.next_producer_id == 2000
-        assert await again.allocate_producer_ids() == (2000, 1000)
-        assert again.broker_epoch > driver.broker_epoch  # re-registered as a new incarnation
-        assert again.image.broker(1).incarnation_id != before.broker(1).incarnation_id  # type: ignore[union-attr]
-        await again.close()
+        async with _open(config) as again:
+            after = again.image
+            assert again.epoch == epoch + 1
+            assert after.topic_names() == ["a"]
+            assert after.topic("a") == before.topic("a")
+            assert after.topic_config_overrides("a") == {"segment.ms": "99"}
+            assert after.next_producer_id == 2000
+            assert await again.allocate_producer_ids() == (2000, 1000)
+            assert again.broker_epoch > broker_epoch  # re-registered as a new incarnation
+            assert again.image.broker(1).incarnation_id != before.broker(1).incarnation_id  # type: ignore[union-attr]
 
     _run(main)
     props = read_meta_properties(tmp_path / "data")
@@ -115,47 +132,49 @@ def test_first_start_bootstraps_and_restart_recovers(tmp_path: Path) -> None:
 
 def test_generated_cluster_id_is_kept(tmp_path: Path) -> None:
     async def main() -> None:
-        first = await _open(_config(tmp_path), new_uuid=uuid_source())
-        await first.close()
-        second = await _open(_config(tmp_path))
-        assert second.cluster_id == first.cluster_id
-        assert len(first.cluster_id) == 22
-        await second.close()
+        async with _open(_config(tmp_path), new_uuid=uuid_source()) as first:
+            cluster_id = first.cluster_id
+        async with _open(_config(tmp_path)) as second:
+            assert second.cluster_id == cluster_id
+        assert len(cluster_id) == 22
 
     _run(main)
 
 
 def test_foreign_directory_refused(tmp_path: Path) -> None:
     async def main() -> None:
-        await (await _open(_config(tmp_path, cluster_id="one"))).close()
-        with pytest.raises(MetadataError, match="does not match"):
-            await _open(_config(tmp_path, cluster_id="two"))
-        with pytest.raises(MetadataError, match=r"node\.id"):
-            await _open(_config(tmp_path, node_id="7"))
+        async with _open(_config(tmp_path, cluster_id="one")):
+            pass
+        with pytest.raises(Exception, match="does not match"):
+            await QuorumController.open(_config(tmp_path, cluster_id="two"))
+        with pytest.raises(Exception, match=r"node\.id"):
+            await QuorumController.open(_config(tmp_path, node_id="7"))
 
     _run(main)
 
 
 def test_a_quorum_members_metadata_directory_is_refused(tmp_path: Path) -> None:
-    """A Raft replica's directory (quorum-state) is never reused as a single-node log."""
+    """The Raft state of a quorum of other voters is never reused by a single node."""
 
     async def main() -> None:
         directory = tmp_path / "data" / LOG_DIR_NAME
         directory.mkdir(parents=True)
-        (directory / "quorum-state").write_text("{}")
-        with pytest.raises(MetadataError, match="holds the metadata log of a Raft quorum member"):
-            await _open(_config(tmp_path))
+        (directory / "quorum-state").write_text(
+            '{"clusterId":"","leaderId":2,"leaderEpoch":5,"votedId":-1,"appliedOffset":0,'
+            '"currentVoters":[{"voterId":1},{"voterId":2},{"voterId":3}],"data_version":0}'
+        )
+        with pytest.raises(Exception, match=r"Raft state of a quorum of voters \[1, 2, 3\]"):
+            await QuorumController.open(_config(tmp_path))
 
     _run(main)
 
 
 def test_a_single_node_is_its_own_active_controller(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        assert driver.is_active
-        assert driver.active_controller_id == driver.node_id
-        assert driver.controller_address(driver.node_id) is None  # no voters configured
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            assert driver.is_active
+            assert driver.active_controller_id == driver.node_id
+            assert driver.controller_address(driver.node_id) is None  # no voters configured
         assert not driver.is_active
 
     _run(main)
@@ -163,8 +182,8 @@ def test_a_single_node_is_its_own_active_controller(tmp_path: Path) -> None:
 
 def test_metadata_log_dir_setting(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path, metadata_log_dir=str(tmp_path / "meta")))
-        await driver.close()
+        async with _open(_config(tmp_path, metadata_log_dir=str(tmp_path / "meta"))):
+            pass
 
     _run(main)
     assert (tmp_path / "meta" / LOG_DIR_NAME).is_dir()
@@ -173,17 +192,16 @@ def test_metadata_log_dir_setting(tmp_path: Path) -> None:
 
 def test_validate_only_and_failures_write_nothing(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        offset = driver.image.provenance.offset
-        response = await driver.create_topics(
-            CreateTopicsRequest(topics=[topic("v")], validate_only=True), 7
-        )
-        assert response.topics[0].error_code == 0
-        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("bad!")]), 7)
-        assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
-        assert driver.image.provenance.offset == offset
-        assert driver.image.topic_names() == []
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            offset = driver.image.provenance.offset
+            response = await driver.create_topics(
+                CreateTopicsRequest(topics=[topic("v")], validate_only=True), 7
+            )
+            assert response.topics[0].error_code == 0
+            response = await driver.create_topics(CreateTopicsRequest(topics=[topic("bad!")]), 7)
+            assert response.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+            assert driver.image.provenance.offset == offset
+            assert driver.image.topic_names() == []
 
     _run(main)
 
@@ -193,27 +211,26 @@ def test_listeners_see_each_change(tmp_path: Path) -> None:
     deltas: list[MetadataDelta] = []
 
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
+        async with _open(_config(tmp_path)) as driver:
 
-        def on_image(image: MetadataImage) -> None:
-            seen.append(("sync", image.topic_names()))
+            def on_image(image: MetadataImage) -> None:
+                seen.append(("sync", image.topic_names()))
 
-        async def on_delta(image: MetadataImage, delta: MetadataDelta) -> None:
-            await trio.lowlevel.checkpoint()
-            deltas.append(delta)
-            seen.append(("async", image.topic_names()))
+            async def on_delta(image: MetadataImage, delta: MetadataDelta) -> None:
+                await trio.lowlevel.checkpoint()
+                deltas.append(delta)
+                seen.append(("async", image.topic_names()))
 
-        def broken(image: MetadataImage) -> None:
-            raise RuntimeError("listener bug")
+            def broken(image: MetadataImage) -> None:
+                raise RuntimeError("listener bug")
 
-        driver.subscribe(broken)
-        unsubscribe = driver.subscribe(on_image)
-        driver.subscribe_deltas(on_delta)
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("x", 2)]), 7)
-        await driver.delete_topics(DeleteTopicsRequest(topic_names=["x"]), 5)
-        unsubscribe()
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("y")]), 7)
-        await driver.close()
+            driver.subscribe(broken)
+            unsubscribe = driver.subscribe(on_image)
+            driver.subscribe_deltas(on_delta)
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("x", 2)]), 7)
+            await driver.delete_topics(DeleteTopicsRequest(topic_names=["x"]), 5)
+            unsubscribe()
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("y")]), 7)
 
     _run(main)
     assert seen == [
@@ -229,23 +246,22 @@ def test_listeners_see_each_change(tmp_path: Path) -> None:
 
 def test_concurrent_commands_are_serialized(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        results: dict[str, int] = {}
+        async with _open(_config(tmp_path)) as driver:
+            results: dict[str, int] = {}
 
-        async def create(name: str) -> None:
-            response = await driver.create_topics(
-                CreateTopicsRequest(topics=[topic("same"), topic(name)]), 7
-            )
-            for entry in response.topics:
-                if entry.name == "same":
-                    results[name] = entry.error_code
+            async def create(name: str) -> None:
+                response = await driver.create_topics(
+                    CreateTopicsRequest(topics=[topic("same"), topic(name)]), 7
+                )
+                for entry in response.topics:
+                    if entry.name == "same":
+                        results[name] = entry.error_code
 
-        async with trio.open_nursery() as nursery:
-            for i in range(8):
-                nursery.start_soon(create, f"n{i}")
-        assert sorted(results.values()) == [0] + [ErrorCode.TOPIC_ALREADY_EXISTS] * 7
-        assert len(driver.image.topic_names()) == 9
-        await driver.close()
+            async with trio.open_nursery() as nursery:
+                for i in range(8):
+                    nursery.start_soon(create, f"n{i}")
+            assert sorted(results.values()) == [0] + [ErrorCode.TOPIC_ALREADY_EXISTS] * 7
+            assert len(driver.image.topic_names()) == 9
 
     _run(main)
 
@@ -254,51 +270,50 @@ def test_snapshots_are_taken_and_used_on_restart(tmp_path: Path) -> None:
     config = _config(tmp_path, metadata_log_segment_bytes="2048")
 
     async def main() -> None:
-        driver = await _open(config, snapshot_interval_bytes=4096)
-        for i in range(40):
-            await driver.create_topics(CreateTopicsRequest(topics=[topic(f"t{i}", 2)]), 7)
         directory = tmp_path / "data" / LOG_DIR_NAME
-        snapshots = list_snapshots(directory)
-        assert snapshots
-        assert len(snapshots) == 1  # older ones are deleted
-        segments = sorted(directory.glob("*.log"))
-        assert int(segments[0].name[:20]) > 0  # segments below the snapshot were deleted
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("last")]), 7)
-        explicit = await driver.snapshot()
-        assert explicit is not None
-        assert await driver.snapshot() is None  # nothing new since
-        before = driver.image
-        await driver.close()
+        async with _open(config, snapshot_interval_bytes=4096) as driver:
+            for i in range(40):
+                await driver.create_topics(CreateTopicsRequest(topics=[topic(f"t{i}", 2)]), 7)
+            await driver.snapshots_settled()
+            snapshots = _snapshots(directory)
+            assert snapshots
+            assert len(snapshots) == 1  # older ones are deleted
+            segments = sorted(directory.glob("*.log"))
+            assert int(segments[0].name[:20]) > 0  # segments below the snapshot were deleted
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("last")]), 7)
+            explicit = await driver.snapshot()
+            assert explicit is not None
+            assert _snapshots(directory) == [explicit]
+            assert await driver.snapshot() is None  # nothing new since
+            before = driver.image
 
-        again = await _open(config)
-        assert again.image.topics_by_name == before.topics_by_name
-        assert again.image.next_producer_id == before.next_producer_id
-        await again.close()
+        async with _open(config) as again:
+            assert again.image.topics_by_name == before.topics_by_name
+            assert again.image.next_producer_id == before.next_producer_id
 
     _run(main)
 
 
 def test_start_reregisters_with_bound_endpoints(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path, listeners="PLAINTEXT://127.0.0.1:0"))
-        first_epoch = driver.broker_epoch
-        await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])
-        assert driver.broker_epoch > first_epoch
-        node = driver.image.broker(1)
-        assert node is not None
-        assert [e.port for e in node.endpoints] == [40123]
-        offset = driver.image.provenance.offset
-        await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])  # unchanged: no-op
-        assert driver.image.provenance.offset == offset
-        await driver.close()
+        async with _open(_config(tmp_path, listeners="PLAINTEXT://127.0.0.1:0")) as driver:
+            first_epoch = driver.broker_epoch
+            await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])
+            assert driver.broker_epoch > first_epoch
+            node = driver.image.broker(1)
+            assert node is not None
+            assert [e.port for e in node.endpoints] == [40123]
+            offset = driver.image.provenance.offset
+            await driver.start([Listener("PLAINTEXT", "127.0.0.1", 40123)])  # unchanged: no-op
+            assert driver.image.provenance.offset == offset
 
     _run(main)
 
 
 def test_closed_driver_refuses_commands(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            pass
         await driver.close()  # idempotent
         with pytest.raises(trio.ClosedResourceError):
             await driver.create_topics(CreateTopicsRequest(topics=[topic("z")]), 7)
@@ -308,43 +323,40 @@ def test_closed_driver_refuses_commands(tmp_path: Path) -> None:
 
 def test_producer_ids_need_registration(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        driver.local_broker.broker_epoch = 12345  # a stale epoch, as after a lost registration
-        with pytest.raises(ControllerError) as info:
-            await driver.allocate_producer_ids()
-        assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            driver.local_broker.broker_epoch = 12345  # a stale epoch, as after a lost registration
+            with pytest.raises(ControllerError) as info:
+                await driver.allocate_producer_ids()
+            assert info.value.error.code == ErrorCode.STALE_BROKER_EPOCH
 
     _run(main)
 
 
 def test_cancelled_caller_does_not_tear_state(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        with trio.move_on_after(0):
-            await driver.create_topics(CreateTopicsRequest(topics=[topic("c")]), 7)
-        # whether or not the command ran, image and log agree after a restart
-        image = driver.image
-        await driver.close()
-        again = await _open(_config(tmp_path))
-        assert again.image.topic_names() == image.topic_names()
-        await again.close()
+        async with _open(_config(tmp_path)) as driver:
+            with trio.move_on_after(0):
+                await driver.create_topics(CreateTopicsRequest(topics=[topic("c")]), 7)
+            # whether or not the command ran, image and log agree after a restart; a later
+            # command is applied after anything the cancelled one proposed
+            await driver.allocate_producer_ids()
+            image = driver.image
+        async with _open(_config(tmp_path)) as again:
+            assert again.image.topic_names() == image.topic_names()
 
     _run(main)
 
 
 def test_records_that_would_not_apply_are_never_written(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        before = driver.image
-        bad = ControllerResult(None, [RemoveTopicRecord(uuid.UUID(int=42))])
-        with pytest.raises(MetadataError):
-            await driver._run_command(lambda _offset: bad)
-        assert driver.image is before
-        await driver.close()
-        again = await _open(_config(tmp_path))  # the log still replays
-        assert again.image.topic_names() == []
-        await again.close()
+        async with _open(_config(tmp_path)) as driver:
+            before = driver.image
+            bad = ControllerResult(None, [RemoveTopicRecord(uuid.UUID(int=42))])
+            with pytest.raises(MetadataError):
+                await driver._run_command(lambda _offset: bad)
+            assert driver.image is before
+        async with _open(_config(tmp_path)) as again:  # the log still replays
+            assert again.image.topic_names() == []
 
     _run(main)
 
@@ -358,31 +370,29 @@ def test_a_full_metadata_disk_answers_error_codes_and_recovers(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     async def main() -> None:
-        driver = await _open(config)
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("before")]), 7)
-        image = driver.image
-        monkeypatch.setattr(os, "pwrite", disk_full)
-        for _ in range(3):
-            response = await driver.create_topics(
-                CreateTopicsRequest(topics=[topic("a"), topic("before")]), 7
-            )
-            assert [(t.name, t.error_code) for t in response.topics] == [
-                ("a", ErrorCode.UNKNOWN_SERVER_ERROR),
-                ("before", ErrorCode.TOPIC_ALREADY_EXISTS),
-            ]
-            assert "No space left on device" in (response.topics[0].error_message or "")
-        with pytest.raises(ControllerError) as info:
-            await driver.allocate_producer_ids()
-        assert info.value.error.code == ErrorCode.KAFKA_STORAGE_ERROR
-        assert driver.image is image  # nothing was applied
-        assert caplog.text.count("metadata log could not be written") == 1  # rate-limited
-        monkeypatch.undo()
-        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
-        assert response.topics[0].error_code == ErrorCode.NONE
-        await driver.close()
-        again = await _open(config)
-        assert again.image.topic_names() == ["a", "before"]
-        await again.close()
+        async with _open(config) as driver:
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("before")]), 7)
+            image = driver.image
+            monkeypatch.setattr(os, "pwrite", disk_full)
+            for _ in range(3):
+                response = await driver.create_topics(
+                    CreateTopicsRequest(topics=[topic("a"), topic("before")]), 7
+                )
+                assert [(t.name, t.error_code) for t in response.topics] == [
+                    ("a", ErrorCode.UNKNOWN_SERVER_ERROR),
+                    ("before", ErrorCode.TOPIC_ALREADY_EXISTS),
+                ]
+                assert "No space left on device" in (response.topics[0].error_message or "")
+            with pytest.raises(ControllerError) as info:
+                await driver.allocate_producer_ids()
+            assert info.value.error.code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert driver.image is image  # nothing was applied
+            assert caplog.text.count("metadata log could not be written: ") == 1  # rate-limited
+            monkeypatch.undo()
+            response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
+            assert response.topics[0].error_code == ErrorCode.NONE
+        async with _open(config) as again:
+            assert again.image.topic_names() == ["a", "before"]
 
     _run(main)
 
@@ -392,49 +402,47 @@ def test_a_failed_snapshot_leaves_the_command_done_and_is_retried(
 ) -> None:
     config = _config(tmp_path)
 
-    def disk_full(*args: object) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     async def main() -> None:
-        driver = await _open(config, snapshot_interval_bytes=1)
         directory = tmp_path / "data" / LOG_DIR_NAME
-        monkeypatch.setattr("strom.broker.drivers.controller.write_snapshot", disk_full)
-        response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
-        assert response.topics[0].error_code == ErrorCode.NONE  # durable, so it stands
-        missed = driver.image.provenance.offset + 1
-        assert missed not in [s.end_offset for s in list_snapshots(directory)]
-        monkeypatch.undo()
-        await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
-        latest = max(s.end_offset for s in list_snapshots(directory))
-        assert latest == driver.image.provenance.offset + 1
-        await driver.close()
+        async with _open(config, snapshot_interval_bytes=1) as driver:
+            await driver.raft.writes_done()
+            monkeypatch.setattr("strom.storage.raft.raft_log.atomic_replace", disk_full)
+            response = await driver.create_topics(CreateTopicsRequest(topics=[topic("a")]), 7)
+            assert response.topics[0].error_code == ErrorCode.NONE  # durable, so it stands
+            await driver.snapshots_settled()
+            missed = driver.image.provenance.offset + 1
+            assert missed not in [s.end_offset for s in _snapshots(directory)]
+            monkeypatch.undo()
+            await driver.create_topics(CreateTopicsRequest(topics=[topic("b")]), 7)
+            await driver.snapshots_settled()
+            latest = max(s.end_offset for s in _snapshots(directory))
+            assert latest == driver.image.provenance.offset + 1
 
     _run(main)
 
 
 def test_first_start_takes_the_metadata_version_strom_format_chose(tmp_path: Path) -> None:
-    from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
-
     directory = tmp_path / "data"
     directory.mkdir()
-    write_bootstrap_checkpoint(directory, {"metadata.version": 21}, 0)
+    (directory / BOOTSTRAP_FILE).write_bytes(encode_bootstrap({"metadata.version": 21}, 0))
 
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        assert driver.image.metadata_version == 21
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            assert driver.image.metadata_version == 21
 
     _run(main)
 
 
 def test_local_broker_registers_then_is_unfenced(tmp_path: Path) -> None:
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        node = driver.image.broker(1)
-        assert node is not None
-        assert (node.fenced, node.epoch) == (False, driver.broker_epoch)
-        assert node.incarnation_id == driver.local_broker.incarnation_id
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            node = driver.image.broker(1)
+            assert node is not None
+            assert (node.fenced, node.epoch) == (False, driver.broker_epoch)
+            assert node.incarnation_id == driver.local_broker.incarnation_id
 
     _run(main)
 
@@ -448,19 +456,18 @@ def test_a_registration_the_log_refuses_is_an_error(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     async def main() -> None:
-        driver = await _open(_config(tmp_path))
-        request = BrokerRegistrationRequest(
-            broker_id=2,
-            cluster_id=driver.cluster_id,
-            incarnation_id=uuid.UUID(int=2),
-            features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
-        )
-        monkeypatch.setattr(os, "pwrite", disk_full)
-        response = await driver.broker_registration(request)
-        assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-        assert driver.image.broker(2) is None
-        monkeypatch.undo()
-        assert (await driver.broker_registration(request)).error_code == ErrorCode.NONE
-        await driver.close()
+        async with _open(_config(tmp_path)) as driver:
+            request = BrokerRegistrationRequest(
+                broker_id=2,
+                cluster_id=driver.cluster_id,
+                incarnation_id=uuid.UUID(int=2),
+                features=[BrokerRegistrationRequest.Feature("metadata.version", 7, 25)],
+            )
+            monkeypatch.setattr(os, "pwrite", disk_full)
+            response = await driver.broker_registration(request)
+            assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+            assert driver.image.broker(2) is None
+            monkeypatch.undo()
+            assert (await driver.broker_registration(request)).error_code == ErrorCode.NONE
 
     _run(main)

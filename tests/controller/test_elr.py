@@ -13,9 +13,13 @@ import pytest
 from strom.coordinator.controller.election import Election, merge, plan_change
 from strom.coordinator.controller.state_machine import Controller, check_features
 from strom.coordinator.metadata.image import ELR_VERSION, MetadataImage, PartitionImage
+from strom.coordinator.metadata.kraft_checkpoint import (
+    decode_bootstrap,
+    encode_bootstrap,
+    image_records,
+)
 from strom.coordinator.metadata.metadata_records import decode_record, encode_record, write_version
-from strom.coordinator.metadata.properties import format_directories, read_bootstrap_checkpoint
-from strom.coordinator.metadata.snapshot import image_records
+from strom.storage.meta_properties import format_directories, read_bootstrap
 from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.formats.metadata.partition_change_record import PartitionChangeRecord
@@ -334,9 +338,10 @@ def test_format_writes_the_feature_into_the_bootstrap_checkpoint(tmp_path: Path)
         node_id=1,
         new_uuid=uuid.uuid4,
         ignore_formatted=False,
-        metadata_version=25,
-        timestamp=0,
-        features={ELR_VERSION: 1},
+        bootstrap=encode_bootstrap({"metadata.version": 25, ELR_VERSION: 1}, 0),
+        voters=frozenset({1}),
     )
-    levels = read_bootstrap_checkpoint(tmp_path / "meta")
+    data = read_bootstrap(tmp_path / "meta")
+    assert data is not None
+    levels = decode_bootstrap(data, "bootstrap.checkpoint").levels
     assert levels == {"metadata.version": 25, ELR_VERSION: 1}

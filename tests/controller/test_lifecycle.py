@@ -15,7 +15,7 @@ from strom.broker.drivers.lifecycle import (
     RegistrationError,
 )
 from strom.config import BrokerConfig, Listener
-from strom.coordinator.metadata.properties import kafka_uuid_string, new_cluster_id
+from strom.storage.meta_properties import kafka_uuid_string, new_cluster_id
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 from strom.wire.messages.broker_registration import (

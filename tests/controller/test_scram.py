@@ -8,7 +8,7 @@ import hashlib
 from strom.broker.security.scram import ScramClient, ScramServer, make_credential
 from strom.coordinator.controller.scram import credential_records, scram_credential
 from strom.coordinator.metadata.image import MetadataImage
-from strom.coordinator.metadata.snapshot import image_records
+from strom.coordinator.metadata.kraft_checkpoint import image_records
 from strom.wire.formats.metadata.remove_user_scram_credential_record import (
     RemoveUserScramCredentialRecord,
 )

@@ -1,27 +1,29 @@
-"""Snapshots: file naming and layout, round trips, and snapshot + tail == full replay."""
+"""Snapshots of the metadata image: KRaft's checkpoint format (bootstrap.checkpoint, and the
+snapshots older single nodes wrote), the Raft snapshot data, file naming, and the image an old
+single-node log holds (snapshot + tail == full replay)."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 from strom.coordinator.controller import Controller, ControllerResult
 from strom.coordinator.metadata.image import MetadataImage, Provenance
-from strom.coordinator.metadata.loader import load_metadata
-from strom.coordinator.metadata.log import LOG_DIR_NAME, MetadataLog
-from strom.coordinator.metadata.metadata_records import MetadataError
-from strom.coordinator.metadata.snapshot import (
-    SnapshotId,
-    delete_snapshots_before,
+from strom.coordinator.metadata.kraft_checkpoint import (
+    decode_checkpoint,
+    encode_checkpoint,
     image_records,
-    list_snapshots,
-    read_snapshot,
-    write_snapshot,
 )
+from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
+from strom.coordinator.metadata.raft_entries import decode_snapshot, encode_snapshot
+from strom.coordinator.metadata.single_node_log import image_of
+from strom.storage.raft.raft_log import parse_snapshot_name, snapshot_name
+from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
+from strom.wire.message import Message
 from strom.wire.messages.create_partitions import CreatePartitionsRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from strom.wire.messages.delete_topics import DeleteTopicsRequest
@@ -31,25 +33,36 @@ from strom.wire.records import decode_batch as decode_wire_batch
 from tests.controller.helpers import add_broker, make_controller, topic
 
 
-class _Node:
-    """The driver's loop, synchronously: plan, append durably, replay with provenance."""
+class _SingleNodeLog:
+    """What an older Strom's single node wrote, kept as its minimal writer: one batch per
+    command (records framed as in the metadata log, the start's epoch, the append time), and
+    snapshots in KRaft's checkpoint format."""
 
-    def __init__(self, directory: Path) -> None:
-        self.log = MetadataLog.open(directory)
+    def __init__(self) -> None:
         self.controller = make_controller(brokers=3)
+        self.batches: list[bytes] = []
+        self.end = 0
         self.clock = 1_000
         self.commit_records(list(image_records(self.controller.image)))
 
-    def commit_records(self, records: list[object]) -> None:
+    def commit_records(self, records: list[Message]) -> None:
         self.clock += 1
-        batch = self.log.append(records, epoch=2, timestamp=self.clock)  # type: ignore[arg-type]
-        self.controller.replay(
-            batch.records, Provenance(batch.last_offset, batch.epoch, batch.timestamp)
+        self.batches.append(
+            bytes(encode_batch(records, base_offset=self.end, epoch=2, timestamp=self.clock))
         )
+        self.end += len(records)
+        self.controller.replay(records, Provenance(self.end - 1, 2, self.clock))
 
-    def run(self, result: ControllerResult[object]) -> None:
+    def run(self, result: ControllerResult[Any]) -> None:
         if result.records:
             self.commit_records(list(result.records))
+
+    def snapshot(self) -> tuple[SnapshotId, bytes]:
+        image = self.controller.image
+        p = image.provenance
+        return SnapshotId(p.offset + 1, p.epoch), encode_checkpoint(
+            image_records(image), p.epoch, p.timestamp
+        )
 
 
 def _random_command(rng: random.Random, controller: Controller) -> ControllerResult[object]:
@@ -80,15 +93,15 @@ def _random_command(rng: random.Random, controller: Controller) -> ControllerRes
     return controller.allocate_producer_ids(1, registration.epoch)  # type: ignore[return-value]
 
 
-def test_snapshot_id_naming() -> None:
+def test_snapshot_file_naming() -> None:
     snapshot_id = SnapshotId(1234, 7)
-    assert snapshot_id.file_name == "00000000000000001234-0000000007.checkpoint"
-    assert SnapshotId.parse(snapshot_id.file_name) == snapshot_id
-    assert SnapshotId.parse("00000000000000001234-0000000007.checkpoint.part") is None
-    assert SnapshotId.parse("1234-7.checkpoint") is None
+    assert snapshot_name(snapshot_id) == "00000000000000001234-0000000007.checkpoint"
+    assert parse_snapshot_name(snapshot_name(snapshot_id)) == snapshot_id
+    assert parse_snapshot_name("00000000000000001234-0000000007.checkpoint.part") is None
+    assert parse_snapshot_name("1234-7.checkpoint") is None
 
 
-def test_round_trip_and_file_layout(tmp_path: Path) -> None:
+def _image() -> MetadataImage:
     controller = make_controller(brokers=2)
     add_broker(controller, 3, fenced=True)
     controller.replay(
@@ -97,12 +110,17 @@ def test_round_trip_and_file_layout(tmp_path: Path) -> None:
         ).records
     )
     controller.replay(controller.allocate_producer_ids(1, 1).records)
-    image = controller.image.apply_all([], Provenance(41, 3, 555))
-    path = write_snapshot(tmp_path, image, SnapshotId(42, 3))
-    assert path.name == "00000000000000000042-0000000003.checkpoint"
-    assert read_snapshot(tmp_path, SnapshotId(42, 3)) == image
+    return controller.image.apply_all([], Provenance(41, 3, 555))
 
-    batches = list(iter_batches(path.read_bytes(), allow_partial=False, check_crc=True))
+
+def test_checkpoint_round_trip_and_layout() -> None:
+    image = _image()
+    data = encode_checkpoint(image_records(image), 3, 555)
+    records, timestamp = decode_checkpoint(data, "x.checkpoint")
+    assert timestamp == 555
+    assert MetadataImage.EMPTY.apply_all(records, image.provenance) == image
+
+    batches = list(iter_batches(data, allow_partial=False, check_crc=True))
     first, last = batches[0], batches[-1]
     assert first[0].is_control
     assert last[0].is_control
@@ -120,32 +138,20 @@ def test_round_trip_and_file_layout(tmp_path: Path) -> None:
     assert offsets == sorted(offsets)
 
 
-def test_many_records_span_batches(tmp_path: Path) -> None:
+def test_many_records_span_batches() -> None:
     controller = make_controller()
     request = CreateTopicsRequest(topics=[topic(f"t{i}", 5) for i in range(400)])
     controller.replay(controller.create_topics(request, 7).records)
     image = controller.image.apply_all([], Provenance(9, 1, 1))
-    path = write_snapshot(tmp_path, image, SnapshotId(10, 1))
-    assert len(list(iter_batches(path.read_bytes()))) > 3
-    assert read_snapshot(tmp_path, SnapshotId(10, 1)) == image
-
-
-def test_part_files_and_older_snapshots_are_cleaned(tmp_path: Path) -> None:
-    image = make_controller().image
-    for offset in (5, 9, 12):
-        write_snapshot(tmp_path, image, SnapshotId(offset, 1))
-    (tmp_path / "00000000000000000099-0000000001.checkpoint.part").write_bytes(b"half")
-    assert list_snapshots(tmp_path) == [SnapshotId(5, 1), SnapshotId(9, 1), SnapshotId(12, 1)]
-    assert not list(tmp_path.glob("*.part"))
-    delete_snapshots_before(tmp_path, SnapshotId(12, 1))
-    assert list_snapshots(tmp_path) == [SnapshotId(12, 1)]
+    data = encode_checkpoint(image_records(image), 1, 1)
+    assert len(list(iter_batches(data))) > 3
+    records, _ = decode_checkpoint(data, "x")
+    assert MetadataImage.EMPTY.apply_all(records, image.provenance) == image
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "no-footer"])
-def test_damaged_snapshot_is_reported(tmp_path: Path, damage: str) -> None:
-    image = make_controller().image
-    path = write_snapshot(tmp_path, image, SnapshotId(3, 1))
-    data = bytearray(path.read_bytes())
+def test_damaged_checkpoint_is_reported(damage: str) -> None:
+    data = bytearray(encode_checkpoint(image_records(make_controller().image), 1, 0))
     if damage == "truncate":
         data = data[:-5]
     elif damage == "flip":
@@ -153,61 +159,49 @@ def test_damaged_snapshot_is_reported(tmp_path: Path, damage: str) -> None:
     else:
         footer_size = list(iter_batches(bytes(data)))[-1][0].size
         data = data[: len(data) - footer_size]
-    path.write_bytes(bytes(data))
-    with pytest.raises(MetadataError):
-        read_snapshot(tmp_path, SnapshotId(3, 1))
+    with pytest.raises(MetadataError, match="snapshot x"):
+        decode_checkpoint(bytes(data), "x")
+
+
+def test_raft_snapshot_data_round_trip() -> None:
+    image = _image()
+    decoded, delta = decode_snapshot(encode_snapshot(image))
+    assert decoded == image
+    assert set(delta.created_topics) == {t.topic_id for t in image.topics_by_name.values()}
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_snapshot_plus_tail_equals_full_replay(tmp_path: Path, seed: int) -> None:
+def test_an_old_single_node_log_snapshot_plus_tail_equals_full_replay(seed: int) -> None:
     rng = random.Random(seed)
-    node = _Node(tmp_path)
+    node = _SingleNodeLog()
     steps = 60
     snapshot_at = rng.randrange(5, steps - 5)
+    snapshot = None
     for step in range(steps):
         node.run(_random_command(rng, node.controller))
         if step == snapshot_at:
-            image = node.controller.image
-            write_snapshot(
-                node.log.directory,
-                image,
-                SnapshotId(image.provenance.offset + 1, image.provenance.epoch),
-            )
+            snapshot = node.snapshot()
     expected = node.controller.image
-    node.log.close()
-
-    full = MetadataImage.EMPTY
-    log = MetadataLog.open(tmp_path)
-    for batch in log.read():
-        full = full.apply_all(
-            batch.records, Provenance(batch.last_offset, batch.epoch, batch.timestamp)
-        )
-    log.close()
-    loaded_log, from_snapshot = load_metadata(tmp_path)
-    loaded_log.close()
-    assert full == expected
-    assert from_snapshot == expected
-    assert list_snapshots(tmp_path / LOG_DIR_NAME)
+    assert snapshot is not None
+    assert image_of(None, node.batches) == expected
+    assert image_of(snapshot, node.batches) == expected
+    tail = [
+        b for b in node.batches if decode_wire_batch(b)[0].base_offset >= snapshot[0].end_offset
+    ]
+    assert image_of(snapshot, tail) == expected  # segments below the snapshot were deleted
 
 
-def test_loader_restarts_log_at_snapshot_when_log_is_behind(tmp_path: Path) -> None:
-    node = _Node(tmp_path)
-    image = node.controller.image
-    write_snapshot(
-        node.log.directory,
-        image,
-        SnapshotId(image.provenance.offset + 1 + 10, image.provenance.epoch),
-    )
-    node.log.close()
-    log, loaded = load_metadata(tmp_path)
-    assert log.end_offset == image.provenance.offset + 11
-    assert loaded.topic_names() == image.topic_names()
-    log.close()
+def test_an_old_log_behind_its_snapshot_is_ignored() -> None:
+    node = _SingleNodeLog()
+    snapshot_id, data = node.snapshot()
+    ahead = SnapshotId(snapshot_id.end_offset + 10, snapshot_id.epoch)
+    image = image_of((ahead, data), node.batches)
+    assert image.topic_names() == node.controller.image.topic_names()
+    assert image.provenance.offset == ahead.end_offset - 1
 
 
-def test_loader_refuses_a_gap(tmp_path: Path) -> None:
-    log = MetadataLog.open(tmp_path)
-    log.reset(100)
-    log.close()
+def test_an_old_log_with_a_gap_is_refused() -> None:
+    node = _SingleNodeLog()
+    node.run(node.controller.create_topics(CreateTopicsRequest(topics=[topic("x")]), 7))
     with pytest.raises(MetadataError, match="missing"):
-        load_metadata(tmp_path)
+        image_of(None, node.batches[1:])

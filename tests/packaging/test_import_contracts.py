@@ -49,6 +49,12 @@ BREAKS: dict[str, list[tuple[str, str]]] = {
     "nothing-imports-cli": [("strom.broker.process.cli", "strom.cli.app")],
     "wire-sans-io": [("strom.wire.connection", "trio")],
     "coordinator-pure": [("strom.coordinator.raft.core", "trio")],
+    "coordinator-no-file-io": [
+        ("strom.coordinator.metadata.raft_entries", "pathlib"),  # a state machine writing files
+        ("strom.coordinator.metadata.kraft_checkpoint", "os"),
+        ("strom.coordinator.groups.offset_store", "pathlib"),
+        ("strom.coordinator.controller.state_machine", "shutil"),
+    ],
     "acyclic-siblings": [("strom.storage.log.partition", "strom.storage.cleaner.log_cleaner")],
 }
 

@@ -514,3 +514,53 @@ def test_a_follower_whose_every_entry_is_newer_than_the_divergence_truncates_the
     again = reply_of(effects, FetchRequest)
     assert isinstance(again, FetchRequest)
     assert (again.fetch_offset, again.last_fetched_epoch) == (0, 0)
+
+
+# --- writes the store refuses ---------------------------------------------------------------
+
+
+def test_a_leaders_appends_the_store_refused_are_dropped_and_never_sent() -> None:
+    core = make(epoch=1)
+    elect(core)
+    core.receive(2, fetch(2, 1, 2, 2), 5001)
+    drain(core, 5001)
+    assert core.high_watermark == 1
+    assert core.propose([b"a", b"b"], 5002) == 1
+    failed = [e for e in core.take_effects() if isinstance(e, AppendEntries)]
+    core.receive(2, fetch(2, 1, 2, 2), 5003)  # parked, then answered once 1-2 are durable
+    assert core.propose([b"c"], 5004) == 3
+    core.take_effects()  # the driver drops the writes after the refused one too
+    assert core.writes_failed(failed[0].seq)
+    assert core.log.end_offset == 1
+    core.receive(2, fetch(2, 1, 2, 2), 5005)
+    effects = drain(core, 5005)
+    assert all(
+        not (isinstance(e, Send) and isinstance(e.message, FetchResponse) and e.message.entries)
+        for e in effects
+    ), "nothing of the dropped entries reaches a follower"
+    assert core.propose([b"d"], 5006) == 1  # the next proposal takes their place
+    drain(core, 5006)
+    core.receive(2, fetch(2, 2, 2, 2), 5007)
+    drain(core, 5007)
+    assert core.high_watermark == 2
+    assert core.log.entry(1) == Entry(1, 2, b"d")
+
+
+def test_a_refused_write_the_core_cannot_do_without_stops_it() -> None:
+    follower = make(2, epoch=3, leader=1)
+    request = reply_of(drain(follower), FetchRequest)
+    follower.receive(1, FetchResponse(request.request_id, 0, 3, 1, 0, 0, (Entry(0, 3, b"x"),)), 10)
+    writes = [e for e in follower.take_effects() if isinstance(e, AppendEntries)]
+    assert writes
+    assert not follower.writes_failed(writes[0].seq), "only a leader drops its own entries"
+
+    leader = make(epoch=1)
+    drain(leader)
+    leader.tick(5000)
+    drain(leader, 5000)
+    leader.receive(2, VoteResponse(0, 0, leader.epoch, -1, True, True), 5000)
+    drain(leader, 5000)
+    leader.receive(2, VoteResponse(0, 0, leader.epoch, -1, True, False), 5000)
+    assert role(leader) is Role.LEADER
+    control = [e for e in leader.take_effects() if isinstance(e, AppendEntries)]
+    assert not leader.writes_failed(control[0].seq), "its epoch's first entry is not durable"

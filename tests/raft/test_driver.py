@@ -57,6 +57,9 @@ class Applied:
         self.entries = []
         self.image = data.split(b"\n") if data else []
 
+    def snapshot_failed(self, snapshot: SnapshotId, error: OSError) -> None:
+        raise AssertionError(f"snapshot {snapshot} failed: {error}")
+
     def payloads(self) -> list[bytes]:
         return self.image
 
@@ -318,6 +321,29 @@ async def test_a_peer_of_another_cluster_or_an_old_fetch_is_refused(tmp_path: Pa
                 await client.request(old, 12, FetchResponse)
         finally:
             await client.aclose()
+
+
+async def test_a_request_before_the_driver_runs_closes_the_connection(tmp_path: Path) -> None:
+    """A peer's Vote that reaches a node between its listener opening and its Raft log being
+    loaded is not an error of the server (UNKNOWN_SERVER_ERROR, logged at ERROR): the
+    connection closes and the peer retries, as after any connection failure."""
+    [listener] = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listener.socket.getsockname()[1]
+    config = _config(1, port, {1: Address("127.0.0.1", port)}, tmp_path / "node1")
+    state = BrokerState(
+        config, 1, CLUSTER_ID, [], cast(Any, None), cast(Any, None), cast(Any, None)
+    )
+    state.raft = RaftDriver.from_config(config, CLUSTER_ID, Applied())  # never run
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(Server(state).serve_listener, listener, "CONTROLLER", nursery)
+        client = await KafkaClient.connect(f"127.0.0.1:{port}", "early-peer")
+        try:
+            vote = wire.request_to_wire(VoteRequest(5, 2, 1, 0, 0, False), 2, CLUSTER_ID, 2)
+            with pytest.raises(ProtocolError, match="closed"):
+                await client.request(vote, 2, VoteResponse)
+        finally:
+            await client.aclose()
+        nursery.cancel_scope.cancel()
 
 
 async def test_config_maps_to_the_core() -> None:

@@ -9,6 +9,7 @@ cancels a node's tasks; a restart opens the same directories and rebinds the sam
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -20,24 +21,24 @@ import pytest
 import trio
 import trio.testing
 
-from strom.broker.drivers.controller_api import NotActiveController
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
-from strom.broker.drivers.quorum_controller import (
-    QuorumController,
-    decode_entry,
-    decode_snapshot,
-    encode_entries,
-    encode_snapshot,
-)
+from strom.broker.drivers.quorum_controller import NotActiveController, QuorumController
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.result import ControllerResult
-from strom.coordinator.metadata.metadata_records import MetadataError
-from strom.coordinator.metadata.properties import write_bootstrap_checkpoint
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
+from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
+from strom.coordinator.metadata.raft_entries import (
+    decode_entry,
+    decode_snapshot,
+    encode_entries,
+    encode_snapshot,
+)
 from strom.coordinator.raft.core import RaftCore
 from strom.coordinator.raft.messages import Request
+from strom.storage.meta_properties import format_directories
 from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
@@ -47,7 +48,7 @@ from strom.wire.messages.broker_registration import BrokerRegistrationRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from tests.raft.waiting import until as wait_until
 
-CLUSTER_ID = "quorum-controller-test"
+CLUSTER_ID = "cXVvcnVtLWNvbnRyb2xsZQ"
 TIMEOUT_S = 30
 
 pytestmark = pytest.mark.trio
@@ -178,9 +179,18 @@ class Cluster:
                     nursery.start_soon(node.register)
 
 
-def _format(directory: Path, features: dict[str, int]) -> None:
-    directory.mkdir(parents=True)
-    write_bootstrap_checkpoint(directory, features, 0)
+def _format(config: BrokerConfig, features: dict[str, int]) -> None:
+    """What `strom format --cluster-id CLUSTER_ID` writes for the node."""
+    format_directories(
+        config.data_dirs,
+        config.metadata_dir,
+        cluster_id=CLUSTER_ID,
+        node_id=config.node_id,
+        new_uuid=uuid.uuid4,
+        ignore_formatted=False,
+        bootstrap=encode_bootstrap(features, 0),
+        voters=frozenset(config.quorum_voters) if "controller" in config.roles else None,
+    )
 
 
 @asynccontextmanager
@@ -202,9 +212,9 @@ async def cluster(
     }
     for i in range(size + 1, size + 1 + observers):
         nodes[i] = Node(i, _observer_config(i, voters, tmp_path / f"node{i}"), snapshot_interval)
-    if bootstrap is not None:  # as `strom format` leaves it on every node
-        for node in nodes.values():
-            await trio.to_thread.run_sync(_format, Path(node.config.metadata_dir), bootstrap)
+    for node in nodes.values():  # as `strom format` leaves it on every node
+        features = bootstrap or {"metadata.version": 25}
+        await trio.to_thread.run_sync(_format, node.config, features)
     async with trio.open_nursery() as nursery:
         for node, listener in zip(nodes.values(), [*listeners, *[None] * observers], strict=True):
             await node.start(nursery, listener)
@@ -324,7 +334,11 @@ async def test_a_single_node_metadata_log_is_not_reused_by_a_quorum_member(
 ) -> None:
     directory = tmp_path / "meta" / "__cluster_metadata-0"
     directory.mkdir(parents=True)
-    (directory / f"{0:020d}.log").write_bytes(b"")
+    (directory / f"{0:020d}.log").write_bytes(
+        encode_batch(
+            [FeatureLevelRecord("metadata.version", 25)], base_offset=0, epoch=1, timestamp=0
+        )
+    )
     voters = {1: Address("127.0.0.1", 9093), 2: Address("127.0.0.1", 9095)}
     config = _config(1, voters, tmp_path)
     with pytest.raises(MetadataError, match="holds a single-node metadata log"):
@@ -501,7 +515,9 @@ async def test_a_command_succeeds_only_if_the_entry_committed_at_its_offset_is_i
     here: the overwrite is published in the same wake-up as the epoch change, which is what a
     check of the offset alone (before the epoch) gets wrong."""
     voters = {1: Address("127.0.0.1", 9093), 2: Address("127.0.0.1", 9095)}
-    controller = await QuorumController.open(_config(1, voters, tmp_path))
+    config = _config(1, voters, tmp_path)
+    await trio.to_thread.run_sync(_format, config, {"metadata.version": 25})
+    controller = await QuorumController.open(config)
     driver = controller.raft
     # a one-voter core leads epoch 1 at once; its writes are never performed, so nothing it
     # appends commits on its own

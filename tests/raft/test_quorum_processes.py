@@ -9,6 +9,8 @@ between; the test then fails to start, it never talks to a stranger).
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -16,14 +18,14 @@ import pytest
 import trio
 
 from strom.broker.testing.client import KafkaClient, describe_quorum
-from strom.broker.testing.embedded import BrokerProcess
+from strom.broker.testing.embedded import BrokerProcess, child_environment
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from strom.wire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.trio
-CLUSTER_ID = "quorum-process-test"
+CLUSTER_ID = "cXVvcnVtLXByb2Nlc3Mtdg"
 TIMEOUT_S = 60
 
 
@@ -79,6 +81,17 @@ async def _init_producer_id(bootstrap: str) -> int:
     return response.producer_id
 
 
+def _format(*nodes: BrokerProcess) -> None:
+    """`strom format --cluster-id CLUSTER_ID` with each node's configuration, as an operator
+    formats every member of a multi-node quorum before its first start."""
+    for node in nodes:
+        args = [sys.executable, "-m", "strom", "format", "--cluster-id", CLUSTER_ID]
+        for key, value in node.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        done = subprocess.run(args, capture_output=True, text=True, env=child_environment())
+        assert done.returncode == 0, done.stderr
+
+
 async def _until(check: Callable[[], Awaitable[bool]], poll_s: float = 0.05) -> None:
     """Poll an async predicate (other processes' state has no event to wait on)."""
     with trio.fail_after(TIMEOUT_S):
@@ -111,6 +124,7 @@ async def test_three_serve_processes_form_a_cluster(tmp_path: Path) -> None:
         )
         for i, port in enumerate(ports)
     ]
+    _format(*nodes)
     for sock in reserved:
         sock.close()
     try:
@@ -221,6 +235,7 @@ async def test_a_controller_only_voter_and_a_broker_only_observer(tmp_path: Path
             "broker.heartbeat.interval.ms": "100",
         },
     )
+    _format(controller, broker)
     reserved[0].close()
     try:
         controller.start(timeout=30)

@@ -191,11 +191,13 @@ async def test_loop_time_counts_a_tasks_steps_not_its_waits() -> None:
                 await trio.sleep(wait_s)
             busy[name] = loop_time.take()
 
+        # Waits far longer than the spins, so that a process descheduled mid-step on a loaded
+        # machine (which adds wall time to the step) cannot pass for a counted wait.
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(worker, "spinner", 0.02, 0.01)
-            nursery.start_soon(worker, "sleeper", 0.0, 0.05)
-        assert 0.06 <= busy["spinner"] < 0.06 + 0.05  # its three 20 ms spins, not its sleeps
-        assert busy["sleeper"] < 0.01  # 150 ms asleep costs no loop time
+            nursery.start_soon(worker, "spinner", 0.02, 0.2)
+            nursery.start_soon(worker, "sleeper", 0.0, 0.2)
+        assert 0.06 <= busy["spinner"] < 0.06 + 0.3  # its three 20 ms spins, not its 600 ms asleep
+        assert busy["sleeper"] < 0.3  # 600 ms asleep costs (next to) no loop time
     finally:
         loop_time.disable()
 

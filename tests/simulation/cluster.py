@@ -25,7 +25,9 @@ from strom.broker import runtime
 from strom.broker.process.app import Broker, StartupError
 from strom.config import BrokerConfig, load_config
 from strom.coordinator.controller.state_machine import LATEST_METADATA_VERSION
-from strom.coordinator.metadata.properties import format_directories
+from strom.coordinator.metadata.image import METADATA_VERSION
+from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
+from strom.storage.meta_properties import format_directories
 from tests.simulation.machine import EPOCH_MS, SimDisk, SimRuntime, Skew
 from tests.simulation.network import SimNetwork
 
@@ -121,9 +123,14 @@ class SimCluster:
                 node_id=node.node_id,
                 new_uuid=lambda: uuid.UUID(int=self.rng.getrandbits(128), version=4),
                 ignore_formatted=False,
-                metadata_version=LATEST_METADATA_VERSION,
-                timestamp=EPOCH_MS,
-                features=self.features,
+                bootstrap=encode_bootstrap(
+                    {**self.features, METADATA_VERSION: LATEST_METADATA_VERSION}, EPOCH_MS
+                ),
+                voters=(
+                    frozenset(config.quorum_voters or {node.node_id})
+                    if "controller" in config.roles
+                    else None
+                ),
             )
         if self.disk is not None:
             # the page cache writes the formatted directories back long before the first start

@@ -42,10 +42,10 @@ import trio.testing
 from strom.broker import runtime
 from strom.broker.state import BrokerState
 from strom.config import planted
-from strom.coordinator.metadata.properties import new_cluster_id
 from strom.coordinator.raft.states import Role
 from strom.storage import disk
 from strom.storage.log.partition import PartitionLog
+from strom.storage.meta_properties import new_cluster_id
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from strom.wire.records import iter_batches

@@ -46,11 +46,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("broker/metrics/recorder.py", "time.monotonic"): "commit latency, a metric only",
     ("broker/process/app.py", "trio.open_tcp_listeners"): "metrics.listener (see monitoring)",
     ("broker/process/storage_tool.py", "*"): "`strom format` runs before any broker",
-    ("broker/drivers/controller.py", "time.monotonic"): "the single-node controller's log-rate "
-    "limit (a simulation runs the quorum controller)",
     ("broker/security/*", "*"): "SASL/SCRAM nonces and salts, OAuth key reloads: a "
     "simulation's listeners are plaintext",
-    ("coordinator/metadata/properties.py", "uuid.uuid4"): "new_cluster_id's default, for "
+    ("storage/meta_properties.py", "uuid.uuid4"): "new_cluster_id's default, for "
     "`strom random-uuid` (the broker passes its runtime's)",
     ("storage/log/log_manager.py", "uuid.uuid4"): "the unique suffix of a deleted partition's "
     "directory name",

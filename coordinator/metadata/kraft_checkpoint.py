@@ -1,43 +1,37 @@
-"""Metadata snapshots: a whole `MetadataImage` as records, in KRaft's checkpoint files.
+"""KRaft's checkpoint format: a whole image (or a few records) as bytes, and back. Pure.
 
-File name: `<20-digit end offset>-<10-digit epoch>.checkpoint` in the log
-directory, where the end offset is one past the last log offset the snapshot
-contains and the epoch is that offset's Raft epoch (KRaft's snapshot id).
-
-Contents, v2 RecordBatches with offsets counting from 0 and
-partitionLeaderEpoch = the snapshot epoch:
+Used for `bootstrap.checkpoint` (the feature levels and first SCRAM users `strom format`
+writes) and to read the snapshots of the single-node metadata log older Strom versions wrote
+(`single_node_log`).
+The bytes are v2 RecordBatches with offsets counting from 0 and partitionLeaderEpoch = the
+snapshot epoch::
 
     control batch   one control record: key (version 0, type 3 SNAPSHOT_HEADER),
-                    value SnapshotHeaderRecord v0 (version 0,
-                    lastContainedLogTimestamp)
-    data batches    the image as metadata records, framed as in the log:
-                    feature levels (metadata.version first), broker
-                    registrations, each topic's TopicRecord and PartitionRecords,
-                    ConfigRecords, one ProducerIdsRecord, then the SCRAM
-                    credentials (UserScramCredentialRecord) and the ACLs
-                    (AccessControlEntryRecord) and client quotas
-                    (ClientQuotaRecord)
+                    value SnapshotHeaderRecord v0 (version 0, lastContainedLogTimestamp)
+    data batches    metadata records (at most RECORDS_PER_BATCH each), framed as in
+                    `metadata_records`
     control batch   one control record: key (version 0, type 4 SNAPSHOT_FOOTER),
                     value SnapshotFooterRecord v0
 
-Crash safety: a snapshot is replaced atomically and durably (strom.storage.durable)
-through `<name>.checkpoint.part` (KRaft's name for a partial snapshot): written,
-fsynced, renamed to its final name and the directory fsynced, so a `.checkpoint`
-file is always whole; leftover `.part` files are deleted at start-up. A snapshot
-that still fails to read (header, footer or CRC) is reported, never guessed at.
+A file in this format is written whole or not at all (`strom.storage.durable.atomic_replace`),
+so bytes that fail to decode (header, footer or CRC) are damage: `decode_checkpoint` raises
+MetadataError naming the file rather than guess.
+
+`image_records` lists the records that rebuild an image from empty, in an order replay accepts:
+feature levels (metadata.version first), broker registrations, each topic's TopicRecord and
+PartitionRecords, ConfigRecords, one ProducerIdsRecord, then the SCRAM credentials
+(UserScramCredentialRecord), client quotas (ClientQuotaRecord) and ACLs
+(AccessControlEntryRecord). The Raft snapshot of `raft_entries` carries the same records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Provenance
+from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage
 from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.coordinator.metadata.metadata_records import decode_batch as decode_metadata_batch
-from strom.storage import disk
-from strom.storage.durable import atomic_replace, fsync_dir
 from strom.wire.errors import ProtocolError
 from strom.wire.formats.metadata.access_control_entry_record import AccessControlEntryRecord
 from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
@@ -62,41 +56,7 @@ from strom.wire.records import (
 )
 from strom.wire.records.record import parse_control_key
 
-SUFFIX = ".checkpoint"
-PART = ".part"
-"""Appended to a snapshot's name while it is written (KRaft's partial-snapshot suffix)."""
-PART_SUFFIX = SUFFIX + PART
 RECORDS_PER_BATCH = 1000
-
-
-class SnapshotId(NamedTuple):
-    """KRaft's snapshot id: `end_offset` is exclusive; `epoch` is that of offset end-1."""
-
-    end_offset: int
-    epoch: int
-
-    @property
-    def file_name(self) -> str:
-        return f"{self.end_offset:020d}-{self.epoch:010d}{SUFFIX}"
-
-    @classmethod
-    def parse(cls, name: str) -> SnapshotId | None:
-        stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else ""
-        offset, _, epoch = stem.partition("-")
-        if len(offset) != 20 or len(epoch) != 10 or not (offset + epoch).isdigit():
-            return None
-        return cls(int(offset), int(epoch))
-
-
-def list_snapshots(directory: Path) -> list[SnapshotId]:
-    """Complete snapshots in `directory`, oldest first; removes leftover `.part` files."""
-    found = []
-    for path in directory.iterdir():
-        if path.name.endswith(PART_SUFFIX):
-            path.unlink()
-        elif (snapshot_id := SnapshotId.parse(path.name)) is not None:
-            found.append(snapshot_id)
-    return sorted(found)
 
 
 def image_records(image: MetadataImage) -> Iterator[Message]:
@@ -162,17 +122,12 @@ def _control_batch(kind: ControlType, body: Message, offset: int, epoch: int, ts
     )
 
 
-def write_snapshot(directory: Path, image: MetadataImage, snapshot_id: SnapshotId) -> Path:
-    """Write `image` as snapshot `snapshot_id` (atomically, fsynced); returns its path."""
-    final = directory / snapshot_id.file_name
-    write_records(final, image_records(image), snapshot_id.epoch, image.provenance.timestamp)
-    return final
-
-
-def write_records(final: Path, records: Iterable[Message], epoch: int, ts: int) -> None:
-    """Write `records` in the checkpoint format above to `final` (atomically, fsynced)."""
+def encode_checkpoint(records: Iterable[Message], epoch: int, timestamp: int) -> bytes:
+    """`records` in the checkpoint format above."""
     parts: list[Buffer] = [
-        _control_batch(ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, ts), 0, epoch, ts)
+        _control_batch(
+            ControlType.SNAPSHOT_HEADER, SnapshotHeaderRecord(0, timestamp), 0, epoch, timestamp
+        )
     ]
     offset = 1
     chunk: list[Message] = []
@@ -180,25 +135,20 @@ def write_records(final: Path, records: Iterable[Message], epoch: int, ts: int) 
         if record is not None:
             chunk.append(record)
         if chunk and (record is None or len(chunk) == RECORDS_PER_BATCH):
-            parts.append(encode_batch(chunk, base_offset=offset, epoch=epoch, timestamp=ts))
+            parts.append(encode_batch(chunk, base_offset=offset, epoch=epoch, timestamp=timestamp))
             offset += len(chunk)
             chunk = []
     parts.append(
-        _control_batch(ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, ts)
+        _control_batch(
+            ControlType.SNAPSHOT_FOOTER, SnapshotFooterRecord(0), offset, epoch, timestamp
+        )
     )
-    atomic_replace(final, b"".join(parts), temp_suffix=PART)
+    return b"".join(parts)
 
 
-def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> MetadataImage:
-    """Load a snapshot into an image whose provenance is the snapshot's last offset."""
-    records, timestamp = read_records(directory / snapshot_id.file_name)
-    provenance = Provenance(snapshot_id.end_offset - 1, snapshot_id.epoch, timestamp)
-    return MetadataImage.EMPTY.apply_all(records, provenance)
-
-
-def read_records(path: Path) -> tuple[list[Message], int]:
-    """The records of a checkpoint-format file and its header's lastContainedLogTimestamp."""
-    data = disk.read_file(path)
+def decode_checkpoint(data: Buffer, name: str) -> tuple[list[Message], int]:
+    """The records of checkpoint bytes and the header's lastContainedLogTimestamp;
+    MetadataError naming `name` (the file) if they are damaged."""
     records: list[Message] = []
     header: SnapshotHeaderRecord | None = None
     footer = False
@@ -222,20 +172,47 @@ def read_records(path: Path) -> tuple[list[Message], int]:
                 else:
                     raise MetadataError(f"unexpected control record type {kind}")
     except (ProtocolError, MetadataError) as exc:
-        raise MetadataError(f"snapshot {path.name} is corrupt: {exc}") from exc
+        raise MetadataError(f"snapshot {name} is corrupt: {exc}") from exc
     if header is None or not footer:
-        raise MetadataError(f"snapshot {path.name} lacks its header or footer")
+        raise MetadataError(f"snapshot {name} lacks its header or footer")
     return records, header.last_contained_log_timestamp
 
 
-def delete_snapshots_before(directory: Path, keep: SnapshotId) -> list[Path]:
-    """Delete every snapshot older than `keep`; returns what was deleted."""
-    gone = []
-    for snapshot_id in list_snapshots(directory):
-        if snapshot_id < keep:
-            path = directory / snapshot_id.file_name
-            path.unlink()
-            gone.append(path)
-    if gone:
-        fsync_dir(directory)
-    return gone
+# --- bootstrap.checkpoint ------------------------------------------------------------------
+
+
+class Bootstrap(NamedTuple):
+    """What `bootstrap.checkpoint` holds: the feature levels a new cluster starts with, and the
+    first users' SCRAM credentials (`strom format --add-scram`); the first active controller
+    writes both into the metadata log."""
+
+    levels: dict[str, int]
+    scram: list[UserScramCredentialRecord]
+
+
+def encode_bootstrap(
+    features: Mapping[str, int], timestamp: int, scram: Sequence[UserScramCredentialRecord] = ()
+) -> bytes:
+    """`bootstrap.checkpoint` (epoch 0): the feature levels, metadata.version first, then the
+    SCRAM credentials."""
+    names = sorted(features, key=lambda name: (name != METADATA_VERSION, name))
+    records: list[Message] = [FeatureLevelRecord(n, features[n]) for n in names]
+    return encode_checkpoint([*records, *scram], 0, timestamp)
+
+
+def decode_bootstrap(data: Buffer, name: str) -> Bootstrap:
+    """What `bootstrap.checkpoint` bytes hold; MetadataError if they hold anything else or are
+    damaged."""
+    records, _ = decode_checkpoint(data, name)
+    bootstrap = Bootstrap({}, [])
+    for record in records:
+        if isinstance(record, FeatureLevelRecord):
+            bootstrap.levels[record.name] = record.feature_level
+        elif isinstance(record, UserScramCredentialRecord):
+            bootstrap.scram.append(record)
+        else:
+            raise MetadataError(
+                f"{name} holds a {record.NAME}; only feature levels and SCRAM credentials "
+                "belong there"
+            )
+    return bootstrap
