@@ -154,6 +154,9 @@ class LogManager:
                 high_watermark=scan.high_watermarks.get(tp),
             )
             opened.clean_offset = scan.clean_offsets.get(tp)
+            # after an unclean shutdown its entry in `directory` may still be only in the page
+            # cache (a kill -9 keeps that, a later power cut does not): the first flush syncs it
+            opened.parent_unsynced = not scan.clean
             opened.checkpointed_high_watermark = scan.high_watermarks.get(
                 tp, opened.log_start_offset
             )

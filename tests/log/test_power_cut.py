@@ -126,3 +126,28 @@ def test_an_unflushed_log_may_lose_everything_but_stays_readable(memory: MemoryD
     assert again is not None
     assert again.log_end_offset == 20
     assert [v for _, v in read_everything(again)] == [b"v%d" % i for i in range(20)]
+
+
+def test_a_log_created_before_a_crash_survives_a_power_cut_after_its_flush(
+    memory: MemoryDisk,
+) -> None:
+    """kill -9 before the new log's first flush leaves its directory's name only in the page
+    cache; the next incarnation loads it from there, so its first flush must sync that name
+    too, or a later power cut loses the whole partition, flushed records and all (found by the
+    whole-cluster simulation, seed 121)."""
+    _durable_root(memory)
+    clock = Clock()
+    m = manager([ROOT], clock, CONFIG)
+    m.create("t", 0, CONFIG)
+    crash(m)
+    m = manager([ROOT], clock, CONFIG)
+    log = m.get("t", 0)
+    assert log is not None
+    for i in range(5):
+        log.append(batch([b"v%d" % i]), 0, clock())
+    log.flush()
+    crash(m)
+    memory.power_cut(random.Random(1), Path("/"), keep="none")
+    again = manager([ROOT], clock, CONFIG).get("t", 0)
+    assert again is not None, "the partition vanished after a flush"
+    assert [v for _, v in read_everything(again)] == [b"v%d" % i for i in range(5)]
