@@ -153,12 +153,20 @@ def _open_all(logs: LogManager, plan: _Plan) -> _Opened:
     return opened, failed
 
 
-def _finish(state: BrokerCore, plan: _Plan, outcome: _Opened) -> None:
+def _finish(state: BrokerCore, plan: _Plan, outcome: _Opened, *, first: bool) -> None:
     opened, failed = outcome
     for directory, partition_log in opened:
         state.logs.adopt(directory, partition_log)
     _cannot_open(state.logs, plan.failed + failed)
     for topic, partition in plan.delete:
+        if first:  # found on disk, unknown to the first image: kept aside, as Kafka's strays
+            kept = state.logs.set_aside(topic, partition)
+            log.warning(
+                "the log of %s-%d is not placed on this node by the cluster metadata; set "
+                "aside as %s, not deleted (remove it by hand once you no longer need it)",
+                topic, partition, kept,
+            )  # fmt: skip
+            continue
         log.info("deleting log of %s-%d", topic, partition)
         state.logs.delete(topic, partition)
 
@@ -168,12 +176,16 @@ async def follow_image(
     replication: ReplicationManager,
     image: MetadataImage,
     delta: MetadataDelta | None = None,
+    *,
+    first: bool = False,
 ) -> None:
     """Follow `image` while serving: creating a partition is a directory and a few files
     (~1.4 ms each here), so new logs are opened in a worker thread, not on the event loop.
     The controller awaits this before answering, so a CreateTopics response still means
     the logs exist. With the `delta` that made `image`, only the topics it touched are
-    followed (`touched_topics`)."""
+    followed (`touched_topics`). `first`: the first image this process follows, against the
+    logs found on disk: those it does not place here are set aside, not deleted (a deletion
+    is acted on only once seen as a change of an image this process already followed)."""
     topics = touched_topics(image, delta)
     if topics is not None and state.logs.unopened:
         # partitions that could not be opened are retried at every change (module docstring)
@@ -188,7 +200,7 @@ async def follow_image(
         # handlers already read this image (a new leader must not commit at append)
         replication.follow(image, topics)
         outcome = await runtime.to_thread(_open_all, state.logs, plan)
-    _finish(state, plan, outcome)
+    _finish(state, plan, outcome, first=first)
     replication.follow(image, topics)
     report_storage(state)
     if state.groups is not None:  # coordinate the groups of the offsets partitions led here
@@ -210,7 +222,10 @@ class ImageFollower:
 
     async def __call__(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
         in_step = delta is not None and self.followed is not None and delta.base is self.followed
-        await follow_image(self.state, self.replication, image, delta if in_step else None)
+        await follow_image(
+            self.state, self.replication, image, delta if in_step else None,
+            first=self.followed is None,
+        )  # fmt: skip
         self.followed = image
 
 

@@ -21,6 +21,7 @@ LOG_START_FILE = "log-start-offset-checkpoint"
 CLEANER_FILE = "cleaner-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
 METADATA_TOPIC = "__cluster_metadata"
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,13 @@ def scan_data_dir(directory: Path) -> DataDirScan:
         if child.name.endswith(DELETE_SUFFIX):
             log.info("removing partially deleted log %s", child)
             disk.rmtree(child)
+            continue
+        if child.name.endswith(STRAY_SUFFIX):
+            log.warning(
+                "%s is a partition log set aside as stray (not in the cluster metadata when it "
+                "was found); it is not served: remove it by hand once you no longer need it",
+                child,
+            )
             continue
         tp = parse_log_dir_name(child.name)
         if tp is not None and tp[0] != METADATA_TOPIC:

@@ -4,6 +4,9 @@ Per data directory::
 
     <topic>-<partition>/               one PartitionLog (see strom.storage.log.log_loader)
     <topic>-<partition>.<hex>-delete/  a deleted partition not yet removed
+    <topic>-<partition>.<hex>-stray/   a log found at start-up that the cluster metadata does
+                                       not place here: set aside, never deleted (as Kafka's
+                                       stray logs), for the operator to remove
     recovery-point-offset-checkpoint   `topic partition offset`: flushed up to here
     log-start-offset-checkpoint        `topic partition offset`: DeleteRecords/retention
     cleaner-offset-checkpoint          `topic partition offset`: the log cleaner's first
@@ -59,6 +62,7 @@ from strom.storage.log.datadir import (
     HIGH_WATERMARK_FILE,
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
+    STRAY_SUFFIX,
     TopicPartition,
     scan_data_dir,
 )
@@ -273,6 +277,26 @@ class LogManager:
         )
         disk.replace(doomed.directory, target)  # durable or not: a reappearing log is deleted again
         self._deleter.remove(target)
+
+    def set_aside(self, topic: str, partition: int) -> Path | None:
+        """Close the log and rename it to `<name>.<hex>-stray`, where it is kept, unserved:
+        what the metadata does not know at start-up (a wiped or foreign metadata log, a topic
+        deleted while this node was down) is not proof enough to delete data. Returns the
+        new directory (None if the log was not open)."""
+        tp = (topic, partition)
+        self.unopened.pop(tp, None)
+        stray = self._logs.pop(tp, None)
+        directory = self._dir_of.pop(tp, None)
+        if directory is not None:
+            self._per_dir[directory] -= 1
+        if stray is None or directory is None:
+            return None
+        stray.close(clean=False)
+        target = stray.directory.with_name(
+            f"{stray.directory.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
+        )
+        disk.replace(stray.directory, target)  # if lost to a crash, the next start does it again
+        return target
 
     def wait_for_deletions(self) -> None:
         """Block until deleted partitions' directories are removed (tests)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -159,3 +161,27 @@ async def test_deletion_survives_a_restart(tmp_path: Path) -> None:
         assert [t.name for t in listed.topics] == ["kept"]
         assert not (tmp_path / "old-0").exists()
         await client.aclose()
+
+
+async def test_logs_unknown_to_a_wiped_metadata_log_are_set_aside_not_deleted(
+    tmp_path: Path,
+) -> None:
+    """An operator who wipes the metadata log (or points a node at another cluster's) gets an
+    image without the topics on disk: their logs are kept aside as `-stray`, as Kafka keeps
+    its stray logs, never deleted, and stay aside (unserved) at the next starts."""
+    async with open_broker(tmp_path) as running:
+        client = await KafkaClient.connect(running.bootstrap)
+        await create_topic(client, "precious", 2)
+        await client.aclose()
+    segments = sorted(os.listdir(tmp_path / "precious-0"))
+    shutil.rmtree(tmp_path / "__cluster_metadata-0")
+    for start in range(2):
+        async with open_broker(tmp_path) as running:
+            client = await KafkaClient.connect(running.bootstrap)
+            listed = await client.request(MetadataRequest(topics=None), 12, MetadataResponse)
+            assert [t.name for t in listed.topics] == []
+            await client.aclose()
+        assert not (tmp_path / "precious-0").exists()
+        kept = sorted(name for name in os.listdir(tmp_path) if name.endswith("-stray"))
+        assert [name.split(".")[0] for name in kept] == ["precious-0", "precious-1"], start
+        assert sorted(os.listdir(tmp_path / kept[0])) == segments
