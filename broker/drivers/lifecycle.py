@@ -38,6 +38,19 @@ from strom.wire.messages.broker_registration import (
 log = logging.getLogger("strom.lifecycle")
 
 
+_TRANSIENT_REFUSALS = frozenset(
+    {
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+    }
+)
+"""Registration answers that say "not now" rather than "never": retried with backoff until
+initial.broker.registration.timeout.ms (a refusal such as INCONSISTENT_CLUSTER_ID is final)."""
+
+
 class RegistrationError(Exception):
     """The controller refused this broker's registration; the message says why."""
 
@@ -134,14 +147,24 @@ class BrokerLifecycle:
         request.previous_broker_epoch = self.previous_broker_epoch
         while True:
             response = await self._channel.register(request)
-            if response.error_code != ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            if response.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+                log.info(
+                    "broker %d: another incarnation is registered and still heartbeating; "
+                    "retrying",
+                    self.node_id,
+                )
+                # a restart is accepted once the old incarnation missed its heartbeats: ask often
+                await trio.sleep(min(self._config.broker_heartbeat_interval_ms / 1000, 0.25))
+            elif response.error_code in _TRANSIENT_REFUSALS:
+                # the controller could not act now (e.g. its metadata log failed a write):
+                # Kafka's brokers retry any such answer within the registration timeout
+                log.warning(
+                    "broker %d: the controller could not register it now (%s); retrying",
+                    self.node_id, ErrorCode(response.error_code).name,
+                )  # fmt: skip
+                await trio.sleep(self._config.controller_quorum_retry_backoff_ms / 1000)
+            else:
                 break
-            log.info(
-                "broker %d: another incarnation is registered and still heartbeating; retrying",
-                self.node_id,
-            )
-            # a restart is accepted once the old incarnation missed its heartbeats: ask often
-            await trio.sleep(min(self._config.broker_heartbeat_interval_ms / 1000, 0.25))
         if response.error_code != ErrorCode.NONE:
             raise RegistrationError(
                 f"the controller refused to register broker {self.node_id}: "

@@ -127,6 +127,21 @@ def test_a_refusal_is_a_registration_error() -> None:
         trio.run(_lifecycle(channel).register, [])
 
 
+def test_a_controller_that_cannot_act_now_is_retried() -> None:
+    """An active controller whose metadata log failed a write answers UNKNOWN_SERVER_ERROR: a
+    starting broker retries, as Kafka's do, instead of failing its start (found by the
+    simulation, seed 1741: a broker restarting while the controller's fsyncs failed exited)."""
+    channel = ScriptedController(
+        [
+            BrokerRegistrationResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR),
+            BrokerRegistrationResponse(error_code=ErrorCode.NOT_CONTROLLER),
+            BrokerRegistrationResponse(broker_epoch=6),
+        ],
+        [_beat(False)],
+    )
+    assert trio.run(_lifecycle(channel).register, []) == 6
+
+
 def test_an_unreachable_controller_is_retried_within_the_registration_timeout() -> None:
     gone = ControllerUnavailable("BrokerRegistrationRequest got no answer: no controller")
     channel = ScriptedController(
