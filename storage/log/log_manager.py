@@ -263,39 +263,33 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename it to `<name>.<hex>-delete`; the deleter thread removes it."""
-        tp = (topic, partition)
-        self.unopened.pop(tp, None)
-        doomed = self._logs.pop(tp, None)
-        directory = self._dir_of.pop(tp, None)
-        if directory is not None:
-            self._per_dir[directory] -= 1
-        if doomed is None or directory is None:
-            return
-        doomed.close(clean=False)
-        target = doomed.directory.with_name(
-            f"{doomed.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        )
-        disk.replace(doomed.directory, target)  # durable or not: a reappearing log is deleted again
-        self._deleter.remove(target)
+        # durable or not: a reappearing log is deleted again
+        target = self._close_and_rename(topic, partition, DELETE_SUFFIX)
+        if target is not None:
+            self._deleter.remove(target)
 
     def set_aside(self, topic: str, partition: int) -> Path | None:
         """Close the log and rename it to `<name>.<hex>-stray`, where it is kept, unserved:
         what the metadata does not know at start-up (a wiped or foreign metadata log, a topic
         deleted while this node was down) is not proof enough to delete data. Returns the
         new directory (None if the log was not open)."""
+        # if the rename is lost to a crash, the next start sets it aside again
+        return self._close_and_rename(topic, partition, STRAY_SUFFIX)
+
+    def _close_and_rename(self, topic: str, partition: int, suffix: str) -> Path | None:
+        """Stop tracking the partition, close its log and rename its directory to
+        `<name>.<hex><suffix>` (not synced); the new path, or None if it was not open."""
         tp = (topic, partition)
         self.unopened.pop(tp, None)
-        stray = self._logs.pop(tp, None)
+        closing = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
         if directory is not None:
             self._per_dir[directory] -= 1
-        if stray is None or directory is None:
+        if closing is None or directory is None:
             return None
-        stray.close(clean=False)
-        target = stray.directory.with_name(
-            f"{stray.directory.name}.{uuid.uuid4().hex}{STRAY_SUFFIX}"
-        )
-        disk.replace(stray.directory, target)  # if lost to a crash, the next start does it again
+        closing.close(clean=False)
+        target = closing.directory.with_name(f"{closing.directory.name}.{uuid.uuid4().hex}{suffix}")
+        disk.replace(closing.directory, target)
         return target
 
     def wait_for_deletions(self) -> None:
