@@ -42,6 +42,7 @@ from strom.broker.replication.replication_manager import ReplicationManager
 from strom.coordinator.metadata.image import TRANSACTION_VERSION
 from strom.coordinator.transactions.txn_api import TxnConfig
 from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, PartitionLog
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -79,7 +80,13 @@ class BrokerCoordinatorTopic:
         return None if partition_log is None else (partition_log, image.leader_epoch)
 
     def append(
-        self, partition: int, batch: bytes | bytearray, now: int, timeout_ms: int | None = None
+        self,
+        partition: int,
+        batch: bytes | bytearray,
+        now: int,
+        timeout_ms: int | None = None,
+        *,
+        verification: VerificationGuard | None = None,
     ) -> ErrorCode | Replicated:
         state, name = self._state, self.name
         found = locate(state, name, partition)
@@ -91,7 +98,11 @@ class BrokerCoordinatorTopic:
             return refused
         try:
             result = partition_log.append(
-                batch, image.leader_epoch, now, origin=AppendOrigin.COORDINATOR
+                batch,
+                image.leader_epoch,
+                now,
+                origin=AppendOrigin.COORDINATOR,
+                verification=verification,
             )
         except LogAppendError as exc:
             if isinstance(exc, KafkaStorageError):

@@ -160,11 +160,12 @@ def _redirects(
     image = broker.image
     endpoints: dict[int, FetchResponse.NodeEndpoint] = {}
     for topic in topics:
+        redirected = [p for p in topic.partitions if p.error_code in _REDIRECTED]
+        if not redirected:  # the usual answer: no lookups
+            continue
         found = image.topic_by_id(topic.topic_id) if not topic.topic else None
         name = topic.topic or (found.name if found is not None else "")
-        for p in topic.partitions:
-            if p.error_code not in _REDIRECTED:
-                continue
+        for p in redirected:
             leader, epoch, node = current_leader(
                 broker, image, name, p.partition_index, request.listener
             )
