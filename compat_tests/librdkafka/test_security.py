@@ -14,6 +14,12 @@
   TOPIC_AUTHORIZATION_FAILED, fails a producer's deliveries and then its produce() calls, and
   fails a consumer's fetches, as librdkafka expects.
 
+- 0133 `ssl_keys`: PKCS#12 and PEM client key stores (librdkafka's own fixtures) load with the
+  right password and are refused with a wrong one; it never connects.
+
+0097 (certificate verification), 0081 (the Admin API) and 0142 over OAUTHBEARER are too long
+for CI: `python -m compat_tests.librdkafka` runs them by hand (see its `__main__`).
+
 0115 runs on its own with librdkafka's debug log: its "topic not known" case can lose a race
 inside librdkafka (see `_client_race`); when the log proves that race, 0115 runs once more.
 
@@ -98,6 +104,14 @@ def test_sasl_credentials_and_reauthentication(
         "test.timeout.multiplier": "4",
     })  # fmt: skip
     _passed(done.stdout + done.stderr, done.returncode, tests, cluster.report(60))
+
+
+@pytest.mark.timeout(1800)  # the first run builds its runner
+def test_client_key_stores_load(tmp_path: Path) -> None:
+    # 0133 never connects: its bootstrap address is never dialled
+    runner = suite.test_runner(("0133",))
+    done = suite.run(runner, "0133", "127.0.0.1:1", tmp_path / "rdkafka")
+    _passed(done.stdout + done.stderr, done.returncode, ("0133",), "(no broker)")
 
 
 @pytest.mark.slow
