@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker import runtime
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
@@ -110,12 +111,23 @@ class BrokerCoordinatorTopic:
             return exc.error
         leadership = self._replication.leader_appended((name, partition))
         self._waiters.changed(name, partition)
-        if leadership is None:
+        # flush.messages: fsynced before it is acknowledged, as a produce's (Kafka flushes
+        # inside the append, whoever appends)
+        flush = partition_log.flush_owed()
+        if leadership is None and not flush:
             return ErrorCode.NONE  # one replica: committed at append
         outcome = AppendOutcome(partition, ErrorCode.NONE, result, awaiting=leadership)
         wait_ms = self._commit_timeout_ms if timeout_ms is None else timeout_ms
 
         async def replicated() -> ErrorCode:
+            if flush:
+                try:
+                    await runtime.to_thread(partition_log.flush)
+                except KafkaStorageError:
+                    report_storage(state)
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+            if leadership is None:
+                return ErrorCode.NONE
             await await_replication(
                 state, self._replication, self._waiters, self._min_isr, [(name, outcome)], wait_ms
             )

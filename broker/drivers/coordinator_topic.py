@@ -41,8 +41,9 @@ class CoordinatorTopic(Protocol):
     ) -> ErrorCode | Replicated:
         """Append one batch as the coordinator, acks=all: an error if nothing was written
         (e.g. NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS), NONE if the records are committed
-        already (one replica), else the wait for the ISR to hold them (bounded by
-        `timeout_ms`, or the topic's own commit timeout). `verification`: the guard a
+        already (one replica, nothing to fsync), else the wait for the ISR to hold them
+        (bounded by `timeout_ms`, or the topic's own commit timeout), after the fsync
+        `flush.messages` asks for. `verification`: the guard a
         transactional batch was verified under (KIP-890; `PartitionLog.append`)."""
         ...
 
