@@ -14,9 +14,12 @@ Two set-ups, one after the other, on the same machine with the same client (`ben
 
 Per set-up: idle (no traffic for `--idle` seconds once the topic exists: the CPU of doing
 nothing), produce (acks=all, linger.ms=5, as fast as the client goes), consume from the
-beginning, and paced produce latency (acks=all, linger.ms=0, `--rate` msg/s, default 500: with linger.ms=0
-every message is its own request and its own replication round; 1,000/s saturates the three
-processes on 2 cores). Broker CPU is
+beginning (from the leader; on a cluster also from a follower: KIP-392, every node in a rack
+of its own, `replica.selector.class` the rack-aware one, the consumer's `client.rack` a
+follower's rack, each broker process's CPU recorded so the table shows who served it), and
+paced produce latency at each of `--rate` (acks=all, linger.ms=0, msg/s, default 500; a
+comma-separated list runs one phase per rate: with linger.ms=0 every message is its own
+request and its own replication round). Broker CPU is
 utime+stime from /proc/<pid>/stat of every broker process of the set-up (the cluster's three
 summed: the followers' fetching and appending is part of the cost), read before and after
 each phase as `bench/harness.py` does for one broker; the tables give it per message.
@@ -109,7 +112,7 @@ class KafkaCluster(RunningBroker):
                 "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "log.dirs": str(d / "data"), "offsets.topic.num.partitions": "1",
-                "group.initial.rebalance.delay.ms": "0",
+                "group.initial.rebalance.delay.ms": "0", **rack_config(i),
             }  # fmt: skip
             config = d / "server.properties"
             config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -157,6 +160,38 @@ class KafkaCluster(RunningBroker):
                 p.wait()
 
 
+SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def rack_config(node_id: int) -> dict[str, str]:
+    """Every cluster node in a rack of its own, and consumers served by the replica in their
+    rack (KIP-392), for the consume-from-a-follower phase."""
+    return {"broker.rack": f"rack-{node_id}", "replica.selector.class": SELECTOR}
+
+
+def node_pids(broker: RunningBroker) -> dict[int, int]:
+    """Node id -> pid of every broker process of a cluster set-up."""
+    if isinstance(broker, ClusterBroker):
+        return {n.node_id: n.pid for n in broker.cluster.nodes}
+    if isinstance(broker, KafkaCluster):
+        return {i: p.pid for i, p in enumerate(broker.procs, start=1)}
+    return {}
+
+
+def consume_from_follower(broker: RunningBroker, topic: str, w: Workload) -> PhaseResult:
+    """The consume phase with `client.rack` set to a follower's rack; `extra` holds each node's
+    CPU seconds (the follower should have served it, the leader stayed quiet) and its role."""
+    leader, replicas = leader_of(broker.bootstrap, topic)
+    follower = next(r for r in replicas if r != leader)
+    pids = node_pids(broker)
+    before = {n: sample(pid).cpu_s for n, pid in pids.items()}
+    result = consume(broker, topic, w, extra={"client.rack": f"rack-{follower}"})
+    spent = {n: round(sample(pid).cpu_s - before[n], 2) for n, pid in pids.items()}
+    result.extra = {**result.extra, "follower": follower, "leader": leader,
+                    "cpu_s_by_node": {str(n): c for n, c in spent.items()}}  # fmt: skip
+    return result
+
+
 def create(bootstrap: str, topic: str, replicas: int, timeout: float = 60.0) -> None:
     """A 1-partition topic; returns once its metadata shows a leader and `replicas` in sync."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -182,7 +217,12 @@ def leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:
 
 
 def phases(
-    broker: RunningBroker, replicas: int, w: Workload, rate: float, seconds: float, idle_s: float
+    broker: RunningBroker,
+    replicas: int,
+    w: Workload,
+    rates: list[float],
+    seconds: float,
+    idle_s: float,
 ) -> dict[str, PhaseResult]:
     out: dict[str, PhaseResult] = {}
     topic = topic_name(f"rf{replicas}")
@@ -191,9 +231,14 @@ def phases(
     out["idle"] = idle(broker, idle_s)
     out["produce"] = produce(broker, topic, w)
     out["consume"] = consume(broker, topic, w)
-    lat_topic = topic_name(f"rf{replicas}-lat")
-    create(broker.bootstrap, lat_topic, replicas)
-    out["latency"] = latency(broker, lat_topic, rate=rate, seconds=seconds, linger_ms=0)
+    if replicas > 1:
+        out["consume from a follower"] = consume_from_follower(broker, topic, w)
+    for rate in rates:
+        lat_topic = topic_name(f"rf{replicas}-lat")
+        create(broker.bootstrap, lat_topic, replicas)
+        out[f"latency {rate:g}/s"] = latency(
+            broker, lat_topic, rate=rate, seconds=seconds, linger_ms=0
+        )
     return out
 
 
@@ -258,29 +303,50 @@ def top_frames(path: Path, n: int = 12) -> dict[str, Any]:
 
 
 def table(results: dict[str, dict[str, PhaseResult]]) -> str:
+    """Throughput, consume (from the leader, and from a follower on a cluster) and idle per
+    set-up; then one row per set-up and paced rate."""
+
+    def rate(x: PhaseResult) -> str:
+        return f"{x.msgs_per_s:,.0f}" if x.ok else f"n/a ({x.error})"
+
+    def cpu(x: PhaseResult) -> str:
+        return f"{x.cpu_us_per_msg:.1f}" if x.ok else "n/a"
+
+    def core(x: PhaseResult) -> str:
+        return f"{100 * x.broker_cpu_s / x.seconds:.1f}" if x.ok and x.seconds else "n/a"
+
     rows = ["| set-up | produce msg/s | produce broker CPU µs/msg | consume msg/s | consume broker "
-            "CPU µs/msg | paced: p50 / p99 / p999 / max latency (ms) | paced: broker CPU µs/msg, "
-            "% of a core | idle: % of a core | other processes' CPU s (p / c / l) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+            "CPU µs/msg | from a follower: msg/s, CPU µs/msg, CPU s by node | idle: % of a core "
+            "| other processes' CPU s (p / c) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in results.items():
-        p, c, lat, quiet = r["produce"], r["consume"], r["latency"], r["idle"]
-
-        def rate(x: PhaseResult) -> str:
-            return f"{x.msgs_per_s:,.0f}" if x.ok else f"n/a ({x.error})"
-
-        def cpu(x: PhaseResult) -> str:
-            return f"{x.cpu_us_per_msg:.1f}" if x.ok else "n/a"
-
-        def core(x: PhaseResult) -> str:
-            return f"{100 * x.broker_cpu_s / x.seconds:.1f}" if x.ok and x.seconds else "n/a"
-
-        e = lat.extra
-        lats = (f"{e['p50_ms']:.2f} / {e['p99_ms']:.2f} / {e['p999_ms']:.2f} / {e['max_ms']:.2f}"
-                if lat.ok else f"n/a ({lat.error})")  # fmt: skip
-        paced = f"{cpu(lat)}, {core(lat)}"
-        other = " / ".join(f"{x.other_cpu_s:.1f}" for x in (p, c, lat))
-        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {lats} | {paced} "
+        p, c, quiet = r["produce"], r["consume"], r["idle"]
+        f = r.get("consume from a follower")
+        follower = "-"
+        if f is not None:
+            e = f.extra
+            by_node = ", ".join(
+                f"{n}{' (leader)' if int(n) == e.get('leader') else ''}"
+                f"{' (follower read)' if int(n) == e.get('follower') else ''}: {s}"
+                for n, s in e.get("cpu_s_by_node", {}).items()
+            )
+            follower = f"{rate(f)}, {cpu(f)}, {by_node}"
+        other = " / ".join(f"{x.other_cpu_s:.1f}" for x in (p, c))
+        rows.append(f"| {name} | {rate(p)} | {cpu(p)} | {rate(c)} | {cpu(c)} | {follower} "
                     f"| {core(quiet)} | {other} |")  # fmt: skip
+    rows += ["", "| set-up | paced rate | achieved msg/s | p50 / p99 / p999 / max latency (ms) "
+             "| broker CPU µs/record | % of a core | other processes' CPU s |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, r in results.items():
+        for phase, lat in r.items():
+            if not phase.startswith("latency"):
+                continue
+            e = lat.extra
+            lats = (f"{e['p50_ms']:.2f} / {e['p99_ms']:.2f} / {e['p999_ms']:.2f} / {e['max_ms']:.2f}"
+                    if lat.ok else f"n/a ({lat.error})")  # fmt: skip
+            achieved = f"{e['rate_achieved']:,.0f}" if lat.ok else "n/a"
+            rows.append(f"| {name} | {phase.split()[1]} | {achieved} | {lats} | {cpu(lat)} "
+                        f"| {core(lat)} | {lat.other_cpu_s:.1f} |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -289,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--count", type=int, default=200_000, help="messages per produce phase")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
-    parser.add_argument("--rate", type=float, default=500.0, help="latency phase msg/s")
+    parser.add_argument("--rate", default="500",
+                        help="latency phase msg/s; a comma-separated list runs one per rate")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=None,
                         help="latency phase length (default 10, quick 3)")  # fmt: skip
     parser.add_argument("--idle", type=float, default=None,
@@ -304,25 +371,27 @@ def main(argv: list[str] | None = None) -> int:
     seconds = args.seconds or (3.0 if args.quick else 10.0)
     idle_s = args.idle or (3.0 if args.quick else 20.0)
     w = Workload(count, args.size, 1, "all")
+    rates = [float(r) for r in str(args.rate).split(",") if r.strip()]
     began = time.perf_counter()
     results: dict[str, dict[str, PhaseResult]] = {}
     profiled: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="strom-bench-repl-") as tmp:
         with start_broker(StromSpec(label="single"), Path(tmp) / "single") as single:
-            results["single node, RF=1"] = phases(single, 1, w, args.rate, seconds, idle_s)
-        with ClusterProcess(Path(tmp) / "cluster", combined=3) as cluster:
+            results["single node, RF=1"] = phases(single, 1, w, rates, seconds, idle_s)
+        racks = {i: rack_config(i) for i in (1, 2, 3)}
+        with ClusterProcess(Path(tmp) / "cluster", combined=3, node_overrides=racks) as cluster:
             cluster.wait_for_brokers()
             results["3 nodes, RF=3, min.insync.replicas=2"] = phases(
-                ClusterBroker(cluster), 3, w, args.rate, seconds, idle_s
+                ClusterBroker(cluster), 3, w, rates, seconds, idle_s
             )
             if args.profile is not None:
-                paced = args.rate if args.profile_paced else None
+                paced = rates[0] if args.profile_paced else None
                 profiled = profile(cluster, w, args.profile, paced)
         if args.kafka:
             kafka = KafkaCluster(Path(tmp) / "kafka")
             try:
                 results["Apache Kafka 4.1.1: 3 nodes, RF=3, min.insync.replicas=2"] = phases(
-                    kafka, 3, w, args.rate, seconds, idle_s
+                    kafka, 3, w, rates, seconds, idle_s
                 )
             finally:
                 kafka.close()
@@ -336,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / ("replication.quick.json" if args.quick else "replication.json")).write_text(
         json.dumps(out, indent=2) + "\n"
     )
-    print(f"\n{w.key}; latency: acks=all linger.ms=0 at {args.rate:.0f} msg/s for {seconds:.0f}s\n")
+    rates_text = ", ".join(f"{r:g}" for r in rates)
+    print(f"\n{w.key}; latency: acks=all linger.ms=0 at {rates_text} msg/s, {seconds:.0f}s each\n")
     print(table(results))
     for role, rep in profiled.items():
         print(f"\n{role}: {rep.get('samples', 0)} samples, {rep.get('decoding_samples', 0)} in "

@@ -39,6 +39,7 @@ from strom.storage import LogError, ReadResult
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Records
 from strom.wire.messages.fetch import FetchResponse
+from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from strom.broker.core_state import BrokerCore
@@ -231,7 +232,7 @@ def refresh_offsets(reads: list[PartitionRead]) -> None:
 def _resolve(image: MetadataImage, part: CachedPartition, uses_topic_ids: bool) -> str | None:
     if not uses_topic_ids:
         return part.topic
-    topic = image.topic_by_id(part.topic_id) if part.topic_id != uuid.UUID(int=0) else None
+    topic = image.topic_by_id(part.topic_id) if part.topic_id != ZERO_UUID else None
     part.topic = None if topic is None else topic.name
     return part.topic
 

@@ -31,6 +31,9 @@ Behavior:
 - On a controller listener, Fetch is Raft's: a replica of `__cluster_metadata` reads the
   quorum leader's log through this node's Raft driver (`raft_rpc`), v13+ only (it needs the
   last fetched epoch and the diverging epoch and snapshot id).
+- Client quotas (broker.security.quotas): a consumer reads at most its byte quota's window;
+  a fetch over its byte rate or request time is answered with no partitions and
+  throttle_time_ms (its bytes not counted, a full fetch creating no session), as Kafka does.
 - Fetch sessions (v7+, KIP-227): see broker.fetch_sessions. Incremental
   responses list only partitions with records, a new high watermark or log
   start offset, or an error.
@@ -111,9 +114,13 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     )
     if context.kind == "error":
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
-    max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
-    min_bytes = min(body.min_bytes, max_bytes)
     replica = _fetcher(request, body)
+    quota = None if isinstance(replica, Replica) else request.fetch_quota
+    max_bytes = max(0, min(body.max_bytes, broker.config.fetch_max_bytes))
+    window_bytes = None if quota is None else quota.max_bytes()
+    if window_bytes is not None:
+        max_bytes = min(max_bytes, window_bytes)
+    min_bytes = min(body.min_bytes, max_bytes)
     authorized = _authorized_topics(broker, request, isinstance(replica, Replica))
     if isinstance(replica, Replica) and context.session is not None:
         reads = await read_follower_session(
@@ -127,6 +134,11 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
             broker, body, context, uses_ids, max_bytes, min_bytes, replica, authorized
         )
     reads = [r for r in reads if r.readable] + [r for r in reads if not r.readable]
+    if quota is not None:
+        throttle = quota.charge(sum(r.size for r in reads if r.readable))
+        if throttle > 0:
+            request.throttle_ms = throttle
+            return _throttled(context)
     response = _respond(broker, body, context, reads, uses_ids)
     if isinstance(response, FetchResponse):
         return response
@@ -148,11 +160,12 @@ def _redirects(
     image = broker.image
     endpoints: dict[int, FetchResponse.NodeEndpoint] = {}
     for topic in topics:
+        redirected = [p for p in topic.partitions if p.error_code in _REDIRECTED]
+        if not redirected:  # the usual answer: no lookups
+            continue
         found = image.topic_by_id(topic.topic_id) if not topic.topic else None
         name = topic.topic or (found.name if found is not None else "")
-        for p in topic.partitions:
-            if p.error_code not in _REDIRECTED:
-                continue
+        for p in redirected:
             leader, epoch, node = current_leader(
                 broker, image, name, p.partition_index, request.listener
             )
@@ -295,6 +308,17 @@ def _respond(
                 session.move_to_end(partition_key(r.part, uses_ids))
         reads = kept
     return reads
+
+
+def _throttled(context: FetchContext) -> FetchResponse:
+    """A fetch over its client's quota: no partitions, the session left as the request made it
+    (its epoch is spent; a full fetch creates none), as Kafka's getThrottledResponse answers."""
+    session = context.session
+    if session is None:
+        return FetchResponse(error_code=ErrorCode.NONE, session_id=INVALID_SESSION_ID)
+    if session.epoch != context.expected_epoch:
+        return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=session.id)
+    return FetchResponse(error_code=ErrorCode.NONE, session_id=session.id)
 
 
 def _session_id(context: FetchContext) -> int:

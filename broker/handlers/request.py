@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from strom.broker.security.quotas import FetchQuota
 
 
 @dataclass(slots=True)
@@ -23,3 +27,6 @@ class RequestContext:
     """Set by a handler whose client went over its controller mutation quota: the dispatcher
     puts the longest of this and the other quotas' throttles in the response and mutes the
     connection for it (`strom.broker.security.quotas`)."""
+    fetch_quota: FetchQuota | None = None
+    """Set by the dispatcher on a client's Fetch while client quotas exist: the fetch handler
+    charges its answer before building it and answers a throttled fetch without records."""

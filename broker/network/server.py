@@ -43,7 +43,7 @@ from strom.broker.security.authorization import (
 )
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from strom.broker.security.quotas import FETCH, PRODUCE, REQUEST, has_quota
+from strom.broker.security.quotas import FETCH, PRODUCE, REQUEST, FetchQuota, has_quota
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
@@ -365,6 +365,8 @@ class Server:
             key, version, header.correlation_id, header.client_id, host, conn_id, listener,
             principal,
         )  # fmt: skip
+        if key == FETCH_KEY and kind == "broker" and self.state.image.client_quotas:
+            request.fetch_quota = self._fetch_quota(request)
         response: Any = None
         refused = False
         if self.state.authorizer is not None and key not in EXEMPT_APIS:
@@ -427,6 +429,18 @@ class Server:
                 raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
             return response
 
+    def _fetch_quota(self, request: RequestContext) -> FetchQuota:
+        quotas = self.state.image.client_quotas
+        user, client = request.principal.name, request.client_id or ""
+
+        def request_time() -> int:
+            if not self.loop_time.enabled:
+                return 0
+            spent = self.loop_time.take()
+            return self.state.quotas.record(quotas, REQUEST, user, client, spent * 100)
+
+        return FetchQuota(self.state.quotas, quotas, user, client, request_time)
+
     def _quota_throttle(
         self, key: int, event: Request, request: RequestContext, chunks: list[Any] | None
     ) -> int:
@@ -446,10 +460,15 @@ class Server:
             follower = max(getattr(body, "replica_id", -1),
                            getattr(getattr(body, "replica_state", None), "replica_id", -1)) >= 0  # fmt: skip
             exempt = follower  # a follower's replication is no client's consumption
-            if key == FETCH_KEY and not follower and chunks is not None:
+            charged = request.fetch_quota is not None and request.fetch_quota.charged
+            if key == FETCH_KEY and not follower and chunks is not None and not charged:
                 throttle = self.state.quotas.record(
                     quotas, FETCH, user, client, sum(len(c) for c in chunks)
                 )
+            if charged:  # the handler charged it: the rest of its time counts, unthrottled
+                if self.loop_time.enabled:
+                    self.state.quotas.record(quotas, REQUEST, user, client, self.loop_time.take() * 100)
+                return 0
         if self.loop_time.enabled:
             spent = self.loop_time.take()
             if not exempt:

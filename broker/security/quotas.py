@@ -12,7 +12,8 @@ Four keys, each measured the way Kafka measures it:
 
 - `producer_byte_rate`, `consumer_byte_rate`: a rate over a window of 11 one-second samples
   (Kafka's `quota.window.num` and `quota.window.size.seconds`): produce counts the request's
-  bytes, fetch (consumers only; a follower's replication is not a client) the response's.
+  bytes, fetch (consumers only; a follower's replication is not a client) the records it
+  returns.
 - `request_percentage`: the same windowed rate of the event-loop time the client's requests
   take (`strom.broker.network.loop_time`), in percent of one second: 100 is the whole event
   loop, the broker's only request thread; a throttle is at most one sample (1 s), as Kafka's.
@@ -20,6 +21,12 @@ Four keys, each measured the way Kafka measures it:
   bucket that refills at the rate and holds at most 11 seconds' worth. New request versions are
   refused once it is empty (THROTTLING_QUOTA_EXCEEDED, `MutationQuota`), older ones are let
   through and throttled.
+
+A consumer's Fetch is charged before its answer is built, as Kafka's KafkaApis does
+(`FetchQuota`): it reads at most what the quota allows in one window (the quota x 10 s, so a
+single fetch is not throttled for its size alone), and a fetch over its byte rate or request
+time is answered without records (no partitions, `throttle_time_ms` set) and its bytes are not
+counted, since none were sent; a full fetch then creates no session.
 
 Over a quota, the response says how long to wait (`throttle_time_ms` = (rate - quota) / quota
 x the window for a rate, the time to refill an empty bucket for a mutation), and the broker
@@ -230,6 +237,21 @@ class ClientQuotas:
         throttle = (observed - limit) / limit * rate.window_ms(now)
         return min(round(throttle), MAX_REQUEST_THROTTLE_MS if key == REQUEST else MAX_THROTTLE_MS)
 
+    def unrecord(
+        self,
+        quotas: Mapping[QuotaEntity, Mapping[str, float]],
+        key: str,
+        user: str,
+        client: str,
+        amount: float,
+    ) -> None:
+        """Take back `amount` recorded on `key` (a throttled fetch's bytes, never sent)."""
+        found = quota_for(quotas, key, user, client) if quotas else None
+        if found is not None:
+            rate = self._rates.get((key, *found[1]))
+            if rate is not None:
+                rate.record(-amount, self._clock())
+
     def mutation(
         self,
         quotas: Mapping[QuotaEntity, Mapping[str, float]],
@@ -257,3 +279,44 @@ class ClientQuotas:
             del self._rates[key]
         for usage in [u for u, (b, limit) in self._buckets.items() if b.idle(limit, now)]:
             del self._buckets[usage]
+
+
+class FetchQuota:
+    """A consumer's Fetch under client quotas, charged before its answer is built (Kafka's
+    KafkaApis.handleFetchRequest). `max_bytes`: the most one fetch may read, the byte quota's
+    whole window (reading more would be throttled whatever came before). `charge(size)` records
+    the request's event-loop time so far and the answer's `size` bytes and returns the longer
+    throttle; when there is one, the bytes are taken back and the fetch must answer without
+    records."""
+
+    def __init__(
+        self,
+        quotas: ClientQuotas,
+        limits: Mapping[QuotaEntity, Mapping[str, float]],
+        user: str,
+        client: str,
+        request_time: Callable[[], int],
+    ) -> None:
+        self._quotas = quotas
+        self._limits = limits
+        self._user = user
+        self._client = client
+        self._request_time = request_time
+        self.charged = False
+        """Whether `charge` ran (the dispatcher then counts neither the bytes again nor the
+        rest of the request's time against a throttle, as Kafka records it without one)."""
+
+    def max_bytes(self) -> int | None:
+        found = quota_for(self._limits, FETCH, self._user, self._client)
+        if found is None:
+            return None
+        return int(found[0] * (SAMPLES - 1) * SAMPLE_S)
+
+    def charge(self, size: int) -> int:
+        self.charged = True
+        request = self._request_time()
+        fetch = self._quotas.record(self._limits, FETCH, self._user, self._client, size)
+        throttle = max(request, fetch)
+        if throttle > 0:
+            self._quotas.unrecord(self._limits, FETCH, self._user, self._client, size)
+        return throttle

@@ -14,6 +14,15 @@
   TOPIC_AUTHORIZATION_FAILED, fails a producer's deliveries and then its produce() calls, and
   fails a consumer's fetches, as librdkafka expects.
 
+- 0133 `ssl_keys`: PKCS#12 and PEM client key stores (librdkafka's own fixtures) load with the
+  right password and are refused with a wrong one; it never connects.
+
+0097 (certificate verification), 0081 (the Admin API) and 0142 over OAUTHBEARER are too long
+for CI: `python -m compat_tests.librdkafka` runs them by hand (see its `__main__`).
+
+0115 runs on its own with librdkafka's debug log: its "topic not known" case can lose a race
+inside librdkafka (see `_client_race`); when the log proves that race, 0115 runs once more.
+
 A sub-test librdkafka skips is allowed (0142's OAUTHBEARER cases need that mechanism in
 test.conf); a whole test SKIPPED fails, as it proves nothing.
 """
@@ -97,17 +106,61 @@ def test_sasl_credentials_and_reauthentication(
     _passed(done.stdout + done.stderr, done.returncode, tests, cluster.report(60))
 
 
+@pytest.mark.timeout(1800)  # the first run builds its runner
+def test_client_key_stores_load(tmp_path: Path) -> None:
+    # 0133 never connects: its bootstrap address is never dialled
+    runner = suite.test_runner(("0133",))
+    done = suite.run(runner, "0133", "127.0.0.1:1", tmp_path / "rdkafka")
+    _passed(done.stdout + done.stderr, done.returncode, ("0133",), "(no broker)")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_producers_and_consumers_refused_by_acls(runner: Path, tmp_path: Path) -> None:
-    # 0115 is built (TESTS) but not run here: its "topic not known" case failed once in CI
-    # (produce() refused at once: the client had already refreshed its metadata and seen the
-    # DENY ACL, within the test's 1 s sleep); it passed on the rerun. Until that race is
-    # understood, run it by hand (suite.run with "0115").
     tests = ("0109", "0119")
     with BrokerProcess(tmp_path / "strom", AUTHORIZER) as broker:
         done = suite.run(runner, ",".join(tests), broker.bootstrap, tmp_path / "rdkafka",
                          extra_conf={"test.timeout.multiplier": "4"},
                          kafka_home=suite.acl_tools())  # fmt: skip
         logs = "\n".join(list(broker.output)[-60:])
-    _passed(done.stdout + done.stderr, done.returncode, tests, logs)
+        _passed(done.stdout + done.stderr, done.returncode, tests, logs)
+        for attempt in range(2):
+            # 0115 on its own, with librdkafka's topic and metadata debug log (`_client_race`)
+            done = suite.run(runner, "0115", broker.bootstrap, tmp_path / f"rdkafka-0115-{attempt}",
+                             extra_conf={"test.timeout.multiplier": "4", "debug": "topic,metadata"},
+                             kafka_home=suite.acl_tools())  # fmt: skip
+            output = done.stdout + done.stderr
+            if done.returncode == 0 or attempt or not _client_race(output):
+                break
+            print("0115 lost librdkafka's own produce() race (see _client_race): running it again")
+        logs = "\n".join(list(broker.output)[-60:])
+    _passed(_without_debug(output), done.returncode, ("0115",), logs)
+
+
+def _client_race(output: str) -> bool:
+    """Whether 0115's "topic not known" case failed by librdkafka's own race, not the broker's.
+
+    The case adds a DENY ACL, then calls produce() twice for a topic its producer has never
+    asked about, and expects both to succeed and their deliveries to fail. But produce() of an
+    unknown topic creates the topic in the client and at once sends a Metadata request for it
+    (the "fast leader query", started with no delay) from librdkafka's main thread, while the
+    application thread goes on to place the message. When that thread is descheduled longer
+    than the request's round trip (under a millisecond on loopback; a loaded machine does it),
+    the answer, TOPIC_AUTHORIZATION_FAILED as Kafka gives it, puts the topic in its error state
+    first, and produce() fails at once. The debug log proves it: the topic went from "unknown"
+    to "error" after the test's "Producing message 1" (so the producer had no metadata for it
+    before that call), and a "topic known" failure would show "exists -> error" instead."""
+    failed = re.search(r"0115-producer_auth\.cpp:1(23|34):do_test_producer\(\)", output)
+    if failed is None or "produce() failed: Broker: Topic authorization failed" not in output:
+        return False
+    start = output.rfind("Producing message 1 to any partition", 0, failed.start())
+    topics = re.findall(r'Using topic "(\S+)"', output[: max(start, 0)])
+    if start < 0 or not topics:
+        return False
+    window = output[start : failed.start()]
+    return f"Topic {topics[-1]} changed state unknown -> error" in window
+
+
+def _without_debug(output: str) -> str:
+    """The test's own lines, without librdkafka's debug log (`%7|...`)."""
+    return "\n".join(line for line in output.splitlines() if not line.startswith("%7|"))

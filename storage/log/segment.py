@@ -81,6 +81,10 @@ class LogSegment:
         self.created_ms = now_ms
         self.roll_jitter_ms = roll_jitter_ms
         self._first_batch_timestamp: int | None = None
+        self._last_batch: tuple[int, BatchHeader] | None = None
+        """(position, header) of the last batch appended or indexed: a fetch at the log's
+        tail (a follower's, a caught-up consumer's) finds it without the index and a scan.
+        Trusted only while it still ends the file (`find_batch`)."""
 
     def open_file(self) -> SegmentFile:
         """The open `.log` (see `LogFile`): hold it while using its fd."""
@@ -137,6 +141,8 @@ class LogSegment:
         self.time_index.append(times)
         if self.size == 0:
             self._first_batch_timestamp = batches[0][1].max_timestamp
+        last_pos, last_header = batches[-1]
+        self._last_batch = (start + last_pos, last_header)
         self.size = start + len(data)
         self.next_offset = batches[-1][1].next_offset
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
@@ -195,6 +201,13 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= `offset`."""
         if offset >= self.next_offset:
             return None
+        last = self._last_batch
+        if (
+            last is not None
+            and last[1].base_offset <= offset
+            and last[0] + last[1].size == self.size
+        ):  # in the last batch (the one before it ends below its base offset)
+            return last
         _, start = self.offset_index.lookup(offset)
         file = self.open_file()
         for pos, header in scan_headers(file.fd, start, self.size):
@@ -237,6 +250,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self.bytes_since_index = 0
         self._first_batch_timestamp = None
+        self._last_batch = None
         file = self.open_file()
         scan = ValidatingScan(file.fd, 0, self.size, self.base_offset)
         self._index_all(scan)
@@ -263,6 +277,7 @@ class LogSegment:
                 self.bytes_since_index = 0
             self.bytes_since_index += header.size
             self.next_offset = header.next_offset
+            self._last_batch = (pos, header)
         self.offset_index.append(offsets)
         self.time_index.append(times)
 

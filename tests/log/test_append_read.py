@@ -171,3 +171,30 @@ def test_update_config_takes_effect(tmp_path: Path) -> None:
     log.append(batch([b"x" * 100]), 0, T0)
     assert len(log.segments) == 2
     assert log.config.segment_bytes == 200
+
+
+def test_reads_at_the_tail_find_the_last_batch_after_appends_truncation_and_reopening(
+    tmp_path: Path,
+) -> None:
+    """A fetch at the log's tail (a follower's, a caught-up consumer's) finds the last batch
+    without the index (LogSegment's last-batch hint): whatever changed the tail since."""
+    log = open_log(tmp_path / "t-0", SMALL)
+
+    def tail_is(base: int, values: list[bytes]) -> None:
+        expected = [(base + j, v) for j, v in enumerate(values)]
+        for offset in range(base, base + len(values)):  # the whole batch holding `offset`
+            assert decode_all(log.read(offset, 1 << 20).read_bytes()) == expected
+
+    for i in range(40):  # single- and multi-record batches, across segment rolls
+        values = [b"v%d-%d" % (i, j) for j in range(1 + i % 3)]
+        tail_is(log.append(batch(values), 0, T0).base_offset, values)
+    log.truncate_to(log.log_end_offset - 1)  # cuts into the last batch: its hint must go
+    end = log.log_end_offset
+    assert decode_all(log.read(end - 1, 1 << 20).read_bytes())[-1][0] == end - 1
+    tail_is(log.append(batch([b"after"]), 0, T0).base_offset, [b"after"])
+    log.close()
+    log = open_log(tmp_path / "t-0", SMALL)  # a reopened log's hint comes from its scan
+    tail_is(end, [b"after"])
+    tail_is(log.append(batch([b"x", b"y"]), 0, T0).base_offset, [b"x", b"y"])
+    for offset in range(log.log_start_offset, log.log_end_offset):  # nothing else moved
+        assert decode_all(log.read(offset, 1).read_bytes())[0][0] <= offset

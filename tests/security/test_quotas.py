@@ -40,10 +40,11 @@ from strom.wire.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
 )
+from strom.wire.messages.fetch import FetchResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 from tests.broker.test_create_topics import create, topic
-from tests.broker.test_produce_helpers import batch
+from tests.broker.test_produce_helpers import batch, fetch_request, produce, records_of
 
 QUOTAS: dict[QuotaEntity, dict[str, float]] = {
     (("client-id", None), ("user", "alice")): {PRODUCE: 100.0},
@@ -305,3 +306,44 @@ async def test_acks_0_produce_counts_against_the_byte_rate(tmp_path: Path) -> No
         # ~2,010 B/s against 1,900 over the 10 s window: about 0.58 s muted
         assert trio.current_time() - started >= 0.4
         await producer.aclose()
+
+
+@pytest.mark.trio
+async def test_a_throttled_fetch_carries_no_records(tmp_path: Path) -> None:
+    """consumer_byte_rate as Kafka's KafkaApis applies it: a fetch reads at most the quota's
+    window (1000 B/s x 10 s), one that would go over the rate is answered with no partitions,
+    throttle_time_ms and no session, and its bytes are not counted (a small fetch right after
+    is not throttled)."""
+    async with open_broker(tmp_path / "data") as broker:
+        admin = await KafkaClient.connect(broker.bootstrap)
+        request = Alter(entries=[Alter.EntryData(
+            [Alter.EntityData("client-id", None)], [Alter.OpData(FETCH, 1000, False)])])  # fmt: skip
+        assert (await admin.request(request, 1, AlterClientQuotasResponse)).entries[0].error_code == 0
+        [created] = await create(admin, topic("fq"))
+        assert created.error_code == 0
+        for value in (b"a" * 6000, b"b" * 6000, b"c" * 100):  # offsets 0, 1, 2
+            assert (await produce(admin, "fq", batch([value]))).error_code == 0
+        await admin.aclose()
+
+        async def fetch(client_id: str, offset: int, partition_max_bytes: int) -> FetchResponse:
+            reader = await KafkaClient.connect(broker.bootstrap, client_id=client_id)
+            fetch = fetch_request("fq", offset, partition_max_bytes=partition_max_bytes)
+            fetch.session_epoch = 0  # a full fetch, which would create a session
+            response = await reader.request(fetch, 12, FetchResponse)
+            await reader.aclose()  # a throttled connection is muted: a fresh one each time
+            return response
+
+        def offsets(response: FetchResponse) -> list[int]:
+            return [o for t in response.responses for p in t.partitions for o, _ in records_of(p.records)]
+
+        first = await fetch("reader", 0, 7000)  # 6 KB in the 10 s window: 600 B/s
+        assert (offsets(first), first.throttle_time_ms) == ([0], 0)
+        assert first.session_id != 0
+        over = await fetch("reader", 1, 7000)  # 6 KB more would be 1200 B/s
+        assert over.responses == []
+        assert over.session_id == 0
+        assert 1500 < over.throttle_time_ms <= 2500  # (1200 - 1000) / 1000 x 10 s
+        small = await fetch("reader", 2, 7000)  # the throttled fetch's 6 KB were not counted
+        assert (offsets(small), small.throttle_time_ms) == ([2], 0)
+        capped = await fetch("capped", 0, 1024 * 1024)  # 10 KB at most: the window's worth
+        assert (offsets(capped), capped.throttle_time_ms) == ([0], 0)
