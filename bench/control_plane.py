@@ -20,9 +20,9 @@ real RPCs to the controller listeners as a broker-only node does, without hostin
 Each run (one broker count, one partition count) on a fresh quorum measures:
 
 - registration: from starting N brokers to all of them unfenced;
-- creation: CreateTopics of 1,000 partitions per topic, replication factor 3 (fewer with fewer
-  brokers), spread by the controller over the brokers, back to back until the partition count
-  is reached: the rate, and every controller's resident memory before and after (memory per
+- creation: topics of 1,000 partitions, replication factor 3 (fewer with fewer brokers),
+  spread by the controller over the brokers, ten to a CreateTopics request (Kafka's limit of
+  10,000 partitions a request), back to back until the partition count is reached: the rate, and every controller's resident memory before and after (memory per
   partition = the growth over the partitions);
 - propagation: 20 small changes afterwards (a 1-partition topic each): from the CreateTopics
   answer to the moment each broker's fetches report a high watermark covering it; p50, p99 and
@@ -58,6 +58,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ from bench.harness import machine_info, rss_bytes  # noqa: E402
 from strom.broker.drivers.peer import PeerConnection, PeerUnavailable  # noqa: E402
 from strom.broker.testing.cluster import ClusterProcess  # noqa: E402
 from strom.config.quorum import Address  # noqa: E402
+from strom.coordinator.controller.placement import MAX_PARTITIONS_PER_REQUEST  # noqa: E402
 from strom.coordinator.controller.state_machine import (  # noqa: E402
     LATEST_METADATA_VERSION,
     MIN_METADATA_VERSION,
@@ -111,6 +113,8 @@ SNAPSHOT_CHUNK = 1 << 20
 REGISTER_VERSION, HEARTBEAT_VERSION = 4, 1
 FETCH_VERSION, SNAPSHOT_VERSION, CREATE_VERSION, QUORUM_VERSION = 17, 1, 7, 2
 RPC_TIMEOUT_S = 30.0
+RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 0.02, 1.0
+START_TIMEOUT_S = 600.0
 FULL_GRID = [(3, 10_000), (30, 10_000), (100, 10_000), (300, 10_000), (300, 100_000),
              (300, 1_000_000)]  # fmt: skip
 QUICK_GRID = [(3, 10_000), (30, 10_000)]
@@ -216,22 +220,25 @@ class SimBroker:
         return await self._conn(pool, node).request(body, version, self._correlation, RPC_TIMEOUT_S)
 
     async def _to_active(self, body: Message, version: int) -> Message:
-        """Send to the active controller, finding it through NOT_CONTROLLER answers."""
+        """Send to the active controller, finding it through NOT_CONTROLLER answers; between
+        attempts the backoff of a broker's controller channel (controller.quorum.retry.
+        backoff.ms, 20 ms, doubling up to retry.backoff.max.ms, 1 s), so that 300 brokers
+        asking during a failover do not flood the new controller."""
         nodes = sorted(self.fleet.voters)
+        backoff = RETRY_BACKOFF_S
         while True:
             node = self.fleet.leader if self.fleet.leader is not None else random.choice(nodes)
             try:
                 response = await self._call(self._control, node, body, version)
             except PeerUnavailable:
                 self.fleet.leader = None
-                await trio.sleep(0.05)
-                continue
-            if getattr(response, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
+            else:
+                if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                    return response
                 if self.fleet.leader == node:
                     self.fleet.leader = None
-                await trio.sleep(0.05)
-                continue
-            return response
+            await trio.sleep(backoff * (0.8 + 0.4 * random.random()))
+            backoff = min(2 * backoff, RETRY_BACKOFF_MAX_S)
 
     async def heartbeat_answered(self, since: float) -> None:
         """Until a heartbeat sent after `since` is answered without error."""
@@ -391,12 +398,6 @@ class SimBroker:
 # --- the quorum --------------------------------------------------------------------------------
 
 
-_SNAPSHOT_LINE = re.compile(
-    r"metadata snapshot at SnapshotId\(end_offset=(\d+), epoch=(\d+)\).*?"
-    r"(?:encoded in ([\d.]+) s.*?(\d+) bytes)?"
-)
-
-
 async def describe_quorum(
     fleet: Fleet, nodes: list[int]
 ) -> DescribeQuorumResponse.PartitionData | None:
@@ -421,25 +422,33 @@ async def describe_quorum(
 
 async def create_topics(fleet: Fleet, admin: SimBroker, names: list[str], partitions: int,
                         replication: int) -> float:  # fmt: skip
-    """CreateTopics (one request per topic, back to back); returns when the last answered."""
-    for name in names:
+    """CreateTopics back to back, as many topics per request as Kafka's limit of
+    MAX_PARTITIONS_PER_REQUEST partitions allows (one controller command, one commit, each);
+    returns when the last was answered."""
+    per_request = max(1, MAX_PARTITIONS_PER_REQUEST // max(1, partitions))
+    for i in range(0, len(names), per_request):
+        chunk = names[i : i + per_request]
         request = CreateTopicsRequest(
             topics=[CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
-                                                       replication_factor=replication)],
+                                                       replication_factor=replication)
+                    for name in chunk],
             timeout_ms=120_000,
         )  # fmt: skip
         while True:
             response = await admin._to_active(request, CREATE_VERSION)
             assert isinstance(response, CreateTopicsResponse)
             codes = [t.error_code for t in response.topics]
-            if codes != [ErrorCode.NOT_CONTROLLER]:
+            if ErrorCode.NOT_CONTROLLER not in codes:
                 break
             fleet.leader = None  # the leader changed meanwhile: find the new one, again
             await trio.sleep(0.05)
-        if codes == [ErrorCode.TOPIC_ALREADY_EXISTS]:
-            continue  # a retry of one that had committed
-        if codes != [ErrorCode.NONE]:
-            raise RuntimeError(f"CreateTopics {name}: {[ErrorCode(c).name for c in codes]}")
+        failed = {
+            t.name: ErrorCode(t.error_code).name
+            for t in response.topics
+            if t.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+        }  # TOPIC_ALREADY_EXISTS: a retry of one that had committed
+        if failed:
+            raise RuntimeError(f"CreateTopics: {failed}")
     return time.perf_counter()
 
 
@@ -478,9 +487,10 @@ class RunResult:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-async def _run(cluster: ClusterProcess, n_brokers: int, n_partitions: int, log: Callable[[str], None],
-               root: Path) -> RunResult:  # fmt: skip
-    result = RunResult(n_brokers, n_partitions)
+async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], None],
+               root: Path) -> None:  # fmt: skip
+    """Fill `result.figures` stage by stage (a failing stage leaves the earlier ones)."""
+    n_brokers, n_partitions = result.brokers, result.partitions
     fig = result.figures
     voters = {n.node_id: Address("127.0.0.1", n.port("CONTROLLER")) for n in cluster.controllers}
     fleet = Fleet(cluster.cluster_id, voters)
@@ -559,7 +569,9 @@ async def _run(cluster: ClusterProcess, n_brokers: int, n_partitions: int, log: 
 
         # the killed controller comes back: its snapshot and log loaded, caught up
         restarted = time.perf_counter()
-        await trio.to_thread.run_sync(cluster.node(old_leader).restart)
+        await trio.to_thread.run_sync(
+            partial(cluster.node(old_leader).restart, timeout=START_TIMEOUT_S)
+        )  # it loads the snapshot of the whole image before it says "started"
         target = await committed_offset(fleet)
         with trio.fail_after(300):
             while True:
@@ -576,9 +588,7 @@ async def _run(cluster: ClusterProcess, n_brokers: int, n_partitions: int, log: 
             _real_broker_startup, cluster, root, topics + 20
         )
         log(f"  a real broker: {fig['broker_startup']}")
-        fig["snapshots"] = snapshot_lines(cluster)
         nursery.cancel_scope.cancel()
-    return result
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -649,7 +659,8 @@ def run_one(
 ) -> RunResult:
     with (
         tempfile.TemporaryDirectory(prefix="strom-control-plane-") as tmp,
-        ClusterProcess(Path(tmp) / "quorum", controllers=3, brokers=0, start_timeout=120) as cluster,
+        ClusterProcess(Path(tmp) / "quorum", controllers=3, brokers=0,
+                       start_timeout=START_TIMEOUT_S) as cluster,  # fmt: skip
     ):
         spies = []
         if profile is not None:
@@ -661,31 +672,68 @@ def run_one(
                      "-p", str(node.pid), "-o", str(out)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 ))  # fmt: skip
+        result = RunResult(n_brokers, n_partitions)
         try:
-            return trio.run(_run, cluster, n_brokers, n_partitions, log, Path(tmp))
+            trio.run(_run, cluster, result, log, Path(tmp))
+        except Exception as exc:  # recorded with the figures measured before it
+            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]  # type: ignore[assignment]
+            log(f"  failed: {type(exc).__name__}: {str(exc)[:2000]}")
+            log("".join(traceback.format_exception(exc)[-6:]))
+            result.figures["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
         finally:
+            result.figures["snapshots"] = snapshot_lines(cluster)
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
+    return result
+
+
+def snapshot_figures(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The largest snapshot written (bytes, encoding s) and the slowest load, from the
+    controllers' log lines."""
+    written = [(int(m[1]), float(m[2])) for x in lines
+               if (m := re.search(r"metadata snapshot at .*?\((\d+) bytes, encoded in ([\d.]+) s", x["line"]))]  # fmt: skip
+    loaded = [(int(m[1]), float(m[2])) for x in lines
+              if (m := re.search(r"loaded metadata snapshot .*?\((\d+) bytes\) in ([\d.]+) s", x["line"]))]  # fmt: skip
+    out: dict[str, Any] = {"written": len(written), "loaded": len(loaded)}
+    if written:
+        size, took = max(written)
+        out |= {"bytes": size, "encode_s": took}
+    if loaded:
+        size, took = max(loaded, key=lambda x: x[1])
+        out |= {"load_bytes": size, "load_s": took}
+    return out
 
 
 def table(results: list[RunResult]) -> str:
-    rows = ["| brokers | partitions | all registered s | create partitions/s | propagation p50 / p99 ms "
-            "(idle) | p99 under creation ms | image B/partition | failover: leader / heartbeats s "
-            "| controller restart s | broker start: started / serving s |",
-            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]  # fmt: skip
+    rows = ["| brokers | partitions | all registered s | create partitions/s | elections in creation "
+            "| propagation p50 / p99 ms (idle) | p99 under creation ms | image B/partition "
+            "| snapshot MB / encode s / load s | failover: leader / heartbeats s "
+            "| controller restart s | broker start: started / serving s | error |",
+            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|"]  # fmt: skip
     for r in results:
         f = r.figures
-        if "error" in f:
-            rows.append(f"| {r.brokers} | {r.partitions:,} | failed: {f['error']} |||||||")
-            continue
-        p, load, start = f["propagation_ms"], f["propagation_under_creation_ms"], f["broker_startup"]
+
+        def get(*path: str, f: dict[str, Any] = f) -> Any:
+            value: Any = f
+            for key in path:
+                if not isinstance(value, dict) or key not in value:
+                    return "-"
+                value = value[key]
+            return f"{value:,}" if isinstance(value, int) else value
+
+        snap = snapshot_figures(f.get("snapshots", []))
+        mb = f"{snap['bytes'] / 1e6:.1f}" if "bytes" in snap else "-"
         rows.append(
-            f"| {r.brokers} | {r.partitions:,} | {f['register_all_s']} | "
-            f"{f['create_partitions_per_s']:,} | {p['p50']} / {p['p99']} | {load['p99']} | "
-            f"{f['image_bytes_per_partition']:,} | {f['failover_new_leader_s']} / "
-            f"{f['failover_heartbeats_answered_s']} | {f['controller_restart_caught_up_s']} | "
-            f"{start.get('started_s')} / {start.get('serving_every_topic_s')} |"
+            f"| {r.brokers} | {r.partitions:,} | {get('register_all_s')} | "
+            f"{get('create_partitions_per_s')} | {get('elections_during_creation')} | "
+            f"{get('propagation_ms', 'p50')} / {get('propagation_ms', 'p99')} | "
+            f"{get('propagation_under_creation_ms', 'p99')} | {get('image_bytes_per_partition')} | "
+            f"{mb} / {snap.get('encode_s', '-')} / {snap.get('load_s', '-')} | "
+            f"{get('failover_new_leader_s')} / {get('failover_heartbeats_answered_s')} | "
+            f"{get('controller_restart_caught_up_s')} | {get('broker_startup', 'started_s')} / "
+            f"{get('broker_startup', 'serving_every_topic_s')} | {f.get('error', '')} |"
         )
     return "\n".join(rows)
 
@@ -713,12 +761,10 @@ def main(argv: list[str] | None = None) -> int:
         log(f"run: {n_brokers} brokers, {n_partitions:,} partitions")
         try:
             results.append(run_one(n_brokers, n_partitions, log, args.profile))
-        except Exception as exc:  # recorded; the next run goes on
-            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                exc = exc.exceptions[0]  # type: ignore[assignment]
-            log(f"  failed: {type(exc).__name__}: {exc}")
-            log("".join(traceback.format_exception(exc)[-6:]))
-            results.append(RunResult(n_brokers, n_partitions, {"error": f"{type(exc).__name__}: {exc}"}))
+        except Exception as exc:  # the quorum did not start: recorded; the next run goes on
+            log(f"  failed: {type(exc).__name__}: {str(exc)[:2000]}")
+            error = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+            results.append(RunResult(n_brokers, n_partitions, {"error": error}))
     out = {
         "meta": {**machine_info(), "elapsed_s": round(time.perf_counter() - began, 1),
                  "cpu_count": os.cpu_count()},

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from strom.broker import runtime
 from strom.broker.data.append import AppendOutcome, acks_all_refusal, await_replication
 from strom.broker.data.lookup import Located, MinIsrCache, locate
 from strom.broker.data.producer_ids import ProducerIdError, ProducerIdManager
@@ -42,6 +43,7 @@ from strom.broker.replication.replication_manager import ReplicationManager
 from strom.coordinator.metadata.image import TRANSACTION_VERSION
 from strom.coordinator.transactions.txn_api import TxnConfig
 from strom.storage import AppendOrigin, KafkaStorageError, LogAppendError, PartitionLog
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -79,7 +81,13 @@ class BrokerCoordinatorTopic:
         return None if partition_log is None else (partition_log, image.leader_epoch)
 
     def append(
-        self, partition: int, batch: bytes | bytearray, now: int, timeout_ms: int | None = None
+        self,
+        partition: int,
+        batch: bytes | bytearray,
+        now: int,
+        timeout_ms: int | None = None,
+        *,
+        verification: VerificationGuard | None = None,
     ) -> ErrorCode | Replicated:
         state, name = self._state, self.name
         found = locate(state, name, partition)
@@ -91,7 +99,11 @@ class BrokerCoordinatorTopic:
             return refused
         try:
             result = partition_log.append(
-                batch, image.leader_epoch, now, origin=AppendOrigin.COORDINATOR
+                batch,
+                image.leader_epoch,
+                now,
+                origin=AppendOrigin.COORDINATOR,
+                verification=verification,
             )
         except LogAppendError as exc:
             if isinstance(exc, KafkaStorageError):
@@ -99,12 +111,23 @@ class BrokerCoordinatorTopic:
             return exc.error
         leadership = self._replication.leader_appended((name, partition))
         self._waiters.changed(name, partition)
-        if leadership is None:
+        # flush.messages: fsynced before it is acknowledged, as a produce's (Kafka flushes
+        # inside the append, whoever appends)
+        flush = partition_log.flush_owed()
+        if leadership is None and not flush:
             return ErrorCode.NONE  # one replica: committed at append
         outcome = AppendOutcome(partition, ErrorCode.NONE, result, awaiting=leadership)
         wait_ms = self._commit_timeout_ms if timeout_ms is None else timeout_ms
 
         async def replicated() -> ErrorCode:
+            if flush:
+                try:
+                    await runtime.to_thread(partition_log.flush)
+                except KafkaStorageError:
+                    report_storage(state)
+                    return ErrorCode.KAFKA_STORAGE_ERROR
+            if leadership is None:
+                return ErrorCode.NONE
             await await_replication(
                 state, self._replication, self._waiters, self._min_isr, [(name, outcome)], wait_ms
             )

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 from strom.storage import OffsetOutOfRange, PartitionLog
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 from strom.wire.records import BatchHeader, Record, decode_batch, iter_batches
 
@@ -30,12 +31,20 @@ class CoordinatorTopic(Protocol):
         ...
 
     def append(
-        self, partition: int, batch: bytes | bytearray, now: int, timeout_ms: int | None = None
+        self,
+        partition: int,
+        batch: bytes | bytearray,
+        now: int,
+        timeout_ms: int | None = None,
+        *,
+        verification: VerificationGuard | None = None,
     ) -> ErrorCode | Replicated:
         """Append one batch as the coordinator, acks=all: an error if nothing was written
         (e.g. NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS), NONE if the records are committed
-        already (one replica), else the wait for the ISR to hold them (bounded by
-        `timeout_ms`, or the topic's own commit timeout)."""
+        already (one replica, nothing to fsync), else the wait for the ISR to hold them
+        (bounded by `timeout_ms`, or the topic's own commit timeout), after the fsync
+        `flush.messages` asks for. `verification`: the guard a
+        transactional batch was verified under (KIP-890; `PartitionLog.append`)."""
         ...
 
     async def create(self) -> ErrorCode:

@@ -71,6 +71,7 @@ from strom.wire.records import Record, build_batch
 
 if TYPE_CHECKING:
     from strom.config import BrokerConfig
+    from strom.storage.log.producer_state import VerificationGuard
 
 log = logging.getLogger("strom.groups")
 T = TypeVar("T")
@@ -118,6 +119,9 @@ class GroupDriver(CoordinatorHost):
         """Transaction markers written to a partition while it loads: applied after the load
         (applying one the load already read is harmless)."""
         self._load_ids = itertools.count(1)
+        self._verifications: dict[tuple[int, int], VerificationGuard] = {}
+        """(producer id, epoch) -> the guard its TxnOffsetCommit was verified under, until
+        its batch is appended (`txn_commit`)."""
         self._to_load, self._load_queue = trio.open_memory_channel[tuple[int, int]](math.inf)
 
     # --- start-up and the timer task ---------------------------------------------------------
@@ -246,14 +250,29 @@ class GroupDriver(CoordinatorHost):
         )
         return result.errors
 
-    async def txn_commit(self, req: TxnCommitRequest) -> dict[PartitionKey, ErrorCode]:
+    async def txn_commit(
+        self, req: TxnCommitRequest, verification: VerificationGuard | None = None
+    ) -> dict[PartitionKey, ErrorCode]:
         """TxnOffsetCommit, answered once the transaction's offsets are written (call `ready`
-        and verify the transaction first); they count once its COMMIT marker is written."""
+        and verify the transaction first); they count once its COMMIT marker is written.
+
+        `verification`: the group partition's guard the transaction was verified under
+        (`PartitionLog.start_verification`). The batch is appended under it, so a
+        verification answered before the transaction's marker reached the partition cannot
+        let the offsets in after it (INVALID_TXN_STATE), where they would open a transaction
+        nobody ends (KIP-890's ABA race, closed as for a produce)."""
         keys = [(p.topic, p.partition) for p in req.partitions]
-        result = await self._request(
-            partial(self.machine.txn_commit, req=req),
-            lambda error: CommitResult(dict.fromkeys(keys, error)),
-        )
+        producer = (req.producer_id, req.producer_epoch)
+        if verification is not None:
+            self._verifications[producer] = verification
+        try:
+            result = await self._request(
+                partial(self.machine.txn_commit, req=req),
+                lambda error: CommitResult(dict.fromkeys(keys, error)),
+            )
+        finally:
+            if verification is not None and self._verifications.get(producer) is verification:
+                del self._verifications[producer]
         return result.errors
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> int:
@@ -324,6 +343,7 @@ class GroupDriver(CoordinatorHost):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         now = self.now()
         records = [Record(k, v, timestamp=now) for k, v in write.records]
+        guard = None
         if write.producer is None:
             batch = build_batch(records)
         else:  # a transaction's offsets: its transactional batch, as Kafka's coordinator writes
@@ -331,8 +351,19 @@ class GroupDriver(CoordinatorHost):
             batch = build_batch(
                 records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True
             )
-        outcome = self.topic.append(index, batch, now)
-        if isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
+            guard = self._verifications.pop(write.producer, None)
+        if guard is None:
+            outcome = self.topic.append(index, batch, now)
+        else:
+            outcome = self.topic.append(index, batch, now, verification=guard)
+        if isinstance(outcome, ErrorCode) and outcome in (
+            ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_PRODUCER_EPOCH
+        ):
+            log.info(
+                "group %s: transactional offsets of producer %s refused: %s",
+                write.group_id, write.producer, outcome.name,
+            )  # fmt: skip
+        elif isinstance(outcome, ErrorCode) and outcome != ErrorCode.NONE:
             log.error(
                 "group %s: append to %s-%d failed: %s",
                 write.group_id, CONSUMER_OFFSETS, index, outcome.name,

@@ -13,7 +13,10 @@ broker process reach the controller only through this class (`BrokerState.contro
 - **Apply.** Committed entries reach `apply` in offset order. A command's records are staged and
   adopted together once its last entry is committed (`Provenance(last offset, its epoch,
   timestamp)`), so a replica never shows half a command; each adopted delta is published to the
-  subscribers (`subscribe`, `subscribe_deltas`) in order by one task.
+  subscribers (`subscribe`, `subscribe_deltas`) in order by one task. The high watermark may
+  stop inside a large command (a follower fetched part of it); if the leader then fails, the
+  command's tail is lost and the next epoch's entries follow its committed prefix: every
+  replica drops that prefix alike (`_drop_cut_command`), as Kafka never applies part of a batch.
 - **Snapshots.** Every `SNAPSHOT_INTERVAL_BYTES` of applied entries (and on `snapshot()`) the
   image is handed to the Raft driver as its snapshot; the Raft log below it is dropped, and a
   follower that falls behind it fetches it.
@@ -303,6 +306,8 @@ class QuorumController:
         self._closed = False
         self._pending: list[Message] = []
         """Records of a command whose last entry is not committed yet."""
+        self._pending_epoch = -1
+        """The epoch of `_pending`'s entries."""
         self._boundary = 0
         """The image holds exactly the entries below this offset (a snapshot may end here)."""
         self._last_record = -1
@@ -460,9 +465,12 @@ class QuorumController:
         for entry in entries:
             if proposal is not None and entry.offset == proposal.last:
                 proposal.own = entry.epoch == proposal.epoch and entry.data == proposal.last_entry
+            if self._pending and entry.epoch != self._pending_epoch:
+                self._drop_cut_command(entry)
             if not entry.control:
                 remaining, timestamp, record = decode_entry(entry.data)
                 self._pending.append(record)
+                self._pending_epoch = entry.epoch
                 self._since_snapshot += len(entry.data)
                 if remaining:
                     continue
@@ -474,6 +482,20 @@ class QuorumController:
                 self._to_publish.send_nowait((self._controller.image, delta, entry.offset))
             if not self._pending:
                 self._boundary = entry.offset + 1
+
+    def _drop_cut_command(self, entry: Entry) -> None:
+        """The entries of a command whose tail never reached the log: one leader proposes all
+        of a command's entries together in its epoch, so an entry of another epoch (the next
+        leader's control entry first) means the rest was lost with the old leader, after a
+        prefix had been committed (a follower fetched part of a large command, then the
+        leader failed). The command never happened: its records are dropped, on every replica
+        alike, as they all read the same log."""
+        log.warning(
+            "node %d: dropped %d record(s) of a command cut short by a leader change "
+            "(epoch %d, before offset %d); it was never committed whole",
+            self.node_id, len(self._pending), self._pending_epoch, entry.offset,
+        )  # fmt: skip
+        self._pending = []
 
     def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         """Replace the replica's image with a snapshot's (RaftStateMachine)."""
@@ -805,7 +827,10 @@ class QuorumController:
     async def broker_heartbeat(self, request: BrokerHeartbeatRequest) -> BrokerHeartbeatResponse:
         """BrokerHeartbeat (API 63): renews the lease, may unfence, fence or shut down. Only the
         active controller answers, and only once the commands before it are settled;
-        REQUEST_TIMED_OUT after half of broker.heartbeat.interval.ms, as Kafka's controller."""
+        REQUEST_TIMED_OUT after half of broker.heartbeat.interval.ms, as Kafka's controller.
+        The lease is renewed on arrival, before the heartbeat queues behind other commands."""
+        if self.is_active:
+            self._controller.touch_lease(request.broker_id, request.broker_epoch, monotonic_ms())
         try:
             return await self._run_command(
                 lambda offset: self._controller.broker_heartbeat(

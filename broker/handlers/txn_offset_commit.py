@@ -11,7 +11,12 @@ Behavior:
   a transactional produce: v0-4 verify it was added by AddOffsetsToTxn (else
   INVALID_TXN_STATE; v4 TRANSACTION_ABORTABLE); v5 (transactions v2) add it. Coordinator
   errors the client should retry are COORDINATOR_NOT_AVAILABLE (as Kafka's group
-  coordinator normalizes them), a fenced producer INVALID_PRODUCER_EPOCH.
+  coordinator normalizes them), a fenced producer INVALID_PRODUCER_EPOCH. The question is
+  asked under the group partition's verification guard, and the offsets are appended under
+  it: if the transaction's marker reaches the partition between the answer and the append
+  (a late request, answered by a coordinator that had not yet heard), the append is
+  INVALID_TXN_STATE instead of opening a transaction nobody will end, which would hold the
+  partition's last stable offset (and `require_stable` offset fetches) back forever.
 - Authorization first, as Kafka: WRITE on the transactional id
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED) and
   on each topic (TOPIC_AUTHORIZATION_FAILED). Partitions of unknown topics are
@@ -38,8 +43,11 @@ from strom.broker.handlers.txn_common import transactions_v2
 from strom.broker.security.authorization import allowed
 from strom.coordinator.groups.api import CommitPartition, TxnCommitRequest
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
+from strom.storage import LogAppendError
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from strom.wire.records import NO_SEQUENCE
 
 if TYPE_CHECKING:
     from strom.broker.handlers.request import RequestContext
@@ -105,7 +113,7 @@ async def _commit(
     error = await driver.ready(body.group_id)
     if error:
         return dict.fromkeys(keys, error)
-    error = await _verify(broker, body, version, driver.partition_for(body.group_id))
+    error, guard = await _verify(broker, body, version, driver.partition_for(body.group_id))
     if error:
         return dict.fromkeys(keys, error)
     req = TxnCommitRequest(
@@ -117,17 +125,29 @@ async def _commit(
         member_id=body.member_id,
         group_instance_id=body.group_instance_id,
     )
-    return await driver.txn_commit(req)
+    return await driver.txn_commit(req, guard)
 
 
 async def _verify(
     broker: BrokerState, body: TxnOffsetCommitRequest, version: int, partition: int
-) -> ErrorCode:
-    """Ask the transaction coordinator about the group's partition (see the docstring)."""
+) -> tuple[ErrorCode, VerificationGuard | None]:
+    """Ask the transaction coordinator about the group's partition (see the docstring):
+    the error, or NONE and the guard to append under (None: nothing to guard)."""
     add = version >= ADDS_PARTITION_VERSION and transactions_v2(broker)
     if not add and not broker.config.transaction_partition_verification_enable:
-        return ErrorCode.NONE
+        return ErrorCode.NONE, None
     key = (CONSUMER_OFFSETS, partition)
+    guard = None
+    log = broker.logs.get(*key)
+    if log is not None:
+        try:
+            guard = log.start_verification(
+                body.producer_id, NO_SEQUENCE, body.producer_epoch, supports_epoch_bump=add
+            )
+        except LogAppendError as exc:  # a stale epoch, or its previous transaction still open
+            if exc.error == ErrorCode.INVALID_PRODUCER_EPOCH:
+                return exc.error, None
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
     answer = await broker.txn_verifier.verify(
         body.transactional_id,
         body.producer_id,
@@ -138,5 +158,5 @@ async def _verify(
     )
     error = answer.get(key, ErrorCode.NONE)
     if error in RETRIABLE_VERIFICATION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return error
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    return error, guard

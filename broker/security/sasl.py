@@ -18,7 +18,8 @@ Re-authentication (KIP-368): with `connections.max.reauth.ms` > 0 the SaslAuthen
 completes an exchange carries `session_lifetime_ms` (the smaller of that and the time left on
 an OAUTHBEARER token). The client must re-authenticate on the same connection (SaslHandshake
 then SaslAuthenticate, same mechanism, same principal) before the session ends; a request
-after the end closes the connection.
+after the end closes the connection. A connection begins re-authenticating at most once a
+second, as Kafka's KafkaChannel allows: a SaslHandshake sooner is answered ILLEGAL_SASL_STATE.
 
 Mechanisms (`SaslServer`s, sans-IO: `evaluate(token)` per client message):
 - PLAIN: users and passwords are the `user_<name>="<password>"` options of the listener's
@@ -329,6 +330,8 @@ class Verdict:
 
 
 PASS = Verdict(Action.PASS)
+MIN_REAUTH_INTERVAL_MS = 1000
+"""Kafka's KafkaChannel lets a connection begin re-authenticating at most once a second."""
 
 MechanismFactory = Callable[[], SaslServer]
 
@@ -360,6 +363,7 @@ class Authenticator:
         self._server: SaslServer | None = None
         self.principal: KafkaPrincipal | None = None
         self.session_expires_ms: int | None = None
+        self._reauth_started_ms: int | None = None
         self.reauthentications = 0
         self.passes = False
         """Set by the server: whether the last request went on to its handler."""
@@ -391,17 +395,30 @@ class Authenticator:
                 Action.CLOSE,
                 reason=f"unexpected request (API key {api_key}) before SASL authentication",
             )
-        if self.expired() and not (api_key == SASL_HANDSHAKE or self.state is State.REAUTHENTICATE):
+        reauth = (
+            api_key == SASL_HANDSHAKE
+            and self.state is State.AUTHENTICATED
+            and self._may_reauthenticate()
+        )
+        if self.expired() and not (reauth or self.state is State.REAUTHENTICATE):
             return Verdict(Action.CLOSE, reason="the SASL session expired without re-authentication")
-        if api_key == SASL_HANDSHAKE and self.state is State.AUTHENTICATED:
-            if self.session_expires_ms is None:
-                return PASS  # no re-authentication on this connection: ILLEGAL_SASL_STATE
+        if reauth:
             assert isinstance(body, SaslHandshakeRequest)
+            self._reauth_started_ms = self._clock()
             return self._handshake(body.mechanism, version, reauth=True)
         if api_key == SASL_AUTHENTICATE and self.state is State.REAUTHENTICATE:
             assert isinstance(body, SaslAuthenticateRequest)
             return self._authenticate(body.auth_bytes, version)
-        return PASS
+        return PASS  # a SaslHandshake that begins no re-authentication: ILLEGAL_SASL_STATE
+
+    def _may_reauthenticate(self) -> bool:
+        """Kafka's KafkaChannel: only a session that ends is re-authenticated, and at most once
+        a second (a SaslHandshake sooner goes to its handler, which answers it
+        ILLEGAL_SASL_STATE; the connection stays open)."""
+        if self.session_expires_ms is None:
+            return False
+        started = self._reauth_started_ms
+        return started is None or self._clock() - started >= MIN_REAUTH_INTERVAL_MS
 
     def on_raw_token(self, token: bytes) -> bytes | None:
         """A raw token after SaslHandshake v0: the raw reply, or None (close: it failed)."""

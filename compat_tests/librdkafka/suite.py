@@ -215,18 +215,22 @@ def acl_tools() -> Path:
 def run(
     runner: Path, test: str, bootstrap: str, workdir: Path, *, timeout: float = 900,
     extra_conf: Mapping[str, str] | None = None, kafka_home: Path | None = None,
+    extra_env: Mapping[str, str] | None = None, broker_version: str = BROKER_VERSION,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run one numbered test of `runner` against `bootstrap`; its output is in the result
-    (exit status 0: every sub-test passed)."""
+    (exit status 0: every sub-test passed). `extra_env`: more environment (the `SSL_*` files
+    of `pki.make_pki`). `broker_version`: the Kafka version the suite is told it runs against
+(it chooses sub-tests and their expectations by it)."""
     workdir.mkdir(parents=True, exist_ok=True)
     conf = workdir / "test.conf"
     settings = {"bootstrap.servers": bootstrap, **(extra_conf or {})}
     conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     env = {
         **os.environ,
+        **(extra_env or {}),
         "TESTS": test,
         "RDKAFKA_TEST_CONF": str(conf),
-        "TEST_KAFKA_VERSION": BROKER_VERSION,
+        "TEST_KAFKA_VERSION": broker_version,
         "KAFKA_PATH": str(kafka_home or kafka_path()),
         "TEST_LEVEL": "2",
         # the runner links librdkafka's shared libraries from the tree, as run-test.sh sets it

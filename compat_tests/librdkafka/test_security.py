@@ -14,6 +14,12 @@
   TOPIC_AUTHORIZATION_FAILED, fails a producer's deliveries and then its produce() calls, and
   fails a consumer's fetches, as librdkafka expects.
 
+- 0133 `ssl_keys`: PKCS#12 and PEM client key stores (librdkafka's own fixtures) load with the
+  right password and are refused with a wrong one; it never connects.
+
+0097 (certificate verification), 0081 (the Admin API) and 0142 over OAUTHBEARER are too long
+for CI: `python -m compat_tests.librdkafka` runs them by hand (see its `__main__`).
+
 0115 runs on its own with librdkafka's debug log: its "topic not known" case can lose a race
 inside librdkafka (see `_client_race`); when the log proves that race, 0115 runs once more.
 
@@ -100,6 +106,14 @@ def test_sasl_credentials_and_reauthentication(
     _passed(done.stdout + done.stderr, done.returncode, tests, cluster.report(60))
 
 
+@pytest.mark.timeout(1800)  # the first run builds its runner
+def test_client_key_stores_load(tmp_path: Path) -> None:
+    # 0133 never connects: its bootstrap address is never dialled
+    runner = suite.test_runner(("0133",))
+    done = suite.run(runner, "0133", "127.0.0.1:1", tmp_path / "rdkafka")
+    _passed(done.stdout + done.stderr, done.returncode, ("0133",), "(no broker)")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_producers_and_consumers_refused_by_acls(runner: Path, tmp_path: Path) -> None:
@@ -145,6 +159,23 @@ def _client_race(output: str) -> bool:
         return False
     window = output[start : failed.start()]
     return f"Topic {topics[-1]} changed state unknown -> error" in window
+
+
+def test_the_0115_race_is_told_apart_from_a_broker_failure() -> None:
+    """`_client_race` on the lines librdkafka prints: the race (the topic went unknown ->
+    error after "Producing message 1") reruns; a failure where the producer knew the topic
+    (exists -> error) or with another error does not."""
+    head = ('[0115_producer_auth / 3.3s] Using topic "T"\n'
+            "[0115_producer_auth / 6.7s] Producing message 1 to any partition\n")  # fmt: skip
+    fail = ('### Test "0115_producer_auth" failed at 0115-producer_auth.cpp:123:do_test_producer() '
+            'at x: ###\nTest assertion failed: "!err": produce() failed: Broker: Topic '
+            "authorization failed\n")  # fmt: skip
+    state = "%7|1.0|STATE|0115_producer_auth#producer-20| [thrd:main]: Topic T changed state {}\n"
+    assert _client_race(head + state.format("unknown -> error") + fail)
+    assert not _client_race(head + state.format("exists -> error") + fail)
+    assert not _client_race(state.format("unknown -> error") + head + fail)
+    assert not _client_race(head + state.format("unknown -> error") + fail.replace("Topic authorization", "Unknown topic"))
+    assert _without_debug(head + state.format("unknown -> error")) == head.rstrip("\n")
 
 
 def _without_debug(output: str) -> str:

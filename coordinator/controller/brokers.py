@@ -20,7 +20,9 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
   away) -> SHUTDOWN_NOW (`should_shut_down`) once it leads none and every active broker has
   seen the change; `want_fence` fences it. A heartbeat with another epoch is STALE_BROKER_EPOCH.
 - Leases: a broker that has not heartbeated for `broker.session.timeout.ms` is fenced
-  (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`).
+  (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`). A heartbeat
+  renews the lease when it arrives (`BrokerLeases.touch`), not when its turn comes: a
+  controller busy with a long queue of commands does not fence the brokers waiting in it.
 - Fencing (or controlled shutdown) takes the broker out of every ISR it is in and re-elects
   the leaders it held among the remaining active in-sync replicas. Without eligible leader
   replicas (KIP-966) the last member stays in the ISR; with them (feature
@@ -40,7 +42,7 @@ Time comes in as `now_ms`; nothing here reads a clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -50,11 +52,10 @@ from strom.coordinator.controller.election import Election, plan_change
 from strom.coordinator.controller.result import ControllerError, ControllerResult
 from strom.coordinator.metadata.image import (
     METADATA_VERSION,
-    NO_LEADER,
     MetadataImage,
-    PartitionImage,
     TopicImage,
 )
+from strom.coordinator.metadata.replica_index import replica_index
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
@@ -154,6 +155,20 @@ class BrokerLeases:
         if session is None or session.epoch != epoch:
             return True
         return session.last_contact_ms + self.silent_after_ms < now_ms
+
+    def touch(self, image: MetadataImage, broker_id: int, epoch: int, now_ms: int) -> None:
+        """A heartbeat from this incarnation arrived at `now_ms`: its lease is renewed then,
+        before the heartbeat waits its turn behind other commands (Kafka's
+        `trackBrokerHeartbeat`), so a backlog of commands never fences a live broker. A
+        heartbeat of an epoch not registered renews nothing."""
+        registration = image.broker(broker_id)
+        if registration is None or registration.epoch != epoch:
+            return
+        session = self.sessions.get(broker_id)
+        if session is None or session.epoch != epoch:
+            self.sessions[broker_id] = Session(epoch, now_ms)
+        elif session.last_contact_ms < now_ms:
+            session.last_contact_ms = now_ms
 
     def expired(self, broker_id: int, epoch: int, now_ms: int) -> bool:
         """The broker's lease has run out (a broker never heard from has no lease to lose)."""
@@ -432,13 +447,7 @@ def next_lease_expiry(image: MetadataImage, leases: BrokerLeases) -> int | None:
 
 
 def leads_partitions(image: MetadataImage, broker_id: int) -> bool:
-    return any(p.leader == broker_id for _, p in _partitions(image))
-
-
-def _partitions(image: MetadataImage) -> Iterator[tuple[TopicImage, PartitionImage]]:
-    for topic in image.topics_by_id.values():
-        for partition in topic.partitions.values():
-            yield topic, partition
+    return any(p.leader == broker_id for _, p in replica_index(image).held_by(image, broker_id))
 
 
 def _fence(
@@ -467,9 +476,7 @@ def _unfence(
     def usable(b: int) -> bool:
         return b == broker_id or _is_active(image, b)
 
-    for topic, p in _partitions(image):
-        if p.leader != NO_LEADER:
-            continue
+    for topic, p in replica_index(image).without_leader(image):
         election = Election.UNCLEAN if unclean(topic) else Election.ONLINE
         change = plan_change(topic.topic_id, p, usable, election=election, min_isr=elr(topic))
         if change is not None:
@@ -499,7 +506,7 @@ def _remove_from_isrs(
         return b != broker_id and _is_active(image, b)
 
     records: list[Message] = []
-    for topic, p in _partitions(image):
+    for topic, p in replica_index(image).held_by(image, broker_id):
         in_elr = unclean_shutdown and broker_id in p.elr
         if broker_id not in p.isr and p.leader != broker_id and not in_elr:
             continue

@@ -25,6 +25,7 @@ from strom.coordinator.controller.brokers import (
 )
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
+from strom.coordinator.metadata import replica_index
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
     ELR_VERSION,
@@ -174,6 +175,7 @@ class Controller:
         if delta.base is not self._image:
             raise ValueError("the delta was staged against an older image")
         self._image = delta.apply()
+        replica_index.carry(delta, self._image)
 
     def reset(self, image: MetadataImage) -> None:
         """Adopt a whole image (loaded from a snapshot)."""
@@ -282,6 +284,10 @@ class Controller:
             unclean=self._unclean,
             elr=self._elr,
         )
+
+    def touch_lease(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat arrived: renew the broker's lease now (see `BrokerLeases.touch`)."""
+        self.leases.touch(self._image, broker_id, broker_epoch, now_ms)
 
     def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
         """Fence one broker whose lease has expired (response: its id, or None)."""

@@ -159,6 +159,9 @@ class MetadataImage:
     client_quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=dict)
     """Client quotas (ClientQuotaRecord) by entity; only entities with a value appear."""
     provenance: Provenance = field(default_factory=Provenance)
+    replica_index_cache: object = field(default=None, init=False, repr=False, compare=False)
+    """The controller's index of partitions by broker for this image, once built or carried
+    over (`strom.coordinator.metadata.replica_index`); not part of the metadata."""
 
     EMPTY: ClassVar[MetadataImage]
     """The image before any record (set after the class body)."""

@@ -761,7 +761,7 @@ class RaftCore:
         replica = state.replica(request.replica_id)
         replica.last_fetch_ms = now
         state.begin_unacked.discard(request.replica_id)
-        state.parked.pop(request.replica_id, None)  # superseded: the replica gave up on it
+        state.unpark(request.replica_id)  # superseded: the replica gave up on it
         high_watermark = self.high_watermark
         response = self._serve_fetch(state, request, now)
         if self.high_watermark > high_watermark:
@@ -774,7 +774,7 @@ class RaftCore:
             and replica.told_high_watermark >= self.high_watermark
         ):
             deadline = now + min(request.max_wait_ms, self.config.fetch_max_wait_ms)
-            state.parked[request.replica_id] = ParkedFetch(src, request, deadline)
+            state.park(request.replica_id, ParkedFetch(src, request, deadline))
         else:
             self._send_fetch_response(state, src, request.replica_id, response)
 
@@ -841,12 +841,17 @@ class RaftCore:
         error: int = NONE,
         due: bool = False,
     ) -> None:
-        for replica_id, parked in list(state.parked.items()):
-            if due and parked.deadline > now:
-                continue
-            if only_new_data and parked.request.fetch_offset >= self.log.end_offset:
-                continue
-            del state.parked[replica_id]
+        if due:
+            answer = state.expired(now)
+        else:
+            answer = [
+                (replica_id, parked)
+                for replica_id, parked in state.parked.items()
+                if not (only_new_data and parked.request.fetch_offset >= self.log.end_offset)
+            ]
+            for replica_id, _ in answer:
+                state.unpark(replica_id)
+        for replica_id, parked in answer:
             if error != NONE:
                 self._send(parked.src, self._fetch_response(parked.request, error))
             else:

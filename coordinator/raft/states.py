@@ -25,6 +25,7 @@ Observers are only ever Unattached or Follower; they never vote.
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass, field
 
 from strom.coordinator.raft.messages import NO_LEADER, FetchRequest
@@ -137,7 +138,16 @@ class LeaderState(EpochState):
     """Every other voter's progress."""
     observers: dict[int, ReplicaState] = field(default_factory=dict)
     parked: dict[int, ParkedFetch] = field(default_factory=dict)
-    """Held fetches, by replica id (a newer fetch from the same replica supersedes its own)."""
+    """Held fetches, by replica id (a newer fetch from the same replica supersedes its own);
+    change it only through `park` and `unpark`, which keep `_expiries` with it."""
+    _expiries: list[tuple[int, int, ParkedFetch]] = field(
+        default_factory=list, init=False, repr=False
+    )
+    """A heap of (deadline, sequence, fetch) over `parked`, with entries of fetches since
+    answered left in until they reach the top: with hundreds of observers parked, the next
+    deadline and the expired fetches are found without a scan of them all (the driver asks
+    for the deadline after every input)."""
+    _parked_seq: int = field(default=0, init=False, repr=False)
     begin_unacked: set[int] = field(default_factory=set)
     """Voters that have not acknowledged BeginQuorumEpoch nor fetched in this epoch."""
     begin_retry_at: int = NEVER
@@ -180,10 +190,45 @@ class LeaderState(EpochState):
         """The other voters, furthest fetched first (EndQuorumEpoch's preferred successors)."""
         return tuple(sorted(self.replicas, key=lambda v: -self.replicas[v].offset))
 
+    def park(self, replica_id: int, fetch: ParkedFetch) -> None:
+        """Hold `fetch` (superseding the replica's earlier one) until data or its deadline."""
+        self.parked[replica_id] = fetch
+        self._parked_seq += 1
+        heapq.heappush(self._expiries, (fetch.deadline, self._parked_seq, fetch))
+        if len(self._expiries) > 2 * len(self.parked) + 64:  # mostly answered ones: rebuild
+            self._expiries = [e for e in self._expiries if self._holds(e[2])]
+            heapq.heapify(self._expiries)
+
+    def unpark(self, replica_id: int) -> ParkedFetch | None:
+        """Release the replica's held fetch, if any (its heap entry goes stale)."""
+        return self.parked.pop(replica_id, None)
+
+    def _holds(self, fetch: ParkedFetch) -> bool:
+        return self.parked.get(fetch.request.replica_id) is fetch
+
+    def _drop_stale(self) -> None:
+        expiries = self._expiries
+        while expiries and not self._holds(expiries[0][2]):
+            heapq.heappop(expiries)
+
+    def expired(self, now: int) -> list[tuple[int, ParkedFetch]]:
+        """Release and return the held fetches whose deadline is `now` or earlier, earliest
+        first."""
+        out: list[tuple[int, ParkedFetch]] = []
+        expiries = self._expiries
+        while expiries and expiries[0][0] <= now:
+            fetch = heapq.heappop(expiries)[2]
+            if self._holds(fetch):
+                replica_id = fetch.request.replica_id
+                del self.parked[replica_id]
+                out.append((replica_id, fetch))
+        return out
+
     def deadline(self, *, request_timeout_ms: int, fetch_timeout_ms: int) -> int:
         deadline = min(self.begin_retry_at, self.check_quorum_deadline(fetch_timeout_ms))
-        for parked in self.parked.values():
-            deadline = min(deadline, parked.deadline)
+        self._drop_stale()
+        if self._expiries:
+            deadline = min(deadline, self._expiries[0][0])
         return deadline
 
 

@@ -14,7 +14,9 @@ import pytest
 from strom.config import BrokerConfig
 from strom.config.planted import planting
 from strom.coordinator.controller import Controller, ControllerResult
+from strom.coordinator.controller.brokers import leads_partitions
 from strom.coordinator.metadata.image import PartitionImage
+from strom.coordinator.metadata.replica_index import ReplicaIndex, replica_index
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
@@ -330,6 +332,21 @@ def test_an_expired_lease_fences_the_broker_and_its_partitions_go_offline() -> N
     assert cluster.fence_stale() is None  # one broker, fenced once
 
 
+def test_a_heartbeat_renews_the_lease_on_arrival_before_its_turn_comes() -> None:
+    """A controller backlogged with commands must not fence a broker whose heartbeat waits in
+    the queue (Kafka's trackBrokerHeartbeat): the lease counts from the arrival."""
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    cluster.now = SESSION_MS - 1
+    cluster.controller.touch_lease(2, epoch, cluster.now)  # arrived; not yet run
+    cluster.controller.touch_lease(2, epoch + 1, 10 * SESSION_MS)  # another epoch: ignored
+    cluster.controller.touch_lease(3, 0, 10 * SESSION_MS)  # not registered: ignored
+    cluster.now = 2 * SESSION_MS - 1
+    assert cluster.fence_stale() is None
+    cluster.now = 2 * SESSION_MS
+    assert cluster.fence_stale() == 2
+
+
 def test_fencing_a_leader_moves_leadership_to_the_in_sync_replica() -> None:
     cluster = Cluster()
     cluster.join(2)
@@ -352,6 +369,45 @@ def test_unfencing_elects_the_broker_for_its_offline_partitions() -> None:
     assert not cluster.heartbeat(2, epoch).is_fenced
     solo = cluster.partition("solo")
     assert (solo.leader, solo.isr) == (2, (2,))
+
+
+def _index_matches_a_rebuild(cluster: Cluster) -> None:
+    image = cluster.controller.image
+    carried = image.replica_index_cache
+    assert isinstance(carried, ReplicaIndex)  # carried over, not rebuilt on demand
+    rebuilt = ReplicaIndex.build(image)
+    assert {b: t for b, t in carried.by_broker.items() if t} == rebuilt.by_broker
+    assert carried.leaderless == rebuilt.leaderless
+
+
+def test_the_replica_index_follows_every_change_without_a_rescan() -> None:
+    """Fencing, unfencing and shutting down look only at the partitions the broker holds or
+    that have no leader (the index the controller carries from image to image); it must
+    say what a fresh scan of the image says after every command."""
+    cluster = Cluster()
+    replica_index(cluster.controller.image)  # built once; carried from here on
+    epochs = {b: cluster.join(b) for b in (2, 3)}
+    cluster.topic_on("pair", 2, 3)
+    cluster.topic_on("solo", 2)
+    cluster.topic_on("other", 3, 1)
+    _index_matches_a_rebuild(cluster)
+    held = [(t.name, p.partition_id) for t, p in replica_index(cluster.controller.image).held_by(
+        cluster.controller.image, 2)]  # fmt: skip
+    assert held == [("pair", 0), ("solo", 0)]  # in the image's order
+    cluster.now = SESSION_MS + 1
+    cluster.controller.leases.sessions[3].last_contact_ms = cluster.now
+    assert cluster.fence_stale() == 2
+    _index_matches_a_rebuild(cluster)
+    image = cluster.controller.image
+    assert [t.name for t, _ in replica_index(image).without_leader(image)] == ["solo"]
+    epochs[2] = cluster.register(2).broker_epoch
+    assert not cluster.heartbeat(2, epochs[2]).is_fenced
+    _index_matches_a_rebuild(cluster)
+    image = cluster.controller.image
+    assert list(replica_index(image).without_leader(image)) == []
+    cluster.heartbeat(3, epochs[3], want_shut_down=True)
+    _index_matches_a_rebuild(cluster)
+    assert not leads_partitions(cluster.controller.image, 3)
 
 
 def test_activation_gives_a_fresh_lease_except_to_the_own_broker() -> None:

@@ -20,6 +20,7 @@ from strom.coordinator.groups.api import (
 )
 from strom.coordinator.groups.records import OffsetRecord
 from strom.storage import AppendOrigin, LogAppendError, PartitionLog
+from strom.storage.log.producer_state import VerificationGuard
 from strom.wire.errors import ErrorCode
 from tests.broker.test_produce_helpers import wait_for
 from tests.log.helpers import Clock, open_log
@@ -44,13 +45,21 @@ class OneLogTopic:
         return (self.log, 3) if partition == 0 else None
 
     def append(
-        self, partition: int, batch: bytes | bytearray, now: int, timeout_ms: int | None = None
+        self,
+        partition: int,
+        batch: bytes | bytearray,
+        now: int,
+        timeout_ms: int | None = None,
+        *,
+        verification: VerificationGuard | None = None,
     ) -> ErrorCode | Replicated:
         led = self.leader(partition)
         if led is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         try:
-            led[0].append(batch, led[1], now, origin=AppendOrigin.COORDINATOR)
+            led[0].append(
+                batch, led[1], now, origin=AppendOrigin.COORDINATOR, verification=verification
+            )
         except LogAppendError as exc:
             return exc.error
         return self.replicated or ErrorCode.NONE

@@ -197,3 +197,27 @@ async def test_describe_keeps_the_assignment_while_rebalancing(client: KafkaClie
     [member] = group.members
     assert bytes(member.member_metadata) == b""
     assert bytes(member.member_assignment) == b"the-assignment"
+
+
+@pytest.mark.parametrize(
+    "broker_overrides",
+    [{"offsets.topic.num.partitions": "5", "log.flush.interval.messages": "1"}],
+)
+async def test_flush_messages_one_fsyncs_a_commit_before_the_ack(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """With flush.messages=1 an acknowledged offset commit is on disk: the group
+    coordinator's append is fsynced before it is answered, as a produce's is (found by the
+    simulation, seed 2979: a whole-cluster power cut lost an acknowledged commit that only
+    the page cache of the replica elected afterwards had held). The log manager's background
+    flush is kept out of it, so only the append's own flush can pass."""
+    await create_topic(client, "t")
+    assert await commit(client, "g", "t", 1) == [0, 0]  # __consumer_offsets exists now
+    state = broker.broker.state
+    assert state is not None
+    log = state.logs.get(CONSUMER_OFFSETS, partition_for("g", 5))
+    assert log is not None
+    log.on_flush_wanted = None
+    for i in range(3):
+        assert await commit(client, "g", "t", 10 + i) == [0, 0]
+        assert log.recovery_point == log.log_end_offset

@@ -433,6 +433,27 @@ async def test_entries_say_how_many_of_their_command_follow() -> None:
         decode_snapshot(b"XXXX" + bytes(20))
 
 
+async def test_a_command_cut_short_by_a_leader_change_is_dropped_not_half_applied(
+    tmp_path: Path,
+) -> None:
+    """A follower fetched the first entries of a large command, the high watermark passed
+    them, and the leader failed before anyone else had the rest: the next leader's entries
+    follow the committed prefix. The replica drops the prefix (it never sees the command's
+    last entry) instead of prepending it to the next command."""
+    config = _config(1, {1: Address("127.0.0.1", 1), 2: Address("127.0.0.1", 2)}, tmp_path)
+    _format(config, {})
+    node = await QuorumController.open(config)
+    cut = encode_entries(
+        [FeatureLevelRecord("group.version", 1), FeatureLevelRecord("metadata.version", 20)], 1
+    )
+    whole = encode_entries([FeatureLevelRecord("metadata.version", 21)], 2)
+    node.apply([Entry(0, 1, cut[0], False)])  # the committed prefix: held, not applied
+    assert node.image.features == {}
+    node.apply([Entry(1, 2, b"", True), Entry(2, 2, whole[0], False)])
+    assert dict(node.image.features) == {"metadata.version": 21}  # no group.version
+    assert node.image.provenance.offset == 2
+
+
 # --- a leader cut off from the quorum ----------------------------------------------------------
 
 

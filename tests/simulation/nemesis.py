@@ -17,12 +17,28 @@
 | `fsync-fails` | every fsync on a node fails (EIO) | stop it, clear, start it |
 | `disk-full` | every write that grows a file on a node fails (ENOSPC) | clear; stop it, start it |
 
+Some seeds (`Scenario.for_seed`) open with a scripted sequence aimed at one partition P of the
+workload's topic (L its leader, F and G its followers), the situations a random schedule
+almost never builds and three fixed bugs needed (`strom.config.planted`); then the random
+faults follow. A "replication link" is the brokers' listener (9092) between two nodes; the
+controllers' (9093) stays up unless named:
+
+| opening | what it does | the bug it exposes |
+|---|---|---|
+| `sole-leader-restart` | L's replication links cut until P's ISR is L alone; L killed and restarted at once (before its lease runs out); links healed 3-10 s later | restart-keeps-leader-epoch: with eligible leader replicas off, L's new process leads in its old leader epoch (the live check "one leader per leader epoch") |
+| `follower-restart-unfetched` | G's replication link to L cut until G left P's ISR; F's link to L cut too, F's power cut (nothing unsynced kept) and F restarted at once, unable to fetch; 10-15 s later L killed and restarted | isr-trusts-old-incarnation: L puts F back in the ISR on its previous incarnation's log end (the live check "high watermark above an ISR member's log end", then lost records once F leads) |
+| `unanswered-isr-change` | (if L is the active controller, its quorum links are cut until another node is) F's replication link to L cut until F left P's ISR; the active controller's bytes to L held (its answers and metadata; L's heartbeats still arrive); F's link healed, F catches up and L's AlterPartition adding it commits unanswered; F's link cut again for 35-45 s (the AlterPartition gives up after 30 s) | isr-forgets-unanswered-proposal: L falls back to the old ISR and moves the high watermark past F, which the controller counts in the ISR |
+
+The power cut of the second opening hits F while every partition's other ISR members hold
+what F loses (one unclean shutdown, which `min.insync.replicas=2` survives).
+
 Holds are 1-5 s, or in a third of cases long (8-20 s: past `broker.session.timeout.ms` and
 `replica.lag.time.max.ms` of the scenario), so brokers are fenced, ISRs shrink and zombie
-leaders come back. A power cut waits until every ISR is full (one node at a time loses
-unsynced data: what replication with `min.insync.replicas=2` promises to survive,
-docs/replication.md#power-cuts); with `flush.messages=1` whole-cluster power cuts are
-allowed too.
+leaders come back. A power cut waits until every ISR is full, as every node sees it, and every node's
+current process is registered and serving (`Simulation._isrs_full`, the jepsen nemesis's
+guard): one node at a time loses unsynced data, what replication with
+`min.insync.replicas=2` promises to survive (docs/replication.md#power-cuts); with
+`flush.messages=1` whole-cluster power cuts are allowed too.
 """
 
 from __future__ import annotations
@@ -33,7 +49,8 @@ from dataclasses import dataclass
 
 import trio
 
-from tests.simulation.cluster import SimCluster, SimNode
+from strom.coordinator.metadata.image import MetadataImage
+from tests.simulation.cluster import CLIENT_PORT, CONTROLLER_PORT, SimCluster, SimNode
 from tests.simulation.network import LinkProfile
 
 KINDS = (
@@ -53,6 +70,13 @@ KINDS = (
     "disk-full",
 )
 
+OPENINGS = ("sole-leader-restart", "follower-restart-unfetched", "unanswered-isr-change")
+"""Scripted sequences a seed may open with (see the module docstring)."""
+
+ROLE_WAIT = 40.0
+"""How long an opening waits for each state it builds (an ISR shrinking takes
+`replica.lag.time.max.ms` and an ISR check); past it, the opening stops there."""
+
 
 @dataclass(frozen=True)
 class FaultPlan:
@@ -62,6 +86,8 @@ class FaultPlan:
     long_chance: float = 0.33
     whole_cluster_power_cuts: bool = False
     clients: tuple[str, ...] = ()
+    opening: str = ""
+    """A scripted sequence (OPENINGS) to run before the random faults; empty: none."""
 
 
 class Nemesis:
@@ -73,6 +99,8 @@ class Nemesis:
         trace: Callable[[str], None],
         isrs_full: Callable[[], bool],
         raft_leader: Callable[[], int | None],
+        metadata: Callable[[], MetadataImage | None] = lambda: None,
+        topic: str = "",
     ) -> None:
         self.cluster = cluster
         self.plan = plan
@@ -80,6 +108,9 @@ class Nemesis:
         self.trace = trace
         self.isrs_full = isrs_full
         self.raft_leader = raft_leader
+        self.metadata = metadata
+        """The newest committed metadata (what the openings read ISRs and leaders from)."""
+        self.topic = topic
         self.counts: dict[str, int] = {}
 
     def _hold(self) -> float:
@@ -91,6 +122,9 @@ class Nemesis:
         return self.rng.choice(self.cluster.nodes)
 
     async def run(self, until: float) -> None:
+        if self.plan.opening:
+            self.counts[self.plan.opening] = 1
+            await getattr(self, "_" + self.plan.opening.replace("-", "_"))()
         kinds = sorted(self.plan.weights)
         weights = [self.plan.weights[k] for k in kinds]
         while trio.current_time() < until:
@@ -250,3 +284,172 @@ class Nemesis:
         self.trace(f"nemesis: {node.host}'s disk repaired; restarting it")
         await self.cluster.stop(node)
         await self.cluster.restart(node)
+
+    # --- openings -----------------------------------------------------------------------------
+
+    def _partition(self, index: int) -> tuple[int, frozenset[int], frozenset[int]] | None:
+        """(leader, ISR, replicas) of the workload topic's partition `index`, as the newest
+        committed metadata says."""
+        image = self.metadata()
+        topic = None if image is None else image.topics_by_name.get(self.topic)
+        p = None if topic is None else topic.partitions.get(index)
+        return None if p is None else (p.leader, frozenset(p.isr), frozenset(p.replicas))
+
+    async def _wait_for(self, what: str, condition: Callable[[], bool], within: float = ROLE_WAIT) -> bool:
+        began = trio.current_time()
+        with trio.move_on_after(within):
+            while not condition():  # noqa: ASYNC110
+                await trio.sleep(0.5)  # polling the brokers' state: nothing signals a change
+            self.trace(f"nemesis: {what} (after {trio.current_time() - began:.1f}s)")
+            return True
+        self.trace(f"nemesis: {what}: not within {within:.0f}s; the opening stops here")
+        return False
+
+    async def _roles(self, avoid_leader: int | None = None) -> tuple[int, SimNode, SimNode, SimNode] | None:
+        """A partition P of the workload's topic with a full ISR and a leader other than
+        `avoid_leader`: (P, its leader, two followers in random order)."""
+        image = self.metadata()
+        topic = None if image is None else image.topics_by_name.get(self.topic)
+        indexes = sorted(topic.partitions) if topic is not None else []
+        self.rng.shuffle(indexes)
+        found: list[int] = []
+
+        def ready() -> bool:
+            for index in indexes:
+                state = self._partition(index)
+                if (
+                    state is not None
+                    and state[0] >= 0
+                    and state[0] != avoid_leader
+                    and state[1] == state[2]
+                    and all(n.up for n in self.cluster.nodes)
+                ):
+                    found[:] = [index]
+                    return True
+            return False
+
+        if not indexes or not await self._wait_for("a partition with a full ISR", ready):
+            return None
+        index = found[0]
+        state = self._partition(index)
+        assert state is not None
+        followers = [n for n in self.cluster.nodes if n.node_id != state[0]]
+        self.rng.shuffle(followers)
+        leader = self.cluster.node(state[0])
+        self.trace(f"nemesis: opening on {self.topic}-{index}: leader {leader.host}, followers "
+                   f"{followers[0].host} and {followers[1].host}")  # fmt: skip
+        return index, leader, followers[0], followers[1]
+
+    def _replication(self, a: SimNode, others: list[SimNode], cut: bool) -> None:
+        """Cut (or heal) the replication links between `a` and `others`, both ways."""
+        net, hosts = self.cluster.net, {n.host for n in others}
+        if cut:
+            net.cut({a.host}, hosts, port=CLIENT_PORT)
+            net.cut(hosts, {a.host}, port=CLIENT_PORT)
+        else:
+            net.heal({a.host}, hosts, port=CLIENT_PORT)
+            net.heal(hosts, {a.host}, port=CLIENT_PORT)
+        self.trace(f"nemesis: replication links between {a.host} and {sorted(hosts)} "
+                   f"{'cut (controller links kept)' if cut else 'healed'}")  # fmt: skip
+
+    def _isr_is(self, index: int, members: set[int]) -> Callable[[], bool]:
+        def check() -> bool:
+            state = self._partition(index)
+            return state is not None and state[1] == members
+
+        return check
+
+    async def _sole_leader_restart(self) -> None:
+        roles = await self._roles()
+        if roles is None:
+            return
+        index, leader, f, g = roles
+        self._replication(leader, [f, g], cut=True)
+        try:
+            if await self._wait_for(
+                f"{self.topic}-{index}'s ISR is {leader.host} alone",
+                self._isr_is(index, {leader.node_id}),
+            ):
+                self.cluster.kill(leader)
+                await trio.sleep(self.rng.uniform(0.0, 3.0))
+                await self.cluster.restart(leader)
+                await trio.sleep(self.rng.uniform(3.0, 10.0))
+        finally:
+            self._replication(leader, [f, g], cut=False)
+
+    async def _follower_restart_unfetched(self) -> None:
+        roles = await self._roles()
+        if roles is None:
+            return
+        index, leader, f, g = roles
+        self._replication(leader, [g], cut=True)
+        try:
+            if not await self._wait_for(
+                f"{g.host} left {self.topic}-{index}'s ISR",
+                self._isr_is(index, {leader.node_id, f.node_id}),
+            ):
+                return
+            self._replication(leader, [f], cut=True)
+            self.cluster.power_cut(f, "none")
+            await trio.sleep(self.rng.uniform(0.0, 2.0))
+            await self.cluster.restart(f)
+            await trio.sleep(self.rng.uniform(10.0, 15.0))
+            self.cluster.kill(leader)
+            await trio.sleep(self.rng.uniform(2.0, 8.0))
+            await self.cluster.restart(leader)
+        finally:
+            self._replication(leader, [f, g], cut=False)
+
+    async def _unanswered_isr_change(self) -> None:
+        roles = await self._roles()
+        if roles is None:
+            return
+        index, leader, f, _g = roles
+        net = self.cluster.net
+        if self.raft_leader() == leader.node_id:  # its AlterPartition would not cross the network
+            others = {n.host for n in self.cluster.nodes if n is not leader}
+            net.cut({leader.host}, others, port=CONTROLLER_PORT)
+            net.cut(others, {leader.host}, port=CONTROLLER_PORT)
+            self.trace(f"nemesis: {leader.host}'s quorum links cut, to move the active controller")
+            moved = await self._wait_for(
+                "another node leads the quorum",
+                lambda: self.raft_leader() not in (None, leader.node_id),
+                within=20.0,
+            )
+            net.heal({leader.host}, others, port=CONTROLLER_PORT)
+            net.heal(others, {leader.host}, port=CONTROLLER_PORT)
+            self.trace(f"nemesis: {leader.host}'s quorum links healed")
+            if not moved:
+                return
+            await trio.sleep(2.0)
+        controller = self.raft_leader()
+        if controller is None or controller == leader.node_id:
+            self.trace("nemesis: no active controller apart from the leader; the opening stops")
+            return
+        active = self.cluster.node(controller)
+        self._replication(leader, [f], cut=True)
+        try:
+            if not await self._wait_for(
+                f"{f.host} left {self.topic}-{index}'s ISR",
+                lambda: (s := self._partition(index)) is not None and f.node_id not in s[1],
+            ):
+                return
+            state = self._partition(index)
+            if self.raft_leader() != controller or state is None or state[0] != leader.node_id:
+                self.trace("nemesis: the active controller or the leader changed; the opening stops")
+                return
+            net.cut({active.host}, {leader.host}, port=CONTROLLER_PORT)
+            self.trace(f"nemesis: the active controller {active.host}'s bytes to {leader.host} "
+                       "held (its answers and metadata)")  # fmt: skip
+            self._replication(leader, [f], cut=False)
+            if await self._wait_for(
+                f"the controller counts {f.host} in {self.topic}-{index}'s ISR again",
+                lambda: (s := self._partition(index)) is not None and f.node_id in s[1],
+                within=20.0,
+            ):
+                self._replication(leader, [f], cut=True)
+                await trio.sleep(self.rng.uniform(35.0, 45.0))
+        finally:
+            net.heal({active.host}, {leader.host}, port=CONTROLLER_PORT)
+            self._replication(leader, [f], cut=False)
+            self.trace(f"nemesis: {active.host}'s bytes to {leader.host} flow again")

@@ -12,7 +12,9 @@ What is modelled is what a broker or client can observe through TCP, not packets
 - **Partitions**, also one-way: a cut link (`cut(src, dst)`) holds every byte sent over it,
   as a dropped route does while TCP retransmits; they arrive once it heals (if the
   connection still exists by then). Connecting across a cut hangs (the SYN is lost) until it
-  heals or the caller's timeout fires.
+  heals or the caller's timeout fires. A cut may name a port (`cut(src, dst, port=9092)`):
+  it then holds only the bytes of connections to that port (a firewall rule on the brokers'
+  replication listener that spares the controllers' quorum, or the reverse).
 - **Stalls**: a link holds its bytes until a moment in the future (a congested switch, a
   paused VM's network, a long GC pause as the peer sees it).
 - **Connection resets**: both ends get a reset (as a middlebox or a peer's kernel sends RST):
@@ -92,7 +94,7 @@ class _Pipe:
 
     def push(self, data: bytes, kind: int = DATA) -> None:
         now = trio.current_time()
-        at = self.net.arrival(self.src, self.dst, now)
+        at = self.net.arrival(self.src, self.dst, now, self.conn.port)
         at = max(at, self.last_at)  # in order: a chunk never overtakes the one before it
         self.last_at = at if at < INF else self.last_at
         self.chunks.append(_Chunk(data, at, kind))
@@ -103,7 +105,7 @@ class _Pipe:
         last = 0.0
         for chunk in self.chunks:
             if chunk.at == INF:
-                chunk.at = self.net.arrival(self.src, self.dst, now)
+                chunk.at = self.net.arrival(self.src, self.dst, now, self.conn.port)
             if chunk.at < last:
                 chunk.at = last
             last = chunk.at if chunk.at < INF else last
@@ -278,6 +280,8 @@ class SimNetwork:
         self.profiles: dict[tuple[Host, Host], LinkProfile] = {}
         self.default_profile = LinkProfile()
         self.cuts: set[tuple[Host, Host]] = set()
+        self.port_cuts: set[tuple[Host, Host, int]] = set()
+        """(source, destination, server port): the bytes between them on connections to that port."""
         self.stalled_until: dict[tuple[Host, Host], float] = {}
         self.listeners: dict[tuple[Host, int], SimListener] = {}
         self.connections: dict[int, _Connection] = {}
@@ -290,8 +294,10 @@ class SimNetwork:
 
     # --- the link model ---------------------------------------------------------------------
 
-    def arrival(self, src: Host, dst: Host, now: float) -> float:
+    def arrival(self, src: Host, dst: Host, now: float, port: int | None = None) -> float:
         if (src, dst) in self.cuts or dst in self.powered_off or src in self.powered_off:
+            return INF
+        if port is not None and (src, dst, port) in self.port_cuts:
             return INF
         at = now + self.profiles.get((src, dst), self.default_profile).delay(self.rng)
         stall = self.stalled_until.get((src, dst))
@@ -302,7 +308,9 @@ class SimNetwork:
                 at = max(at, stall)
         return at
 
-    def reachable(self, src: Host, dst: Host) -> bool:
+    def reachable(self, src: Host, dst: Host, port: int | None = None) -> bool:
+        if port is not None and ((src, dst, port) in self.port_cuts or (dst, src, port) in self.port_cuts):
+            return False
         return (src, dst) not in self.cuts and (dst, src) not in self.cuts and not (
             {src, dst} & self.powered_off
         )
@@ -334,19 +342,32 @@ class SimNetwork:
         self.changed.set()
         self.changed = trio.Event()
 
-    def cut(self, sources: set[Host], destinations: set[Host]) -> None:
-        """Bytes from `sources` to `destinations` are held (one way)."""
+    def cut(self, sources: set[Host], destinations: set[Host], port: int | None = None) -> None:
+        """Bytes from `sources` to `destinations` are held (one way); with `port`, only on
+        connections to that port (either end may be the server)."""
         for src in sources:
             for dst in destinations:
                 if src != dst:
-                    self.cuts.add((src, dst))
+                    if port is None:
+                        self.cuts.add((src, dst))
+                    else:
+                        self.port_cuts.add((src, dst, port))
 
-    def heal(self, sources: set[Host] | None = None, destinations: set[Host] | None = None) -> None:
-        """Carry bytes again on the cut links between these hosts (every link: None)."""
+    def heal(
+        self,
+        sources: set[Host] | None = None,
+        destinations: set[Host] | None = None,
+        port: int | None = None,
+    ) -> None:
+        """Carry bytes again on the cut links between these hosts (every link, every port:
+        None); with `port`, only the cuts made for that port."""
         if sources is None or destinations is None:
             self.cuts.clear()
-        else:
+            self.port_cuts.clear()
+        elif port is None:
             self.cuts -= {(s, d) for s in sources for d in destinations}
+        else:
+            self.port_cuts -= {(s, d, port) for s in sources for d in destinations}
         self._relink()
 
     def stall(self, src: Host, dst: Host, until: float) -> None:
@@ -433,15 +454,15 @@ class SimNetwork:
     async def connect(self, life: _Life, host: Host, port: int) -> SimStream:
         src = life.host
         self.stats["connects"] += 1
-        while not self.reachable(src, host):  # the SYN is lost until the link heals
+        while not self.reachable(src, host, port):  # the SYN is lost until the link heals
             await self.changed.wait()
-        await trio.sleep(self.arrival(src, host, trio.current_time()) - trio.current_time())
+        await trio.sleep(self.arrival(src, host, trio.current_time(), port) - trio.current_time())
         listener = self.listeners.get((host, port))
         if not life.alive:
             raise OSError(errno.ECONNABORTED, "this process is gone")
         if listener is None or listener.closed:
             self.stats["refused"] += 1
-            await trio.sleep(self.arrival(host, src, trio.current_time()) - trio.current_time())
+            await trio.sleep(self.arrival(host, src, trio.current_time(), port) - trio.current_time())
             raise ConnectionRefusedError(errno.ECONNREFUSED, f"{host}:{port} refused the connection")
         conn = _Connection(self, next(self._ids), src, host, port)
         self.connections[conn.id] = conn
@@ -452,11 +473,11 @@ class SimNetwork:
         life.streams.add(client_end)
         listener.send.send_nowait(server_end)
         # the SYN-ACK comes back
-        back = self.arrival(host, src, trio.current_time())
+        back = self.arrival(host, src, trio.current_time(), port)
         if back == INF:
-            while not self.reachable(src, host):
+            while not self.reachable(src, host, port):
                 await self.changed.wait()
-            back = self.arrival(host, src, trio.current_time())
+            back = self.arrival(host, src, trio.current_time(), port)
         await trio.sleep(back - trio.current_time())
         if client_end._broken or client_end._closed:
             raise ConnectionResetError(errno.ECONNRESET, f"{conn} was reset while connecting")

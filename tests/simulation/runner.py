@@ -4,6 +4,7 @@
     python -m tests.simulation --seed 17              # replay one seed: its trace, its verdict
     python -m tests.simulation --seeds 1000 --first 5000 --size nightly
     python -m tests.simulation --plant hw-ignores-followers --seeds 10 --stop-at-first
+    python -m tests.simulation --plant isr-trusts-old-incarnation --opening follower-restart-unfetched --seeds 5 --stop-at-first
 
 Exit status 0 when every seed is VALID, 1 otherwise. The process re-runs itself with
 `PYTHONHASHSEED` fixed (sets of names must iterate alike for a seed to replay). docs/simulation.md
@@ -18,6 +19,7 @@ import time
 
 from strom.config.planted import BUGS
 from tests.simulation.determinism import require_fixed_hash_seed
+from tests.simulation.nemesis import OPENINGS
 from tests.simulation.simulate import Result, run_seed
 
 TAIL = 60
@@ -43,13 +45,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="virtual seconds of faults per seed: smoke 10, ci 30, nightly 90")  # fmt: skip
     parser.add_argument("--plant", action="append", default=[], choices=sorted(BUGS),
                         help="put a fixed bug back (strom.config.planted), to see it caught")  # fmt: skip
+    parser.add_argument("--opening", choices=OPENINGS,
+                        help="open every seed with this scripted sequence (default: as each seed draws)")  # fmt: skip
     parser.add_argument("--stop-at-first", action="store_true", help="stop at the first failing seed")
     parser.add_argument("-q", "--quiet", action="store_true", help="--seed: the verdict only")
     args = parser.parse_args(argv)
     require_fixed_hash_seed()
     bugs = frozenset(args.plant)
     if args.seed is not None:
-        result = run_seed(args.seed, size=args.size, bugs=bugs, echo=not args.quiet)
+        result = run_seed(args.seed, size=args.size, bugs=bugs, echo=not args.quiet, opening=args.opening)
         print(_line(result), flush=True)
         for violation in result.violations:
             print(f"  {violation}")
@@ -57,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     failed: list[int] = []
     began = time.monotonic()
     for seed in range(args.first, args.first + args.seeds):
-        result = run_seed(seed, size=args.size, bugs=bugs)
+        result = run_seed(seed, size=args.size, bugs=bugs, opening=args.opening)
         print(_line(result), flush=True)
         if result.ok:
             continue
@@ -68,6 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         for line in result.trace[-TAIL:]:
             print(f"    {line}")
         plant = "".join(f" --plant {b}" for b in sorted(bugs))
+        if args.opening:
+            plant += f" --opening {args.opening}"
         print(f"  replay: python -m tests.simulation --seed {seed} --size {args.size}{plant}", flush=True)
         if args.stop_at_first:
             break

@@ -33,7 +33,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import trio
@@ -42,6 +42,7 @@ import trio.testing
 from strom.broker import runtime
 from strom.broker.state import BrokerState
 from strom.config import planted
+from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.raft.states import Role
 from strom.storage import disk
 from strom.storage.log.partition import PartitionLog
@@ -54,7 +55,7 @@ from tests.simulation.checker import History, Violation
 from tests.simulation.cluster import SimCluster, SimNode
 from tests.simulation.determinism import deterministic_scheduling
 from tests.simulation.machine import EPOCH_MS, SimDisk, SimRuntime, Skew
-from tests.simulation.nemesis import FaultPlan, Nemesis
+from tests.simulation.nemesis import OPENINGS, FaultPlan, Nemesis
 from tests.simulation.network import LinkProfile, SimNetwork
 
 TOPIC = "sim"
@@ -75,6 +76,12 @@ CI_WEIGHTS = {
     "pause": 2, "stall": 1, "resets": 3, "clients-cut": 1, "slow-link": 1, "clock-jump": 1,
     "fsync-fails": 0.5, "disk-full": 0.5,
 }  # fmt: skip
+OPENING_CHANCE = 0.3
+"""Seeds that open with a scripted sequence (`nemesis.OPENINGS`), drawn from a generator of
+their own so that the other seeds run as they did before openings existed."""
+OPENING_CHAOS = 75.0
+"""The load and faults of a seed with an opening last at least this long (virtual seconds):
+the longest opening takes about a minute, under load."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +104,20 @@ class Scenario:
     disk_latency_ms: float = 2.0
     produce_interval: float = 0.05
     planted: frozenset[str] = frozenset()
+    session_timeout_ms: int = 6_000
+    """broker.session.timeout.ms: short, so that a long fault fences a broker; longer than
+    the 30 s a partition leader retries an AlterPartition in the `unanswered-isr-change`
+    opening (whose held controller answers would fence the leader first)."""
 
     @classmethod
-    def for_seed(cls, seed: int, size: str = "ci", bugs: frozenset[str] = frozenset()) -> Scenario:
+    def for_seed(
+        cls,
+        seed: int,
+        size: str = "ci",
+        bugs: frozenset[str] = frozenset(),
+        opening: str | None = None,
+    ) -> Scenario:
+        """The seed's scenario; `opening` forces that opening (None: as the seed draws it)."""
         rng = random.Random(seed ^ 0x51A7)
         chaos = {"ci": 30.0, "nightly": 90.0, "smoke": 10.0}[size]
         flush = rng.random() < 0.2
@@ -115,7 +133,11 @@ class Scenario:
             whole_cluster_power_cuts=flush,
             clients=("client",),
         )
-        return cls(
+        aim = random.Random(seed ^ 0x0FE1)
+        drawn = aim.choice(OPENINGS) if aim.random() < OPENING_CHANCE else ""
+        opening = drawn if opening is None else opening
+        no_elr = aim.random() < 2 / 3  # sole-leader-restart's bug needs ELR off
+        scenario = cls(
             seed=seed,
             chaos=chaos,
             partitions=rng.choice((1, 2, 3)),
@@ -132,6 +154,15 @@ class Scenario:
             produce_interval=rng.choice((0.01, 0.05, 0.2)),
             planted=bugs,
         )
+        if not opening:
+            return scenario
+        return replace(
+            scenario,
+            chaos=max(chaos, OPENING_CHAOS),
+            faults=replace(plan, opening=opening),
+            elr=0 if opening == "sole-leader-restart" and no_elr else scenario.elr,
+            session_timeout_ms=45_000 if opening == "unanswered-isr-change" else 6_000,
+        )
 
     def describe(self) -> str:
         kinds = ",".join(k for k, w in sorted(self.faults.weights.items()) if w > 0)
@@ -142,7 +173,9 @@ class Scenario:
             f"{'1' if self.flush_every_message else 'default'}, faults every "
             f"{self.faults.every[0]}-{self.faults.every[1]}s ({kinds}), skew up to "
             f"{self.max_skew_ms} ms, drift up to {self.max_drift}, disk latency up to "
-            f"{self.disk_latency_ms} ms" + (f", planted {sorted(self.planted)}" if self.planted else "")
+            f"{self.disk_latency_ms} ms"
+            + (f", opening {self.faults.opening}" if self.faults.opening else "")
+            + (f", planted {sorted(self.planted)}" if self.planted else "")
         )
 
 
@@ -269,12 +302,14 @@ class Simulation:
         self.raft_leaders: dict[int, int] = {}
         self.raft_committed: dict[int, tuple[int, int]] = {}
         self.raft_checked: dict[tuple[int, int], int] = {}
+        self.hw_reported: set[tuple[str, int, int, int]] = set()
+        self.epochs_reported: set[tuple[tuple[str, int, int], tuple[int, int]]] = set()
         self.nemesis: Nemesis | None = None
 
     def _overrides(self) -> dict[str, str]:
         flush = {"log.flush.interval.messages": "1"} if self.scenario.flush_every_message else {}
         return flush | {
-            "broker.session.timeout.ms": "6000",
+            "broker.session.timeout.ms": str(self.scenario.session_timeout_ms),
             "broker.heartbeat.interval.ms": "1500",
             "replica.lag.time.max.ms": "10000",
             "offsets.topic.num.partitions": "3",
@@ -319,7 +354,7 @@ class Simulation:
         until = start + scenario.chaos
         self.nemesis = Nemesis(
             self.cluster, scenario.faults, random.Random(self.rng.getrandbits(64)),
-            self.trace.event, self._isrs_full, self._raft_leader,
+            self.trace.event, self._isrs_full, self._raft_leader, self._reference_image, TOPIC,
         )  # fmt: skip
         interval_rng = random.Random(self.rng.getrandbits(64))
 
@@ -559,7 +594,8 @@ class Simulation:
                 key = (topic, partition, leadership.leader_epoch)
                 who = (node.node_id, node.incarnation)
                 first = self.partition_leaders.setdefault(key, who)
-                if first != who:
+                if first != who and (key, who) not in self.epochs_reported:
+                    self.epochs_reported.add((key, who))
                     self.history.violation(
                         "invariant",
                         f"{topic}-{partition} leader epoch {leadership.leader_epoch} led by node "
@@ -590,17 +626,82 @@ class Simulation:
                         f"below its high watermark, committed as epoch {known[0]}",
                     )
             self.raft_checked[key2] = max(checked, min(core.high_watermark, core.log.end_offset))
+        self._check_high_watermarks()
 
     def _isrs_full(self) -> bool:
+        """Whether a power cut may come now (the jepsen nemesis's guard, `cut_blockers`): every
+        node's current process serves, is registered and unfenced as every node's metadata
+        says, and every node's metadata shows every partition with a leader and its full
+        replica set in the ISR. One node's image alone is not enough: a broker restarted after
+        an unclean shutdown still counts in the ISRs until its new registration is committed
+        (seed 2766 cut the power of the only clean replica then, by Kafka's rules a loss)."""
         live = self._images()
-        if len(live) != len(self.cluster.nodes):
+        if len(live) != len(self.cluster.nodes) or not all(n.serving for n, _ in live):
             return False
-        image = live[0][1].image
-        return all(
-            set(p.isr) == set(p.replicas)
-            for t in image.topics_by_name.values()
-            for p in t.partitions.values()
-        )
+        epochs = {node.node_id: state.controller.broker_epoch for node, state in live}
+        for _, state in live:
+            image = state.image
+            for node_id, epoch in epochs.items():
+                registration = image.broker(node_id)
+                if registration is None or registration.epoch != epoch or not registration.active:
+                    return False
+            for topic in image.topics_by_name.values():
+                for p in topic.partitions.values():
+                    if p.leader < 0 or set(p.isr) != set(p.replicas):
+                        return False
+        return True
+
+    def _reference_image(self) -> MetadataImage | None:
+        """The newest committed metadata among the nodes up (the active controller's, mostly:
+        it adopts a command before answering it)."""
+        live = self._images()
+        if not live:
+            return None
+        return max((state.image for _, state in live), key=lambda image: image.provenance.offset)
+
+    def _check_high_watermarks(self) -> None:
+        """A partition leader's high watermark never passes the log end of a replica the
+        committed metadata counts in its ISR: that replica may be elected, and would lose what
+        is below it. Checked for replicas whose current process is registered (a restarted one
+        has its log back from the disk, maybe shorter; its new registration takes it out of
+        the ISRs first) and leaders in the epoch the metadata names."""
+        image = self._reference_image()
+        if image is None:
+            return
+        states = {node.node_id: state for node, state in self._images()}
+
+        def registered(node_id: int) -> BrokerState | None:
+            state = states.get(node_id)
+            registration = image.broker(node_id)
+            if state is None or registration is None or not registration.active:
+                return None
+            return state if state.controller.broker_epoch == registration.epoch else None
+
+        for topic in image.topics_by_name.values():
+            for index, p in topic.partitions.items():
+                leader = registered(p.leader)
+                if leader is None:
+                    continue
+                leadership = leader.replication.leaders.get((topic.name, index))
+                if leadership is None or leadership.leader_epoch != p.leader_epoch:
+                    continue
+                hw = leadership.replica_set.high_watermark
+                for replica in p.isr:
+                    follower = registered(replica) if replica != p.leader else None
+                    log = None if follower is None else follower.logs.get(topic.name, index)
+                    if log is None or log.log_end_offset >= hw:
+                        continue
+                    key = (topic.name, index, p.leader_epoch, replica)
+                    if key in self.hw_reported:
+                        continue
+                    self.hw_reported.add(key)
+                    self.history.violation(
+                        "invariant",
+                        f"{topic.name}-{index}: leader {p.leader}'s high watermark {hw} (leader "
+                        f"epoch {p.leader_epoch}) passed node {replica}'s log end "
+                        f"{log.log_end_offset}, while the metadata (offset "
+                        f"{image.provenance.offset}) counts it in the ISR {list(p.isr)}",
+                    )
 
     def _raft_leader(self) -> int | None:
         for node, state in self._images():
@@ -646,9 +747,11 @@ def run_seed(
     bugs: frozenset[str] = frozenset(),
     echo: bool = False,
     keep: int = 20_000,
+    opening: str | None = None,
 ) -> Result:
-    """Run one seed to the end and judge it."""
-    scenario = Scenario.for_seed(seed, size, bugs)
+    """Run one seed to the end and judge it (`opening`: force that opening, see
+    `Scenario.for_seed`)."""
+    scenario = Scenario.for_seed(seed, size, bugs, opening)
     trace = Trace(keep, echo)
     trace.event(scenario.describe())
     simulation = Simulation(scenario, trace)

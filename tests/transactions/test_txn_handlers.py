@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.coordinator.groups.records import partition_for
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from strom.wire.messages.add_partitions_to_txn import (
@@ -37,7 +39,13 @@ from strom.wire.messages.txn_offset_commit import (
 )
 from strom.wire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from strom.wire.records import decode_batch, iter_batches
-from tests.broker.test_produce_helpers import batch, create_topic, fetch_one, produce_request
+from tests.broker.test_produce_helpers import (
+    batch,
+    create_topic,
+    fetch_one,
+    produce_request,
+    wait_for,
+)
 
 pytestmark = pytest.mark.trio
 
@@ -277,6 +285,66 @@ async def test_offsets_in_a_transaction(broker: EmbeddedBroker, client: KafkaCli
     commit.generation_id, commit.member_id = 5, "m"
     response = await client.request(commit, 3, TxnOffsetCommitResponse)
     assert response.topics[0].partitions[0].error_code == ErrorCode.ILLEGAL_GENERATION
+
+
+async def test_a_late_offset_commit_cannot_follow_its_transactions_marker(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """KIP-890's ABA race on `__consumer_offsets` (found by the simulation, seed 2072): a
+    TxnOffsetCommit verified while its transaction was ongoing but appended only after the
+    transaction's marker reached the group's partition would open a transaction there that
+    nobody ends (the partition's last stable offset, and every require_stable OffsetFetch
+    of its groups, held back for good). It is refused with INVALID_TXN_STATE instead."""
+    await create_topic(broker, "t")
+    ids = await init(client)
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    offsets = AddOffsetsToTxnRequest(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
+    state = broker.broker.state
+    assert state is not None
+    verifier = state.txn_verifier
+    real = verifier.verify
+    verified, release = trio.Event(), trio.Event()
+
+    async def answered_late(*args: Any, **kwargs: Any) -> dict[tuple[str, int], ErrorCode]:
+        answer = await real(*args, **kwargs)  # asked while the transaction is ongoing
+        verified.set()
+        await release.wait()  # ... and heard only after it ended
+        return answer
+
+    verifier.verify = answered_late  # type: ignore[method-assign]
+    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+    commit = TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="g",
+        producer_id=pid,
+        producer_epoch=epoch,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "")])],
+    )
+    late = await KafkaClient.connect(broker.bootstrap)
+    codes: list[int] = []
+
+    async def send_late() -> None:
+        response = await late.request(commit, 3, TxnOffsetCommitResponse)
+        codes.append(response.topics[0].partitions[0].error_code)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_late)
+            await verified.wait()
+            verifier.verify = real  # type: ignore[method-assign]
+            assert (await end(client, pid, epoch, True)).error_code == 0
+            group_log = state.logs.get("__consumer_offsets", partition_for("g", 3))
+            assert group_log is not None
+            await wait_for(lambda: group_log.log_end_offset > 0, what="the COMMIT marker")
+            release.set()
+    finally:
+        await late.aclose()
+    assert codes == [ErrorCode.INVALID_TXN_STATE]
+    assert group_log.last_stable_offset == group_log.high_watermark == group_log.log_end_offset
+    assert await _fetched(client) == (0, -1)
 
 
 async def _fetched(client: KafkaClient) -> tuple[int, int]:
