@@ -448,6 +448,11 @@ def run(
         node.watchers.remove(tally)
     out.history.events = dict(tally.counts)
     out.history.duplicate_batches = _duplicate_evidence(cluster, out.history)
+    if opts.producer_debug and opts.producer_log_dir is not None:
+        for p in producers:
+            for bump in epoch_bumps(opts.producer_log_dir / f"producer-{p.index}.log"):
+                log(f"producer {p.index}: librdkafka bumped its producer epoch at {bump}"
+                    " (the load's clock)")  # fmt: skip
     out.seconds = time.monotonic() - begun
     return out
 
@@ -470,6 +475,24 @@ def _duplicate_evidence(cluster: ClusterProcess, history: History, most: int = 3
         for segment in sorted((node.data_dir / "data" / f"{TOPIC}-{partition}").glob("*.log")):
             for info in batches_with(segment.read_bytes(), [value], f"node {node.node_id}"):
                 out.append(f"{value}: {info.describe()}")
+    return out
+
+
+_BUMP = re.compile(r"^\[\s*([\d.]+s)\] .*Beginning partition drain .* epoch bump .*: (.*)$")
+
+
+def epoch_bumps(path: Path) -> list[str]:
+    """Each producer-epoch bump in a producer's librdkafka debug log (`eos` context), as
+    "t+SECONDS: REASON": after a bump librdkafka sends every unacknowledged message again from
+    sequence 0 under the new epoch, which stores twice any that an earlier send had written
+    (docs/replication.md, the long runs)."""
+    if not path.exists():
+        return []
+    out = []
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if "epoch bump" in line and (found := _BUMP.match(line.rstrip("\n"))) is not None:
+                out.append(f"t+{found.group(1)}: {found.group(2)}")
     return out
 
 
