@@ -161,6 +161,23 @@ def _client_race(output: str) -> bool:
     return f"Topic {topics[-1]} changed state unknown -> error" in window
 
 
+def test_the_0115_race_is_told_apart_from_a_broker_failure() -> None:
+    """`_client_race` on the lines librdkafka prints: the race (the topic went unknown ->
+    error after "Producing message 1") reruns; a failure where the producer knew the topic
+    (exists -> error) or with another error does not."""
+    head = ('[0115_producer_auth / 3.3s] Using topic "T"\n'
+            "[0115_producer_auth / 6.7s] Producing message 1 to any partition\n")  # fmt: skip
+    fail = ('### Test "0115_producer_auth" failed at 0115-producer_auth.cpp:123:do_test_producer() '
+            'at x: ###\nTest assertion failed: "!err": produce() failed: Broker: Topic '
+            "authorization failed\n")  # fmt: skip
+    state = "%7|1.0|STATE|0115_producer_auth#producer-20| [thrd:main]: Topic T changed state {}\n"
+    assert _client_race(head + state.format("unknown -> error") + fail)
+    assert not _client_race(head + state.format("exists -> error") + fail)
+    assert not _client_race(state.format("unknown -> error") + head + fail)
+    assert not _client_race(head + state.format("unknown -> error") + fail.replace("Topic authorization", "Unknown topic"))
+    assert _without_debug(head + state.format("unknown -> error")) == head.rstrip("\n")
+
+
 def _without_debug(output: str) -> str:
     """The test's own lines, without librdkafka's debug log (`%7|...`)."""
     return "\n".join(line for line in output.splitlines() if not line.startswith("%7|"))
