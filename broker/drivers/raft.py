@@ -412,7 +412,7 @@ class RaftDriver:
             core = self._running()
             if self._apply_slice(core):
                 self._notify()
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
                 continue
             self._apply_ready = trio.Event()  # no checkpoint since the check: nothing missed
             await self._apply_ready.wait()
