@@ -76,7 +76,7 @@ def test_a_planted_bug_is_caught_within_the_ci_budget() -> None:
     kinds = set(re.findall(r"^  ([a-z ]+): ", run.stdout, re.M))
     assert kinds - {"stuck", "last 60 trace lines"}, f"seen only as lost liveness:\n{run.stdout}"
     seed = str(failing[0])
-    replay = _simulate("--plant", "hw-ignores-followers", "--seed", seed, "-q")
+    replay = _simulate("--plant", "hw-ignores-followers", "--seed", seed, "-q", "--stop-at-first")
     assert replay.returncode == 1
     assert _verdicts(replay.stdout) == {failing[0]: _verdicts(run.stdout)[failing[0]]}
 
