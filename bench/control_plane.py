@@ -635,6 +635,9 @@ def _real_broker_startup(cluster: ClusterProcess, root: Path, topics: int) -> di
             raise RuntimeError("the broker did not start: " + "".join(said[-5:]))
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = [line.strip() for line in proc.stdout][-3:]
+                raise RuntimeError(f"the broker stopped before it served every topic: {tail}")
             try:
                 meta = metadata_once("127.0.0.1", port, 30)
                 if len(meta.topics) >= topics:
