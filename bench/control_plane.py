@@ -1,7 +1,7 @@
 """The control plane at scale: a real 3-voter controller quorum against many simulated brokers.
 
     python bench/control_plane.py --quick                       # 3 and 30 brokers, 10k partitions
-    python bench/control_plane.py                               # the grid below (~1 h on 2 cores)
+    python bench/control_plane.py                               # the grid below (hours on 2 cores)
     python bench/control_plane.py --brokers 300 --partitions 1000000
 
 The quorum is three controller-only `strom serve` processes (`ClusterProcess(controllers=3)`,
