@@ -210,10 +210,20 @@ def create(bootstrap: str, topic: str, replicas: int, timeout: float = 60.0) -> 
         time.sleep(0.05)
 
 
-def leader_of(bootstrap: str, topic: str) -> tuple[int, list[int]]:
-    found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic]
-    p = found.partitions[0]
-    return p.leader, list(p.replicas)
+def leader_of(bootstrap: str, topic: str, timeout: float = 30.0) -> tuple[int, list[int]]:
+    """The partition's leader and replicas, once the broker asked knows them (another
+    broker's metadata may lag the topic's creation by a moment)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if found is not None and found.error is None and 0 in found.partitions:
+            p = found.partitions[0]
+            if p.leader >= 0:
+                return p.leader, list(p.replicas)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: no leader known after {timeout}s")
+        time.sleep(0.05)
 
 
 def phases(

@@ -102,7 +102,7 @@ def encode_response(
     header_version = response_header_version(api_key, api_version)
     ResponseHeader(correlation_id).encode_into(header_version, chunks)
     body.encode_into(api_version if body_version is None else body_version, chunks)
-    chunks[0] = INT32.pack(sum(len(c) for c in chunks))
+    chunks[0] = INT32.pack(sum(map(len, chunks)))
     return chunks
 
 
@@ -280,7 +280,7 @@ class ClientConnection:
         header = RequestHeader(api_key, version, correlation, self.client_id)
         header.encode_into(request_header_version(api_key, version), chunks)
         body.encode_into(version, chunks)
-        chunks[0] = INT32.pack(sum(len(c) for c in chunks))
+        chunks[0] = INT32.pack(sum(map(len, chunks)))
         if expect_response:
             self._pending.append((correlation, api_key, version))
         return b"".join(chunks)

@@ -28,7 +28,7 @@ from strom.storage import ReadResult, disk
 
 
 def has_file_chunks(chunks: list[Any]) -> bool:
-    return any(type(chunk) is FileChunk for chunk in chunks)
+    return FileChunk in map(type, chunks)
 
 
 async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:

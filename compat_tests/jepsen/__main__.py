@@ -70,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consumer-debug", default="", metavar="CONTEXTS",
                         help="librdkafka debug contexts for the live consumer, e.g. "
                         "fetch,topic,metadata,broker; logged to live-consumer.log in --keep")  # fmt: skip
-    parser.add_argument("--producer-debug", action="store_true",
-                        help="txn: librdkafka's eos,msg,protocol debug log of each worker's "
-                        "producer, to txn-worker-N.log in --keep")  # fmt: skip
+    parser.add_argument("--producer-debug", nargs="?", const="eos,msg,protocol", default="",
+                        metavar="CONTEXTS",
+                        help="librdkafka debug contexts of every producer (default eos,msg,"
+                        "protocol; eos logs each producer-epoch bump and why), to producer-N.log "
+                        "in --keep (txn: eos,msg,protocol to txn-worker-N.log)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.producer_debug and not args.keep:
         parser.error("--producer-debug needs --keep (where its logs go)")
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                    duration=args.duration,
                    whole_cluster_power_cuts=args.whole_cluster_power_cuts,
                    topic_config=topic_config, consumer_debug=args.consumer_debug,
-                   consumer_log=args.keep / "live-consumer.log" if args.keep else None)  # fmt: skip
+                   consumer_log=args.keep / "live-consumer.log" if args.keep else None,
+                   producer_debug=args.producer_debug, producer_log_dir=args.keep)  # fmt: skip
     if scenario:
         print(f"scenario {scenario.name} ({ELR}={args.elr}, planted: {args.plant or 'nothing'})")
     else:

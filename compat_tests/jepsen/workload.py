@@ -93,6 +93,10 @@ class Options:
     """librdkafka `debug` contexts for the live consumer (e.g. "fetch,topic,metadata,broker"),
     logged to `consumer_log`: what it was doing when it stopped receiving."""
     consumer_log: Path | None = None
+    producer_debug: str = ""
+    """librdkafka `debug` contexts for each producer (e.g. "eos,msg,protocol": `eos` logs every
+    producer-epoch bump and its reason), logged to `producer-N.log` in `producer_log_dir`."""
+    producer_log_dir: Path | None = None
     topic_config: dict[str, str] = field(default_factory=dict)
     """Configs of the queue topic beyond min.insync.replicas=2 (e.g. flush.messages=1)."""
 
@@ -148,6 +152,12 @@ class _Producer(_Worker):
             self.fatal = err.name()
 
     def client(self) -> Producer:
+        extra: dict[str, Any] = {}
+        if self.opts.producer_debug and self.opts.producer_log_dir is not None:
+            # one logger per producer thread, also for the replacement after a fatal error
+            path = self.opts.producer_log_dir / f"producer-{self.index}.log"
+            extra = {"debug": self.opts.producer_debug, "log_level": 7,
+                     "logger": _debug_logger(path, self.began)}  # fmt: skip
         return ck.producer(
             self.bootstrap,
             **{
@@ -157,6 +167,7 @@ class _Producer(_Worker):
                 "client.id": f"jepsen-producer-{self.index}",
                 "error_cb": self.on_error,
                 "log_level": 2,  # connection refusals to a killed node are the point here
+                **extra,
             },
         )
 
@@ -311,9 +322,11 @@ def _debug_logger(path: Path, began: float) -> logging.Logger:
         def format(self, record: logging.LogRecord) -> str:
             return f"[{time.monotonic() - began:7.2f}s] {record.getMessage()}"
 
-    logger = logging.getLogger(f"jepsen.consumer.{path}")
+    logger = logging.getLogger(f"jepsen.debug.{path}")
     logger.propagate = False
     logger.setLevel(logging.DEBUG)
+    if logger.handlers:  # a replaced client writes on to the same file
+        return logger
     handler = logging.FileHandler(path)
     handler.setFormatter(Stamp())
     logger.addHandler(handler)
@@ -435,6 +448,11 @@ def run(
         node.watchers.remove(tally)
     out.history.events = dict(tally.counts)
     out.history.duplicate_batches = _duplicate_evidence(cluster, out.history)
+    if opts.producer_debug and opts.producer_log_dir is not None:
+        for p in producers:
+            for bump in epoch_bumps(opts.producer_log_dir / f"producer-{p.index}.log"):
+                log(f"producer {p.index}: librdkafka bumped its producer epoch at {bump}"
+                    " (the load's clock)")  # fmt: skip
     out.seconds = time.monotonic() - begun
     return out
 
@@ -457,6 +475,24 @@ def _duplicate_evidence(cluster: ClusterProcess, history: History, most: int = 3
         for segment in sorted((node.data_dir / "data" / f"{TOPIC}-{partition}").glob("*.log")):
             for info in batches_with(segment.read_bytes(), [value], f"node {node.node_id}"):
                 out.append(f"{value}: {info.describe()}")
+    return out
+
+
+_BUMP = re.compile(r"^\[\s*([\d.]+s)\] .*Beginning partition drain .* epoch bump .*: (.*)$")
+
+
+def epoch_bumps(path: Path) -> list[str]:
+    """Each producer-epoch bump in a producer's librdkafka debug log (`eos` context), as
+    "t+SECONDS: REASON": after a bump librdkafka sends every unacknowledged message again from
+    sequence 0 under the new epoch, which stores twice any that an earlier send had written
+    (docs/replication.md, the long runs)."""
+    if not path.exists():
+        return []
+    out = []
+    with path.open(errors="replace") as lines:
+        for line in lines:
+            if "epoch bump" in line and (found := _BUMP.match(line.rstrip("\n"))) is not None:
+                out.append(f"t+{found.group(1)}: {found.group(2)}")
     return out
 
 

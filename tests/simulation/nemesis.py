@@ -38,7 +38,10 @@ leaders come back. A power cut waits until every ISR is full, as every node sees
 current process is registered and serving (`Simulation._isrs_full`, the jepsen nemesis's
 guard): one node at a time loses unsynced data, what replication with
 `min.insync.replicas=2` promises to survive (docs/replication.md#power-cuts); with
-`flush.messages=1` whole-cluster power cuts are allowed too.
+`flush.messages=1` whole-cluster power cuts are allowed too. After a power cut, the faults
+that may shut a node down uncleanly (kills, disk faults) wait the same way, until the victim
+is back in every ISR: until then another unclean shutdown makes the victim the last ISR member
+with its shorter log (`_until_rejoined`).
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ class Nemesis:
         """The newest committed metadata (what the openings read ISRs and leaders from)."""
         self.topic = topic
         self.counts: dict[str, int] = {}
+        self.recovering = False
+        """A power cut's victim may not be back in every ISR yet (see `_until_rejoined`)."""
 
     def _hold(self) -> float:
         if self.rng.random() < self.plan.long_chance:
@@ -141,7 +146,26 @@ class Nemesis:
 
     # --- processes --------------------------------------------------------------------------
 
+    async def _until_rejoined(self, what: str) -> bool:
+        """Whether `what`, a fault that may shut a node down uncleanly, may come now: not while
+        a power cut's victim is still out of an ISR (waiting up to 60 s for it to rejoin).
+        Until it catches up, an unclean shutdown of another node leaves the victim, with its
+        shorter log, the last ISR member (the others leave the ISRs as they restart): more
+        unclean shutdowns than `min.insync.replicas=2` survives, by Kafka's rules (seed 515)."""
+        if not self.recovering:
+            return True
+        with trio.move_on_after(60):
+            while not self.isrs_full():  # noqa: ASYNC110
+                await trio.sleep(0.5)  # polling the brokers' state: nothing signals a change
+        if not self.isrs_full():
+            self.trace(f"nemesis: no {what} (a power cut's victim not back in every ISR within 60 s)")
+            return False
+        self.recovering = False
+        return True
+
     async def _kill(self, node: SimNode | None = None) -> None:
+        if not await self._until_rejoined("kill"):
+            return
         node = node or self._node()
         if not node.up:
             return
@@ -164,6 +188,7 @@ class Nemesis:
         nodes = list(self.cluster.nodes) if whole else [self._node()]
         for node in nodes:
             self.cluster.power_cut(node, keep)
+        self.recovering = True
         delay = self.rng.uniform(0.0, 8.0)
         async with trio.open_nursery() as nursery:
             for node in nodes:
@@ -271,6 +296,8 @@ class Nemesis:
         await self._disk_fault("full")
 
     async def _disk_fault(self, what: str) -> None:
+        if not await self._until_rejoined("disk fault"):  # a failed write may crash the broker
+            return
         disk = self.cluster.disk
         node = self._node()
         if disk is None or not node.up:
@@ -391,6 +418,7 @@ class Nemesis:
                 return
             self._replication(leader, [f], cut=True)
             self.cluster.power_cut(f, "none")
+            self.recovering = True
             await trio.sleep(self.rng.uniform(0.0, 2.0))
             await self.cluster.restart(f)
             await trio.sleep(self.rng.uniform(10.0, 15.0))

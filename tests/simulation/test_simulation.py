@@ -3,7 +3,8 @@
 Each test runs the simulator in a child process, as a user replaying a seed would: the child
 fixes `PYTHONHASHSEED` (a seed replays only when sets of names iterate alike), and one run's
 broker state never leaks into the next test. `STROM_SIM_SEEDS` sets how many seeds the CI
-test runs (default 8, about 15-30 CPU seconds); the nightly size is
+test runs (default 8, about 15-30 CPU seconds; seeds 4 and 5 open with a scripted sequence
+and run 75 virtual seconds); the nightly size is
 `python -m tests.simulation --seeds 1000 --size nightly` (docs/simulation.md).
 """
 
@@ -65,9 +66,9 @@ def test_a_seed_replays_exactly() -> None:
 @pytest.mark.timeout(900)  # a few CPU seconds a seed; a loaded machine stretches it
 def test_a_planted_bug_is_caught_within_the_ci_budget() -> None:
     """With the high watermark moved by the leader alone (acks=all answered before the ISR has
-    the records), a seed of the CI budget loses acknowledged data (records, or the committed
-    offsets in __consumer_offsets), a safety violation, not only a stuck run; and the failing
-    seed replays to the same verdict and trace."""
+    the records), a seed of the CI budget finds a safety violation, not only a stuck run (the
+    live high-watermark check, then lost records or committed offsets); and the failing seed
+    replays to the same verdict and trace."""
     run = _simulate("--plant", "hw-ignores-followers", "--seeds", str(SEEDS), "--stop-at-first")
     assert run.returncode == 1, run.stdout + run.stderr
     failing = [s for s, (v, _) in _verdicts(run.stdout).items() if v != "VALID"]
