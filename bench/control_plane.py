@@ -1,7 +1,7 @@
 """The control plane at scale: a real 3-voter controller quorum against many simulated brokers.
 
     python bench/control_plane.py --quick                       # 3 and 30 brokers, 10k partitions
-    python bench/control_plane.py                               # the grid below (~1 h on 2 cores)
+    python bench/control_plane.py                               # the grid below (hours on 2 cores)
     python bench/control_plane.py --brokers 300 --partitions 1000000
 
 The quorum is three controller-only `strom serve` processes (`ClusterProcess(controllers=3)`,
@@ -635,6 +635,9 @@ def _real_broker_startup(cluster: ClusterProcess, root: Path, topics: int) -> di
             raise RuntimeError("the broker did not start: " + "".join(said[-5:]))
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = [line.strip() for line in proc.stdout][-3:]
+                raise RuntimeError(f"the broker stopped before it served every topic: {tail}")
             try:
                 meta = metadata_once("127.0.0.1", port, 30)
                 if len(meta.topics) >= topics:

@@ -25,8 +25,11 @@ asks (see `strom.coordinator.raft.effects`):
   the request goes to the core and the handler waits for the core's response with the same
   request id (a Fetch may be held there for its long poll).
 - **State machine.** Committed entries (below the high watermark) go to the `RaftStateMachine`
-  in offset order, control entries included (the machine skips them); a fetched snapshot
-  reloads it. `propose` appends entries on the leader.
+  in offset order, control entries included (the machine skips them), by a task of their own
+  in slices of about `APPLY_SLICE_BYTES`, the event loop running between slices: the records
+  of a CreateTopics of 10,000 partitions take about a second to decode and replay, which
+  must not hold up this replica's fetches (the leader would lose its quorum) nor the requests
+  it serves. A fetched snapshot reloads the machine. `propose` appends entries on the leader.
 
 A crash is a cancelled `run` (nothing more is written); `shutdown` resigns first, as a clean
 stop does in Kafka, so that another voter stands at once.
@@ -78,6 +81,8 @@ REQUEST_VERSIONS: Mapping[str, int] = {
 }
 """The version each outgoing Raft request (by its class in `messages`) is encoded at."""
 PEER_QUEUE = 16
+APPLY_SLICE_BYTES = 64 * 1024
+"""About this much of committed entries is applied at a time (see the module docstring)."""
 
 
 class RaftStateMachine(Protocol):
@@ -158,6 +163,8 @@ class RaftDriver:
         self.core: RaftCore | None = None
         self.applied = 0
         """Entries below this offset have gone to the state machine."""
+        self._apply_ready = trio.Event()
+        """Set when the high watermark moves (the apply task may have entries to apply)."""
         self.epoch = 0
         self.leader_id = NO_LEADER
         self._changed = trio.Event()
@@ -321,6 +328,7 @@ class RaftDriver:
                 self._peers_done.append(done)
                 nursery.start_soon(self._peer_loop, peer, address, receive, done)
             nursery.start_soon(self._write_loop)
+            nursery.start_soon(self._apply_loop)
             self.core = RaftCore(
                 self.node_id,
                 self.voter_ids,
@@ -382,7 +390,7 @@ class RaftDriver:
                     self._writes_ready.set()
                 case HighWatermark(offset):
                     self.commit_latency.committed(offset)
-                    self._apply_committed(core, offset)
+                    self._apply_ready.set()
                     self._notify()
                 case LeaderChange(epoch, leader_id):
                     if leader_id != self.leader_id or epoch != self.epoch:
@@ -398,19 +406,36 @@ class RaftDriver:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _apply_committed(self, core: RaftCore, high_watermark: int) -> None:
-        while self.applied < high_watermark:
-            if self.applied < core.log.start_offset:
-                # already folded into the snapshot the state machine loaded
-                self.applied = core.log.start_offset
+    async def _apply_loop(self) -> None:
+        """Apply committed entries a slice at a time, letting the loop run between slices."""
+        while True:
+            core = self._running()
+            if self._apply_slice(core):
+                self._notify()
+                await trio.lowlevel.checkpoint()
                 continue
-            batch = [
-                e for e in core.log.entries_from(self.applied, 1 << 20) if e.offset < high_watermark
-            ]
-            if not batch:
-                break
-            self.state_machine.apply(batch)
-            self.applied = batch[-1].offset + 1
+            self._apply_ready = trio.Event()  # no checkpoint since the check: nothing missed
+            await self._apply_ready.wait()
+
+    def _apply_slice(self, core: RaftCore) -> bool:
+        """Apply the next committed entries, about APPLY_SLICE_BYTES of them; False if there
+        were none."""
+        high_watermark = core.high_watermark
+        if self.applied < core.log.start_offset:
+            # already folded into the snapshot the state machine loaded
+            self.applied = core.log.start_offset
+        if self.applied >= high_watermark:
+            return False
+        batch = [
+            e
+            for e in core.log.entries_from(self.applied, APPLY_SLICE_BYTES)
+            if e.offset < high_watermark
+        ]
+        if not batch:
+            return False
+        self.state_machine.apply(batch)
+        self.applied = batch[-1].offset + 1
+        return True
 
     def _send(self, dest: int, message: Request | Response) -> None:
         if isinstance(message, Request):

@@ -91,6 +91,8 @@ class History:
         self.replica_problems: list[str] = []
         self.notes: list[str] = []
         self.counts: dict[str, int] = defaultdict(int)
+        self.on_violation: Callable[[], None] | None = None
+        """Called after each violation found while running (e.g. to end the run there)."""
 
     # --- recording --------------------------------------------------------------------------
 
@@ -104,6 +106,8 @@ class History:
     def violation(self, kind: str, detail: str) -> None:
         self.trace(f"VIOLATION {kind}: {detail}")
         self.live.append(Violation(kind, detail))
+        if self.on_violation is not None:
+            self.on_violation()
 
     def sending(self, producer: str, partition: int, values: list[bytes]) -> None:
         for value in values:

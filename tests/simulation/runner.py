@@ -47,13 +47,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="put a fixed bug back (strom.config.planted), to see it caught")  # fmt: skip
     parser.add_argument("--opening", choices=OPENINGS,
                         help="open every seed with this scripted sequence (default: as each seed draws)")  # fmt: skip
-    parser.add_argument("--stop-at-first", action="store_true", help="stop at the first failing seed")
+    parser.add_argument("--stop-at-first", action="store_true",
+                        help="stop at the first failing seed, ending it at its first violation "
+                             "(with --seed: end that seed there)")  # fmt: skip
     parser.add_argument("-q", "--quiet", action="store_true", help="--seed: the verdict only")
     args = parser.parse_args(argv)
     require_fixed_hash_seed()
     bugs = frozenset(args.plant)
     if args.seed is not None:
-        result = run_seed(args.seed, size=args.size, bugs=bugs, echo=not args.quiet, opening=args.opening)
+        result = run_seed(args.seed, size=args.size, bugs=bugs, echo=not args.quiet,
+                          opening=args.opening, end_at_violation=args.stop_at_first)  # fmt: skip
         print(_line(result), flush=True)
         for violation in result.violations:
             print(f"  {violation}")
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
     failed: list[int] = []
     began = time.monotonic()
     for seed in range(args.first, args.first + args.seeds):
-        result = run_seed(seed, size=args.size, bugs=bugs, opening=args.opening)
+        result = run_seed(seed, size=args.size, bugs=bugs, opening=args.opening,
+                          end_at_violation=args.stop_at_first)  # fmt: skip
         print(_line(result), flush=True)
         if result.ok:
             continue
@@ -74,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
         plant = "".join(f" --plant {b}" for b in sorted(bugs))
         if args.opening:
             plant += f" --opening {args.opening}"
+        if args.stop_at_first:
+            plant += " --stop-at-first"
         print(f"  replay: python -m tests.simulation --seed {seed} --size {args.size}{plant}", flush=True)
         if args.stop_at_first:
             break

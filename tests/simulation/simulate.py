@@ -748,9 +748,11 @@ def run_seed(
     echo: bool = False,
     keep: int = 20_000,
     opening: str | None = None,
+    end_at_violation: bool = False,
 ) -> Result:
     """Run one seed to the end and judge it (`opening`: force that opening, see
-    `Scenario.for_seed`)."""
+    `Scenario.for_seed`; `end_at_violation`: end the run at its first violation, as a search
+    for a failing seed wants: the rest of a failing run costs CPU and proves nothing more)."""
     scenario = Scenario.for_seed(seed, size, bugs, opening)
     trace = Trace(keep, echo)
     trace.event(scenario.describe())
@@ -766,10 +768,13 @@ def run_seed(
             async def main() -> None:
                 with trio.move_on_after(RUN_LIMIT) as limit:
                     guard.scope = limit
+                    if end_at_violation:
+                        simulation.history.on_violation = limit.cancel
                     await simulation.run()
+                simulation.history.on_violation = None
                 if guard.tripped:
                     simulation.history.violation("stuck", guard.tripped)
-                elif limit.cancelled_caught:
+                elif limit.cancelled_caught and not (end_at_violation and simulation.history.live):
                     simulation.history.violation("stuck", f"the run did not end within {RUN_LIMIT:.0f}s")
 
             guard = _SpinGuard(clock, SPIN_LIMIT)
@@ -783,7 +788,11 @@ def run_seed(
         disk.use(previous_disk)
         planted.plant(previous_bugs)
     cpu = time.process_time() - cpu
-    violations = simulation.history.check()
+    if end_at_violation and simulation.history.live:
+        # ended there: no final read to judge the rest against
+        violations = list(simulation.history.live)
+    else:
+        violations = simulation.history.check()
     summary = simulation.history.summary(violations)
     if error:
         summary = f"ERROR {error}; {summary}"
