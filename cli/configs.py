@@ -1,4 +1,5 @@
-"""`strom config get|set`: broker and topic configs (DescribeConfigs, IncrementalAlterConfigs)."""
+"""`strom config get|set`: broker, topic and group configs (DescribeConfigs,
+IncrementalAlterConfigs)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from strom.cli.context import Context, pass_context
 from strom.cli.session import CliError
 from strom.cli.topics import alter_configs, key_values
 
-_KINDS = {"broker": ResourceType.BROKER, "topic": ResourceType.TOPIC}
+_KINDS = {"broker": ResourceType.BROKER, "group": ResourceType.GROUP, "topic": ResourceType.TOPIC}
 
 
 @click.group()
 def config() -> None:
-    """Read and change broker and topic configs."""
+    """Read and change broker, topic and group configs."""
 
 
 def _source(entry: object) -> str:
@@ -39,7 +40,7 @@ def _source(entry: object) -> str:
 )
 @pass_context
 def get(ctx: Context, kind: str, name: str, keys: tuple[str, ...], show_all: bool) -> None:
-    """Configs of a broker (by id) or a topic; only KEYS if given."""
+    """Configs of a broker (by id), a topic or a group; only KEYS if given."""
     session = ctx.session
     resource = ConfigResource(_KINDS[kind], name)
     entries = session.wait(
@@ -82,5 +83,6 @@ def get(ctx: Context, kind: str, name: str, keys: tuple[str, ...], show_all: boo
 def set_(
     ctx: Context, kind: str, name: str, settings: tuple[str, ...], deletes: tuple[str, ...]
 ) -> None:
-    """Set or remove configs of a broker (an id, or "" for the cluster default) or a topic."""
+    """Set or remove configs of a broker (an id, or "" for the cluster default), a topic or a
+    group."""
     alter_configs(ctx, _KINDS[kind], [name], key_values(settings, "KEY=VALUE"), deletes)

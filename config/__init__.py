@@ -8,6 +8,8 @@ and the rest of Strom asks it. What is where:
   overrides)` reads a server.properties file plus `key=value` overrides, as
   kafka-server-start does. Attributes are Kafka keys with dots as underscores.
 - `topic`: `TopicConfig`, every topic key and the broker keys it falls back to.
+- `group`: `GroupConfig`, the group configs (ConfigResource GROUP) over the broker's
+  group.consumer/share/streams.* defaults and bounds: validation and DescribeConfigs entries.
 - `dynamic`: dynamic broker configs (stored in the metadata log) over the static
   file: which apply, which a change may name, the effective configuration.
 - `resolve`: a topic's effective config, and DescribeConfigs entries (value,
@@ -28,6 +30,12 @@ from strom.config.alter_ops import AlterOp
 from strom.config.broker import BROKER_KEYS, STROM_DEFAULTS, BrokerConfig, load_config
 from strom.config.config_error import ConfigError
 from strom.config.dynamic import BrokerLayers
+from strom.config.group import (
+    GROUP_KEYS,
+    GroupConfig,
+    describe_group_config,
+    validate_group_overrides,
+)
 from strom.config.ignored import IGNORED_KEYS, IGNORED_PREFIXES, is_ignored
 from strom.config.keys import ConfigKey, Synonym
 from strom.config.listeners import (
@@ -66,6 +74,7 @@ from strom.config.values import (
 __all__ = [
     "BROKER_KEYS",
     "BROKER_SYNONYMS",
+    "GROUP_KEYS",
     "IGNORED_KEYS",
     "IGNORED_PREFIXES",
     "INT_MAX",
@@ -84,12 +93,14 @@ __all__ = [
     "ConfigSynonym",
     "ConfigType",
     "ConfigValue",
+    "GroupConfig",
     "Listener",
     "Synonym",
     "TopicConfig",
     "apply_overrides",
     "describe_broker_config",
     "describe_cluster_defaults",
+    "describe_group_config",
     "effective_topic_config",
     "is_ignored",
     "load_config",
@@ -100,5 +111,6 @@ __all__ = [
     "read_properties_file",
     "resolve_topic_config",
     "topic_min_insync_replicas",
+    "validate_group_overrides",
     "validate_topic_overrides",
 ]

@@ -13,6 +13,7 @@ construction checks every value and the rules that span several keys.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -927,6 +928,171 @@ class BrokerConfig:
         validator=subset_of("classic", "consumer", "share", allow_empty=False),
     )
 
+    # Defaults and bounds of the group configs (ConfigResource GROUP, `strom.config.group`).
+    # They configure KIP-848's consumer, share and streams groups; Strom's groups are all
+    # classic, which ignore them, as in Kafka.
+    group_consumer_session_timeout_ms: int = setting(
+        "group.consumer.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Default of a consumer group's consumer.session.timeout.ms (group config).",
+        validator=at_least(1),
+    )
+    group_consumer_min_session_timeout_ms: int = setting(
+        "group.consumer.min.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Smallest consumer.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_consumer_max_session_timeout_ms: int = setting(
+        "group.consumer.max.session.timeout.ms",
+        ConfigType.INT,
+        60000,
+        "Largest consumer.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_consumer_heartbeat_interval_ms: int = setting(
+        "group.consumer.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Default of a consumer group's consumer.heartbeat.interval.ms (group config).",
+        validator=at_least(1),
+    )
+    group_consumer_min_heartbeat_interval_ms: int = setting(
+        "group.consumer.min.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Smallest consumer.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_consumer_max_heartbeat_interval_ms: int = setting(
+        "group.consumer.max.heartbeat.interval.ms",
+        ConfigType.INT,
+        15000,
+        "Largest consumer.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_session_timeout_ms: int = setting(
+        "group.share.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Default of a share group's share.session.timeout.ms (group config).",
+        validator=at_least(1),
+    )
+    group_share_min_session_timeout_ms: int = setting(
+        "group.share.min.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Smallest share.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_max_session_timeout_ms: int = setting(
+        "group.share.max.session.timeout.ms",
+        ConfigType.INT,
+        60000,
+        "Largest share.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_heartbeat_interval_ms: int = setting(
+        "group.share.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Default of a share group's share.heartbeat.interval.ms (group config).",
+        validator=at_least(1),
+    )
+    group_share_min_heartbeat_interval_ms: int = setting(
+        "group.share.min.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Smallest share.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_max_heartbeat_interval_ms: int = setting(
+        "group.share.max.heartbeat.interval.ms",
+        ConfigType.INT,
+        15000,
+        "Largest share.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_record_lock_duration_ms: int = setting(
+        "group.share.record.lock.duration.ms",
+        ConfigType.INT,
+        30000,
+        "Default of a share group's share.record.lock.duration.ms (group config).",
+        validator=at_least(1),
+    )
+    group_share_min_record_lock_duration_ms: int = setting(
+        "group.share.min.record.lock.duration.ms",
+        ConfigType.INT,
+        15000,
+        "Smallest share.record.lock.duration.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_share_max_record_lock_duration_ms: int = setting(
+        "group.share.max.record.lock.duration.ms",
+        ConfigType.INT,
+        60000,
+        "Largest share.record.lock.duration.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_streams_session_timeout_ms: int = setting(
+        "group.streams.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Default of a streams group's streams.session.timeout.ms (group config).",
+        validator=at_least(1),
+    )
+    group_streams_min_session_timeout_ms: int = setting(
+        "group.streams.min.session.timeout.ms",
+        ConfigType.INT,
+        45000,
+        "Smallest streams.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_streams_max_session_timeout_ms: int = setting(
+        "group.streams.max.session.timeout.ms",
+        ConfigType.INT,
+        60000,
+        "Largest streams.session.timeout.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_streams_heartbeat_interval_ms: int = setting(
+        "group.streams.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Default of a streams group's streams.heartbeat.interval.ms (group config).",
+        validator=at_least(1),
+    )
+    group_streams_min_heartbeat_interval_ms: int = setting(
+        "group.streams.min.heartbeat.interval.ms",
+        ConfigType.INT,
+        5000,
+        "Smallest streams.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_streams_max_heartbeat_interval_ms: int = setting(
+        "group.streams.max.heartbeat.interval.ms",
+        ConfigType.INT,
+        15000,
+        "Largest streams.heartbeat.interval.ms a group config may set.",
+        validator=at_least(1),
+    )
+    group_streams_num_standby_replicas: int = setting(
+        "group.streams.num.standby.replicas",
+        ConfigType.INT,
+        0,
+        "Default of a streams group's streams.num.standby.replicas (group config).",
+        validator=at_least(0),
+    )
+    group_streams_max_standby_replicas: int = setting(
+        "group.streams.max.standby.replicas",
+        ConfigType.INT,
+        2,
+        "Largest streams.num.standby.replicas a group config may set.",
+        validator=at_least(0),
+    )
+
     transaction_state_log_num_partitions: int = setting(
         "transaction.state.log.num.partitions",
         ConfigType.INT,
@@ -1531,6 +1697,12 @@ def _listener_names(listeners: str | None) -> list[str]:
         return []
 
 
+_GROUP_BOUND = re.compile(r"group\.(consumer|share|streams)\.(min|max)(\..+)")
+"""A bound of a group config's default: group.<protocol>.min|max.<setting> (Kafka checks
+each default against its bounds at start-up; group.streams.max.standby.replicas bounds
+group.streams.num.standby.replicas only through `strom.config.group`)."""
+
+
 def _check_cross_key_rules(cfg: BrokerConfig) -> None:
     """Rules spanning several keys, each error naming the key to change."""
     if cfg.broker_id is not None and cfg.broker_id != cfg.node_id:
@@ -1577,6 +1749,16 @@ def _check_cross_key_rules(cfg: BrokerConfig) -> None:
             cfg.group_coordinator_rebalance_protocols,
             "a list including classic",
         )
+    for key in BROKER_KEYS:
+        bound = _GROUP_BOUND.fullmatch(key)
+        if bound is None or ("group." + bound[1] + bound[3]) not in BROKER_KEYS:
+            continue
+        default_key = "group." + bound[1] + bound[3]
+        default: int = getattr(cfg, attr_name(default_key))
+        limit: int = getattr(cfg, attr_name(key))
+        if (default < limit) if bound[2] == "min" else (default > limit):
+            relation = "at least" if bound[2] == "min" else "at most"
+            raise ConfigError.invalid(default_key, default, f"{relation} {key} ({limit})")
 
 
 def _check_node_mechanisms(cfg: BrokerConfig) -> None:

@@ -45,7 +45,8 @@ class ConfigKey:
     dynamic: bool = False
     """Kafka can change it without a restart; DescribeConfigs reports read_only = not dynamic."""
     synonyms: tuple[Synonym, ...] = ()
-    """For topic keys: broker keys consulted in order when the topic has no override."""
+    """For topic and group keys: broker keys consulted in order when the resource has no
+    override."""
 
     @property
     def attr(self) -> str:

@@ -4,7 +4,7 @@ Kafka splits these requests: the receiving broker answers some resources
 itself (its ConfigAdminManager "preprocessing") and forwards the rest to the
 controller, then answers every resource in request order. TOPIC, BROKER,
 CLIENT_METRICS and GROUP resources go to the controller, which repeats the
-shape checks and owns the durable change (Strom's refuses the last two types).
+shape checks and owns the durable change (Strom's refuses CLIENT_METRICS).
 Answered here, after the same shape checks (a resource named twice, duplicate
 keys, null values): BROKER_LOGGER in IncrementalAlterConfigs (log levels, see
 `admin_loggers`), and every other resource type: INVALID_REQUEST "Unknown

@@ -1,4 +1,4 @@
-"""DescribeConfigs for TOPIC and BROKER resources: which entries a resource gets, and its errors.
+"""DescribeConfigs for TOPIC, BROKER and GROUP resources: which entries a resource gets, and its errors.
 
 The entries themselves (values, sources, synonym chains, how unknown stored keys
 are shown) come from `strom.config.resolve`; this module picks the resource and
@@ -11,6 +11,9 @@ answers Kafka's per-resource errors, as its ConfigHelper does:
   chain (static file, dynamic cluster default, dynamic per-broker override),
   plus the stored dynamic keys Strom does not know.
 - BROKER "": only the stored cluster-wide dynamic defaults (Kafka's "default" resource).
+- GROUP "<group id>": every group config (`strom.config.group`), the group's stored override
+  or this broker's default, for any group id (it need not exist, as in Kafka); the name ""
+  is INVALID_REQUEST "Group name must not be empty".
 - Another node id is INVALID_REQUEST "Unexpected broker id, expected 1 or empty
   string, ..."; a name that is not a number INVALID_REQUEST too.
 Requested keys Strom does not know are left out, as Kafka does; an empty key
@@ -22,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strom.config import ConfigError
+from strom.config.group import describe_group_config
 from strom.config.resolve import (
     ConfigEntry,
     describe_broker_config,
@@ -29,7 +33,7 @@ from strom.config.resolve import (
     resolve_topic_config,
 )
 from strom.coordinator.controller.names import invalid_topic_name
-from strom.coordinator.metadata.image import BROKER_RESOURCE
+from strom.coordinator.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -85,6 +89,23 @@ def describe_broker(
         )
     layers = state.image.broker_config_layers(state.config)
     return describe_broker_config(layers.effective(), wanted_keys(keys), include_synonyms, layers)
+
+
+def describe_group(
+    state: BrokerCore, name: str, keys: list[str] | None, include_synonyms: bool
+) -> list[ConfigEntry]:
+    if not name:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    layers = state.image.broker_config_layers(state.config)
+    try:
+        return describe_group_config(
+            layers.effective(),
+            state.image.config_overrides(GROUP_RESOURCE, name),
+            wanted_keys(keys),
+            include_synonyms,
+        )
+    except ConfigError as exc:  # a stored value that no longer parses
+        raise ResourceError(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) from exc
 
 
 def node_id_of(name: str) -> int:

@@ -1,7 +1,7 @@
 """AlterConfigs (key 33), the deprecated whole-resource replacement.
 
 Behavior:
-- Each TOPIC or BROKER resource's override set is replaced by the keys given:
+- Each TOPIC, BROKER or GROUP resource's override set is replaced by the keys given:
   keys left out are deleted. The controller (`QuorumController.alter_configs`)
   checks it as Kafka does (see IncrementalAlterConfigs for the error cases);
   a change takes effect without a restart (`strom.broker.replication.partitions` pushes topic

@@ -9,11 +9,13 @@ Behavior:
   as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG.
 - BROKER_LOGGER (8) "<this node's id>" lists every logger with its current
   level (see `strom.broker.admin.loggers`).
+- GROUP (32) "<group id>": KIP-848's group configs, the stored override (GROUP_CONFIG) or
+  the broker's default (DEFAULT_CONFIG), for any group id; DESCRIBE_CONFIGS on the group.
 - Per-resource errors: an unknown topic UNKNOWN_TOPIC_OR_PARTITION (no
   message), an illegal topic name INVALID_TOPIC_EXCEPTION, another broker id
-  INVALID_REQUEST "Unexpected broker id, ...". CLIENT_METRICS (16) and GROUP
-  (32) are types Kafka knows and Strom does not keep: INVALID_REQUEST for that
-  resource. Any other resource type fails the whole request as in Kafka:
+  INVALID_REQUEST "Unexpected broker id, ...", an empty group id INVALID_REQUEST.
+  CLIENT_METRICS (16) is a type Kafka knows and Strom does not keep: INVALID_REQUEST for
+  that resource. Any other resource type fails the whole request as in Kafka:
   every resource INVALID_REQUEST with Kafka's default message.
 - `configuration_keys` null or empty means every key; unknown keys are skipped.
   Sensitive values are null; `include_synonyms` (v1+) and
@@ -97,6 +99,8 @@ def _describe(broker: BrokerState, resource: Resource, body: DescribeConfigsRequ
             entries = describe_resources.describe_topic(broker, name, keys, synonyms)
         elif resource.resource_type == ConfigResource.BROKER:
             entries = describe_resources.describe_broker(broker, name, keys, synonyms)
+        elif resource.resource_type == ConfigResource.GROUP:
+            entries = describe_resources.describe_group(broker, name, keys, synonyms)
         elif resource.resource_type == ConfigResource.BROKER_LOGGER:
             admin_loggers.check_node(name, broker.node_id, describing=True)
             entries = admin_loggers.describe(keys)

@@ -1,20 +1,23 @@
 """IncrementalAlterConfigs (key 44).
 
 Behavior:
-- SET, DELETE, APPEND and SUBTRACT (LIST keys only) on TOPIC and BROKER
+- SET, DELETE, APPEND and SUBTRACT (LIST keys only) on TOPIC, BROKER and GROUP
   resources go to the controller (`QuorumController.incremental_alter_configs`),
   which checks them as Kafka's broker and controller do: a resource named twice
   fails both entries, duplicate keys or null values (except DELETE) are
   INVALID_REQUEST, unknown topic keys or bad values INVALID_CONFIG with the
   reason, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, broker resources ""
   (cluster default) or this node's id with dynamic keys only (else
-  INVALID_REQUEST, as Kafka answers broker validation failures).
+  INVALID_REQUEST, as Kafka answers broker validation failures), group resources with a
+  non-empty id, known group keys and values within the broker's bounds (else INVALID_CONFIG;
+  ALTER_CONFIGS on the group). Group configs are stored for every broker and ignored by
+  classic groups, as in Kafka.
 - A stored change takes effect without a restart: `strom.broker.replication.partitions` pushes
   topic config changes into the partition logs on every publish.
 - BROKER_LOGGER (8) resources are answered here, never stored, as in Kafka
   (see `strom.broker.admin.loggers`); other unknown resource types are
   INVALID_REQUEST "Unknown resource type N" (see `strom.broker.admin.alter_preprocess`).
-- On a broker that is not the active controller, TOPIC and BROKER resources go to the active
+- On a broker that is not the active controller, TOPIC, BROKER and GROUP resources go to the active
   controller (see `strom.broker.admin.forwarding`).
 - Results come back in request order. `validate_only` checks everything and
   changes nothing.

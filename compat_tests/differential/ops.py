@@ -295,6 +295,79 @@ class AlterConfigs:
         return response
 
 
+@dataclass(frozen=True)
+class DescribeGroupConfigs:
+    """DescribeConfigs of a GROUP resource (KIP-848 group configs); entries sorted by name
+    (Kafka lists them in hash order)."""
+
+    version: int
+    group: int | str
+    keys: tuple[str, ...] | None
+    synonyms: bool
+    api = "DescribeConfigs"
+
+    async def run(self, side: Side, ctx: Context) -> Plain:
+        name = ctx.group(self.group) if isinstance(self.group, int) else self.group
+        request = DescribeConfigsRequest(
+            resources=[DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=32, resource_name=name,
+                configuration_keys=None if self.keys is None else list(self.keys))],
+            include_synonyms=self.synonyms,
+        )  # fmt: skip
+        response = await _send(side, request, self.version, DescribeConfigsResponse)
+        for result in response.results:
+            result.configs.sort(key=lambda c: c.name)
+        return response
+
+
+@dataclass(frozen=True)
+class AlterGroupConfigs:
+    """IncrementalAlterConfigs of a GROUP resource."""
+
+    version: int
+    group: int | str
+    changes: tuple[tuple[str, int, str | None], ...]
+    validate_only: bool = False
+    api = "IncrementalAlterConfigs"
+
+    async def run(self, side: Side, ctx: Context) -> Plain:
+        name = ctx.group(self.group) if isinstance(self.group, int) else self.group
+        request = IncrementalAlterConfigsRequest(
+            resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=32, resource_name=name,
+                configs=[IncrementalAlterConfigsRequest.AlterableConfig(k, op, v)
+                         for k, op, v in self.changes])],
+            validate_only=self.validate_only,
+        )  # fmt: skip
+        response = await _send(side, request, self.version, IncrementalAlterConfigsResponse)
+        if not self.validate_only and response.responses[0].error_code == ErrorCode.NONE:
+            await side.barrier(ctx.prefix)
+        return response
+
+
+GROUP_CONFIG_SEQUENCE: tuple[DescribeGroupConfigs | AlterGroupConfigs, ...] = (
+    DescribeGroupConfigs(4, 0, None, True),
+    DescribeGroupConfigs(1, 0, ("consumer.session.timeout.ms", "nope"), False),
+    DescribeGroupConfigs(4, "", None, True),
+    AlterGroupConfigs(1, 0, (("consumer.session.timeout.ms", 0, "50000"),
+                             ("share.isolation.level", 0, "read_committed"))),
+    AlterGroupConfigs(0, 0, (("consumer.session.timeout.ms", 0, "5"),)),
+    AlterGroupConfigs(1, 0, (("consumer.heartbeat.interval.ms", 0, "45000"),)),
+    AlterGroupConfigs(1, 0, (("streams.num.standby.replicas", 0, "3"),)),
+    AlterGroupConfigs(1, 0, (("no.such.key", 0, "1"),)),
+    AlterGroupConfigs(1, 0, (("consumer.session.timeout.ms", 2, "1"),)),
+    AlterGroupConfigs(1, 0, (("consumer.session.timeout.ms", 0, None),)),
+    AlterGroupConfigs(1, "", (("consumer.session.timeout.ms", 0, "50000"),)),
+    AlterGroupConfigs(1, 1, (("share.session.timeout.ms", 0, "50000"),), validate_only=True),
+    DescribeGroupConfigs(4, 0, None, True),
+    DescribeGroupConfigs(4, 1, None, False),
+    AlterGroupConfigs(1, 0, (("consumer.session.timeout.ms", 1, None),
+                             ("streams.num.standby.replicas", 1, None))),
+    DescribeGroupConfigs(3, 0, None, True),
+)  # fmt: skip
+"""One fixed sequence over group configs: defaults, sets, every kind of refusal, deletes."""
+
+
 # ---------------------------------------------------------------- groups
 
 # Kafka's group coordinator parses "consumer" metadata and assignments: they must be valid

@@ -173,6 +173,12 @@ def test_groups(pair: Pair) -> None:
     _run_family(pair, ops.group_sequences, examples=80)
 
 
+def test_group_configs(pair: Pair) -> None:
+    """GROUP config resources (KIP-848 group configs): one fixed sequence, no departures."""
+    differences = trio.run(_both, pair, list(ops.GROUP_CONFIG_SEQUENCE), f"d{next(_prefixes)}-")
+    assert differences == [], "\n".join(str(d) for d in differences)
+
+
 KNOWN_DEPARTURES: tuple[tuple[int, list[Op]], ...] = (
     (0, [ops.CreateTopic(7, 0, 1, 1, (("segment.bytes", "big"),), False)]),
     (1, [ops.CreateTopic(7, 0, 1, 1, (), False),

@@ -24,13 +24,11 @@ and PASSED. `--keep` leaves the directory (with the test's output and Strom's lo
   one at a time as Kafka does, read a produce request sent before that after the session
   ended, which closes the connection as in Kafka.)
 - `admin`: 0081 on one broker with the StandardAuthorizer (`allow.everyone.if.no.acl.found`),
-  as trivup's ACL-enabled broker, told that the broker is Kafka 3.9. The only cases 0081
-  chooses by a 4.x version are Kafka 4.0's group configs (ConfigResource type GROUP in
-  IncrementalAlterConfigs and DescribeConfigs): they configure KIP-848's consumer, share and
-  streams groups, which Strom does not implement, so Strom refuses them with INVALID_REQUEST, as
-  Kafka 3.x does; told 4.1, those two cases fail on that and everything else passes. (A SASL-only
-  case that also reads the version, authorized operations of a group, is skipped here as on
-  trivup's plaintext broker.)
+  as trivup's ACL-enabled broker, told that the broker is Kafka 4.1 (the suite's default), so
+  its group-config cases run: IncrementalAlterConfigs and DescribeConfigs of ConfigResource
+  GROUP (KIP-848's group configs, stored and described as Kafka does; Strom's groups are all
+  classic, which ignore them, as Kafka's do). (A SASL-only case that also reads the version,
+  authorized operations of a group, is skipped here as on trivup's plaintext broker.)
 """
 
 from __future__ import annotations
@@ -51,8 +49,6 @@ from strom.broker.testing.cluster import ClusterProcess
 from strom.broker.testing.embedded import BrokerProcess
 
 BY_HAND = ("0081", "0097", "0133", "0142")
-WITHOUT_GROUP_CONFIGS = "3.9.0"
-"""The Kafka version 0081 is told (see `admin` above)."""
 OAUTH_JAAS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
     'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";'
@@ -91,8 +87,7 @@ def _oauthbearer(root: Path, runner: Path) -> str:
 def _admin(root: Path, runner: Path) -> str:
     with BrokerProcess(root / "strom", AUTHORIZER) as broker:
         done = suite.run(runner, "0081", broker.bootstrap, root / "rdkafka", timeout=3600,
-                         extra_conf={"test.timeout.multiplier": "4"},
-                         broker_version=WITHOUT_GROUP_CONFIGS)  # fmt: skip
+                         extra_conf={"test.timeout.multiplier": "4"})  # fmt: skip
         (root / "strom.log").write_text("\n".join(broker.output))
     return done.stdout + done.stderr
 

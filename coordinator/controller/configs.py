@@ -1,13 +1,16 @@
-"""IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2) on topic and broker resources.
+"""IncrementalAlterConfigs (v0-1) and AlterConfigs (v0-2) on topic, broker and group resources.
 
 Checks follow Kafka's broker pre-checks then its controller, per resource:
 a resource named twice fails both entries ("Each resource must appear at
 most once."), duplicate keys and null values (other than DELETE) are
-INVALID_REQUEST; resource types other than TOPIC (2) and BROKER (4) are
+INVALID_REQUEST; resource types other than TOPIC (2), BROKER (4) and GROUP (32) are
 INVALID_REQUEST. Broker resources: name "" or this node's id, only dynamic
 keys, validated as a whole configuration (failures are INVALID_REQUEST, as
 in Kafka). Topic resources: legal name, known keys and valid values
-(INVALID_CONFIG), existing topic (UNKNOWN_TOPIC_OR_PARTITION).
+(INVALID_CONFIG), existing topic (UNKNOWN_TOPIC_OR_PARTITION). Group resources
+(KIP-848's group configs, `strom.config.group`): a non-empty name (the group need
+not exist), known keys, valid values within the broker's group.*.min/max bounds
+(INVALID_CONFIG); APPEND/SUBTRACT are INVALID_CONFIG (no group key is a LIST).
 
 Records: one ConfigRecord per key whose value changes (value null deletes);
 broker resources get a record for every key named even when unchanged, as
@@ -23,13 +26,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
-from strom.config import BROKER_KEYS, TOPIC_KEYS, ConfigType
+from strom.config import (
+    BROKER_KEYS,
+    GROUP_KEYS,
+    TOPIC_KEYS,
+    ConfigError,
+    ConfigType,
+    validate_group_overrides,
+)
 from strom.config.alter_ops import AlterOp, list_altered
 from strom.coordinator.controller.election import MIN_ISR_KEY
 from strom.coordinator.controller.names import invalid_topic_name
 from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
 from strom.coordinator.controller.topic_creation import check_topic_configs
-from strom.coordinator.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from strom.coordinator.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.clear_elr_record import ClearElrRecord
 from strom.wire.formats.metadata.config_record import ConfigRecord
@@ -159,10 +169,17 @@ def _check_shape(values: Sequence[tuple[str, str | None]], names: Sequence[str])
 def _check_type_and_name(ctx: Context, rtype: int, rname: str) -> None:
     if rtype == TOPIC_RESOURCE:
         return
+    if rtype == GROUP_RESOURCE:
+        if not rname:
+            raise ControllerError(
+                ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."
+            )
+        return
     if rtype != BROKER_RESOURCE:
         raise ControllerError(
             ErrorCode.INVALID_REQUEST,
-            f"Unsupported resource type {rtype}: Strom alters only TOPIC (2) and BROKER (4) configs.",
+            f"Unsupported resource type {rtype}: Strom alters only TOPIC (2), BROKER (4) and "
+            "GROUP (32) configs.",
         )
     if rname:
         try:
@@ -180,9 +197,10 @@ def _check_type_and_name(ctx: Context, rtype: int, rname: str) -> None:
 
 def _list_op(rtype: int, key: str, op: AlterOp, current: str | None, value: str) -> str:
     """APPEND/SUBTRACT on a LIST key; INVALID_CONFIG, worded as Kafka's, on any other key."""
-    spec = (TOPIC_KEYS if rtype == TOPIC_RESOURCE else BROKER_KEYS).get(key)
+    table = {TOPIC_RESOURCE: TOPIC_KEYS, GROUP_RESOURCE: GROUP_KEYS}.get(rtype, BROKER_KEYS)
+    spec = table.get(key)
     if spec is None or spec.type is not ConfigType.LIST:
-        if rtype == TOPIC_RESOURCE:
+        if rtype != BROKER_RESOURCE:
             message = f"Can't {op.name} to key {key} because its type is not LIST."
         else:
             verb = "append" if op == AlterOp.APPEND else "subtract"
@@ -196,6 +214,12 @@ def _validate(ctx: Context, rtype: int, rname: str, new: Mapping[str, str]) -> N
         reason = ctx.layers.refusal(new, per_broker=bool(rname))
         if reason is not None:
             raise ControllerError(ErrorCode.INVALID_REQUEST, reason)
+        return
+    if rtype == GROUP_RESOURCE:
+        try:
+            validate_group_overrides(new, ctx.config)
+        except ConfigError as exc:
+            raise ControllerError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         return
     if not rname:
         raise ControllerError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")

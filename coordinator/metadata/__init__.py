@@ -11,6 +11,7 @@ docs/metadata.md.
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
     BROKER_RESOURCE,
+    GROUP_RESOURCE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerRegistration,
@@ -28,6 +29,7 @@ from strom.coordinator.metadata.metadata_records import (
 
 __all__ = [
     "BROKER_RESOURCE",
+    "GROUP_RESOURCE",
     "TOPIC_RESOURCE",
     "BrokerEndpoint",
     "BrokerRegistration",

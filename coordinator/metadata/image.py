@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 TOPIC_RESOURCE = ConfigResource.TOPIC.value
 BROKER_RESOURCE = ConfigResource.BROKER.value
+GROUP_RESOURCE = ConfigResource.GROUP.value
 """ConfigRecord resource types (Kafka's ConfigResource.Type ids)."""
 
 METADATA_VERSION = "metadata.version"

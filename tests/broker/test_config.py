@@ -463,7 +463,7 @@ def test_unknown_key() -> None:
         "metadata.max.idle.interval.ms",
         "early.start.listeners",
         "remote.log.storage.system.enable",
-        "group.consumer.session.timeout.ms",
+        "group.consumer.assignors",
     ],
 )
 def test_accepted_and_ignored_keys(key: str) -> None:

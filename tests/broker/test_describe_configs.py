@@ -250,11 +250,11 @@ async def test_broker_logger_errors(client: KafkaClient, name: str, message: str
 
 async def test_types_strom_does_not_keep(client: KafkaClient) -> None:
     await create_topic(client, "fine")
-    topic, group = await describe(
-        client, Resource(TOPIC, "fine", ["retention.ms"]), Resource(32, "g")
+    topic, metrics = await describe(
+        client, Resource(TOPIC, "fine", ["retention.ms"]), Resource(16, "m")
     )
     assert topic.error_code == ErrorCode.NONE
-    assert (group.error_code, group.resource_type) == (ErrorCode.INVALID_REQUEST, 32)
+    assert (metrics.error_code, metrics.resource_type) == (ErrorCode.INVALID_REQUEST, 16)
 
 
 async def test_unknown_type_fails_the_whole_request(client: KafkaClient) -> None:

@@ -156,6 +156,9 @@ def test_config_get_and_set_for_topics_and_brokers(strom_broker: BrokerProcess) 
     ok(b, "config", "set", "broker", "1", "--delete", "log.retention.ms")
     (entry,) = ok_json(b, "config", "get", "broker", "1", "log.retention.ms")
     assert entry["source"] != "DYNAMIC_BROKER_CONFIG"
+    ok(b, "config", "set", "group", "conf-app", "consumer.session.timeout.ms=50000")
+    (entry,) = ok_json(b, "config", "get", "group", "conf-app", "consumer.session.timeout.ms")
+    assert (entry["value"], entry["source"]) == ("50000", "GROUP_CONFIG")
     refused = strom(b, "config", "set", "broker", "1", "log.dirs=/tmp")
     assert refused.returncode == 1
     assert refused.stderr.startswith("strom: error: altering 1: ")
