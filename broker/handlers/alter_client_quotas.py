@@ -4,11 +4,12 @@ Behavior:
 - ALTER_CONFIGS on the cluster is needed (else every entry CLUSTER_AUTHORIZATION_FAILED).
 - The controller checks each entity and its operations and writes ClientQuotaRecords
   (`strom.coordinator.controller.quota_commands`): INVALID_REQUEST with the reason for an
-  entity Kafka refuses, an unknown key, a non-positive value, and for the quota kinds Strom
-  does not enforce yet (request_percentage, controller_mutation_rate,
-  connection_creation_rate), which are refused rather than stored and ignored.
-- `producer_byte_rate` and `consumer_byte_rate` apply on every broker as soon as its image
-  holds them (`strom.broker.security.quotas`). `validate_only` writes nothing.
+  entity Kafka refuses (an ip that is not an address), an unknown key or one that does not
+  fit the entity (an ip takes connection_creation_rate alone), a non-positive value or a
+  fraction of an integer key.
+- The quotas apply on every broker as soon as its image holds them
+  (`strom.broker.security.quotas`; an ip's connection_creation_rate in the acceptor,
+  `strom.broker.network.server`). `validate_only` writes nothing.
 - On a broker that is not the active controller the request goes to the active controller.
 
 Version notes: v1 is flexible.

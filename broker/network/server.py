@@ -43,7 +43,14 @@ from strom.broker.security.authorization import (
 )
 from strom.broker.security.listeners import ListenerTls, handshake
 from strom.broker.security.principal import ANONYMOUS, KafkaPrincipal
-from strom.broker.security.quotas import FETCH, PRODUCE, REQUEST, FetchQuota, has_quota
+from strom.broker.security.quotas import (
+    FETCH,
+    PRODUCE,
+    REQUEST,
+    FetchQuota,
+    IpConnectionQuotas,
+    has_quota,
+)
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
@@ -112,6 +119,8 @@ class Server:
         self.stopping = False
         self._waiting: set[trio.CancelScope] = set()
         self._per_ip: dict[str, int] = {}
+        self.ip_rates = IpConnectionQuotas(trio.current_time)
+        """Connections made per address, against the ip entities' connection_creation_rate."""
         config = state.config
         bound = config.queued_max_request_bytes
         if bound > 0 and "queued.max.request.bytes" not in config.explicit_keys:
@@ -153,6 +162,12 @@ class Server:
                         raise
                     log.error("accept on %s failed (%s); retrying in 100 ms", name, exc.strerror)
                     await trio.sleep(0.1)
+                    continue
+                host = runtime.current().network.peer_host(stream)
+                throttle_ms = self.ip_rates.admit(self.state.image.client_quotas, host)
+                if throttle_ms:  # KIP-612: over its ip's rate; held, unserved, then closed
+                    log.debug("delaying the close of a connection from %s by %d ms", host, throttle_ms)
+                    connections.start_soon(_close_after, stream, throttle_ms / 1000)
                     continue
                 self.connections += 1
                 connections.start_soon(self._connection, stream, name)
@@ -478,6 +493,15 @@ class Server:
     def _topic_of_id(self, topic_id: Any) -> str | None:
         topic = self.state.image.topic_by_id(topic_id)
         return None if topic is None else topic.name
+
+
+async def _close_after(stream: trio.abc.Stream, delay: float) -> None:
+    """Hold a throttled connection unread for `delay` seconds, then close it (Kafka's acceptor
+    closes a connection over its ip's connection creation rate once the throttle is over)."""
+    try:
+        await trio.sleep(delay)
+    finally:
+        await trio.aclose_forcefully(stream)
 
 
 def _cluster_refusal(

@@ -35,10 +35,19 @@ client is slowed without a request being refused. Without any quota in the image
 nothing. Measurements idle for a window are dropped, so clients that come and go (any number
 of client ids under a default quota) cost bounded memory.
 
+Connections (KIP-612, `IpConnectionQuotas`): an `ip` entity's `connection_creation_rate` bounds
+the connections accepted from that address per second, measured as the same windowed rate; an
+address's own quota overrides the default ip entity's (null name), and without either there is
+no limit. A connection over it is not served: the acceptor holds it and closes it after the
+throttle, (rate - quota) / quota x the window, at most one sample (1 s), as Kafka's acceptor
+does; it does not count as a connection made. Other addresses are unaffected, and an address's
+measurement is dropped once idle for a window.
+
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections import deque
 from collections.abc import Callable, Mapping
 
@@ -51,6 +60,9 @@ MAX_REQUEST_THROTTLE_MS = int(SAMPLE_S * 1000)
 """Kafka's ClientRequestQuotaManager bounds a request-time throttle by one sample."""
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
 REQUEST, MUTATION = "request_percentage", "controller_mutation_rate"
+CONNECTION_RATE = "connection_creation_rate"
+MAX_CONNECTION_THROTTLE_MS = int(SAMPLE_S * 1000)
+"""Kafka bounds a connection throttle by one sample (`quota.window.size.seconds`)."""
 SWEEP_EVERY_S = 60.0
 """How often measurements that went idle are dropped."""
 
@@ -320,3 +332,77 @@ class FetchQuota:
         if throttle > 0:
             self._quotas.unrecord(self._limits, FETCH, self._user, self._client, size)
         return throttle
+
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _address(text: str) -> Address | None:
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped  # a dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d
+    return address
+
+
+class IpConnectionQuotas:
+    """The connection creation rate of each address (KIP-612's ip quota). `admit(quotas, host)`
+    records a new connection from `host` and returns 0, or, over the address's quota, takes it
+    back and returns how long to hold the connection before closing it, in milliseconds."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._rates: dict[Address, Rate] = {}
+        self._swept = 0.0
+        self._seen: object = None
+        self._specific: dict[Address, float] = {}
+        self._default: float | None = None
+
+    def __len__(self) -> int:
+        """How many addresses are measured (bounded: idle ones are dropped)."""
+        return len(self._rates)
+
+    def limit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], host: str) -> float | None:
+        """The connection creation rate quota of `host` (None: unlimited)."""
+        if quotas is not self._seen:
+            self._seen = quotas
+            self._specific, self._default = {}, None
+            for entity, values in quotas.items():
+                if len(entity) != 1 or entity[0][0] != "ip" or CONNECTION_RATE not in values:
+                    continue
+                name = entity[0][1]
+                if name is None:
+                    self._default = values[CONNECTION_RATE]
+                elif (address := _address(name)) is not None:
+                    self._specific[address] = values[CONNECTION_RATE]
+        address = _address(host)
+        if address is not None and address in self._specific:
+            return self._specific[address]
+        return self._default
+
+    def admit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], host: str) -> int:
+        now = self._clock()
+        self._sweep(now)
+        limit = self.limit(quotas, host) if quotas else None
+        address = _address(host)
+        if limit is None or address is None:
+            return 0
+        rate = self._rates.get(address)
+        if rate is None:
+            rate = self._rates[address] = Rate()
+        rate.record(1.0, now)
+        observed = rate.rate(now)
+        if observed <= limit:
+            return 0
+        rate.record(-1.0, now)  # not accepted: not counted, as Kafka un-records it
+        throttle = (observed - limit) / limit * rate.window_ms(now)
+        return max(1, min(round(throttle), MAX_CONNECTION_THROTTLE_MS))
+
+    def _sweep(self, now: float) -> None:
+        if now - self._swept < SWEEP_EVERY_S:
+            return
+        self._swept = now
+        for address in [a for a, rate in self._rates.items() if rate.idle(now)]:
+            del self._rates[address]

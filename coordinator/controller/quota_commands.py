@@ -4,17 +4,21 @@ Entities are Kafka's: `user` and/or `client-id` (a name, or null for the default
 alone; each type at most once. Per entity, as Kafka's ClientQuotaControlManager checks: an
 unknown or repeated entity type, `ip` with another type, an unknown key, a key given twice, or
 a value that is not a positive number (or a fraction for the byte rates, which Kafka types as
-longs) is INVALID_REQUEST with the reason; nothing of that entity is written. Strom enforces
-`producer_byte_rate`, `consumer_byte_rate`, `request_percentage` and
-`controller_mutation_rate` (`strom.broker.security.quotas`); `ip`'s `connection_creation_rate`
-is refused with INVALID_REQUEST rather than stored and ignored.
+longs) is INVALID_REQUEST with the reason; nothing of that entity is written. `user` and
+`client-id` entities take `producer_byte_rate`, `consumer_byte_rate`, `request_percentage` and
+`controller_mutation_rate` (`strom.broker.security.quotas`); an `ip` entity (an IP address, or
+null for the default) takes `connection_creation_rate` alone, a whole number of connections per
+second (KIP-612, `IpConnectionQuotas`). An ip name that is not an IP address literal is
+INVALID_REQUEST: Kafka also resolves host names there, but the controller does no DNS.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections import Counter
 
+from strom.config.values import INT_MAX
 from strom.coordinator.controller.result import Context, ControllerResult
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.client_quota_record import ClientQuotaRecord
@@ -29,8 +33,8 @@ ENFORCED = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "c
 """The quota keys Strom enforces."""
 WHOLE = ("producer_byte_rate", "consumer_byte_rate")
 """Keys Kafka types as longs: a fraction is refused."""
-NOT_ENFORCED = ("connection_creation_rate",)
-"""Kafka's other quota keys: refused until enforced (fail closed)."""
+IP_KEYS = ("connection_creation_rate",)
+"""The keys of an ip entity (Kafka's QuotaConfig.ipConfigs), typed as ints."""
 
 
 def entity_error(entity: list[tuple[str, str | None]]) -> str | None:
@@ -45,7 +49,19 @@ def entity_error(entity: list[tuple[str, str | None]]) -> str | None:
             return f"Duplicate {kind} entity type in the client quota entity"
     if "ip" in types and len(types) > 1:
         return "Invalid quota entity combination, IP entity should not be combined with User or ClientId entities."
+    for kind, name in entity:
+        if kind == "ip" and name is not None and not is_ip_address(name):
+            return f"{name} is not a valid IP address"
     return None
+
+
+def is_ip_address(name: str) -> bool:
+    """An IPv4 or IPv6 address literal (what an ip quota entity names)."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def alter_client_quotas(
@@ -75,14 +91,17 @@ def _ops_error(ops: list[AlterClientQuotasRequest.OpData], entity: list[tuple[st
     for op in ops:
         if keys[op.key] > 1:
             return f"Duplicate quota key {op.key} not updating quota"
-        if op.key in NOT_ENFORCED:
-            return f"Strom does not enforce {op.key} yet; it is refused rather than ignored"
-        if op.key not in ENFORCED:
+        if op.key not in ENFORCED and op.key not in IP_KEYS:
             return f"Unknown quota key {op.key}"
-        if any(kind == "ip" for kind, _ in entity):
+        is_ip = any(kind == "ip" for kind, _ in entity)
+        if is_ip and op.key not in IP_KEYS:
             return f"Quota key {op.key} does not apply to an ip entity"
+        if not is_ip and op.key in IP_KEYS:
+            return f"Quota key {op.key} applies to an ip entity only"
         if not op.remove and (not math.isfinite(op.value) or op.value <= 0):
             return f"Illegal value {op.value} for quota key {op.key}: a positive number is needed"
-        if not op.remove and op.key in WHOLE and abs(op.value % 1.0) > 1e-6:
+        if not op.remove and op.key in IP_KEYS and op.value > INT_MAX:
+            return f"Proposed value for {op.key} is too large for an INT."
+        if not op.remove and op.key in WHOLE + IP_KEYS and abs(op.value % 1.0) > 1e-6:
             return f"{op.key} cannot be a fractional value."
     return None
