@@ -383,9 +383,11 @@ class IpConnectionQuotas:
         return self._default
 
     def admit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], host: str) -> int:
+        if not quotas:  # no quota of any kind: nothing to measure
+            return 0
         now = self._clock()
         self._sweep(now)
-        limit = self.limit(quotas, host) if quotas else None
+        limit = self.limit(quotas, host)
         address = _address(host)
         if limit is None or address is None:
             return 0
