@@ -164,7 +164,10 @@ class Server:
                     await trio.sleep(0.1)
                     continue
                 host = runtime.current().network.peer_host(stream)
-                throttle_ms = self.ip_rates.admit(self.state.image.client_quotas, host)
+                # a node whose controller is not yet running (a voter starting) has no quotas
+                controller = self.state.controller
+                quotas = controller.image.client_quotas if controller is not None else {}
+                throttle_ms = self.ip_rates.admit(quotas, host)
                 if throttle_ms:  # KIP-612: over its ip's rate; held, unserved, then closed
                     log.debug("delaying the close of a connection from %s by %d ms", host, throttle_ms)
                     connections.start_soon(_close_after, stream, throttle_ms / 1000)
