@@ -52,14 +52,23 @@ class PeerConnection:
         self, body: Message, version: int, correlation_id: int, timeout_s: float
     ) -> Message:
         """Send `body` at `version` and return the response; PeerUnavailable on any failure."""
-        async with self._lock:
+        lock = self._lock
+        try:  # the usual case, one caller (a replica fetcher): no schedule point for the lock
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             return await self._request(body, version, correlation_id, timeout_s)
+        finally:
+            lock.release()
 
     async def _request(
         self, body: Message, version: int, correlation_id: int, timeout_s: float
     ) -> Message:
         try:
-            with trio.fail_after(timeout_s):
+            # trio.fail_after, without its generator context manager (a replica fetcher pays
+            # this on every round)
+            with trio.CancelScope(deadline=trio.current_time() + timeout_s) as deadline:
                 if self._reauthenticate_at is not None and trio.current_time() >= self._reauthenticate_at:
                     await self.aclose()
                 if self._stream is None:
@@ -67,6 +76,8 @@ class PeerConnection:
                     self._conn = ClientConnection(self._client_id)
                     await self._login(correlation_id)
                 return await self._exchange(body, version, correlation_id)
+            assert deadline.cancelled_caught
+            raise trio.TooSlowError
         except SaslLoginError as exc:
             await self.aclose()
             raise PeerUnavailable(f"{self.address} refused the authentication: {exc}") from exc
