@@ -117,7 +117,9 @@ class Server:
         """The event-loop time of each connection, while some request_percentage quota exists."""
         self._quotas_seen: object = None
         self.stopping = False
-        self._waiting: set[trio.CancelScope] = set()
+        self._waiting: dict[trio.CancelScope, float] = {}
+        """Connections waiting for a request: their scope, and trio time since when."""
+        self._reaping = False
         self._per_ip: dict[str, int] = {}
         self.ip_rates = IpConnectionQuotas(trio.current_time)
         """Connections made per address, against the ip entities' connection_creation_rate."""
@@ -148,7 +150,10 @@ class Server:
         rate = self.state.config.listener_value(name, "max.connection.creation.rate")
         assert isinstance(rate, int)
         bucket = TokenBucket(rate, trio.current_time)
-        async with listener:  # closed when serving stops
+        async with listener, trio.open_nursery() as own:  # closed when serving stops
+            if not self._reaping:
+                self._reaping = True
+                own.start_soon(self._reap_idle)
             while True:
                 while self.connections >= limit:
                     await self._slot_freed.park()
@@ -186,6 +191,21 @@ class Server:
             by_listener[name] -= 1
             self.state.metrics.connections_closed += 1
             self._slot_freed.unpark_all()
+
+    async def _reap_idle(self) -> None:
+        """Close connections that waited `connections.max.idle.ms` for a request (looked for
+        every tenth of it, so one closes after 1-1.1 times it). One task for the server, not a
+        deadline per request: a cancel scope's deadline costs each request several µs."""
+        idle = self.state.config.connections_max_idle_ms / 1000
+        try:
+            while True:
+                await trio.sleep(idle / 10)
+                now = trio.current_time()
+                for scope, since in list(self._waiting.items()):
+                    if now - since >= idle:
+                        scope.cancel()
+        finally:
+            self._reaping = False
 
     def stop_accepting_requests(self) -> None:
         """Wake every connection that is waiting for a request so it closes."""
@@ -232,20 +252,21 @@ class Server:
     ) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
-        idle_seconds = config.connections_max_idle_ms / 1000
+        waiting = trio.CancelScope()
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
         received = time.perf_counter()  # when the last bytes arrived: requests in them queue from then
         auth = None if self.sasl is None else self.sasl.authenticator(listener)
         if auth is not None:  # Kafka's bound on what an unauthenticated client may send
             conn.max_frame_size = min(conn.max_frame_size, config.sasl_server_max_receive_size)
         try:
-            while True:
-                event: Any = conn.next_frame() if auth is not None and auth.raw_tokens else conn.next_event()
-                if event is NEED_DATA:
-                    if self.stopping:
-                        return
-                    with trio.move_on_after(idle_seconds) as scope:
-                        self._waiting.add(scope)
+            with waiting:  # cancelled only while it waits for a request (`_reap_idle`)
+                while True:
+                    event: Any = conn.next_frame() if auth is not None and auth.raw_tokens else conn.next_event()
+                    if event is NEED_DATA:
+                        if self.stopping:
+                            return
+                        # only now may the idle reaper or a shutdown cancel `waiting`
+                        self._waiting[waiting] = trio.current_time()
                         try:
                             pending = conn.pending_frame_size()
                             if pending is not None and pending > reserved:
@@ -253,45 +274,45 @@ class Server:
                                 reserved = pending
                             data = await stream.receive_some(RECEIVE_SIZE)
                         finally:
-                            self._waiting.discard(scope)
-                    if scope.cancelled_caught:
-                        if not self.stopping:
-                            log.info("closing idle connection %d from %s", conn_id, host)
-                        return
-                    conn.receive_data(data)
-                    received = time.perf_counter()
-                    continue
-                if event is CLOSED:
-                    return
-                if auth is not None:
-                    if not await self._authenticate(auth, event, stream, host, conn_id):
-                        return
-                    if auth.authenticated:
-                        assert auth.principal is not None
-                        conn.max_frame_size = config.socket_request_max_bytes
-                        principal = auth.principal
-                    if not isinstance(event, Request | UnsupportedRequest) or not auth.passes:
-                        self.memory.release(reserved)
-                        reserved = 0
-                        if self.loop_time.enabled:
-                            self.loop_time.take()  # authentication is charged to no one, as in Kafka
+                            del self._waiting[waiting]
+                        if waiting.cancel_called:  # cancelled as the bytes came: closed all the same
+                            break
+                        conn.receive_data(data)
+                        received = time.perf_counter()
                         continue
-                assert isinstance(event, Request | UnsupportedRequest)
-                throttled: list[int] = []
-                chunks = await self.dispatch(
-                    event, host, conn_id, listener, principal, throttled, received
-                )
-                if chunks is not None:
-                    if not has_file_chunks(chunks):
-                        await stream.send_all(b"".join(chunks))
-                    elif isinstance(stream, trio.SocketStream):
-                        await send_chunks(stream, chunks)
-                    else:  # TLS, in-memory: no sendfile; file ranges are read and sent piecewise
-                        await send_copied(stream, chunks)
-                self.memory.release(reserved)
-                reserved = 0
-                if throttled:  # over its quota: read nothing more for the throttle time
-                    await trio.sleep(throttled[0] / 1000)
+                    if event is CLOSED:
+                        return
+                    if auth is not None:
+                        if not await self._authenticate(auth, event, stream, host, conn_id):
+                            return
+                        if auth.authenticated:
+                            assert auth.principal is not None
+                            conn.max_frame_size = config.socket_request_max_bytes
+                            principal = auth.principal
+                        if not isinstance(event, Request | UnsupportedRequest) or not auth.passes:
+                            self.memory.release(reserved)
+                            reserved = 0
+                            if self.loop_time.enabled:
+                                self.loop_time.take()  # authentication is charged to no one, as in Kafka
+                            continue
+                    assert isinstance(event, Request | UnsupportedRequest)
+                    throttled: list[int] = []
+                    chunks = await self.dispatch(
+                        event, host, conn_id, listener, principal, throttled, received
+                    )
+                    if chunks is not None:
+                        if not has_file_chunks(chunks):
+                            await stream.send_all(b"".join(chunks))
+                        elif isinstance(stream, trio.SocketStream):
+                            await send_chunks(stream, chunks)
+                        else:  # TLS, in-memory: no sendfile; file ranges are read and sent piecewise
+                            await send_copied(stream, chunks)
+                    self.memory.release(reserved)
+                    reserved = 0
+                    if throttled:  # over its quota: read nothing more for the throttle time
+                        await trio.sleep(throttled[0] / 1000)
+            if waiting.cancel_called and not self.stopping:
+                log.info("closing idle connection %d from %s", conn_id, host)
         finally:
             self.memory.release(reserved)
 

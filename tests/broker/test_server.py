@@ -222,3 +222,21 @@ async def test_shutdown_closes_idle_connections_promptly(tmp_path: Path) -> None
         assert await read_frame(idle) is None
         await idle.aclose()
         await kafka.aclose()
+
+
+async def test_a_connection_idle_for_connections_max_idle_ms_is_closed(tmp_path: Path) -> None:
+    """Kafka's connections.max.idle.ms: a connection that sends nothing for that long is closed
+    (here within 1.1 times it); one that keeps sending requests stays open."""
+    async with open_broker(tmp_path, {"connections.max.idle.ms": "400"}) as broker:
+        idle = await raw_connect(broker)
+        busy = await KafkaClient.connect(broker.bootstrap)
+        started = trio.current_time()
+        with trio.fail_after(5):
+            while trio.current_time() - started < 0.8:
+                await busy.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
+                await trio.sleep(0.1)
+            assert await read_frame(idle) is None  # closed while the other one was used
+        assert trio.current_time() - started >= 0.4
+        await busy.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)  # still open
+        await idle.aclose()
+        await busy.aclose()
