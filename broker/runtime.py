@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 import random
 import time
 import uuid
@@ -164,6 +165,56 @@ async def to_thread(fn: Callable[[*Ts], T], *args: *Ts) -> T:
 
 def new_random() -> random.Random:
     return current().new_random()
+
+
+async def send_all(stream: trio.abc.Stream, data: bytes | bytearray | memoryview) -> None:
+    """`stream.send_all(data)`; on a plain TCP stream without trio's schedule point when the
+    kernel takes every byte at once (a small request or response: the usual case), so a caller
+    must reach one soon after (its next receive). trio's wrappers cost a request and its
+    answer a task switch and two generator context managers each way."""
+    if type(stream) is not trio.SocketStream:  # TLS, a simulation's in-memory streams
+        await stream.send_all(data)
+        return
+    sock = stream.socket
+    await trio.lowlevel.checkpoint_if_cancelled()
+    view = memoryview(data).cast("B")
+    while view:
+        try:
+            sent = os.write(sock.fileno(), view)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except InterruptedError:
+            continue
+        except OSError as exc:  # closed here (EBADF), reset or gone there (EPIPE, ECONNRESET)
+            raise trio.BrokenResourceError(exc) from exc
+        view = view[sent:]
+
+
+async def receive_some(stream: trio.abc.Stream, max_bytes: int) -> bytes | bytearray:
+    """`stream.receive_some(max_bytes)` (b"" at end of stream), with trio's schedule points
+    (one when bytes were waiting, the wait itself otherwise) but without its wrappers."""
+    if type(stream) is not trio.SocketStream:
+        return await stream.receive_some(max_bytes)
+    sock = stream.socket
+    await trio.lowlevel.checkpoint_if_cancelled()
+    try:
+        data = os.read(sock.fileno(), max_bytes)
+    except BlockingIOError:
+        pass
+    except OSError as exc:
+        raise trio.BrokenResourceError(exc) from exc
+    else:
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
+    while True:
+        await trio.lowlevel.wait_readable(sock)
+        try:
+            return os.read(sock.fileno(), max_bytes)
+        except (BlockingIOError, InterruptedError):
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(exc) from exc
 
 
 def new_uuid() -> uuid.UUID:

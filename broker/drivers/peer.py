@@ -98,13 +98,14 @@ class PeerConnection:
     async def _exchange(self, body: Message, version: int, correlation_id: int) -> Message:
         stream = self._stream
         assert stream is not None
-        await stream.send_all(self._conn.send_request(body, version, correlation_id=correlation_id))
+        # no schedule point for the send: the receive below yields (or waits)
+        await runtime.send_all(stream, self._conn.send_request(body, version, correlation_id=correlation_id))
         while True:
             event = self._conn.next_response()
             if isinstance(event, Closed):
                 raise PeerUnavailable(f"{self.address} closed the connection")
             if isinstance(event, NeedData):
-                data = await stream.receive_some(RECEIVE_SIZE)
+                data = await runtime.receive_some(stream, RECEIVE_SIZE)
                 if not data:
                     raise PeerUnavailable(f"{self.address} closed the connection")
                 self._conn.receive_data(data)

@@ -272,7 +272,7 @@ class Server:
                             if pending is not None and pending > reserved:
                                 await self.memory.reserve(pending - reserved)
                                 reserved = pending
-                            data = await stream.receive_some(RECEIVE_SIZE)
+                            data = await runtime.receive_some(stream, RECEIVE_SIZE)
                         finally:
                             del self._waiting[waiting]
                         if waiting.cancel_called:  # cancelled as the bytes came: closed all the same
@@ -302,7 +302,10 @@ class Server:
                     )
                     if chunks is not None:
                         if not has_file_chunks(chunks):
-                            await stream.send_all(b"".join(chunks))
+                            if conn.buffered:  # pipelined requests: yield to others between them
+                                await stream.send_all(b"".join(chunks))
+                            else:  # the receive that follows yields
+                                await runtime.send_all(stream, b"".join(chunks))
                         elif isinstance(stream, trio.SocketStream):
                             await send_chunks(stream, chunks)
                         else:  # TLS, in-memory: no sendfile; file ranges are read and sent piecewise
