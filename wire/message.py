@@ -282,8 +282,24 @@ def rd_crecords(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     return _take(buf, pos, n, "records"), pos + n
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUIDS_MAX = 16384
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes from the wire: the same object for the same bytes while the cache
+    has room. Topic ids recur in every Fetch and Produce; `uuid.UUID(bytes=)` costs about a
+    microsecond, and a dict finds a shared UUID by identity without calling `UUID.__eq__`."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        found = uuid.UUID(bytes=raw)
+        if len(_UUIDS) < _UUIDS_MAX:  # bounded: a client sending random ids fills it once
+            _UUIDS[raw] = found
+    return found
+
+
 def rd_uuid(buf: memoryview, pos: int) -> tuple[uuid.UUID, int]:
-    return uuid.UUID(bytes=bytes(_take(buf, pos, 16, "uuid"))), pos + 16
+    return uuid_of(bytes(_take(buf, pos, 16, "uuid"))), pos + 16
 
 
 def _fixed_reader(fmt: str) -> Callable[[memoryview, int], tuple[Any, int]]:

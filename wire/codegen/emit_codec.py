@@ -112,7 +112,7 @@ class Emitter:
         lines = [f"    {target} = {fn}(buf, pos)", f"    pos += {size}"]
         for lay in run:
             if lay.f.type == "uuid":
-                lines.append(f"    v_{lay.f.attr} = _UUID(bytes=v_{lay.f.attr})")
+                lines.append(f"    v_{lay.f.attr} = uuid_of(v_{lay.f.attr})")
         return lines
 
     def read_field(self, lay: Layout, target: str, version: int, buf: str, pos: str, ind: str) -> list[str]:

@@ -11,7 +11,7 @@ from strom.wire.message import (
     UNSET, Message, Records, Struct, TaggedFields, array_struct, check_count, check_tag_end, null_in_non_nullable,
     rd_bool, rd_bytes, rd_cbytes, rd_clen, rd_crecords, rd_cstr, rd_float64, rd_int8, rd_int16,
     rd_int32, rd_int64, rd_len32, rd_nbytes, rd_ncbytes, rd_ncstr, rd_nstr, rd_records, rd_str,
-    rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported,
+    rd_tag_header, rd_tags, rd_uint16, rd_uint32, rd_uuid, rd_uvarint, tag_key, unsupported, uuid_of,
     wr_bool, wr_bytes, wr_cbytes, wr_clen, wr_crecords, wr_cstr, wr_float64, wr_int8, wr_int16,
     wr_int32, wr_int64, wr_len32, wr_nbytes, wr_ncbytes, wr_ncstr, wr_nstr, wr_records, wr_str,
     wr_tags, wr_uint16, wr_uint32, wr_uuid, wr_varint, wr_varlong,
@@ -53,7 +53,7 @@ def _rd_TopicRecord_v0(buf: memoryview, pos: int) -> tuple[TopicRecord, int]:
     v_name, pos = rd_cstr(buf, pos)
     v_topic_id, = _U_U(buf, pos)
     pos += 16
-    v_topic_id = _UUID(bytes=v_topic_id)
+    v_topic_id = uuid_of(v_topic_id)
     if buf[pos]:
         unknown, pos = rd_tags(buf, pos)
     else:
