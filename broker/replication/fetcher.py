@@ -170,6 +170,8 @@ class LeaderFetcher:
         self._session = _Session()
         self._mine_of: dict[Key, FetchTarget] | None = None
         self._mine_cache: dict[Key, FetchTarget] = {}
+        self._names: dict[uuid.UUID, str] = {}
+        """Topic id -> name of the partitions followed from this leader (answers carry ids)."""
 
     def _mine(self) -> dict[Key, FetchTarget]:
         """The partitions followed from this leader (recomputed when the targets change)."""
@@ -177,6 +179,7 @@ class LeaderFetcher:
         if targets is not self._mine_of:
             self._mine_of = targets
             self._mine_cache = {k: t for k, t in targets.items() if t.leader == self.leader}
+            self._names = {t.topic_id: k[0] for k, t in self._mine_cache.items()}
             self._session.compared = float("-inf")  # compare every partition next round
         return self._mine_cache
 
@@ -374,15 +377,19 @@ class LeaderFetcher:
     async def _apply(
         self, sent: dict[Key, FetchTarget], response: FetchResponse, address: Address
     ) -> None:
-        by_id = {t.topic_id: k[0] for k, t in sent.items()}
         backoff_s = self.broker.config.replica_fetch_backoff_ms / 1000
         owed: list[PartitionLog] = []
+        targets = self.manager.targets
         for topic in response.responses:
-            name = topic.topic or by_id.get(topic.topic_id, "")
+            # `_names` is of this leader's partitions now: `sent` may name fewer (not more)
+            name = topic.topic or self._names.get(topic.topic_id, "")
             for p in topic.partitions:
                 key = (name, p.partition_index)
                 target = sent.get(key)
-                if target is None or self.manager.targets.get(key) != target:
+                if target is None:
+                    continue
+                current = targets.get(key)
+                if current is not target and current != target:
                     continue  # no longer followed from this leader in this epoch
                 plog = self.broker.logs.get(*key)
                 if plog is None:
