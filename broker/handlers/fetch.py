@@ -103,12 +103,13 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     version = request.api_version
     uses_ids = version >= FIRST_TOPIC_ID_VERSION
     cache = broker.fetch_sessions
+    wanted = _wanted(body, uses_ids)
     context = new_context(
         cache,
         version,
         body.session_id,
         body.session_epoch,
-        _wanted(body, uses_ids),
+        wanted,
         _forgotten(body, uses_ids),
         broker.clock(),
     )
@@ -125,7 +126,7 @@ async def handle(broker: BrokerState, request: RequestContext, body: FetchReques
     if isinstance(replica, Replica) and context.session is not None:
         reads = await read_follower_session(
             broker, broker.replication, broker.waiters, context.session,
-            _wanted(body, uses_ids), replica, max_bytes, body.max_wait_ms,
+            wanted, replica, max_bytes, body.max_wait_ms,
             # nothing to read is no reason to answer at once here: it is the quiet session
             lambda reads: bool(reads) and _ready(reads, min_bytes), authorized,
         )  # fmt: skip
