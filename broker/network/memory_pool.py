@@ -27,8 +27,10 @@ class RequestMemoryPool:
         self.available -= size
 
     def release(self, size: int) -> None:
-        self.available += size
-        self._freed.unpark_all()
+        if size:  # most requests reserved nothing (they came whole in one read)
+            self.available += size
+            if self._freed:
+                self._freed.unpark_all()
 
 
 class UnboundedPool(RequestMemoryPool):
