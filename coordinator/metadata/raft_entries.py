@@ -22,15 +22,24 @@ record.
                           (`kraft_checkpoint.image_records`, which rebuild the image from empty)
 
 Bytes that do not decode raise MetadataError.
+
+**Loading a snapshot** decodes a million PartitionRecords for a million partitions, so the
+common one (version 0 as `encode_snapshot` writes it: no tagged fields, short arrays) is read
+straight into a `PartitionImage`, its topic id shared with its TopicRecord's instead of a
+`uuid.UUID` and a generated record object per partition (`_partition_v0`). Anything else, or
+anything that does not parse that way, goes through the generated codec, which gives the same
+image or the same MetadataError: the bytes are the same either way.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Sequence
+from functools import cache
 
 from strom.coordinator.metadata.delta import MetadataDelta
-from strom.coordinator.metadata.image import MetadataImage, Provenance
+from strom.coordinator.metadata.image import MetadataImage, PartitionImage, Provenance
 from strom.coordinator.metadata.kraft_checkpoint import image_records
 from strom.coordinator.metadata.metadata_records import MetadataError, decode_record, encode_record
 from strom.wire.errors import ProtocolError
@@ -40,6 +49,11 @@ from strom.wire.primitives import read_uvarint, uvarint
 _TIMESTAMP = struct.Struct(">q")
 _SNAPSHOT_HEADER = struct.Struct(">4sqiq")
 _SNAPSHOT_MAGIC = b"SQC1"
+_PARTITION_V0 = b"\x01\x03\x00"
+"""The frame of a version 0 PartitionRecord: frame version 1, type 3, version 0."""
+_PARTITION_HEAD = struct.Struct(">i16s")
+_PARTITION_TAIL = struct.Struct(">iiiB")
+"""leader, leader epoch, partition epoch, and the tagged-field count (a one-byte uvarint)."""
 
 
 def encode_entries(records: Sequence[Message], timestamp: int) -> list[bytes]:
@@ -81,13 +95,104 @@ def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     if magic != _SNAPSHOT_MAGIC:
         raise MetadataError(f"not a metadata snapshot (magic {magic!r})")
     delta = MetadataImage.EMPTY.delta()
-    pos, view = _SNAPSHOT_HEADER.size, memoryview(data)
-    while pos < len(view):
-        try:
-            length, pos = read_uvarint(view, pos)
-        except ProtocolError as exc:
-            raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
-        record, _version = decode_record(view[pos : pos + length])
+    topic_ids: dict[bytes, uuid.UUID] = {}
+    run_id: bytes | None = None  # a topic's partitions follow each other: replayed together
+    run: list[PartitionImage] = []
+    pos, end, view = _SNAPSHOT_HEADER.size, len(data), memoryview(data)
+    while pos < end:
+        length = data[pos]
+        if length < 0x80:
+            pos += 1
+        else:
+            try:
+                length, pos = read_uvarint(view, pos)
+            except ProtocolError as exc:
+                raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
+        stop = pos + length
+        if stop > end:
+            raise MetadataError(
+                f"malformed metadata snapshot: a record of {length} bytes at {pos} runs past "
+                f"its end ({end})"
+            )
+        if data.startswith(_PARTITION_V0, pos):
+            found = _partition_v0(data, pos + len(_PARTITION_V0), stop)
+            if found is not None:
+                raw_id, partition = found
+                if raw_id != run_id:
+                    _replay_run(delta, topic_ids, run_id, run)
+                    run_id, run = raw_id, []
+                run.append(partition)
+                pos = stop
+                continue
+        _replay_run(delta, topic_ids, run_id, run)
+        run_id, run = None, []
+        record, _version = decode_record(view[pos:stop])
+        topic_id = getattr(record, "topic_id", None)
+        if record.NAME == "TopicRecord" and isinstance(topic_id, uuid.UUID):
+            topic_ids[topic_id.bytes] = topic_id
         delta.replay(record)
-        pos += length
+        pos = stop
+    _replay_run(delta, topic_ids, run_id, run)
     return delta.apply(Provenance(offset, epoch, timestamp)), delta
+
+
+def _replay_run(
+    delta: MetadataDelta,
+    topic_ids: dict[bytes, uuid.UUID],
+    raw_id: bytes | None,
+    partitions: list[PartitionImage],
+) -> None:
+    """Replay consecutive partitions of one topic, in order."""
+    if raw_id is None or not partitions:
+        return
+    topic_id = topic_ids.get(raw_id)
+    if topic_id is None:  # no TopicRecord before it: the delta refuses it as replay would
+        topic_id = uuid.UUID(bytes=raw_id)
+    delta.replay_partitions(topic_id, partitions)
+
+
+@cache
+def _int32s(count: int) -> struct.Struct:
+    return struct.Struct(f">{count}i")
+
+
+def _partition_v0(data: bytes, pos: int, stop: int) -> tuple[bytes, PartitionImage] | None:
+    """The body of a version 0 PartitionRecord in `data[pos:stop]` as (raw topic id,
+    partition), or None if it is not in the common form (the generated codec decodes it)."""
+    try:
+        partition_id, raw_id = _PARTITION_HEAD.unpack_from(data, pos)
+        pos += _PARTITION_HEAD.size
+        # replicas, isr, removing, adding: compact arrays of int32, each counted by a
+        # one-byte uvarint of length + 1 (0 would be null; 0x80 and up a longer uvarint)
+        count = data[pos] - 1
+        if not 0 <= count < 0x7F:
+            return None
+        replicas = _int32s(count).unpack_from(data, pos + 1)
+        pos += 1 + 4 * count
+        count = data[pos] - 1
+        if not 0 <= count < 0x7F:
+            return None
+        isr = _int32s(count).unpack_from(data, pos + 1)
+        pos += 1 + 4 * count
+        if data[pos] == 1 and data[pos + 1] == 1:  # no replicas being removed or added
+            removing = adding = ()
+            pos += 2
+        else:
+            count = data[pos] - 1
+            if not 0 <= count < 0x7F:
+                return None
+            removing = _int32s(count).unpack_from(data, pos + 1)
+            pos += 1 + 4 * count
+            count = data[pos] - 1
+            if not 0 <= count < 0x7F:
+                return None
+            adding = _int32s(count).unpack_from(data, pos + 1)
+            pos += 1 + 4 * count
+        leader, leader_epoch, partition_epoch, tagged = _PARTITION_TAIL.unpack_from(data, pos)
+    except (struct.error, IndexError):
+        return None
+    if tagged or pos + _PARTITION_TAIL.size != stop:
+        return None
+    return raw_id, PartitionImage(
+        partition_id, replicas, isr, leader, leader_epoch, partition_epoch, removing, adding
+    )
