@@ -100,8 +100,8 @@ from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Pr
 from strom.coordinator.metadata.kraft_checkpoint import Bootstrap, decode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.raft_entries import (
+    SnapshotLoader,
     decode_entry,
-    decode_snapshot,
     encode_entries,
     encode_snapshot,
 )
@@ -163,6 +163,9 @@ A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 
 SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
 """Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+LOAD_SLICE_BYTES = 64 * 1024
+"""A snapshot is decoded this much at a time, the event loop running between slices (about
+1,000 partitions: milliseconds)."""
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
 """A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
 
@@ -497,10 +500,16 @@ class QuorumController:
         )  # fmt: skip
         self._pending = []
 
-    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
-        """Replace the replica's image with a snapshot's (RaftStateMachine)."""
+    async def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Replace the replica's image with a snapshot's (RaftStateMachine), decoded
+        LOAD_SLICE_BYTES at a time with the event loop running between slices: meanwhile this
+        node's Raft replica fetches and votes, its broker heartbeats (fenced: the metadata
+        offset it reports is not caught up) and its listeners answer."""
         began = time.perf_counter()
-        image, delta = decode_snapshot(data)
+        loader = SnapshotLoader(data)
+        while loader.step(LOAD_SLICE_BYTES):
+            await trio.lowlevel.checkpoint()
+        image, delta = loader.result()
         log.info(
             "node %d: loaded metadata snapshot %s (%d bytes) in %.2f s",
             self.node_id, snapshot, len(data), time.perf_counter() - began,

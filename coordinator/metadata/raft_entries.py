@@ -88,52 +88,89 @@ def encode_snapshot(image: MetadataImage) -> bytes:
 
 def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
     """The image in snapshot data, and the delta that builds it from empty."""
-    try:
-        magic, offset, epoch, timestamp = _SNAPSHOT_HEADER.unpack_from(data, 0)
-    except struct.error as exc:
-        raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
-    if magic != _SNAPSHOT_MAGIC:
-        raise MetadataError(f"not a metadata snapshot (magic {magic!r})")
-    delta = MetadataImage.EMPTY.delta()
-    topic_ids: dict[bytes, uuid.UUID] = {}
-    run_id: bytes | None = None  # a topic's partitions follow each other: replayed together
-    run: list[PartitionImage] = []
-    pos, end, view = _SNAPSHOT_HEADER.size, len(data), memoryview(data)
-    while pos < end:
-        length = data[pos]
-        if length < 0x80:
-            pos += 1
-        else:
-            try:
-                length, pos = read_uvarint(view, pos)
-            except ProtocolError as exc:
-                raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
-        stop = pos + length
-        if stop > end:
-            raise MetadataError(
-                f"malformed metadata snapshot: a record of {length} bytes at {pos} runs past "
-                f"its end ({end})"
-            )
-        if data.startswith(_PARTITION_V0, pos):
-            found = _partition_v0(data, pos + len(_PARTITION_V0), stop)
-            if found is not None:
-                raw_id, partition = found
-                if raw_id != run_id:
-                    _replay_run(delta, topic_ids, run_id, run)
-                    run_id, run = raw_id, []
-                run.append(partition)
-                pos = stop
-                continue
-        _replay_run(delta, topic_ids, run_id, run)
-        run_id, run = None, []
-        record, _version = decode_record(view[pos:stop])
-        topic_id = getattr(record, "topic_id", None)
-        if record.NAME == "TopicRecord" and isinstance(topic_id, uuid.UUID):
-            topic_ids[topic_id.bytes] = topic_id
-        delta.replay(record)
-        pos = stop
-    _replay_run(delta, topic_ids, run_id, run)
-    return delta.apply(Provenance(offset, epoch, timestamp)), delta
+    loader = SnapshotLoader(data)
+    while loader.step(len(data)):
+        pass
+    return loader.result()
+
+
+class SnapshotLoader:
+    """Decodes snapshot data a slice at a time (`step`), so that a host can let its event
+    loop run between slices: a million partitions take seconds. MetadataError from the
+    constructor (a bad header) or from `step` (bad records)."""
+
+    def __init__(self, data: bytes) -> None:
+        try:
+            magic, offset, epoch, timestamp = _SNAPSHOT_HEADER.unpack_from(data, 0)
+        except struct.error as exc:
+            raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
+        if magic != _SNAPSHOT_MAGIC:
+            raise MetadataError(f"not a metadata snapshot (magic {magic!r})")
+        self._data = data
+        self._view = memoryview(data)
+        self._pos = _SNAPSHOT_HEADER.size
+        self._provenance = Provenance(offset, epoch, timestamp)
+        self._delta = MetadataImage.EMPTY.delta()
+        self._topic_ids: dict[bytes, uuid.UUID] = {}
+        self._run_id: bytes | None = None
+        """A topic's partitions follow each other: they are replayed together."""
+        self._run: list[PartitionImage] = []
+
+    @property
+    def position(self) -> int:
+        """Bytes of the data decoded so far."""
+        return self._pos
+
+    def step(self, max_bytes: int) -> bool:
+        """Decode records from about `max_bytes` of the data (whole records, at least one);
+        False once every record is decoded."""
+        data, view, delta, topic_ids = self._data, self._view, self._delta, self._topic_ids
+        pos, end = self._pos, len(data)
+        until = min(end, pos + max(1, max_bytes))
+        run_id, run = self._run_id, self._run
+        while pos < until:
+            length = data[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                try:
+                    length, pos = read_uvarint(view, pos)
+                except ProtocolError as exc:
+                    raise MetadataError(f"malformed metadata snapshot: {exc}") from exc
+            stop = pos + length
+            if stop > end:
+                raise MetadataError(
+                    f"malformed metadata snapshot: a record of {length} bytes at {pos} runs "
+                    f"past its end ({end})"
+                )
+            if data.startswith(_PARTITION_V0, pos):
+                found = _partition_v0(data, pos + len(_PARTITION_V0), stop)
+                if found is not None:
+                    raw_id, partition = found
+                    if raw_id != run_id:
+                        _replay_run(delta, topic_ids, run_id, run)
+                        run_id, run = raw_id, []
+                    run.append(partition)
+                    pos = stop
+                    continue
+            _replay_run(delta, topic_ids, run_id, run)
+            run_id, run = None, []
+            record, _version = decode_record(view[pos:stop])
+            topic_id = getattr(record, "topic_id", None)
+            if record.NAME == "TopicRecord" and isinstance(topic_id, uuid.UUID):
+                topic_ids[topic_id.bytes] = topic_id
+            delta.replay(record)
+            pos = stop
+        self._pos, self._run_id, self._run = pos, run_id, run
+        return pos < end
+
+    def result(self) -> tuple[MetadataImage, MetadataDelta]:
+        """The image and the delta that builds it from empty, once `step` returned False."""
+        if self._pos < len(self._data):
+            raise RuntimeError("the snapshot is not decoded yet")
+        _replay_run(self._delta, self._topic_ids, self._run_id, self._run)
+        self._run_id, self._run = None, []
+        return self._delta.apply(self._provenance), self._delta
 
 
 def _replay_run(

@@ -25,7 +25,11 @@ from strom.coordinator.metadata.metadata_records import (
     encode_batch,
     encode_record,
 )
-from strom.coordinator.metadata.raft_entries import decode_snapshot, encode_snapshot
+from strom.coordinator.metadata.raft_entries import (
+    SnapshotLoader,
+    decode_snapshot,
+    encode_snapshot,
+)
 from strom.coordinator.metadata.single_node_log import image_of
 from strom.storage.raft.raft_log import parse_snapshot_name, snapshot_name
 from strom.storage.raft.raft_store import SnapshotId
@@ -318,3 +322,18 @@ def test_a_damaged_partition_record_fails_as_the_generated_codec_does() -> None:
     with pytest.raises(MetadataError) as generic:
         decode_record(bytes(data[at : at + len(framed)]))
     assert str(fast.value) == str(generic.value)
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 100, 4096])
+def test_a_snapshot_loaded_in_slices_is_the_same_image(slice_bytes: int) -> None:
+    image = _random_partitions_image(random.Random(slice_bytes))
+    data = encode_snapshot(image)
+    loader = SnapshotLoader(data)
+    positions = [loader.position]
+    while loader.step(slice_bytes):
+        positions.append(loader.position)
+    assert len(positions) > len(data) // max(slice_bytes, 200)  # it did stop between slices
+    assert positions == sorted(positions)
+    loaded, delta = loader.result()
+    assert loaded == image
+    assert delta.changed_partitions == decode_snapshot(data)[1].changed_partitions
