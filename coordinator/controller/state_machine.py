@@ -12,7 +12,7 @@ replicated log first and replay them on commit, on every controller alike.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig, Listener
@@ -24,7 +24,14 @@ from strom.coordinator.controller.brokers import (
     register_broker,
 )
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
-from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
+from strom.coordinator.controller.result import (
+    PLAN_SLICE,
+    Context,
+    ControllerError,
+    ControllerResult,
+    Planning,
+    finish,
+)
 from strom.coordinator.metadata import replica_index
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
@@ -164,9 +171,18 @@ class Controller:
         Raises MetadataError for records that would not apply, so a caller can
         refuse them before making them durable; `adopt` the delta afterwards.
         """
+        return finish(self.stage_steps(records, provenance))
+
+    def stage_steps(
+        self, records: Sequence[Message], provenance: Provenance | None = None
+    ) -> Generator[None, None, MetadataDelta]:
+        """`stage` in steps: it yields every PLAN_SLICE records (`result.Planning`)."""
         delta = self._image.delta()
-        for record in records:
-            delta.replay(record)
+        for start in range(0, len(records), PLAN_SLICE):
+            if start:
+                yield
+            for record in records[start : start + PLAN_SLICE]:
+                delta.replay(record)
         delta.apply(provenance)
         return delta
 
@@ -433,6 +449,16 @@ class Controller:
         _check_version(request, version)
         return create_topics(self.context(), request, version)
 
+    def create_topics_steps(
+        self, request: CreateTopicsRequest, version: int
+    ) -> Planning[CreateTopicsResponse]:
+        """`create_topics` planned in steps (`result.Planning`), against the image as it is
+        now."""
+        from strom.coordinator.controller.topic_creation import create_topics_steps
+
+        _check_version(request, version)
+        return create_topics_steps(self.context(), request, version)
+
     def delete_topics(
         self, request: DeleteTopicsRequest, version: int
     ) -> ControllerResult[DeleteTopicsResponse]:
@@ -448,6 +474,15 @@ class Controller:
 
         _check_version(request, version)
         return create_partitions(self.context(), request, version)
+
+    def create_partitions_steps(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> Planning[CreatePartitionsResponse]:
+        """`create_partitions` planned in steps (`result.Planning`)."""
+        from strom.coordinator.controller.partition_creation import create_partitions_steps
+
+        _check_version(request, version)
+        return create_partitions_steps(self.context(), request, version)
 
     def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int

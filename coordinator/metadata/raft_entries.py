@@ -56,13 +56,12 @@ _PARTITION_TAIL = struct.Struct(">iiiB")
 """leader, leader epoch, partition epoch, and the tagged-field count (a one-byte uvarint)."""
 
 
-def encode_entries(records: Sequence[Message], timestamp: int) -> list[bytes]:
-    """One entry per record; the first says how many follow."""
-    count = len(records)
-    return [
-        uvarint(count - 1 - i) + _TIMESTAMP.pack(timestamp) + encode_record(record)
-        for i, record in enumerate(records)
-    ]
+def encode_entries(records: Sequence[Message], timestamp: int, *, after: int = 0) -> list[bytes]:
+    """One entry per record; each says how many follow (`after`: entries of the same
+    command after these, when a command is encoded a slice at a time)."""
+    last = len(records) - 1 + after
+    stamp = _TIMESTAMP.pack(timestamp)
+    return [uvarint(last - i) + stamp + encode_record(record) for i, record in enumerate(records)]
 
 
 def decode_entry(data: bytes) -> tuple[int, int, Message]:

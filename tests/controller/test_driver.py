@@ -6,9 +6,10 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -18,6 +19,7 @@ from strom.broker.drivers import quorum_controller
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller import ControllerError, ControllerResult
+from strom.coordinator.controller.result import PLAN_SLICE
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
@@ -332,6 +334,63 @@ def test_a_snapshot_is_loaded_in_slices_while_the_loop_runs(
         await node.close()
         assert len(seen) >= size // 1024 // 2  # the loop ran between the slices
         assert seen == [(False, 0)] * len(seen)  # nothing half loaded, not active meanwhile
+
+    _run(main)
+
+
+def test_a_large_create_topics_lets_the_loop_run_while_planned_and_proposed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The active controller plans, replays and encodes a large CreateTopics a slice at a
+    time: another task (the Raft replica answering its followers, heartbeats arriving) runs
+    between the slices, and the topic is created whole."""
+    config = _config(tmp_path)
+
+    async def main() -> None:
+        async with _open(config) as driver:
+            events: list[str] = []
+            planning = driver._controller.create_topics_steps
+            propose = driver.raft.propose
+
+            def traced(*args: Any) -> Generator[None, None, Any]:
+                inner = planning(*args)
+                while True:
+                    events.append("plan")
+                    try:
+                        next(inner)
+                    except StopIteration as done:
+                        return done.value
+                    yield
+
+            def proposing(payloads: list[bytes]) -> int | None:
+                events.append("propose")
+                return propose(payloads)
+
+            monkeypatch.setattr(driver._controller, "create_topics_steps", traced)
+            monkeypatch.setattr(driver.raft, "propose", proposing)
+
+            async def watch() -> None:
+                while True:
+                    events.append("loop")
+                    await trio.lowlevel.checkpoint()
+
+            partitions = 6 * PLAN_SLICE
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                request = CreateTopicsRequest(topics=[topic("big", partitions)])
+                created = await driver.create_topics(request, 7)
+                nursery.cancel_scope.cancel()
+            assert created.topics[0].error_code == 0
+            created_topic = driver.image.topic("big")
+            assert created_topic is not None
+            assert created_topic.num_partitions == partitions
+        plans = [i for i, e in enumerate(events) if e == "plan"]
+        (proposed,) = [i for i, e in enumerate(events) if e == "propose"]
+        assert len(plans) >= 2 * 6  # placed, then recorded, a slice at a time
+        # each pass of the scheduler runs the watcher once: between the first and the last
+        # step of the plan, and from the plan to the proposal (replay, encoding), it ran
+        assert events[plans[0] : plans[-1]].count("loop") >= len(plans) - 2
+        assert events[plans[-1] : proposed].count("loop") >= 2 * 6 - 2
 
     _run(main)
 
