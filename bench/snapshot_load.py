@@ -1,4 +1,5 @@
-"""Loading a large metadata snapshot: `decode_snapshot` against record-by-record decoding.
+"""Loading a large metadata snapshot, and applying metadata entries: Strom's fast paths
+against record-by-record decoding.
 
     python bench/snapshot_load.py --partitions 200000
 
@@ -7,8 +8,10 @@ brokers, topics of 1,000 partitions, replication factor 3, every replica in the 
 it as Raft snapshot data (`raft_entries.encode_snapshot`), then times, alternating, its
 decoding by `decode_snapshot` and by the generic path (each record through the generated
 codec, then `MetadataDelta.replay`: how snapshots were loaded before the fast path for
-partitions). Prints the best of `--repeat` runs of each, in microseconds per partition, and
-the ratio. A single process; no network.
+partitions). Then the same records as Raft entries (`encode_entries`, as a controller's
+commands write them), replayed into a delta by `EntryReplay` and by `decode_entry` plus
+`MetadataDelta.replay`. Prints the best of `--repeat` runs of each, in microseconds per
+partition, and the ratios. A single process; no network.
 """
 
 from __future__ import annotations
@@ -27,8 +30,15 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from strom.coordinator.metadata.image import MetadataImage, Provenance  # noqa: E402
+from strom.coordinator.metadata.kraft_checkpoint import image_records  # noqa: E402
 from strom.coordinator.metadata.metadata_records import decode_record  # noqa: E402
-from strom.coordinator.metadata.raft_entries import decode_snapshot, encode_snapshot  # noqa: E402
+from strom.coordinator.metadata.raft_entries import (  # noqa: E402
+    EntryReplay,
+    decode_entry,
+    decode_snapshot,
+    encode_entries,
+    encode_snapshot,
+)
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord  # noqa: E402
 from strom.wire.formats.metadata.partition_record import PartitionRecord  # noqa: E402
 from strom.wire.formats.metadata.register_broker_record import RegisterBrokerRecord  # noqa: E402
@@ -78,6 +88,35 @@ def generic_decode(data: bytes) -> MetadataImage:
     return delta.apply(Provenance(offset, epoch, timestamp))
 
 
+def replay_entries(entries: list[bytes]) -> MetadataImage:
+    delta = MetadataImage.EMPTY.delta()
+    replay = EntryReplay()
+    for entry in entries:
+        replay.replay(delta, entry)
+    return delta.apply()
+
+
+def generic_entries(entries: list[bytes]) -> MetadataImage:
+    delta = MetadataImage.EMPTY.delta()
+    for entry in entries:
+        delta.replay(decode_entry(entry)[2])
+    return delta.apply()
+
+
+def _best(
+    decoders: dict[str, Callable[[], MetadataImage]], expected: MetadataImage, repeat: int
+) -> dict[str, float]:
+    best = dict.fromkeys(decoders, float("inf"))
+    for _ in range(repeat):
+        for name, decode in decoders.items():
+            began = time.perf_counter()
+            loaded = decode()
+            best[name] = min(best[name], time.perf_counter() - began)
+            assert loaded.topics_by_name == expected.topics_by_name
+            del loaded
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=200_000)
@@ -91,21 +130,19 @@ def main(argv: list[str] | None = None) -> int:
     count = sum(len(t.partitions) for t in image.topics_by_id.values())
     print(f"{count} partitions, snapshot {len(data)} bytes ({len(data) / count:.1f} B/partition),"
           f" encoded in {encoded:.2f} s")  # fmt: skip
-    decoders: dict[str, Callable[[bytes], MetadataImage]] = {
-        "decode_snapshot": lambda raw: decode_snapshot(raw)[0],
-        "generic": generic_decode,
-    }
-    best = dict.fromkeys(decoders, float("inf"))
-    for _ in range(args.repeat):
-        for name, decode in decoders.items():
-            began = time.perf_counter()
-            loaded = decode(data)
-            best[name] = min(best[name], time.perf_counter() - began)
-            assert loaded == image
-            del loaded
+    best = _best(
+        {"decode_snapshot": lambda: decode_snapshot(data)[0], "generic": lambda: generic_decode(data)},
+        image, args.repeat,
+    )  # fmt: skip
+    entries = encode_entries(list(image_records(image)), 0)
+    best |= _best(
+        {"EntryReplay": lambda: replay_entries(entries), "decode_entry": lambda: generic_entries(entries)},
+        image, args.repeat,
+    )  # fmt: skip
     for name, took in best.items():
         print(f"{name:16} {took:6.2f} s  {took / count * 1e6:5.2f} us/partition")
     print(f"ratio decode_snapshot / generic: {best['decode_snapshot'] / best['generic']:.2f}")
+    print(f"ratio EntryReplay / decode_entry: {best['EntryReplay'] / best['decode_entry']:.2f}")
     return 0
 
 

@@ -106,8 +106,8 @@ from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Pr
 from strom.coordinator.metadata.kraft_checkpoint import Bootstrap, decode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.raft_entries import (
+    EntryReplay,
     SnapshotLoader,
-    decode_entry,
     encode_entries,
     encode_snapshot,
 )
@@ -316,6 +316,7 @@ class QuorumController:
         self._closed = False
         self._pending = 0
         """Records of a command whose last entry is not committed yet..."""
+        self._entry_replay = EntryReplay()
         self._staging: MetadataDelta | None = None
         """... replayed into this delta as they are applied (a slice at a time), adopted with
         the command's last entry."""
@@ -481,10 +482,9 @@ class QuorumController:
             if self._pending and entry.epoch != self._pending_epoch:
                 self._drop_cut_command(entry)
             if not entry.control:
-                remaining, timestamp, record = decode_entry(entry.data)
                 if self._staging is None:
                     self._staging = self._controller.image.delta()
-                self._staging.replay(record)
+                remaining, timestamp = self._entry_replay.replay(self._staging, entry.data)
                 self._pending += 1
                 self._pending_epoch = entry.epoch
                 self._since_snapshot += len(entry.data)

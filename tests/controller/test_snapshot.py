@@ -26,8 +26,11 @@ from strom.coordinator.metadata.metadata_records import (
     encode_record,
 )
 from strom.coordinator.metadata.raft_entries import (
+    EntryReplay,
     SnapshotLoader,
+    decode_entry,
     decode_snapshot,
+    encode_entries,
     encode_snapshot,
 )
 from strom.coordinator.metadata.single_node_log import image_of
@@ -337,3 +340,32 @@ def test_a_snapshot_loaded_in_slices_is_the_same_image(slice_bytes: int) -> None
     loaded, delta = loader.result()
     assert loaded == image
     assert delta.changed_partitions == decode_snapshot(data)[1].changed_partitions
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_entries_replayed_are_what_decoding_them_gives(seed: int) -> None:
+    """`EntryReplay` (common PartitionRecords straight from their bytes) builds the delta
+    that decoding each entry with the generated codec and replaying its record builds."""
+    records = list(image_records(_random_partitions_image(random.Random(seed))))
+    entries = encode_entries(records, 4321)
+    fast, generic = MetadataImage.EMPTY.delta(), MetadataImage.EMPTY.delta()
+    replay = EntryReplay()
+    for entry in entries:
+        remaining, timestamp, record = decode_entry(entry)
+        generic.replay(record)
+        assert replay.replay(fast, entry) == (remaining, timestamp)
+    assert fast.apply() == generic.apply()
+    assert fast.changed_partitions == generic.changed_partitions
+
+
+def test_a_malformed_partition_entry_is_refused_as_decoding_refuses_it() -> None:
+    topic_id = uuid.UUID(int=5)
+    delta = MetadataImage.EMPTY.apply(TopicRecord("a", topic_id)).delta()
+    (entry,) = encode_entries(
+        [PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1], isr=[1])], 1
+    )
+    with pytest.raises(MetadataError, match="garbage") as fast:
+        EntryReplay().replay(delta, entry + b"\x00")
+    with pytest.raises(MetadataError) as generic:
+        decode_entry(entry + b"\x00")
+    assert str(fast.value) == str(generic.value)
