@@ -43,6 +43,7 @@ from strom.coordinator.metadata.image import MetadataImage, PartitionImage, Prov
 from strom.coordinator.metadata.kraft_checkpoint import image_records
 from strom.coordinator.metadata.metadata_records import MetadataError, decode_record, encode_record
 from strom.wire.errors import ProtocolError
+from strom.wire.formats.metadata.partition_record import PartitionRecord
 from strom.wire.message import Message
 from strom.wire.primitives import read_uvarint, uvarint
 
@@ -53,6 +54,8 @@ _PARTITION_V0 = b"\x01\x03\x00"
 """The frame of a version 0 PartitionRecord: frame version 1, type 3, version 0."""
 _PARTITION_HEAD = struct.Struct(">i16s")
 _PARTITION_TAIL = struct.Struct(">iiiB")
+_MAX_SHORT_ARRAY = 0x7E
+"""The longest array whose compact length (entries + 1) is a one-byte uvarint."""
 """leader, leader epoch, partition epoch, and the tagged-field count (a one-byte uvarint)."""
 
 
@@ -61,7 +64,8 @@ def encode_entries(records: Sequence[Message], timestamp: int, *, after: int = 0
     command after these, when a command is encoded a slice at a time)."""
     last = len(records) - 1 + after
     stamp = _TIMESTAMP.pack(timestamp)
-    return [uvarint(last - i) + stamp + encode_record(record) for i, record in enumerate(records)]
+    frame = _Framer().frame
+    return [uvarint(last - i) + stamp + frame(record) for i, record in enumerate(records)]
 
 
 def decode_entry(data: bytes) -> tuple[int, int, Message]:
@@ -112,10 +116,52 @@ def encode_snapshot(image: MetadataImage) -> bytes:
     """The image as Raft snapshot data."""
     p = image.provenance
     parts = [_SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, p.offset, p.epoch, p.timestamp)]
+    framer = _Framer()
     for record in image_records(image):
-        framed = encode_record(record)
+        framed = framer.frame(record)
         parts.append(uvarint(len(framed)) + framed)
     return b"".join(parts)
+
+
+class _Framer:
+    """`encode_record`, with common PartitionRecords (version 0, no tagged fields, arrays of
+    fewer than 127 entries) packed in one step, the topic id's bytes taken once per topic:
+    the same bytes the generated codec writes, in a fraction of its time."""
+
+    def __init__(self) -> None:
+        self._topic: tuple[uuid.UUID, bytes] | None = None
+
+    def frame(self, record: Message) -> bytes:
+        if type(record) is not PartitionRecord:
+            return encode_record(record)
+        r: PartitionRecord = record
+        replicas, isr, removing, adding = r.replicas, r.isr, r.removing_replicas, r.adding_replicas
+        lengths = (len(replicas), len(isr), len(removing), len(adding))
+        if (
+            max(lengths) > _MAX_SHORT_ARRAY
+            or r.eligible_leader_replicas is not None
+            or r.last_known_elr is not None
+            or r.leader_recovery_state != 0
+            or r.directories
+            or r.unknown_tagged_fields
+        ):
+            return encode_record(record)
+        topic = self._topic
+        if topic is None or topic[0] is not r.topic_id:
+            topic = self._topic = (r.topic_id, r.topic_id.bytes)
+        return _partition_shape(*lengths).pack(
+            _PARTITION_V0, r.partition_id, topic[1], lengths[0] + 1, *replicas, lengths[1] + 1,
+            *isr, lengths[2] + 1, *removing, lengths[3] + 1, *adding, r.leader, r.leader_epoch,
+            r.partition_epoch,
+        )  # fmt: skip
+
+
+@cache
+def _partition_shape(replicas: int, isr: int, removing: int, adding: int) -> struct.Struct:
+    """A framed version 0 PartitionRecord with arrays of these lengths and no tagged field."""
+    return struct.Struct(
+        f">{len(_PARTITION_V0)}si16sB{replicas}iB{isr}iB{removing}iB{adding}iiiix"
+    )
 
 
 def decode_snapshot(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
@@ -234,12 +280,12 @@ def _partition_v0(data: bytes, pos: int, stop: int) -> tuple[bytes, PartitionIma
         # replicas, isr, removing, adding: compact arrays of int32, each counted by a
         # one-byte uvarint of length + 1 (0 would be null; 0x80 and up a longer uvarint)
         count = data[pos] - 1
-        if not 0 <= count < 0x7F:
+        if not 0 <= count <= _MAX_SHORT_ARRAY:
             return None
         replicas = _int32s(count).unpack_from(data, pos + 1)
         pos += 1 + 4 * count
         count = data[pos] - 1
-        if not 0 <= count < 0x7F:
+        if not 0 <= count <= _MAX_SHORT_ARRAY:
             return None
         isr = _int32s(count).unpack_from(data, pos + 1)
         pos += 1 + 4 * count
@@ -248,12 +294,12 @@ def _partition_v0(data: bytes, pos: int, stop: int) -> tuple[bytes, PartitionIma
             pos += 2
         else:
             count = data[pos] - 1
-            if not 0 <= count < 0x7F:
+            if not 0 <= count <= _MAX_SHORT_ARRAY:
                 return None
             removing = _int32s(count).unpack_from(data, pos + 1)
             pos += 1 + 4 * count
             count = data[pos] - 1
-            if not 0 <= count < 0x7F:
+            if not 0 <= count <= _MAX_SHORT_ARRAY:
                 return None
             adding = _int32s(count).unpack_from(data, pos + 1)
             pos += 1 + 4 * count
