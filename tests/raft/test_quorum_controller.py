@@ -415,12 +415,13 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
             nursery.start_soon(observer.register)
             await loading.wait()
             await c.until(lambda: (b := active.image.broker(4)) is not None and b.fenced)
-            assert joining.local_broker.broker_epoch >= 0  # registered, the load still held
-            assert joining.local_broker.fenced
+            lifecycle = joining.local_broker
+            assert lifecycle.broker_epoch >= 0  # registered, the load still held
+            fenced_while_loading = lifecycle.fenced
             assert joining.image.topic("s1") is None
-            assert not release.is_set()
             release.set()  # the load goes on; the registration task ends once unfenced
-        assert not joining.local_broker.fenced
+        assert fenced_while_loading
+        assert not lifecycle.fenced
         assert joining.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
         unfenced = active.image.broker(4)
         assert unfenced is not None
