@@ -9,6 +9,10 @@ both, when a group is deleted.
 
 Offsets are applied only once their records are written (`Outbox`): until the
 outcome of the write comes back, OffsetFetch still answers the previous offsets.
+Outcomes can come back in any order (the driver waits for each write's replication
+in a task of its own), so a write is applied only if it comes later in the log than
+the last one applied for the same offset, as Kafka's coordinator compares the
+places of commit records in the log (`_sequence` orders writes as the log does).
 Offsets exist only for groups present in membership's `groups`: a simple commit
 creates its group there, and deleting or unloading a group forgets its offsets.
 
@@ -62,8 +66,9 @@ class OffsetStore:
         self.membership = membership
         self.outbox = outbox
         self._committed: dict[str, Offsets] = {}
-        self._committed_at: dict[tuple[str, PartitionKey], int] = {}
-        """When each committed offset was written, in `_sequence` order."""
+        self._written_at: dict[str, dict[PartitionKey, int]] = {}
+        """group -> offset -> the `_sequence` of the last write applied to it: its commit,
+        or its tombstone while older writes of the group may still come back."""
         self._pending: dict[int, dict[str, dict[PartitionKey, _Pending]]] = {}
         """producer id -> group -> its transaction's offsets not yet committed or aborted."""
         self._sequence = itertools.count()
@@ -94,7 +99,7 @@ class OffsetStore:
                 else:
                     offsets[key] = _Pending(record.entry, sequence)
             elif record.entry is None:
-                self._committed_at.pop((record.group_id, key), None)
+                self._written_at.get(record.group_id, {}).pop(key, None)
                 parts = self._committed.get(record.group_id, {}).get(record.topic)
                 if parts is not None:
                     parts.pop(record.partition, None)
@@ -110,8 +115,7 @@ class OffsetStore:
         return touched
 
     def forget(self, group_id: str) -> None:
-        for key in self.partitions(group_id):
-            self._committed_at.pop((group_id, key), None)
+        self._written_at.pop(group_id, None)
         self._committed.pop(group_id, None)
         for producer_id in list(self._pending):
             groups = self._pending[producer_id]
@@ -144,7 +148,7 @@ class OffsetStore:
 
     def delete(self, group: Group, doomed: list[PartitionKey]) -> None:
         """Tombstone offsets nobody waits for (retention)."""
-        written = partial(self._offsets_deleted, group, doomed, {}, None)
+        written = partial(self._offsets_deleted, group, doomed, {}, None, next(self._sequence))
         self.outbox.write(group.group_id, tombstones(group.group_id, doomed), written)
 
     # --- OffsetCommit ------------------------------------------------------------------------
@@ -188,7 +192,11 @@ class OffsetStore:
     ) -> None:
         offsets = self._committed.setdefault(group_id, {})
         offsets.setdefault(key[0], {})[key[1]] = entry
-        self._committed_at[(group_id, key)] = sequence
+        self._written_at.setdefault(group_id, {})[key] = sequence
+
+    def _superseded(self, group_id: str, key: PartitionKey, sequence: int) -> bool:
+        """Whether a write later in the log than `sequence` was already applied to the offset."""
+        return self._written_at.get(group_id, {}).get(key, -1) > sequence
 
     def _commit_written(
         self,
@@ -203,9 +211,10 @@ class OffsetStore:
     ) -> None:
         current = self.membership.groups.get(group.group_id) is group
         for part, entry in writes:
-            if not error and current:
-                self._set_committed(group.group_id, (part.topic, part.partition), entry, sequence)
-            results[(part.topic, part.partition)] = error
+            key = (part.topic, part.partition)
+            if not error and current and not self._superseded(group.group_id, key, sequence):
+                self._set_committed(group.group_id, key, entry, sequence)
+            results[key] = error
         if error:
             self._forget_if_untouched(group)
         self.outbox.reply(waiter, CommitResult({key: results[key] for key in keys}))
@@ -367,7 +376,7 @@ class OffsetStore:
             if not commit or (not replaying and group_id not in self.membership.groups):
                 continue
             for key, held in pending.items():
-                if held.sequence > self._committed_at.get((group_id, key), -1):
+                if not self._superseded(group_id, key, held.sequence):
                     self._set_committed(group_id, key, held.entry, held.sequence)
                     committed += 1
         if not groups:
@@ -398,7 +407,9 @@ class OffsetStore:
         if not doomed:
             return OffsetDeleteResult(ErrorCode.NONE, results)
 
-        written = partial(self._offsets_deleted, group, doomed, results, waiter)
+        written = partial(
+            self._offsets_deleted, group, doomed, results, waiter, next(self._sequence)
+        )
         self.outbox.write(group.group_id, tombstones(group.group_id, doomed), written)
         return None
 
@@ -408,6 +419,7 @@ class OffsetStore:
         doomed: list[PartitionKey],
         results: dict[PartitionKey, ErrorCode],
         waiter: int | None,
+        sequence: int,
         now: int,
         error: ErrorCode,
     ) -> None:
@@ -415,14 +427,24 @@ class OffsetStore:
             self.outbox.reply(waiter, OffsetDeleteResult(error))
             return
         offsets = self._committed.get(group.group_id, {})
+        older_may_come = self.outbox.has_writes_in_flight(group.group_id)
+        written_at = self._written_at.setdefault(group.group_id, {})
         for topic, partition in doomed:
-            self._committed_at.pop((group.group_id, (topic, partition)), None)
+            key = (topic, partition)
+            if self._superseded(group.group_id, key, sequence):
+                continue  # a commit written after the tombstone is already applied
+            if older_may_come:
+                written_at[key] = sequence  # keeps a commit written before it from returning
+            else:
+                written_at.pop(key, None)
             parts = offsets.get(topic, {})
             parts.pop(partition, None)
             if not parts:
                 offsets.pop(topic, None)
         if not offsets:
             self._committed.pop(group.group_id, None)
+        if not written_at:
+            del self._written_at[group.group_id]
         self.outbox.reply(waiter, OffsetDeleteResult(ErrorCode.NONE, results))
 
     # --- retention ---------------------------------------------------------------------------

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from strom.coordinator.groups.api import CommitPartition, CommitRequest, CommitResult, JoinResult
+from strom.coordinator.groups.api import (
+    CommitPartition,
+    CommitRequest,
+    CommitResult,
+    JoinResult,
+    OffsetDeleteResult,
+)
 from strom.coordinator.groups.model import GroupState
 from strom.coordinator.groups.records import GroupRecord, OffsetRecord
 from strom.wire.errors import ErrorCode
@@ -221,3 +227,43 @@ def test_retention_leaves_groups_with_writes_in_flight_alone() -> None:
     sim.log.hold = False
     assert sim.expire() == 0  # just committed
     assert fetched(sim) == {("t", 0): 2}
+
+
+def report_in_reverse(sim: Sim) -> None:
+    """Append the held writes in log order, then report their outcomes last first (a driver
+    waits for each write's replication in a task of its own, so outcomes can come back in any
+    order)."""
+    held, sim.held = sim.held, []
+    outcomes = [sim.log.append(w.group_id, w.records, w.producer) for w in held]
+    for write, outcome in reversed(list(zip(held, outcomes, strict=True))):
+        sim.machine.write_completed(sim.now, write.token, outcome)
+    sim.settle()
+
+
+def test_commits_completed_out_of_log_order_keep_the_last_one_written() -> None:
+    sim = Sim()
+    sim.answer(commit(sim, commit_request(1)), CommitResult)
+    sim.log.hold = True
+    older, newer = commit(sim, commit_request(1923)), commit(sim, commit_request(1964))
+    report_in_reverse(sim)
+    assert sim.answer(newer, CommitResult).errors == {("t", 0): ErrorCode.NONE}
+    assert sim.answer(older, CommitResult).errors == {("t", 0): ErrorCode.NONE}
+    assert fetched(sim) == {("t", 0): 1964}  # as the log has it
+    reloaded = Sim()
+    reloaded.machine.load(sim.log.parsed(), sim.now)
+    assert fetched(reloaded) == {("t", 0): 1964}
+
+
+def test_a_deletion_completed_before_an_earlier_commit_keeps_the_offset_deleted() -> None:
+    sim = Sim()
+    sim.answer(commit(sim, commit_request(5)), CommitResult)
+    sim.log.hold = True
+    committing = commit(sim, commit_request(6))
+    deleting = sim.call(lambda token: sim.machine.delete_offsets(sim.now, "g", [("t", 0)], token))
+    report_in_reverse(sim)
+    assert sim.answer(committing, CommitResult).errors == {("t", 0): ErrorCode.NONE}
+    assert sim.answer(deleting, OffsetDeleteResult).error == ErrorCode.NONE
+    assert fetched(sim) == {}  # the tombstone follows the commit in the log
+    reloaded = Sim()
+    reloaded.machine.load(sim.log.parsed(), sim.now)
+    assert fetched(reloaded) == {}
