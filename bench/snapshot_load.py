@@ -16,6 +16,12 @@ times, alternating, best of `--repeat` each:
 
 Prints this process's CPU time (not wall time: the machine is shared) in microseconds per
 partition, and the ratios. A single process; no network.
+
+With `--node`, also a node's restart on that snapshot: a single node (a one-voter quorum) is
+started once, the snapshot is put in its Raft store as the latest (as a snapshot written or
+fetched would be), and it is started again: the time (wall and CPU) until the image is loaded
+and until its broker is unfenced, and the most CPU time the event loop's thread spent without
+running another task while the snapshot loaded (a task that only yields measures it).
 """
 
 from __future__ import annotations
@@ -117,6 +123,59 @@ def generic_entries(entries: list[bytes]) -> MetadataImage:
     return delta.apply()
 
 
+async def node_restart(image: MetadataImage, data: bytes, directory: Path) -> dict[str, float]:
+    """A single node restarted on `data` as its latest snapshot (see the module docstring)."""
+    import trio
+
+    from strom.broker.drivers.quorum_controller import QuorumController
+    from strom.config import BrokerConfig
+    from strom.storage.raft.raft_disk import DiskRaftStore
+    from strom.storage.raft.raft_store import SnapshotId
+
+    config = BrokerConfig.from_properties({"log.dir": str(directory)})
+    first = await QuorumController.open(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await first.start()
+        await first.close()
+    store = DiskRaftStore(Path(config.metadata_dir), frozenset({config.node_id}))
+    recovered = store.load()
+    end, epoch = store.end_offset + 1, recovered.quorum.leader_epoch
+    stamped = image.apply_all([], Provenance(end - 1, epoch, 0))
+    store.install_snapshot(SnapshotId(end, epoch), encode_snapshot(stamped), reset_log=True)
+
+    node = await QuorumController.open(config)
+    stall = 0.0
+    out: dict[str, float] = {}
+
+    async def watch() -> None:
+        """The most CPU the event loop's thread spent between two turns of this task (CPU
+        time, so that the machine's other load, which stops the whole process, does not
+        count)."""
+        nonlocal stall
+        last = time.thread_time()
+        while True:
+            await trio.lowlevel.checkpoint()
+            now = time.thread_time()
+            stall, last = max(stall, now - last), now
+
+    began, cpu = trio.current_time(), time.process_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        await nursery.start(node.run)
+        while node.raft.applied < end:
+            await trio.lowlevel.checkpoint()
+        out["loaded_s"] = round(trio.current_time() - began, 2)
+        out["loaded_cpu_s"] = round(time.process_time() - cpu, 2)
+        out["longest_loop_stall_while_loading_cpu_ms"] = round(stall * 1000, 1)
+        await node.start()
+        out["unfenced_s"] = round(trio.current_time() - began, 2)
+        await node.close()
+        nursery.cancel_scope.cancel()
+    assert node.image.topic_names() == image.topic_names()  # (broker 1 registered anew)
+    return out
+
+
 def _best(
     decoders: dict[str, Callable[[], MetadataImage]], expected: MetadataImage, repeat: int
 ) -> dict[str, float]:
@@ -136,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=200_000)
     parser.add_argument("--brokers", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--node", action="store_true", help="also a node restarted on it")
     args = parser.parse_args(argv)
     image = build_image(args.partitions, args.brokers)
     count = sum(len(t.partitions) for t in image.topics_by_id.values())
@@ -162,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{encoded['encode_snapshot'] / encoded['generic encode']:.2f}")  # fmt: skip
     print(f"ratio decode_snapshot / generic: {best['decode_snapshot'] / best['generic']:.2f}")
     print(f"ratio EntryReplay / decode_entry: {best['EntryReplay'] / best['decode_entry']:.2f}")
+    if args.node:
+        import tempfile
+
+        import trio
+
+        with tempfile.TemporaryDirectory(prefix="strom-snapshot-load-") as tmp:
+            print("a node restarted on it:", trio.run(node_restart, image, data, Path(tmp)))
     return 0
 
 
