@@ -27,9 +27,10 @@ broker process reach the controller only through this class (`BrokerState.contro
   yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
   commands in arrival order: plan against its image, propose, wait until the entries are
   committed, applied and published, answer. A large command (CreateTopics, CreatePartitions:
-  up to 10,000 partitions) is planned, replayed and encoded PLAN_SLICE partitions at a time
-  with the event loop running between slices, so this leader's Raft replica keeps answering
-  its followers (else they stand for election and the command is lost). The image holds committed records only, so a
+  up to 10,000 partitions; fencing, unfencing or re-registering a broker: one record for each
+  partition it holds) is planned, replayed and encoded PLAN_SLICE partitions at a time with
+  the event loop running between slices, so this leader's Raft replica keeps answering its
+  followers (else they stand for election and the command is lost). The image holds committed records only, so a
   command plans only once the one before it is settled: its records published, dropped by a
   failed write, or its leadership lost (then nothing is planned: this node is no longer
   active). A command succeeds only if the entry committed at its last offset is its own (same
@@ -859,7 +860,7 @@ class QuorumController:
         """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
         try:
             return await self._run_command(
-                lambda offset: self._controller.broker_registration(
+                lambda offset: self._controller.broker_registration_steps(
                     request, broker_epoch=offset, now_ms=monotonic_ms()
                 )
             )
@@ -875,7 +876,7 @@ class QuorumController:
             self._controller.touch_lease(request.broker_id, request.broker_epoch, monotonic_ms())
         try:
             return await self._run_command(
-                lambda offset: self._controller.broker_heartbeat(
+                lambda offset: self._controller.broker_heartbeat_steps(
                     request, next_offset=offset, now_ms=monotonic_ms()
                 ),
                 timeout_ms=self._config.broker_heartbeat_interval_ms // 2,
@@ -892,7 +893,8 @@ class QuorumController:
         while True:
             try:
                 broker_id = await self._run_command(
-                    lambda _offset: self._controller.fence_stale_broker(monotonic_ms()), wait=False
+                    lambda _offset: self._controller.fence_stale_broker_steps(monotonic_ms()),
+                    wait=False,
                 )
             except NotActiveController:
                 return fenced

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.brokers import (
     BrokerLeases,
-    broker_heartbeat,
-    fence_stale_broker,
+    broker_heartbeat_steps,
+    fence_stale_broker_steps,
     next_lease_expiry,
-    register_broker,
+    register_broker_steps,
 )
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
 from strom.coordinator.controller.result import (
@@ -270,13 +270,21 @@ class Controller:
         self, request: BrokerRegistrationRequest, *, broker_epoch: int, now_ms: int
     ) -> ControllerResult[BrokerRegistrationResponse]:
         """BrokerRegistration; `broker_epoch` is the offset its record will be appended at."""
+        return finish(
+            self.broker_registration_steps(request, broker_epoch=broker_epoch, now_ms=now_ms)
+        )
+
+    def broker_registration_steps(
+        self, request: BrokerRegistrationRequest, *, broker_epoch: int, now_ms: int
+    ) -> Planning[BrokerRegistrationResponse]:
+        """`broker_registration` planned in steps (`result.Planning`)."""
         level = self._image.metadata_version
         if not MIN_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
             raise ControllerError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"metadata.version {level} is not supported by this node",
             )
-        return register_broker(
+        return register_broker_steps(
             self._image,
             self.leases,
             request,
@@ -291,7 +299,15 @@ class Controller:
         self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
     ) -> ControllerResult[BrokerHeartbeatResponse]:
         """BrokerHeartbeat; `next_offset` is where this command's records would be appended."""
-        return broker_heartbeat(
+        return finish(
+            self.broker_heartbeat_steps(request, next_offset=next_offset, now_ms=now_ms)
+        )
+
+    def broker_heartbeat_steps(
+        self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
+    ) -> Planning[BrokerHeartbeatResponse]:
+        """`broker_heartbeat` planned in steps (`result.Planning`)."""
+        return broker_heartbeat_steps(
             self._image,
             self.leases,
             request,
@@ -307,7 +323,11 @@ class Controller:
 
     def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
         """Fence one broker whose lease has expired (response: its id, or None)."""
-        return fence_stale_broker(self._image, self.leases, now_ms, self._unclean, self._elr)
+        return finish(self.fence_stale_broker_steps(now_ms))
+
+    def fence_stale_broker_steps(self, now_ms: int) -> Planning[int | None]:
+        """`fence_stale_broker` planned in steps (`result.Planning`)."""
+        return fence_stale_broker_steps(self._image, self.leases, now_ms, self._unclean, self._elr)
 
     def next_lease_expiry(self) -> int | None:
         """When the earliest lease of an unfenced broker runs out (None: none to watch)."""

@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
+from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.broker.drivers.quorum_controller import NotActiveController, QuorumController
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
@@ -389,8 +390,9 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
     (its event loop runs: the load is held here until the registration is committed), stays
     fenced while its image is not caught up, and is unfenced once it is loaded, as Kafka's
     broker registers while it catches up."""
-    loading, release = trio.Event(), trio.Event()
+    loading, release, registered = trio.Event(), trio.Event(), trio.Event()
     load = QuorumController.load_snapshot
+    register = BrokerLifecycle._register
 
     async def held(self: QuorumController, snapshot: SnapshotId, data: bytes) -> None:
         if self.node_id == 4:
@@ -398,7 +400,13 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
             await release.wait()
         await load(self, snapshot, data)
 
+    async def registering(self: BrokerLifecycle, endpoints: list[Listener]) -> None:
+        await register(self, endpoints)
+        if self.node_id == 4:
+            registered.set()
+
     monkeypatch.setattr(QuorumController, "load_snapshot", held)
+    monkeypatch.setattr(BrokerLifecycle, "_register", registering)
     async with cluster(tmp_path, observers=1, snapshot_interval=1) as c:
         active = await c.active()
         observer = c.nodes[4]
@@ -414,7 +422,10 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
         async with trio.open_nursery() as nursery:
             nursery.start_soon(observer.register)
             await loading.wait()
-            await c.until(lambda: (b := active.image.broker(4)) is not None and b.fenced)
+            await registered.wait()  # the load is still held
+            registration = active.image.broker(4)
+            assert registration is not None
+            assert registration.fenced
             lifecycle = joining.local_broker
             assert lifecycle.broker_epoch >= 0  # registered, the load still held
             fenced_while_loading = lifecycle.fenced
