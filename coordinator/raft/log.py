@@ -21,9 +21,10 @@ class ReplicaLog:
         self.snapshot_data = b""
         self._entries: list[Entry] = []
         self._start = 0
-        self._last_range: tuple[tuple[int, int, int, int, int], tuple[Entry, ...]] | None = None
-        """`entries_from`'s last (arguments and log end, answer)."""
         """Always the snapshot's end offset, or 0 without a snapshot."""
+        self._last_range: tuple[tuple[int, int, int, int, int], tuple[Entry, ...]] | None = None
+        """`entries_from`'s last (arguments and log end, answer); cleared by every change that
+        is not an append."""
         self._epochs: list[tuple[int, int]] = []
         """(epoch, first offset) at every epoch change, oldest first (a leader-epoch cache);
         with a snapshot the first is (snapshot epoch, snapshot end offset)."""
@@ -90,8 +91,10 @@ class ReplicaLog:
         """Entries from `offset`, at least one, stopping before `max_bytes` of payload.
 
         The last answer is kept: after an append, every parked observer (hundreds of brokers)
-        asks for the same range. It is valid while the log ends at the same offset in the same
-        epoch (Raft's log matching: the same last entry means the same entries before it)."""
+        asks for the same range. An append moves the log end, so it is asked again; a
+        truncation or a snapshot clears it. The log end and its epoch alone do not identify the
+        entries: a leader that could not write its own entries drops them and appends others at
+        the same offsets in the same epoch (`RaftCore.writes_failed`)."""
         key = (offset, max_bytes, self.end_offset, self.last_epoch, self._start)
         if self._last_range is not None and self._last_range[0] == key:
             return self._last_range[1]
@@ -123,6 +126,7 @@ class ReplicaLog:
         if offset < self._start:
             raise ValueError(f"truncate to {offset} below the log start {self._start}")
         del self._entries[offset - self._start :]
+        self._last_range = None
         if offset == self._start:
             self._rebuild_epochs()
             return
@@ -134,6 +138,7 @@ class ReplicaLog:
         else drop the whole log (a snapshot fetched from the leader replaces a diverged log).
         Returns True when the whole log was dropped."""
         self.snapshot, self.snapshot_data = snapshot, data
+        self._last_range = None
         end = snapshot.end_offset
         keep = self._start <= end <= self.end_offset and (
             end == self._start or self._entries[end - 1 - self._start].epoch == snapshot.epoch

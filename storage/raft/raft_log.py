@@ -108,25 +108,29 @@ class EncodedEntries:
     """`encode_entries` that remembers its last few answers: a Raft leader sends the same
     entries to every observer parked at the log end (hundreds of brokers after each metadata
     change), and encoding them is most of its work. A run of entries is identified by its
-    first offset and its last entry's offset and epoch (Raft's log matching: the same last
-    entry means the same entries before it)."""
+    first and last entry objects, not by their offsets and epochs: a leader that could not
+    write its own entries drops them and appends others at the same offsets in the same
+    epoch. Entries only leave a log from its end, so the same first and last objects hold
+    the same entries in between."""
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
-        self._cache: dict[tuple[int, int, int], bytes] = {}
+        self._cache: dict[tuple[int, int], tuple[Entry, Entry, bytes]] = {}
 
     def __call__(self, entries: tuple[Entry, ...] | list[Entry]) -> bytes:
         if not entries:
             return b""
-        last = entries[-1]
-        key = (entries[0].offset, last.offset, last.epoch)
+        first, last = entries[0], entries[-1]
+        key = (first.offset, last.offset)
         found = self._cache.get(key)
-        if found is None:
-            found = encode_entries(entries)
-            if len(self._cache) >= self._size:
-                del self._cache[next(iter(self._cache))]  # the oldest
-            self._cache[key] = found
-        return found
+        if found is not None and found[0] is first and found[1] is last:
+            return found[2]
+        encoded = encode_entries(entries)
+        self._cache.pop(key, None)
+        if len(self._cache) >= self._size:
+            del self._cache[next(iter(self._cache))]  # the oldest
+        self._cache[key] = (first, last, encoded)
+        return encoded
 
 
 def _batch(run: list[Entry]) -> bytearray:

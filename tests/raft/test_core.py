@@ -546,6 +546,28 @@ def test_a_leaders_appends_the_store_refused_are_dropped_and_never_sent() -> Non
     assert core.log.entry(1) == Entry(1, 2, b"d")
 
 
+def test_entries_that_take_the_place_of_dropped_ones_are_sent_not_the_dropped_ones() -> None:
+    """Found by simulation seed 661: the leader's fetch answers were cached by range (first
+    offset, log end, last epoch); after its disk refused a command's entries, a retry of the
+    command took the same offsets in the same epoch, and followers were sent the dropped
+    entries while the leader held the new ones: two logs, one epoch."""
+    core = make(epoch=1)
+    elect(core)
+    core.receive(2, fetch(2, 1, 2, 2), 5001)
+    drain(core, 5001)
+    core.receive(2, FetchRequest(2001, 2, 2, 1, 2, 500), 5002)  # parked at the log end
+    assert not core.take_effects()
+    assert core.propose([b"a", b"b"], 5003) == 1  # answers it, held until a and b are durable
+    failed = [e for e in core.take_effects() if isinstance(e, AppendEntries)]
+    assert core.writes_failed(failed[0].seq)
+    assert core.propose([b"c", b"d"], 5004) == 1  # the same offsets, the same epoch
+    drain(core, 5004)
+    core.receive(2, fetch(2, 1, 2, 2), 5005)
+    answer = reply_of(drain(core, 5005), FetchResponse)
+    assert isinstance(answer, FetchResponse)
+    assert [e.data for e in answer.entries] == [b"c", b"d"]
+
+
 def test_a_refused_write_the_core_cannot_do_without_stops_it() -> None:
     follower = make(2, epoch=3, leader=1)
     request = reply_of(drain(follower), FetchRequest)

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from typing_extensions import Buffer
 
-from strom.storage.raft.raft_log import RaftLogDir, RaftLogError, encode_entries, segment_name
+from strom.storage.raft.raft_log import (
+    EncodedEntries,
+    RaftLogDir,
+    RaftLogError,
+    decode_entries,
+    encode_entries,
+    segment_name,
+)
 from strom.storage.raft.raft_store import Entry
 from tests.tinyfs import fill, tiny_filesystem
 
@@ -215,3 +222,15 @@ def test_a_full_filesystem_refuses_the_batch_and_then_recovers(
         again = RaftLogDir.open(root / "log")
         assert "torn tail" not in caplog.text
         assert _offsets(again) == [0, 1, 2]
+
+
+def test_encoded_entries_are_not_taken_for_others_at_the_same_offsets() -> None:
+    """A leader that drops entries its disk refused appends others at the same offsets in the
+    same epoch (simulation seed 661): the cached encoding of the dropped ones must not be sent."""
+    encoded = EncodedEntries()
+    dropped = (Entry(1, 2, b"a"), Entry(2, 2, b"b"))
+    taking_their_place = (Entry(1, 2, b"c"), Entry(2, 2, b"d"))
+    assert encoded(dropped) == encode_entries(dropped)
+    assert encoded(dropped) == encode_entries(dropped)
+    assert encoded(taking_their_place) == encode_entries(taking_their_place)
+    assert [e.data for e in decode_entries(encoded(taking_their_place))] == [b"c", b"d"]
