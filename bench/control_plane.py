@@ -31,11 +31,12 @@ Each run (one broker count, one partition count) on a fresh quorum measures:
   between.snapshots`); their log lines give each snapshot's encoding and writing time and size;
 - failover: kill -9 of the active controller; until DescribeQuorum on the others names a new
   leader, and until every broker's heartbeat is answered again (the control plane usable);
-- restart of the killed controller: until it is back in the quorum and caught up (its snapshot
-  and log loaded);
+- restart of the killed controller: until it is back in the quorum and caught up (its log
+  fetched and, if it had one, its snapshot loaded);
 - a broker's start-up against the image: a real broker-only `strom serve` (no partitions of its
-  own) started after all of this, until its "started" line and until its Metadata lists every
-  topic (it fetched and loaded the whole image).
+  own) started after all of this: its "started" line, the snapshot it fetched loaded (and how
+  long the load took), unfenced and serving, and its Metadata listing every topic (it fetched
+  and loaded the whole image).
 
 Output: a markdown table on stdout, JSON in `bench/results/control_plane.json`.
 """
@@ -53,10 +54,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -568,10 +570,10 @@ async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], 
             f"answered in {fig['failover_heartbeats_answered_s']} s, {fenced} fenced")  # fmt: skip
 
         # the killed controller comes back: its snapshot and log loaded, caught up
+        node = cluster.node(old_leader)
+        had_snapshot = any("metadata snapshot" in line for line in node.output)
         restarted = time.perf_counter()
-        await trio.to_thread.run_sync(
-            partial(cluster.node(old_leader).restart, timeout=START_TIMEOUT_S)
-        )  # it loads the snapshot of the whole image before it says "started"
+        await trio.to_thread.run_sync(partial(node.restart, timeout=START_TIMEOUT_S))
         target = await committed_offset(fleet)
         with trio.fail_after(300):
             while True:
@@ -579,6 +581,10 @@ async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], 
                 ends = {v.replica_id: v.log_end_offset for v in quorum.current_voters} if quorum else {}
                 if ends.get(old_leader, -1) >= target:
                     break
+                await trio.sleep(0.05)
+        snapshot_loaded = partial(_since_start, node.output, "loaded metadata snapshot")
+        with trio.fail_after(300):  # its snapshot loads while it fetches the log
+            while had_snapshot and not snapshot_loaded():  # noqa: ASYNC110 (another process's output)
                 await trio.sleep(0.05)
         fig["controller_restart_caught_up_s"] = round(time.perf_counter() - restarted, 3)
         log(f"  killed controller back and caught up in {fig['controller_restart_caught_up_s']} s")
@@ -589,6 +595,13 @@ async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], 
         )
         log(f"  a real broker: {fig['broker_startup']}")
         nursery.cancel_scope.cancel()
+
+
+def _since_start(output: Iterable[str], text: str) -> bool:
+    """Whether a node's output since its last start has a line containing `text`."""
+    lines = list(output)
+    starts = [i for i, line in enumerate(lines) if line.startswith("--- node ")]
+    return any(text in line for line in lines[starts[-1] if starts else 0 :])
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -620,26 +633,45 @@ def _real_broker_startup(cluster: ClusterProcess, root: Path, topics: int) -> di
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=child_environment())  # fmt: skip
     out: dict[str, float] = {}
-    try:
+    said: list[str] = []
+    started = threading.Event()
+    port: list[int] = []
+
+    def read_output() -> None:
+        """The broker's log, as it comes: when it started (its port), loaded the snapshot and
+        was unfenced."""
         assert proc.stdout is not None
-        port = None
-        said: list[str] = []
         for line in proc.stdout:
             said.append(line)
+            now = round(time.perf_counter() - t0, 3)
             found = re.search(r"started: .*?listeners=PLAINTEXT://127\.0\.0\.1:(\d+)", line)
-            if found:
-                port = int(found.group(1))
-                out["started_s"] = round(time.perf_counter() - t0, 3)
-                break
-        if port is None:
+            if found and not started.is_set():
+                port.append(int(found.group(1)))
+                out["started_s"] = now
+                started.set()
+            loaded = re.search(r"loaded metadata snapshot .*?\((\d+) bytes\) in ([\d.]+) s", line)
+            if loaded:
+                out["snapshot_loaded_s"] = now
+                out["snapshot_load_took_s"] = float(loaded.group(2))
+                out["snapshot_mb"] = round(int(loaded.group(1)) / 1e6, 1)
+            if "The broker is unfenced and serving" in line:
+                out["unfenced_serving_s"] = now
+        started.set()
+
+    reader = threading.Thread(target=read_output, daemon=True)
+    reader.start()
+    try:
+        started.wait(START_TIMEOUT_S)
+        if not port:
             raise RuntimeError("the broker did not start: " + "".join(said[-5:]))
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                tail = [line.strip() for line in proc.stdout][-3:]
+                reader.join(10)
+                tail = [line.strip() for line in said][-3:]
                 raise RuntimeError(f"the broker stopped before it served every topic: {tail}")
             try:
-                meta = metadata_once("127.0.0.1", port, 30)
+                meta = metadata_once("127.0.0.1", port[0], 30)
                 if len(meta.topics) >= topics:
                     out["serving_every_topic_s"] = round(time.perf_counter() - t0, 3)
                     break
@@ -713,7 +745,8 @@ def table(results: list[RunResult]) -> str:
     rows = ["| brokers | partitions | all registered s | create partitions/s | elections in creation "
             "| propagation p50 / p99 ms (idle) | p99 under creation ms | image B/partition "
             "| snapshot MB / encode s / load s | failover: leader / heartbeats s "
-            "| controller restart s | broker start: started / serving s | error |",
+            "| controller restart s | broker start: started / snapshot loaded (load s) / unfenced / "
+            "serving every topic s | error |",
             "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--|"]  # fmt: skip
     for r in results:
         f = r.figures
@@ -736,6 +769,9 @@ def table(results: list[RunResult]) -> str:
             f"{mb} / {snap.get('encode_s', '-')} / {snap.get('load_s', '-')} | "
             f"{get('failover_new_leader_s')} / {get('failover_heartbeats_answered_s')} | "
             f"{get('controller_restart_caught_up_s')} | {get('broker_startup', 'started_s')} / "
+            f"{get('broker_startup', 'snapshot_loaded_s')} "
+            f"({get('broker_startup', 'snapshot_load_took_s')}) / "
+            f"{get('broker_startup', 'unfenced_serving_s')} / "
             f"{get('broker_startup', 'serving_every_topic_s')} | {f.get('error', '')} |"
         )
     return "\n".join(rows)

@@ -14,7 +14,9 @@ which sends the same messages to the active controller's CONTROLLER listener and
 it moves. A channel
 that gives up raises `ControllerUnavailable`: registration keeps trying until
 initial.broker.registration.timeout.ms (the error then names the last cause), a periodic
-heartbeat logs it and tries again at the next interval.
+heartbeat logs it and tries again at the next interval. That timeout bounds registration
+only, as in Kafka: a registered broker stays fenced for as long as its metadata takes to catch
+up.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ _TRANSIENT_REFUSALS = frozenset(
 )
 """Registration answers that say "not now" rather than "never": retried with backoff until
 initial.broker.registration.timeout.ms (a refusal such as INCONSISTENT_CLUSTER_ID is final)."""
+
+
+UNFENCE_PROGRESS_S = 10.0
+"""A registered broker waiting to be unfenced says so this often."""
 
 
 class RegistrationError(Exception):
@@ -106,41 +112,62 @@ class BrokerLifecycle:
         """Register (unless already registered with exactly these endpoints), then heartbeat
         until the controller unfences this broker; returns the broker epoch.
 
-        Raises RegistrationError when the controller refuses, or when it does not unfence the
-        broker within initial.broker.registration.timeout.ms.
+        Raises RegistrationError when the controller refuses, or when no registration is
+        accepted within initial.broker.registration.timeout.ms. Once registered, the broker
+        stays fenced, heartbeating, for as long as its metadata takes to catch up (a large
+        image loads for seconds), as Kafka's broker waits for the controller to find it caught
+        up with no limit (its server.max.startup.time.ms is unlimited by default); it logs
+        its progress every UNFENCE_PROGRESS_S.
         """
         wanted = [(e.name, e.host, e.port) for e in endpoints]
         if self.broker_epoch >= 0 and self._registered_with == wanted and not self.fenced:
             return self.broker_epoch
+        await self._register_within_timeout(list(endpoints))
+        backoff = self._config.controller_quorum_retry_backoff_ms / 1000
+        report_at = trio.current_time() + UNFENCE_PROGRESS_S
+        while self.fenced:
+            try:
+                response = await self.heartbeat()
+            except ControllerUnavailable as exc:
+                log.warning("broker %d: %s", self.node_id, exc)
+                await trio.sleep(backoff)
+                continue
+            if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                await self._register_within_timeout(list(endpoints))
+            elif self.fenced:
+                if trio.current_time() >= report_at:
+                    report_at = trio.current_time() + UNFENCE_PROGRESS_S
+                    log.info(
+                        "broker %d: registered (epoch %d), fenced until its metadata catches "
+                        "up (at offset %d)", self.node_id, self.broker_epoch,
+                        self._metadata_offset(),
+                    )  # fmt: skip
+                await trio.sleep(backoff)
+        return self.broker_epoch
+
+    async def _register_within_timeout(self, endpoints: list[Listener]) -> None:
+        """Register a new incarnation, retrying an unreachable controller until
+        initial.broker.registration.timeout.ms (RegistrationError then, naming the last
+        cause)."""
         timeout = self._config.initial_broker_registration_timeout_ms / 1000
         backoff = self._config.controller_quorum_retry_backoff_ms / 1000
         unreachable: ControllerUnavailable | None = None
-        with trio.move_on_after(timeout) as scope:
-            registered = False
-            while not registered or self.fenced:
+        with trio.move_on_after(timeout):
+            while True:
                 try:
-                    if not registered:
-                        await self._register(list(endpoints))
-                        registered = True
-                    response = await self.heartbeat()
+                    await self._register(endpoints)
+                    return
                 except ControllerUnavailable as exc:
                     unreachable = exc
                     log.warning("broker %d: %s", self.node_id, exc)
                     await trio.sleep(backoff)
-                    continue
-                if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
-                    registered = False
-                elif self.fenced:
-                    await trio.sleep(backoff)
-        if scope.cancelled_caught:
-            last = f" (last: {unreachable})" if unreachable is not None else ""
-            raise RegistrationError(
-                f"broker {self.node_id} was not registered and unfenced within "
-                "initial.broker.registration.timeout.ms="
-                f"{self._config.initial_broker_registration_timeout_ms}; check that the "
-                f"controller quorum is reachable{last}"
-            )
-        return self.broker_epoch
+        last = f" (last: {unreachable})" if unreachable is not None else ""
+        raise RegistrationError(
+            f"broker {self.node_id} was not registered within "
+            "initial.broker.registration.timeout.ms="
+            f"{self._config.initial_broker_registration_timeout_ms}; check that the "
+            f"controller quorum is reachable{last}"
+        )
 
     async def _register(self, endpoints: list[Listener]) -> None:
         request = self._registration(endpoints, self.incarnation_id)

@@ -10,8 +10,9 @@ broker process reach the controller only through this class (`BrokerState.contro
 - **Records are entries** (`strom.coordinator.metadata.raft_entries`): a command's records
   become consecutive entries, so a record's offset is its entry's offset and a broker's epoch
   is the offset of its RegisterBrokerRecord, as in Kafka.
-- **Apply.** Committed entries reach `apply` in offset order. A command's records are staged and
-  adopted together once its last entry is committed (`Provenance(last offset, its epoch,
+- **Apply.** Committed entries reach `apply` in offset order, a slice at a time. A command's
+  records are replayed into a delta as they arrive and adopted together once its last entry is
+  committed (`Provenance(last offset, its epoch,
   timestamp)`), so a replica never shows half a command; each adopted delta is published to the
   subscribers (`subscribe`, `subscribe_deltas`) in order by one task. The high watermark may
   stop inside a large command (a follower fetched part of it); if the leader then fails, the
@@ -25,7 +26,11 @@ broker process reach the controller only through this class (`BrokerState.contro
   broker leases (`Controller.activate`), writes the bootstrap records if the cluster has none
   yet (metadata.version; `bootstrap.checkpoint` from `strom format` wins), and then runs
   commands in arrival order: plan against its image, propose, wait until the entries are
-  committed, applied and published, answer. The image holds committed records only, so a
+  committed, applied and published, answer. A large command (CreateTopics, CreatePartitions:
+  up to 10,000 partitions; fencing, unfencing or re-registering a broker: one record for each
+  partition it holds) is planned, replayed and encoded PLAN_SLICE partitions at a time with
+  the event loop running between slices, so this leader's Raft replica keeps answering its
+  followers (else they stand for election and the command is lost). The image holds committed records only, so a
   command plans only once the one before it is settled: its records published, dropped by a
   failed write, or its leadership lost (then nothing is planned: this node is no longer
   active). A command succeeds only if the entry committed at its last offset is its own (same
@@ -72,7 +77,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -87,9 +92,11 @@ from strom.config import BrokerConfig, Listener
 from strom.config.quorum import Address
 from strom.coordinator.controller.result import (
     NOT_CONTROLLER_MESSAGE,
+    PLAN_SLICE,
     ApiError,
     ControllerError,
     ControllerResult,
+    Planning,
     fail_unwritten,
     not_controller,
 )
@@ -100,8 +107,8 @@ from strom.coordinator.metadata.image import METADATA_VERSION, MetadataImage, Pr
 from strom.coordinator.metadata.kraft_checkpoint import Bootstrap, decode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.coordinator.metadata.raft_entries import (
-    decode_entry,
-    decode_snapshot,
+    EntryReplay,
+    SnapshotLoader,
     encode_entries,
     encode_snapshot,
 )
@@ -158,11 +165,15 @@ ImageListener = Callable[[MetadataImage], Awaitable[None] | None]
 DeltaListener = Callable[[MetadataImage, MetadataDelta], Awaitable[None] | None]
 
 R = TypeVar("R")
+T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 A = TypeVar("A", BrokerRegistrationResponse, BrokerHeartbeatResponse)
 
 SNAPSHOT_INTERVAL_BYTES = 20 * 1024 * 1024
 """Kafka's metadata.log.max.record.bytes.between.snapshots default."""
+LOAD_SLICE_BYTES = 64 * 1024
+"""A snapshot is decoded this much at a time, the event loop running between slices (about
+1,000 partitions: milliseconds)."""
 WRITE_ERROR_LOG_INTERVAL_S = 10.0
 """A failing disk refuses every command (Metadata auto-creation too): one log line per interval."""
 
@@ -304,8 +315,12 @@ class QuorumController:
         self._relay_nursery: trio.Nursery | None = None
         """A snapshot is being encoded (in a worker thread)."""
         self._closed = False
-        self._pending: list[Message] = []
-        """Records of a command whose last entry is not committed yet."""
+        self._pending = 0
+        """Records of a command whose last entry is not committed yet..."""
+        self._entry_replay = EntryReplay()
+        self._staging: MetadataDelta | None = None
+        """... replayed into this delta as they are applied (a slice at a time), adopted with
+        the command's last entry."""
         self._pending_epoch = -1
         """The epoch of `_pending`'s entries."""
         self._boundary = 0
@@ -468,16 +483,18 @@ class QuorumController:
             if self._pending and entry.epoch != self._pending_epoch:
                 self._drop_cut_command(entry)
             if not entry.control:
-                remaining, timestamp, record = decode_entry(entry.data)
-                self._pending.append(record)
+                if self._staging is None:
+                    self._staging = self._controller.image.delta()
+                remaining, timestamp = self._entry_replay.replay(self._staging, entry.data)
+                self._pending += 1
                 self._pending_epoch = entry.epoch
                 self._since_snapshot += len(entry.data)
                 if remaining:
                     continue
-                provenance = Provenance(entry.offset, entry.epoch, timestamp)
-                delta = self._controller.stage(self._pending, provenance)
+                delta, self._staging = self._staging, None
+                delta.apply(Provenance(entry.offset, entry.epoch, timestamp))
                 self._controller.adopt(delta)
-                self._pending = []
+                self._pending = 0
                 self._last_record = entry.offset
                 self._to_publish.send_nowait((self._controller.image, delta, entry.offset))
             if not self._pending:
@@ -493,20 +510,26 @@ class QuorumController:
         log.warning(
             "node %d: dropped %d record(s) of a command cut short by a leader change "
             "(epoch %d, before offset %d); it was never committed whole",
-            self.node_id, len(self._pending), self._pending_epoch, entry.offset,
+            self.node_id, self._pending, self._pending_epoch, entry.offset,
         )  # fmt: skip
-        self._pending = []
+        self._pending, self._staging = 0, None
 
-    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
-        """Replace the replica's image with a snapshot's (RaftStateMachine)."""
+    async def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Replace the replica's image with a snapshot's (RaftStateMachine), decoded
+        LOAD_SLICE_BYTES at a time with the event loop running between slices: meanwhile this
+        node's Raft replica fetches and votes, its broker heartbeats (fenced: the metadata
+        offset it reports is not caught up) and its listeners answer."""
         began = time.perf_counter()
-        image, delta = decode_snapshot(data)
+        loader = SnapshotLoader(data)
+        while loader.step(LOAD_SLICE_BYTES):
+            await trio.lowlevel.checkpoint()
+        image, delta = loader.result()
         log.info(
             "node %d: loaded metadata snapshot %s (%d bytes) in %.2f s",
             self.node_id, snapshot, len(data), time.perf_counter() - began,
         )  # fmt: skip
         self._controller.reset(image)
-        self._pending = []
+        self._pending, self._staging = 0, None
         self._boundary = snapshot.end_offset
         self._last_record = image.provenance.offset
         self._since_snapshot = 0
@@ -581,13 +604,14 @@ class QuorumController:
 
     async def _run_command(
         self,
-        command: Callable[[int], ControllerResult[R]],
+        command: Callable[[int], ControllerResult[R] | Planning[R]],
         *,
         wait: bool = True,
         timeout_ms: int | None = None,
     ) -> R:
         """Plan `command(offset its first record will get)` as the active controller once the
-        command before it is settled, commit its records, answer. NotActiveController when this
+        command before it is settled (a command planned in steps, `Planning`, with the event
+        loop running between them: `_stepped`), commit its records, answer. NotActiveController when this
         node is not (or stops being) the active controller; with `wait`, a node that was just
         elected first waits (briefly) until it is active; CommandTimedOut once `timeout_ms` (the
         request's deadline, where Kafka gives one) has passed. Records the metadata log refuses
@@ -604,10 +628,13 @@ class QuorumController:
                     raise NotActiveController
                 core = self.raft.core
                 assert core is not None
-                result = command(core.log.end_offset)
+                planned = command(core.log.end_offset)
+                result = (
+                    planned if isinstance(planned, ControllerResult) else await _stepped(planned)
+                )
                 if not result.records:
                     return result.response
-                proposal = self._propose(result.records, epoch)
+                proposal = await self._propose(result.records, epoch)
             try:
                 await self._committed(proposal)
             except OSError as exc:
@@ -652,15 +679,23 @@ class QuorumController:
                     return
                 await change.wait()
 
-    def _propose(self, records: Sequence[Message], epoch: int) -> _Proposal:
+    async def _propose(self, records: Sequence[Message], epoch: int) -> _Proposal:
         """Propose `records` in `epoch` (this node leading it); NotActiveController if it does
-        not lead it any more."""
-        # Replay first: records that would not apply must never be proposed.
-        self._controller.stage(records)
+        not lead it any more. Replayed (records that would not apply must never be proposed)
+        and encoded PLAN_SLICE records at a time, the event loop running between slices: the
+        10,001 records of a CreateTopics of 10,000 partitions take a good part of a second,
+        which this leader's Raft replica (its followers' fetches) must not wait for."""
+        await _stepped(self._controller.stage_steps(records))
+        timestamp = self._clock()
+        entries: list[bytes] = []
+        for start in range(0, len(records), PLAN_SLICE):
+            if start:
+                await trio.lowlevel.checkpoint()
+            chunk = records[start : start + PLAN_SLICE]
+            entries += encode_entries(chunk, timestamp, after=len(records) - start - len(chunk))
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
             raise NotActiveController
         failed_before = self.raft.write_failure
-        entries = encode_entries(records, self._clock())
         first = self.raft.propose(entries)
         if first is None:
             raise NotActiveController
@@ -716,17 +751,23 @@ class QuorumController:
                 raise NotActiveController
             await change.wait()
 
-    async def _run_admin(self, command: Callable[[], ControllerResult[M]]) -> M:
+    async def _run_admin(
+        self, command: Callable[[], ControllerResult[M] | Planning[M]]
+    ) -> M:
         try:
             return await self._run_command(lambda _offset: command())
         except NotActiveController:
             # planned against this replica only to shape the answer; nothing is written
-            return not_controller(command().response)
+            planned = command()
+            result = planned if isinstance(planned, ControllerResult) else await _stepped(planned)
+            return not_controller(result.response)
 
     async def create_topics(
         self, request: CreateTopicsRequest, version: int
     ) -> CreateTopicsResponse:
-        return await self._run_admin(partial(self._controller.create_topics, request, version))
+        return await self._run_admin(
+            partial(self._controller.create_topics_steps, request, version)
+        )
 
     async def delete_topics(
         self, request: DeleteTopicsRequest, version: int
@@ -736,7 +777,9 @@ class QuorumController:
     async def create_partitions(
         self, request: CreatePartitionsRequest, version: int
     ) -> CreatePartitionsResponse:
-        return await self._run_admin(partial(self._controller.create_partitions, request, version))
+        return await self._run_admin(
+            partial(self._controller.create_partitions_steps, request, version)
+        )
 
     async def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int
@@ -817,7 +860,7 @@ class QuorumController:
         """BrokerRegistration (API 62): the broker epoch is the offset its record gets."""
         try:
             return await self._run_command(
-                lambda offset: self._controller.broker_registration(
+                lambda offset: self._controller.broker_registration_steps(
                     request, broker_epoch=offset, now_ms=monotonic_ms()
                 )
             )
@@ -833,7 +876,7 @@ class QuorumController:
             self._controller.touch_lease(request.broker_id, request.broker_epoch, monotonic_ms())
         try:
             return await self._run_command(
-                lambda offset: self._controller.broker_heartbeat(
+                lambda offset: self._controller.broker_heartbeat_steps(
                     request, next_offset=offset, now_ms=monotonic_ms()
                 ),
                 timeout_ms=self._config.broker_heartbeat_interval_ms // 2,
@@ -850,7 +893,8 @@ class QuorumController:
         while True:
             try:
                 broker_id = await self._run_command(
-                    lambda _offset: self._controller.fence_stale_broker(monotonic_ms()), wait=False
+                    lambda _offset: self._controller.fence_stale_broker_steps(monotonic_ms()),
+                    wait=False,
                 )
             except NotActiveController:
                 return fenced
@@ -1041,7 +1085,7 @@ class QuorumController:
             try:
                 async with self._lock:
                     await self._settled()
-                    proposal = self._propose(records, epoch)
+                    proposal = await self._propose(records, epoch)
                 await self._committed(proposal)
             except NotActiveController:
                 return
@@ -1056,6 +1100,18 @@ class QuorumController:
             await self._publish(image, delta)
             self._published = offset
             self._notify()
+
+
+async def _stepped(steps: Generator[None, None, T]) -> T:
+    """Run work done in steps (`Planning`, `Controller.stage_steps`) to its end, letting the
+    event loop run between steps."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        await trio.lowlevel.checkpoint()
 
 
 class QuorumChannel:

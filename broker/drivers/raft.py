@@ -29,7 +29,11 @@ asks (see `strom.coordinator.raft.effects`):
   in slices of about `APPLY_SLICE_BYTES`, the event loop running between slices: the records
   of a CreateTopics of 10,000 partitions take about a second to decode and replay, which
   must not hold up this replica's fetches (the leader would lose its quorum) nor the requests
-  it serves. A fetched snapshot reloads the machine. `propose` appends entries on the leader.
+  it serves. A snapshot (the one recovered at start, or one fetched from the leader) is loaded
+  by the same task, before any entry after it, with `await state_machine.load_snapshot`: the
+  machine loads it a slice at a time too (a million partitions take seconds), and `applied`
+  reaches the snapshot's end only once it is loaded, so a node is not caught up (a leader not
+  active, a broker not unfenced) before that. `propose` appends entries on the leader.
 
 A crash is a cancelled `run` (nothing more is written); `shutdown` resigns first, as a clean
 stop does in Kafka, so that another voter stands at once.
@@ -91,8 +95,9 @@ class RaftStateMachine(Protocol):
     def apply(self, entries: list[Entry]) -> None:
         """Entries newly committed, in offset order (control entries included)."""
 
-    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
-        """Replace the whole state with the snapshot's (entries below its end)."""
+    async def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+        """Replace the whole state with the snapshot's (entries below its end); may take a
+        while, letting the event loop run (no entry is applied meanwhile)."""
 
     def snapshot_failed(self, snapshot: SnapshotId, error: OSError) -> None:
         """The store could not write a snapshot the state machine took (`RaftDriver.snapshot`);
@@ -164,7 +169,12 @@ class RaftDriver:
         self.applied = 0
         """Entries below this offset have gone to the state machine."""
         self._apply_ready = trio.Event()
-        """Set when the high watermark moves (the apply task may have entries to apply)."""
+        """Set when the high watermark moves or a snapshot is to be loaded (the apply task may
+        have work)."""
+        self._to_load: tuple[SnapshotId, bytes] | None = None
+        """The latest snapshot the state machine has yet to load (the apply task loads it)."""
+        self.snapshot_loading: SnapshotId | None = None
+        """The snapshot the state machine is loading now, if any."""
         self.epoch = 0
         self.leader_id = NO_LEADER
         self._changed = trio.Event()
@@ -314,9 +324,8 @@ class RaftDriver:
             await runtime.to_thread(self.load)
         recovered, self._recovered = self._recovered, None
         assert recovered is not None
-        if recovered.snapshot is not None:
-            self.state_machine.load_snapshot(recovered.snapshot, recovered.snapshot_data)
-            self.applied = recovered.snapshot.end_offset
+        if recovered.snapshot is not None:  # loaded by the apply task, the replica running
+            self._to_load = (recovered.snapshot, recovered.snapshot_data)
         else:
             self.applied = recovered.log_start
         async with trio.open_nursery() as nursery:
@@ -398,8 +407,8 @@ class RaftDriver:
                     self.epoch, self.leader_id = epoch, leader_id
                     self._notify()
                 case SnapshotLoaded(snapshot):
-                    self.state_machine.load_snapshot(snapshot, core.log.snapshot_data)
-                    self.applied = snapshot.end_offset
+                    self._to_load = (snapshot, core.log.snapshot_data)
+                    self._apply_ready.set()
         self._wake.set()
 
     def _notify(self) -> None:
@@ -407,8 +416,19 @@ class RaftDriver:
         self._changed = trio.Event()
 
     async def _apply_loop(self) -> None:
-        """Apply committed entries a slice at a time, letting the loop run between slices."""
+        """Load snapshots and apply committed entries a slice at a time, letting the loop run
+        between slices."""
         while True:
+            if self._to_load is not None:
+                (snapshot, data), self._to_load = self._to_load, None
+                self.snapshot_loading = snapshot
+                try:
+                    await self.state_machine.load_snapshot(snapshot, data)
+                finally:
+                    self.snapshot_loading = None
+                self.applied = snapshot.end_offset
+                self._notify()
+                continue  # a newer one may have come meanwhile: it goes first
             core = self._running()
             if self._apply_slice(core):
                 self._notify()

@@ -6,12 +6,14 @@ when `count` is not an increase, INVALID_REPLICA_ASSIGNMENT for assignments
 that do not match the number added or break the manual-assignment rules,
 INVALID_REPLICATION_FACTOR when placement is impossible. New partitions keep
 the replication factor of partition 0. `validate_only` returns the same
-results without records.
+results without records. `create_partitions_steps` plans in steps (`result.Planning`),
+yielding every PLAN_SLICE partitions.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Generator
 
 from strom.coordinator.controller.placement import (
     MAX_PARTITIONS_PER_REQUEST,
@@ -19,9 +21,16 @@ from strom.coordinator.controller.placement import (
     active_replicas,
     check_manual_assignment,
     partition_record,
-    place,
+    placer,
 )
-from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
+from strom.coordinator.controller.result import (
+    PLAN_SLICE,
+    Context,
+    ControllerError,
+    ControllerResult,
+    Planning,
+    finish,
+)
 from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
@@ -32,6 +41,13 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 def create_partitions(
     ctx: Context, request: CreatePartitionsRequest, version: int
 ) -> ControllerResult[CreatePartitionsResponse]:
+    return finish(create_partitions_steps(ctx, request, version))
+
+
+def create_partitions_steps(
+    ctx: Context, request: CreatePartitionsRequest, version: int
+) -> Planning[CreatePartitionsResponse]:
+    """`create_partitions` in steps (see the module docstring)."""
     response = CreatePartitionsResponse(results=[])
     counts = Counter(t.name for t in request.topics)
     for name in dict.fromkeys(t.name for t in request.topics if counts[t.name] > 1):
@@ -48,14 +64,16 @@ def create_partitions(
     records: list[Message] = []
     for topic in unique:
         try:
-            records.extend(_grow(ctx, topic))
+            records.extend((yield from _grow(ctx, topic)))
             response.results.append(Result(topic.name, ErrorCode.NONE, None))
         except ControllerError as exc:
             response.results.append(Result(topic.name, exc.error.code, exc.error.message))
     return ControllerResult(response, [] if request.validate_only else records)
 
 
-def _grow(ctx: Context, request: CreatePartitionsRequest.CreatePartitionsTopic) -> list[Message]:
+def _grow(
+    ctx: Context, request: CreatePartitionsRequest.CreatePartitionsTopic
+) -> Generator[None, None, list[Message]]:
     image = ctx.image
     topic = image.topic(request.name)
     if topic is None:
@@ -98,8 +116,14 @@ def _grow(ctx: Context, request: CreatePartitionsRequest.CreatePartitionsTopic) 
                     f"{current + offset} are fenced or in controlled shutdown.",
                 )
             planned.append((list(assignment.broker_ids), isr))
+            if len(planned) % PLAN_SLICE == 0:
+                yield
     else:
-        for replicas in place(image, current, additional, factor):
+        chosen = placer(image, factor)
+        for index in range(current, current + additional):
+            if len(planned) and len(planned) % PLAN_SLICE == 0:
+                yield
+            replicas = chosen.replicas(index)
             isr = active_replicas(image, replicas)
             if not isr:
                 raise ControllerError(
@@ -108,7 +132,11 @@ def _grow(ctx: Context, request: CreatePartitionsRequest.CreatePartitionsTopic) 
                     "currently fenced or in controlled shutdown.",
                 )
             planned.append((replicas, isr))
-    return [
-        partition_record(topic.topic_id, current + i, replicas, isr)
-        for i, (replicas, isr) in enumerate(planned)
-    ]
+    records: list[Message] = []
+    for start in range(0, len(planned), PLAN_SLICE):
+        records += [
+            partition_record(topic.topic_id, current + i, *planned[i])
+            for i in range(start, min(start + PLAN_SLICE, len(planned)))
+        ]
+        yield
+    return records

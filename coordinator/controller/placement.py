@@ -37,6 +37,31 @@ def place(
     image: MetadataImage, start_partition: int, num_partitions: int, replication_factor: int
 ) -> list[list[int]]:
     """Replica lists for partitions start..start+n-1; INVALID_REPLICATION_FACTOR if impossible."""
+    chosen = placer(image, replication_factor)
+    return [
+        chosen.replicas(p) for p in range(start_partition, start_partition + num_partitions)
+    ]
+
+
+class Placer:
+    """Replica lists for new partitions by index, over the brokers as `placer` found them."""
+
+    def __init__(
+        self, ring: list[int], leaders: int, replication_factor: int, racks: dict[int, str | None]
+    ) -> None:
+        self._ring = ring
+        self._leaders = leaders
+        self._factor = replication_factor
+        self._racks = racks
+
+    def replicas(self, partition: int) -> list[int]:
+        """Partition `partition`'s replicas, its leader first."""
+        return _replicas(self._ring, partition % self._leaders, self._factor, self._racks)
+
+
+def placer(image: MetadataImage, replication_factor: int) -> Placer:
+    """Where the image's brokers put new partitions' replicas (`place` for many at once, or
+    one at a time); INVALID_REPLICATION_FACTOR if impossible."""
     if replication_factor <= 0:
         raise ControllerError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -59,10 +84,7 @@ def place(
     ring = _alternate_racks(unfenced, racks) + _alternate_racks(
         [b.broker_id for b in usable if b.fenced], racks
     )
-    return [
-        _replicas(ring, p % len(unfenced), replication_factor, racks)
-        for p in range(start_partition, start_partition + num_partitions)
-    ]
+    return Placer(ring, len(unfenced), replication_factor, racks)
 
 
 def _alternate_racks(brokers: list[int], racks: dict[int, str | None]) -> list[int]:

@@ -13,7 +13,7 @@ node that is not the active controller answers with `not_controller`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, TypeVar
 
@@ -27,6 +27,7 @@ from strom.wire.messages.elect_leaders import ElectLeadersResponse
 from strom.wire.messages.list_partition_reassignments import ListPartitionReassignmentsResponse
 
 R = TypeVar("R")
+T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
 NOT_CONTROLLER_MESSAGE = "this node is not the active controller"
@@ -67,6 +68,25 @@ class ControllerResult(Generic[R]):
 
     response: R
     records: list[Message] = field(default_factory=list)
+
+
+Planning = Generator[None, None, ControllerResult[R]]
+"""A command planned in steps: it yields between slices of its work (PLAN_SLICE partitions)
+and returns its result, so that a host can let its event loop run meanwhile (a CreateTopics
+of 10,000 partitions plans for a good part of a second). `finish` runs one to its end."""
+
+PLAN_SLICE = 500
+"""Partitions a command plans between two yields (a few milliseconds)."""
+
+
+def finish(steps: Generator[None, None, T]) -> T:
+    """Run work done in steps (a `Planning`, `Controller.stage_steps`) to its end, at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
 
 def fail_unwritten(response: R, error: ApiError) -> R:

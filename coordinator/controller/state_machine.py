@@ -12,19 +12,26 @@ replicated log first and replay them on commit, on every controller alike.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller.brokers import (
     BrokerLeases,
-    broker_heartbeat,
-    fence_stale_broker,
+    broker_heartbeat_steps,
+    fence_stale_broker_steps,
     next_lease_expiry,
-    register_broker,
+    register_broker_steps,
 )
 from strom.coordinator.controller.liveness import OfflineReplicas, PartitionKey
-from strom.coordinator.controller.result import Context, ControllerError, ControllerResult
+from strom.coordinator.controller.result import (
+    PLAN_SLICE,
+    Context,
+    ControllerError,
+    ControllerResult,
+    Planning,
+    finish,
+)
 from strom.coordinator.metadata import replica_index
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import (
@@ -164,9 +171,18 @@ class Controller:
         Raises MetadataError for records that would not apply, so a caller can
         refuse them before making them durable; `adopt` the delta afterwards.
         """
+        return finish(self.stage_steps(records, provenance))
+
+    def stage_steps(
+        self, records: Sequence[Message], provenance: Provenance | None = None
+    ) -> Generator[None, None, MetadataDelta]:
+        """`stage` in steps: it yields every PLAN_SLICE records (`result.Planning`)."""
         delta = self._image.delta()
-        for record in records:
-            delta.replay(record)
+        for start in range(0, len(records), PLAN_SLICE):
+            if start:
+                yield
+            for record in records[start : start + PLAN_SLICE]:
+                delta.replay(record)
         delta.apply(provenance)
         return delta
 
@@ -254,13 +270,21 @@ class Controller:
         self, request: BrokerRegistrationRequest, *, broker_epoch: int, now_ms: int
     ) -> ControllerResult[BrokerRegistrationResponse]:
         """BrokerRegistration; `broker_epoch` is the offset its record will be appended at."""
+        return finish(
+            self.broker_registration_steps(request, broker_epoch=broker_epoch, now_ms=now_ms)
+        )
+
+    def broker_registration_steps(
+        self, request: BrokerRegistrationRequest, *, broker_epoch: int, now_ms: int
+    ) -> Planning[BrokerRegistrationResponse]:
+        """`broker_registration` planned in steps (`result.Planning`)."""
         level = self._image.metadata_version
         if not MIN_METADATA_VERSION <= level <= LATEST_METADATA_VERSION:
             raise ControllerError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"metadata.version {level} is not supported by this node",
             )
-        return register_broker(
+        return register_broker_steps(
             self._image,
             self.leases,
             request,
@@ -275,7 +299,15 @@ class Controller:
         self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
     ) -> ControllerResult[BrokerHeartbeatResponse]:
         """BrokerHeartbeat; `next_offset` is where this command's records would be appended."""
-        return broker_heartbeat(
+        return finish(
+            self.broker_heartbeat_steps(request, next_offset=next_offset, now_ms=now_ms)
+        )
+
+    def broker_heartbeat_steps(
+        self, request: BrokerHeartbeatRequest, *, next_offset: int, now_ms: int
+    ) -> Planning[BrokerHeartbeatResponse]:
+        """`broker_heartbeat` planned in steps (`result.Planning`)."""
+        return broker_heartbeat_steps(
             self._image,
             self.leases,
             request,
@@ -291,7 +323,11 @@ class Controller:
 
     def fence_stale_broker(self, now_ms: int) -> ControllerResult[int | None]:
         """Fence one broker whose lease has expired (response: its id, or None)."""
-        return fence_stale_broker(self._image, self.leases, now_ms, self._unclean, self._elr)
+        return finish(self.fence_stale_broker_steps(now_ms))
+
+    def fence_stale_broker_steps(self, now_ms: int) -> Planning[int | None]:
+        """`fence_stale_broker` planned in steps (`result.Planning`)."""
+        return fence_stale_broker_steps(self._image, self.leases, now_ms, self._unclean, self._elr)
 
     def next_lease_expiry(self) -> int | None:
         """When the earliest lease of an unfenced broker runs out (None: none to watch)."""
@@ -433,6 +469,16 @@ class Controller:
         _check_version(request, version)
         return create_topics(self.context(), request, version)
 
+    def create_topics_steps(
+        self, request: CreateTopicsRequest, version: int
+    ) -> Planning[CreateTopicsResponse]:
+        """`create_topics` planned in steps (`result.Planning`), against the image as it is
+        now."""
+        from strom.coordinator.controller.topic_creation import create_topics_steps
+
+        _check_version(request, version)
+        return create_topics_steps(self.context(), request, version)
+
     def delete_topics(
         self, request: DeleteTopicsRequest, version: int
     ) -> ControllerResult[DeleteTopicsResponse]:
@@ -448,6 +494,15 @@ class Controller:
 
         _check_version(request, version)
         return create_partitions(self.context(), request, version)
+
+    def create_partitions_steps(
+        self, request: CreatePartitionsRequest, version: int
+    ) -> Planning[CreatePartitionsResponse]:
+        """`create_partitions` planned in steps (`result.Planning`)."""
+        from strom.coordinator.controller.partition_creation import create_partitions_steps
+
+        _check_version(request, version)
+        return create_partitions_steps(self.context(), request, version)
 
     def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, version: int

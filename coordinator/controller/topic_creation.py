@@ -10,12 +10,15 @@ the other results; more than 10,000 partitions in one request fail every
 topic with POLICY_VIOLATION. As in Kafka, collisions are checked against
 existing topics only, and validate_only still reports a (fresh) topic id.
 Records per topic: TopicRecord, its ConfigRecords, then PartitionRecords.
+
+`create_topics_steps` plans in steps (`result.Planning`): it yields every PLAN_SLICE
+partitions, so the driver's event loop runs while 10,000 are placed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 
 from strom.config import TOPIC_KEYS, ConfigError, resolve_topic_config, validate_topic_overrides
 from strom.config.resolve import entry_source
@@ -26,9 +29,17 @@ from strom.coordinator.controller.placement import (
     active_replicas,
     check_manual_assignment,
     partition_record,
-    place,
+    placer,
 )
-from strom.coordinator.controller.result import ApiError, Context, ControllerError, ControllerResult
+from strom.coordinator.controller.result import (
+    PLAN_SLICE,
+    ApiError,
+    Context,
+    ControllerError,
+    ControllerResult,
+    Planning,
+    finish,
+)
 from strom.coordinator.metadata.image import TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.config_record import ConfigRecord
@@ -44,6 +55,13 @@ def create_topics(
     ctx: Context, request: CreateTopicsRequest, version: int
 ) -> ControllerResult[CreateTopicsResponse]:
     """Validate and plan every topic; records only for the ones that succeed."""
+    return finish(create_topics_steps(ctx, request, version))
+
+
+def create_topics_steps(
+    ctx: Context, request: CreateTopicsRequest, version: int
+) -> Planning[CreateTopicsResponse]:
+    """`create_topics` in steps (see the module docstring)."""
     response = CreateTopicsResponse(topics=[])
     counts = Counter(t.name for t in request.topics)
     unique = [t for t in request.topics if counts[t.name] == 1]
@@ -54,7 +72,7 @@ def create_topics(
     records: list[Message] = []
     for topic in unique:
         try:
-            result, topic_records = _create_one(ctx, topic)
+            result, topic_records = yield from _create_one(ctx, topic)
         except ControllerError as exc:
             response.topics.append(_error(topic.name, exc.error))
             continue
@@ -82,7 +100,12 @@ def _error(name: str, error: ApiError) -> Result:
     return Result(name=name, error_code=error.code, error_message=error.message)
 
 
-def _create_one(ctx: Context, topic: Topic) -> tuple[Result, list[Message]]:
+Steps = Generator[None, None, list[tuple[list[int], list[int]]]]
+
+
+def _create_one(
+    ctx: Context, topic: Topic
+) -> Generator[None, None, tuple[Result, list[Message]]]:
     name = topic.name
     reason = invalid_topic_name(name)
     if reason is not None:
@@ -96,11 +119,16 @@ def _create_one(ctx: Context, topic: Topic) -> tuple[Result, list[Message]]:
     if ctx.image.topic(name) is not None:
         raise ControllerError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     overrides = check_topic_configs(ctx, {c.name: c.value for c in topic.configs})
-    assignments = _assignments(ctx, topic)
+    assignments = yield from _assignments(ctx, topic)
     topic_id = ctx.new_uuid()
     records: list[Message] = [TopicRecord(name, topic_id)]
     records += [ConfigRecord(TOPIC_RESOURCE, name, k, overrides[k]) for k in sorted(overrides)]
-    records += [partition_record(topic_id, i, r, isr) for i, (r, isr) in enumerate(assignments)]
+    for start in range(0, len(assignments), PLAN_SLICE):
+        records += [
+            partition_record(topic_id, i, *assignments[i])
+            for i in range(start, min(start + PLAN_SLICE, len(assignments)))
+        ]
+        yield
     result = Result(
         name=name,
         topic_id=topic_id,
@@ -131,7 +159,7 @@ def check_topic_configs(ctx: Context, configs: Mapping[str, str | None]) -> dict
     return overrides
 
 
-def _assignments(ctx: Context, topic: Topic) -> list[tuple[list[int], list[int]]]:
+def _assignments(ctx: Context, topic: Topic) -> Steps:
     """(replicas, isr) per partition index, from the request or from placement."""
     image = ctx.image
     if topic.assignments:
@@ -164,6 +192,8 @@ def _assignments(ctx: Context, topic: Topic) -> list[tuple[list[int], list[int]]
                     f"{a.partition_index} are fenced or in controlled shutdown.",
                 )
             by_index[a.partition_index] = (list(a.broker_ids), isr)
+            if len(by_index) % PLAN_SLICE == 0:
+                yield
         if sorted(by_index) != list(range(len(by_index))):
             raise ControllerError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -187,14 +217,17 @@ def _assignments(ctx: Context, topic: Topic) -> list[tuple[list[int], list[int]]
         else topic.replication_factor
     )
     try:
-        placed = place(image, 0, count, factor)
+        chosen = placer(image, factor)
     except ControllerError as exc:
         raise ControllerError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {factor} time(s): {exc.error.message}",
         ) from exc
     out = []
-    for replicas in placed:
+    for index in range(count):
+        if index and index % PLAN_SLICE == 0:
+            yield
+        replicas = chosen.replicas(index)
         isr = active_replicas(image, replicas)
         if not isr:
             raise ControllerError(

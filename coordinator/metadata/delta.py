@@ -156,6 +156,16 @@ class MetadataDelta:
         )  # fmt: skip
         self.changed_partitions.add((r.topic_id, r.partition_id))
 
+    def replay_partitions(self, topic_id: uuid.UUID, partitions: list[PartitionImage]) -> None:
+        """What replaying a PartitionRecord for each of `partitions` (of one topic, in order)
+        does, from their decoded fields: a snapshot's load (`raft_entries.decode_snapshot`)."""
+        if self._result is not None:
+            raise RuntimeError("this delta has already been applied")
+        parts = self._partitions(topic_id)
+        for partition in partitions:
+            parts[partition.partition_id] = partition
+        self.changed_partitions.update([(topic_id, p.partition_id) for p in partitions])
+
     def _partition_change(self, r: PartitionChangeRecord) -> None:
         parts = self._partitions(r.topic_id)
         old = parts.get(r.partition_id)

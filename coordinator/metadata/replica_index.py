@@ -6,7 +6,9 @@ holds or that are leaderless; without an index each had to scan every partition 
 image, which at a million partitions holds the controller's event loop for a second or more
 per broker (and a restart of 300 brokers unfences 300 times).
 
-The index belongs to one image. It is built on first use (`replica_index`) and then carried
+The index belongs to one image. It is built on first use (`replica_index`, or in steps by
+`replica_index_steps`, which yields every BUILD_SLICE partitions: a million take seconds,
+which a controller's event loop must not wait for) and then carried
 from an image to the next one the controller adopts (`carry`), updated with the delta's
 changed partitions only: the older image gives it up (it would be rebuilt if asked again).
 Iteration follows the image's own order (topics as created, partitions by index), so the
@@ -16,7 +18,7 @@ records a command writes do not depend on the index's history.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from strom.coordinator.metadata.image import NO_LEADER, MetadataImage, PartitionImage, TopicImage
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from strom.coordinator.metadata.delta import MetadataDelta
 
 TopicParts = dict[uuid.UUID, set[int]]
+BUILD_SLICE = 1000
+"""Partitions indexed between two yields of `replica_index_steps` (a few milliseconds)."""
 
 
 class ReplicaIndex:
@@ -38,10 +42,26 @@ class ReplicaIndex:
 
     @classmethod
     def build(cls, image: MetadataImage) -> ReplicaIndex:
+        """The index of `image`, built at once."""
+        steps = cls.build_steps(image)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                index: ReplicaIndex = done.value
+                return index
+
+    @classmethod
+    def build_steps(cls, image: MetadataImage) -> Generator[None, None, ReplicaIndex]:
+        """The index of `image`, built in steps (see the module docstring)."""
         index = cls()
+        count = 0
         for topic in image.topics_by_id.values():
             for partition in topic.partitions.values():
                 index._add(topic.topic_id, partition)
+                count += 1
+                if count % BUILD_SLICE == 0:
+                    yield
         return index
 
     def _add(self, topic_id: uuid.UUID, p: PartitionImage) -> None:
@@ -120,6 +140,16 @@ def replica_index(image: MetadataImage) -> ReplicaIndex:
     index = image.replica_index_cache
     if not isinstance(index, ReplicaIndex):
         index = ReplicaIndex.build(image)
+        object.__setattr__(image, "replica_index_cache", index)
+    return index
+
+
+def replica_index_steps(image: MetadataImage) -> Generator[None, None, ReplicaIndex]:
+    """`image`'s index, built in steps if it has none (yielding every BUILD_SLICE
+    partitions)."""
+    index = image.replica_index_cache
+    if not isinstance(index, ReplicaIndex):
+        index = yield from ReplicaIndex.build_steps(image)
         object.__setattr__(image, "replica_index_cache", index)
     return index
 

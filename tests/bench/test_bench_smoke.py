@@ -91,3 +91,12 @@ def test_scaling_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert all(p["response_records_bytes"] > 0 for p in positions.values())
     for row in doc["recovery"]:
         assert row["after_kill9_log_ready_s"] >= row["after_kill9_metadata_s"] > 0
+
+
+def test_snapshot_load_quick(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import snapshot_load
+
+    assert snapshot_load.main(["--partitions", "2000", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2000 partitions" in out
+    assert "ratio decode_snapshot / generic" in out

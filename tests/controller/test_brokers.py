@@ -6,7 +6,7 @@ Time is an input (`now_ms`), so every lease test runs on a fake clock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TypeVar
 
 import pytest
@@ -15,8 +15,9 @@ from strom.config import BrokerConfig
 from strom.config.planted import planting
 from strom.coordinator.controller import Controller, ControllerResult
 from strom.coordinator.controller.brokers import leads_partitions
+from strom.coordinator.controller.result import PLAN_SLICE
 from strom.coordinator.metadata.image import PartitionImage
-from strom.coordinator.metadata.replica_index import ReplicaIndex, replica_index
+from strom.coordinator.metadata.replica_index import BUILD_SLICE, ReplicaIndex, replica_index
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
@@ -505,3 +506,49 @@ def test_the_planted_restart_bug_is_caught(test: Callable[[], None]) -> None:
     """strom.config.planted's restart-keeps-leader-epoch is what these tests catch."""
     with planting("restart-keeps-leader-epoch"), pytest.raises(AssertionError):
         test()
+
+
+def _run(steps: Generator[None, None, R]) -> tuple[R, int]:
+    """Run planning steps to the end: (result, how often they yielded)."""
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: R = done.value
+            return result, yields
+        yields += 1
+
+
+def test_fencing_and_unfencing_a_broker_of_many_partitions_are_planned_in_steps() -> None:
+    """A broker holding thousands of partitions is fenced in steps (one yield every
+    PLAN_SLICE partitions, the replica index built in steps first if the image has none, as
+    after a snapshot's load): the same records as planned at once; and unfenced again."""
+    cluster = Cluster()
+    epoch = cluster.join(2)
+    many = 3 * PLAN_SLICE
+    request = CreateTopicsRequest(
+        topics=[CreateTopicsRequest.CreatableTopic(name="t", num_partitions=many,
+                                                   replication_factor=2)]
+    )  # fmt: skip
+    cluster.controller.replay(cluster.controller.create_topics(request, 7).records)
+    cluster.offset += many + 1
+    controller = cluster.controller
+    object.__setattr__(controller.image, "replica_index_cache", None)  # as a loaded snapshot
+    cluster.now = SESSION_MS + 1
+    stepped, yields = _run(controller.fence_stale_broker_steps(cluster.now))
+    assert yields >= many // BUILD_SLICE + many // PLAN_SLICE - 1
+    at_once = controller.fence_stale_broker(cluster.now)
+    assert (stepped.response, stepped.records) == (at_once.response, at_once.records) == (
+        2, stepped.records
+    )
+    assert len(stepped.records) == many + 1  # every partition it held, then the fence
+    cluster._commit(at_once)
+    epoch = cluster.register(2).broker_epoch
+    beat = BrokerHeartbeatRequest(
+        broker_id=2, broker_epoch=epoch, current_metadata_offset=cluster.offset
+    )
+    unfenced, _ = _run(
+        controller.broker_heartbeat_steps(beat, next_offset=cluster.offset, now_ms=cluster.now)
+    )
+    assert not unfenced.response.is_fenced

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from strom.coordinator.controller import Controller
+from strom.coordinator.controller.result import PLAN_SLICE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.partition_record import PartitionRecord
 from strom.wire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
+from strom.wire.messages.create_topics import CreateTopicsRequest
 from tests.controller.helpers import add_broker, commit, create, make_controller, topic
 
 Grow = CreatePartitionsRequest.CreatePartitionsTopic
@@ -132,3 +134,29 @@ def test_empty_assignment_list_is_not_null() -> None:
             "Attempted to add 1 additional partition(s), but only 0 assignment(s) were specified.",
         )
     ]
+
+
+def test_planned_in_steps_it_yields_every_slice_and_plans_the_same() -> None:
+    def grown() -> Controller:
+        controller = make_controller(brokers=3)
+        request = CreateTopicsRequest(topics=[topic("t", 2, 2)])
+        controller.replay(controller.create_topics(request, 7).records)
+        return controller
+
+    request = CreatePartitionsRequest(
+        topics=[CreatePartitionsRequest.CreatePartitionsTopic("t", 2 + 3 * PLAN_SLICE, None)]
+    )
+    at_once = grown().create_partitions(request, 3)
+    steps = grown().create_partitions_steps(request, 3)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            stepped = done.value
+            break
+        yields += 1
+    assert yields >= 2 + 3  # placed (between slices), then recorded
+    assert stepped.records == at_once.records
+    assert len(stepped.records) == 3 * PLAN_SLICE
+    assert stepped.response == at_once.response

@@ -8,6 +8,7 @@ import pytest
 
 from strom.config import ConfigSource
 from strom.coordinator.controller import Controller
+from strom.coordinator.controller.result import PLAN_SLICE
 from strom.coordinator.metadata.image import TOPIC_RESOURCE
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.config_record import ConfigRecord
@@ -330,3 +331,51 @@ def test_more_replicas_than_racks_uses_each_rack_before_repeating_one() -> None:
     for p in t.partitions.values():
         assert len(set(p.replicas)) == 4
         assert {every[r] for r in p.replicas[:3]} == {None, "a", "b"}, p.replicas
+
+
+def test_planned_in_steps_it_yields_every_slice_and_plans_the_same() -> None:
+    """`create_topics_steps` yields every PLAN_SLICE partitions (placing them, then making
+    their records), so a host can let its loop run; run to its end it plans what
+    `create_topics` plans, manual assignments included."""
+    request = CreateTopicsRequest(
+        topics=[
+            topic("big", 4 * PLAN_SLICE, 2),
+            topic("manual", -1, -1, assignments=[(i, [1 + i % 3]) for i in range(PLAN_SLICE)]),
+            topic("bad", 3, 9),  # INVALID_REPLICATION_FACTOR: no records
+        ]
+    )
+    at_once = make_controller(brokers=3).create_topics(request, 7)
+    steps = make_controller(brokers=3).create_topics_steps(request, 7)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            stepped = done.value
+            break
+        yields += 1
+    assert yields >= 3 + 4  # "big" alone: placed (between slices), then recorded
+    assert stepped.records == at_once.records
+    assert stepped.response == at_once.response
+    assert [t.error_code for t in stepped.response.topics] == [
+        0, 0, ErrorCode.INVALID_REPLICATION_FACTOR,
+    ]  # fmt: skip
+
+
+def test_staged_in_steps_it_is_the_same_delta() -> None:
+    controller = make_controller(brokers=3)
+    records = controller.create_topics(
+        CreateTopicsRequest(topics=[topic("t", 3 * PLAN_SLICE, 3)]), 7
+    ).records
+    steps = controller.stage_steps(records)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            delta = done.value
+            break
+        yields += 1
+    assert yields == 3  # len(records) = 3 * PLAN_SLICE + 1
+    assert delta.apply() == controller.stage(records).apply()
+    assert controller.image.topic("t") is None  # staged, not adopted

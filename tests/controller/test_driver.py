@@ -6,24 +6,27 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
 
+from strom.broker.drivers import quorum_controller
 from strom.broker.drivers.quorum_controller import QuorumController
 from strom.config import BrokerConfig, Listener
 from strom.coordinator.controller import ControllerError, ControllerResult
+from strom.coordinator.controller.result import PLAN_SLICE
 from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError
 from strom.storage.meta_properties import BOOTSTRAP_FILE, read_meta_properties
 from strom.storage.raft.raft_disk import LOG_DIR_NAME
-from strom.storage.raft.raft_log import parse_snapshot_name
+from strom.storage.raft.raft_log import parse_snapshot_name, snapshot_name
 from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
@@ -290,6 +293,104 @@ def test_snapshots_are_taken_and_used_on_restart(tmp_path: Path) -> None:
         async with _open(config) as again:
             assert again.image.topics_by_name == before.topics_by_name
             assert again.image.next_producer_id == before.next_producer_id
+
+    _run(main)
+
+
+def test_a_snapshot_is_loaded_in_slices_while_the_loop_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted node loads its snapshot a slice at a time: other tasks run between the
+    slices (with a million partitions the load takes seconds, which heartbeats and Raft must
+    not wait for), and the node is not caught up, so not active, until it is loaded."""
+    monkeypatch.setattr(quorum_controller, "LOAD_SLICE_BYTES", 1024)
+    config = _config(tmp_path)
+
+    async def main() -> None:
+        async with _open(config) as driver:
+            request = CreateTopicsRequest(topics=[topic(f"t{i}", 100) for i in range(6)])
+            await driver.create_topics(request, 7)
+            snapshot = await driver.snapshot()
+            assert snapshot is not None
+            before = driver.image
+        size = (tmp_path / "data" / LOG_DIR_NAME / snapshot_name(snapshot)).stat().st_size
+        assert size > 16 * 1024
+
+        node = await QuorumController.open(config, clock=lambda: 1_700_000_000_000)
+        seen: list[tuple[bool, int]] = []  # (active, topics in the image) while loading
+
+        async def watch() -> None:
+            while True:
+                if node.raft.snapshot_loading is not None:
+                    seen.append((node.is_active, len(node.image.topics_by_name)))
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await nursery.start(node.run)
+            await node.start()  # registered and unfenced: the image is loaded
+            assert node.image.topics_by_name == before.topics_by_name
+            nursery.cancel_scope.cancel()
+        await node.close()
+        assert len(seen) >= size // 1024 // 2  # the loop ran between the slices
+        assert seen == [(False, 0)] * len(seen)  # nothing half loaded, not active meanwhile
+
+    _run(main)
+
+
+def test_a_large_create_topics_lets_the_loop_run_while_planned_and_proposed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The active controller plans, replays and encodes a large CreateTopics a slice at a
+    time: another task (the Raft replica answering its followers, heartbeats arriving) runs
+    between the slices, and the topic is created whole."""
+    config = _config(tmp_path)
+
+    async def main() -> None:
+        async with _open(config) as driver:
+            events: list[str] = []
+            planning = driver._controller.create_topics_steps
+            propose = driver.raft.propose
+
+            def traced(*args: Any) -> Generator[None, None, Any]:
+                inner = planning(*args)
+                while True:
+                    events.append("plan")
+                    try:
+                        next(inner)
+                    except StopIteration as done:
+                        return done.value
+                    yield
+
+            def proposing(payloads: list[bytes]) -> int | None:
+                events.append("propose")
+                return propose(payloads)
+
+            monkeypatch.setattr(driver._controller, "create_topics_steps", traced)
+            monkeypatch.setattr(driver.raft, "propose", proposing)
+
+            async def watch() -> None:
+                while True:
+                    events.append("loop")
+                    await trio.lowlevel.checkpoint()
+
+            partitions = 6 * PLAN_SLICE
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                request = CreateTopicsRequest(topics=[topic("big", partitions)])
+                created = await driver.create_topics(request, 7)
+                nursery.cancel_scope.cancel()
+            assert created.topics[0].error_code == 0
+            created_topic = driver.image.topic("big")
+            assert created_topic is not None
+            assert created_topic.num_partitions == partitions
+        plans = [i for i, e in enumerate(events) if e == "plan"]
+        (proposed,) = [i for i, e in enumerate(events) if e == "propose"]
+        assert len(plans) >= 2 * 6  # placed, then recorded, a slice at a time
+        # each pass of the scheduler runs the watcher once: between the first and the last
+        # step of the plan, and from the plan to the proposal (replay, encoding), it ran
+        assert events[plans[0] : plans[-1]].count("loop") >= len(plans) - 2
+        assert events[plans[-1] : proposed].count("loop") >= 2 * 6 - 2
 
     _run(main)
 

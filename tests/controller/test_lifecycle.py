@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import pytest
 import trio
+import trio.testing
 
 from strom.broker.drivers.lifecycle import (
     BrokerLifecycle,
@@ -196,3 +197,29 @@ def test_random_cluster_ids_never_start_with_a_dash() -> None:
     assert kafka_uuid_string(dash_first).startswith("-")
     draws = iter([dash_first, uuid.UUID(int=0), uuid.UUID(int=7)])
     assert new_cluster_id(lambda: next(draws)) == kafka_uuid_string(uuid.UUID(int=7))
+
+
+def test_a_registered_broker_waits_fenced_past_the_registration_timeout() -> None:
+    """initial.broker.registration.timeout.ms bounds registration only, as in Kafka: a broker
+    whose metadata takes longer to catch up (a large image loading) stays fenced, heartbeating,
+    until the controller unfences it, instead of giving up."""
+    config = BrokerConfig.from_properties(
+        {"initial.broker.registration.timeout.ms": "1000", "controller.quorum.retry.backoff.ms": "100"}
+    )  # fmt: skip
+    beats: list[BrokerHeartbeatResponse | Exception] = [_beat(True) for _ in range(50)]
+    channel = ScriptedController([BrokerRegistrationResponse(broker_epoch=8)], [*beats, _beat(False)])
+    lifecycle = BrokerLifecycle(
+        config, channel,
+        registration=lambda _endpoints, _incarnation: BrokerRegistrationRequest(broker_id=1),
+        metadata_offset=lambda: 3,
+    )  # fmt: skip
+    clock = trio.testing.MockClock(autojump_threshold=0)
+
+    async def main() -> float:
+        assert await lifecycle.register([]) == 8
+        return trio.current_time()
+
+    waited = trio.run(main, clock=clock)
+    assert waited > 4.9  # fifty backoffs of 0.1 s: five times the registration timeout
+    assert not lifecycle.fenced
+    assert not channel.beats

@@ -16,6 +16,7 @@ from strom.coordinator.metadata.metadata_records import (
     record_type,
     write_version,
 )
+from strom.coordinator.metadata.raft_entries import decode_entry, encode_entries
 from strom.wire.formats.metadata.partition_record import PartitionRecord
 from strom.wire.formats.metadata.topic_record import TopicRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
@@ -98,3 +99,11 @@ def test_corrupt_batch() -> None:
 def test_empty_batch_refused() -> None:
     with pytest.raises(ValueError, match="at least one"):
         encode_batch([], base_offset=0, epoch=1, timestamp=0)
+
+
+def test_entries_encoded_a_slice_at_a_time_are_the_same_entries() -> None:
+    records = [TopicRecord(f"t{i}", uuid.UUID(int=i + 1)) for i in range(7)]
+    whole = encode_entries(records, 1234)
+    sliced = encode_entries(records[:3], 1234, after=4) + encode_entries(records[3:], 1234)
+    assert sliced == whole
+    assert [decode_entry(e)[0] for e in whole] == [6, 5, 4, 3, 2, 1, 0]

@@ -5,22 +5,41 @@ single-node log holds (snapshot + tail == full replay)."""
 from __future__ import annotations
 
 import random
+import struct
+import uuid
 from typing import Any
 
 import pytest
 
 from strom.coordinator.controller import Controller, ControllerResult
+from strom.coordinator.metadata.delta import MetadataDelta
 from strom.coordinator.metadata.image import MetadataImage, Provenance
 from strom.coordinator.metadata.kraft_checkpoint import (
     decode_checkpoint,
     encode_checkpoint,
     image_records,
 )
-from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
-from strom.coordinator.metadata.raft_entries import decode_snapshot, encode_snapshot
+from strom.coordinator.metadata.metadata_records import (
+    MetadataError,
+    decode_record,
+    encode_batch,
+    encode_record,
+)
+from strom.coordinator.metadata.raft_entries import (
+    EntryReplay,
+    SnapshotLoader,
+    decode_entry,
+    decode_snapshot,
+    encode_entries,
+    encode_snapshot,
+)
 from strom.coordinator.metadata.single_node_log import image_of
 from strom.storage.raft.raft_log import parse_snapshot_name, snapshot_name
 from strom.storage.raft.raft_store import SnapshotId
+from strom.wire.formats.metadata.config_record import ConfigRecord
+from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
+from strom.wire.formats.metadata.partition_record import PartitionRecord
+from strom.wire.formats.metadata.topic_record import TopicRecord
 from strom.wire.formats.protocol.snapshot_footer_record import SnapshotFooterRecord
 from strom.wire.formats.protocol.snapshot_header_record import SnapshotHeaderRecord
 from strom.wire.message import Message
@@ -28,6 +47,7 @@ from strom.wire.messages.create_partitions import CreatePartitionsRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from strom.wire.messages.delete_topics import DeleteTopicsRequest
 from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest
+from strom.wire.primitives import read_uvarint, uvarint
 from strom.wire.records import ControlType, iter_batches, parse_control_key
 from strom.wire.records import decode_batch as decode_wire_batch
 from tests.controller.helpers import add_broker, make_controller, topic
@@ -205,3 +225,180 @@ def test_an_old_log_with_a_gap_is_refused() -> None:
     node.run(node.controller.create_topics(CreateTopicsRequest(topics=[topic("x")]), 7))
     with pytest.raises(MetadataError, match="missing"):
         image_of(None, node.batches[1:])
+
+
+def _generic_decode(data: bytes) -> tuple[MetadataImage, MetadataDelta]:
+    """Snapshot data decoded record by record through the generated codec (what
+    `decode_snapshot` did before its fast path for partitions)."""
+    offset, epoch, timestamp = struct.unpack_from(">qiq", data, 4)
+    delta = MetadataImage.EMPTY.delta()
+    pos, view = 24, memoryview(data)
+    while pos < len(view):
+        length, pos = read_uvarint(view, pos)
+        delta.replay(decode_record(view[pos : pos + length])[0])
+        pos += length
+    return delta.apply(Provenance(offset, epoch, timestamp)), delta
+
+
+def _ids(rng: random.Random, most: int) -> list[int]:
+    return [rng.randrange(-1, 1000) for _ in range(rng.randint(0, most))]
+
+
+def _random_partitions_image(rng: random.Random) -> MetadataImage:
+    """Topics whose partitions take every shape a PartitionRecord can: empty and long (over
+    126 entries: a two-byte length) arrays, removing and adding replicas, a recovering leader
+    (a tagged field), eligible leader replicas (version 2)."""
+    records: list[Message] = [FeatureLevelRecord("metadata.version", 21)]
+    for t in range(rng.randint(1, 5)):
+        topic_id = uuid.UUID(int=rng.getrandbits(128))
+        records.append(TopicRecord(f"t{t}", topic_id))
+        for index in range(rng.randint(0, 40)):
+            long = rng.random() < 0.05
+            replicas = _ids(rng, 300 if long else 4)
+            elr = _ids(rng, 3) if rng.random() < 0.2 else None
+            records.append(
+                PartitionRecord(
+                    partition_id=index, topic_id=topic_id, replicas=replicas,
+                    isr=replicas[: rng.randint(0, len(replicas))],
+                    removing_replicas=_ids(rng, 2) if rng.random() < 0.2 else [],
+                    adding_replicas=_ids(rng, 2) if rng.random() < 0.2 else [],
+                    leader=rng.randrange(-1, 5), leader_epoch=rng.randrange(1 << 31),
+                    partition_epoch=rng.randrange(-1, 1 << 31),
+                    leader_recovery_state=int(rng.random() < 0.1),
+                    eligible_leader_replicas=elr, last_known_elr=_ids(rng, 1) if elr else None,
+                )
+            )  # fmt: skip
+        if rng.random() < 0.5:
+            records.append(ConfigRecord(2, f"t{t}", "retention.ms", "7"))
+    return MetadataImage.EMPTY.apply_all(records, Provenance(99, 4, 1234))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_loaded_snapshot_is_what_record_by_record_replay_gives(seed: int) -> None:
+    """The fast path for common PartitionRecords builds the same image and delta as the
+    generated codec, whatever the partitions hold."""
+    image = _random_partitions_image(random.Random(seed))
+    data = encode_snapshot(image)
+    decoded, delta = decode_snapshot(data)
+    generic, generic_delta = _generic_decode(data)
+    assert decoded == generic == image
+    assert decoded.provenance == image.provenance
+    assert delta.changed_partitions == generic_delta.changed_partitions
+    assert delta.created_topics == generic_delta.created_topics
+    assert all(  # one topic id object per topic, not one per partition
+        t.topic_id is decoded.topics_by_name[t.name].topic_id
+        for t in decoded.topics_by_id.values()
+    )
+
+
+def test_a_partition_of_an_unknown_topic_is_refused_on_the_fast_path() -> None:
+    image = _random_partitions_image(random.Random(3))
+    orphan = PartitionRecord(partition_id=0, topic_id=uuid.UUID(int=1), replicas=[1], isr=[1])
+    framed = encode_record(orphan)
+    data = encode_snapshot(image) + uvarint(len(framed)) + framed
+    with pytest.raises(MetadataError, match="unknown topic id"):
+        decode_snapshot(data)
+
+
+@pytest.mark.parametrize("cut", [1, 5, 30])
+def test_a_truncated_snapshot_is_refused(cut: int) -> None:
+    data = encode_snapshot(_random_partitions_image(random.Random(1)))
+    with pytest.raises(MetadataError):
+        decode_snapshot(data[:-cut])
+
+
+def test_a_damaged_partition_record_fails_as_the_generated_codec_does() -> None:
+    """A PartitionRecord whose array count overruns it is not read on the fast path: the
+    generated codec refuses it with its own message."""
+    topic_id = uuid.UUID(int=9)
+    records: list[Message] = [
+        TopicRecord("a", topic_id),
+        PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1, 2], isr=[1, 2]),
+    ]
+    image = MetadataImage.EMPTY.apply_all(records, Provenance(5, 1, 1))
+    data = bytearray(encode_snapshot(image))
+    framed = encode_record(records[1])
+    at = bytes(data).index(framed)
+    data[at + 3 + 20] = 0x7F  # the replicas array now claims 126 entries
+    with pytest.raises(MetadataError) as fast:
+        decode_snapshot(bytes(data))
+    with pytest.raises(MetadataError) as generic:
+        decode_record(bytes(data[at : at + len(framed)]))
+    assert str(fast.value) == str(generic.value)
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 100, 4096])
+def test_a_snapshot_loaded_in_slices_is_the_same_image(slice_bytes: int) -> None:
+    image = _random_partitions_image(random.Random(slice_bytes))
+    data = encode_snapshot(image)
+    loader = SnapshotLoader(data)
+    positions = [loader.position]
+    while loader.step(slice_bytes):
+        positions.append(loader.position)
+    assert len(positions) > len(data) // max(slice_bytes, 200)  # it did stop between slices
+    assert positions == sorted(positions)
+    loaded, delta = loader.result()
+    assert loaded == image
+    assert delta.changed_partitions == decode_snapshot(data)[1].changed_partitions
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_entries_replayed_are_what_decoding_them_gives(seed: int) -> None:
+    """`EntryReplay` (common PartitionRecords straight from their bytes) builds the delta
+    that decoding each entry with the generated codec and replaying its record builds."""
+    records = list(image_records(_random_partitions_image(random.Random(seed))))
+    entries = encode_entries(records, 4321)
+    fast, generic = MetadataImage.EMPTY.delta(), MetadataImage.EMPTY.delta()
+    replay = EntryReplay()
+    for entry in entries:
+        remaining, timestamp, record = decode_entry(entry)
+        generic.replay(record)
+        assert replay.replay(fast, entry) == (remaining, timestamp)
+    assert fast.apply() == generic.apply()
+    assert fast.changed_partitions == generic.changed_partitions
+
+
+def test_a_malformed_partition_entry_is_refused_as_decoding_refuses_it() -> None:
+    topic_id = uuid.UUID(int=5)
+    delta = MetadataImage.EMPTY.apply(TopicRecord("a", topic_id)).delta()
+    (entry,) = encode_entries(
+        [PartitionRecord(partition_id=0, topic_id=topic_id, replicas=[1], isr=[1])], 1
+    )
+    with pytest.raises(MetadataError, match="garbage") as fast:
+        EntryReplay().replay(delta, entry + b"\x00")
+    with pytest.raises(MetadataError) as generic:
+        decode_entry(entry + b"\x00")
+    assert str(fast.value) == str(generic.value)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_snapshot_data_is_the_generated_codecs_bytes(seed: int) -> None:
+    """Common PartitionRecords are packed in one step when a snapshot is encoded: the bytes
+    are those the generated codec writes, record for record."""
+    image = _random_partitions_image(random.Random(seed))
+    header = encode_snapshot(MetadataImage.EMPTY.apply_all([], image.provenance))
+    framed = [encode_record(r) for r in image_records(image)]
+    assert encode_snapshot(image) == header + b"".join(uvarint(len(f)) + f for f in framed)
+
+
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 128])
+def test_arrays_at_the_one_byte_length_boundary(length: int) -> None:
+    """126 entries are the most a one-byte compact length (entries + 1) counts: the fast
+    paths take up to that and leave longer arrays to the generated codec, with the same
+    bytes and the same image either way."""
+    topic_id = uuid.UUID(int=77)
+    records: list[Message] = [
+        TopicRecord("a", topic_id),
+        PartitionRecord(partition_id=0, topic_id=topic_id, replicas=list(range(length)),
+                        isr=list(range(length)), leader=0, leader_epoch=1, partition_epoch=2),
+    ]  # fmt: skip
+    image = MetadataImage.EMPTY.apply_all(records, Provenance(3, 1, 1))
+    data = encode_snapshot(image)
+    assert data.endswith(encode_record(records[1]))
+    assert decode_snapshot(data)[0] == image
+    entries = encode_entries(records, 5)
+    assert entries[1].endswith(encode_record(records[1]))
+    delta = MetadataImage.EMPTY.delta()
+    for entry in entries:
+        EntryReplay().replay(delta, entry)
+    assert delta.apply(Provenance(3, 1, 1)) == image

@@ -52,7 +52,7 @@ class Applied:
         self.entries.extend(entries)
         self.image.extend(e.data for e in entries if not e.control)
 
-    def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
+    async def load_snapshot(self, snapshot: SnapshotId, data: bytes) -> None:
         self.snapshots.append(snapshot)
         self.entries = []
         self.image = data.split(b"\n") if data else []

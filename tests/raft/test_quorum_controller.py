@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
+from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.broker.drivers.quorum_controller import NotActiveController, QuorumController
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
@@ -39,7 +40,7 @@ from strom.coordinator.metadata.raft_entries import (
 from strom.coordinator.raft.core import RaftCore
 from strom.coordinator.raft.messages import Request
 from strom.storage.meta_properties import format_directories
-from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState
+from strom.storage.raft.raft_store import Entry, QuorumState, RecoveredState, SnapshotId
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.feature_level_record import FeatureLevelRecord
 from strom.wire.messages.alter_partition import AlterPartitionRequest
@@ -380,6 +381,62 @@ async def test_a_voter_behind_the_snapshot_loads_it_and_catches_up(tmp_path: Pat
         await c.until(lambda: all(restarted.image.topic(n) is not None for n in ("s1", "s2", "s3")))
         assert restarted.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
         assert len(restarted.image.brokers()) == 3
+
+
+async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker-only node that joins after a snapshot fetches it and registers while it loads
+    (its event loop runs: the load is held here until the registration is committed), stays
+    fenced while its image is not caught up, and is unfenced once it is loaded, as Kafka's
+    broker registers while it catches up."""
+    loading, release, registered = trio.Event(), trio.Event(), trio.Event()
+    load = QuorumController.load_snapshot
+    register = BrokerLifecycle._register
+
+    async def held(self: QuorumController, snapshot: SnapshotId, data: bytes) -> None:
+        if self.node_id == 4:
+            loading.set()
+            await release.wait()
+        await load(self, snapshot, data)
+
+    async def registering(self: BrokerLifecycle, endpoints: list[Listener]) -> None:
+        await register(self, endpoints)
+        if self.node_id == 4:
+            registered.set()
+
+    monkeypatch.setattr(QuorumController, "load_snapshot", held)
+    monkeypatch.setattr(BrokerLifecycle, "_register", registering)
+    async with cluster(tmp_path, observers=1, snapshot_interval=1) as c:
+        active = await c.active()
+        observer = c.nodes[4]
+        observer.crash()  # before it registered: it joins later
+        for i in (1, 2, 3):
+            await c.nodes[i].register()
+        for name in ("s1", "s2"):
+            created = await active.create_topics(_create(name), 7)
+            assert created.topics[0].error_code == ErrorCode.NONE
+        await active.snapshot()
+        await observer.start(c.nursery, None)
+        joining = observer.running
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(observer.register)
+            await loading.wait()
+            await registered.wait()  # the load is still held
+            registration = active.image.broker(4)
+            assert registration is not None
+            assert registration.fenced
+            lifecycle = joining.local_broker
+            assert lifecycle.broker_epoch >= 0  # registered, the load still held
+            fenced_while_loading = lifecycle.fenced
+            assert joining.image.topic("s1") is None
+            release.set()  # the load goes on; the registration task ends once unfenced
+        assert fenced_while_loading
+        assert not lifecycle.fenced
+        assert joining.image.topics_by_name["s2"] == active.image.topics_by_name["s2"]
+        unfenced = active.image.broker(4)
+        assert unfenced is not None
+        assert not unfenced.fenced
 
 
 async def test_the_first_leader_bootstraps_with_what_strom_format_chose(tmp_path: Path) -> None:
