@@ -69,7 +69,7 @@ from strom.storage.log.datadir import (
 from strom.storage.log.deleter import DirectoryDeleter
 from strom.storage.log.log_config import LogConfig
 from strom.storage.log.partition import PartitionLog
-from strom.storage.log_errors import LogError
+from strom.storage.log_errors import KafkaStorageError, LogError
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +160,15 @@ class LogManager:
             opened.checkpointed_high_watermark = scan.high_watermarks.get(
                 tp, opened.log_start_offset
             )
+            if not scan.clean and opened.flush_owed():
+                # The tail past the recovery point may be only in the page cache (written by
+                # the last incarnation, or its fsync failed). With flush.messages asking for it,
+                # sync it before this replica reports it: a follower's first fetch would
+                # otherwise count it toward the ISR, and a power cut then loses it.
+                try:
+                    opened.flush()
+                except KafkaStorageError as exc:
+                    log.error("%s", exc)  # the log is offline now and reported as such
             self.adopt(directory, opened)
             if n % 100 == 0 or n == len(todo):
                 log.info("loaded %d/%d logs from %s", n, len(todo), directory)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from strom.storage import LogConfig, disk
 from strom.storage.disk.memory import MemoryDisk
-from tests.log.helpers import Clock, batch, crash, manager, read_everything
+from tests.log.helpers import Clock, batch, crash, get_log, manager, read_everything
 
 ROOT = Path("/broker/data")
 CONFIG = dataclasses.replace(LogConfig(), segment_bytes=700, index_interval_bytes=100)
@@ -151,3 +151,30 @@ def test_a_log_created_before_a_crash_survives_a_power_cut_after_its_flush(
     again = manager([ROOT], clock, CONFIG).get("t", 0)
     assert again is not None, "the partition vanished after a flush"
     assert [v for _, v in read_everything(again)] == [b"v%d" % i for i in range(5)]
+
+
+def test_a_tail_loaded_from_the_page_cache_is_synced_when_flush_messages_asks(
+    memory: MemoryDisk,
+) -> None:
+    """A replica's last incarnation wrote records it never synced (kill -9, or its fsync
+    failed); the next one loads them from the page cache. With flush.messages=1 it syncs them
+    at once, before any fetch reports them: a follower rejoined the ISR with such a tail, and a
+    whole-cluster power cut then lost a transaction's ABORT marker that every other replica
+    had truncated to it (found by the whole-cluster simulation, seed 4814)."""
+    _durable_root(memory)
+    clock = Clock()
+    every = dataclasses.replace(CONFIG, flush_messages=1)
+    m = manager([ROOT], clock, every)
+    log = m.create("t", 0, every)
+    log.append(batch([b"v0"]), 0, clock())
+    log.flush()
+    for i in range(1, 4):
+        log.append(batch([b"v%d" % i]), 0, clock())  # not flushed: killed first
+    crash(m)
+    m = manager([ROOT], clock, every)
+    assert get_log(m, "t").log_end_offset == 4
+    crash(m)
+    memory.power_cut(random.Random(3), Path("/"), keep="none")
+    again = manager([ROOT], clock, every).get("t", 0)
+    assert again is not None
+    assert [v for _, v in read_everything(again)] == [b"v%d" % i for i in range(4)]
