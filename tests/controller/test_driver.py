@@ -4,6 +4,7 @@ durability across restarts, listeners, snapshots, a metadata disk that fails."""
 from __future__ import annotations
 
 import errno
+import time
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -31,6 +32,7 @@ from strom.storage.raft.raft_store import SnapshotId
 from strom.wire.errors import ErrorCode
 from strom.wire.formats.metadata.remove_topic_record import RemoveTopicRecord
 from strom.wire.messages.alter_configs import AlterConfigsRequest
+from strom.wire.messages.broker_heartbeat import BrokerHeartbeatRequest
 from strom.wire.messages.create_partitions import CreatePartitionsRequest
 from strom.wire.messages.create_topics import CreateTopicsRequest
 from strom.wire.messages.delete_topics import DeleteTopicsRequest
@@ -570,5 +572,82 @@ def test_a_registration_the_log_refuses_is_an_error(
             assert driver.image.broker(2) is None
             monkeypatch.undo()
             assert (await driver.broker_registration(request)).error_code == ErrorCode.NONE
+
+    _run(main)
+
+
+def test_a_heartbeat_planned_past_its_deadline_is_still_proposed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A heartbeat times out after half of broker.heartbeat.interval.ms; its plan (a controlled
+    shutdown writes a record for each partition the broker leads: about 100,000 for a broker
+    of a million-partition cluster, seconds of planning, replay and encoding) runs in steps
+    with the loop running between them. Once planning began, the deadline must not cut it:
+    else every heartbeat is cut before its proposal and the broker never shuts down (or is
+    never unfenced), however often it asks."""
+    config = _config(tmp_path, broker_heartbeat_interval_ms="100")  # times out after 50 ms
+
+    async def main() -> None:
+        async with _open(config) as driver:
+            planning = driver._controller.broker_heartbeat_steps
+
+            def slow(request: Any, **kwargs: Any) -> Generator[None, None, Any]:
+                inner = planning(request, **kwargs)
+                if request.want_shut_down:
+                    for _ in range(4):  # a plan longer than the deadline
+                        time.sleep(0.03)
+                        yield
+                return (yield from inner)
+
+            created = await driver.create_topics(CreateTopicsRequest(topics=[topic("led")]), 7)
+            assert created.topics[0].error_code == 0  # it leads a partition: controlled shutdown
+            monkeypatch.setattr(driver._controller, "broker_heartbeat_steps", slow)
+            request = BrokerHeartbeatRequest(
+                broker_id=1,
+                broker_epoch=driver.broker_epoch,
+                current_metadata_offset=driver.image.provenance.offset,
+                want_shut_down=True,
+            )
+            for _ in range(3):
+                await driver.broker_heartbeat(request)
+            node = driver.image.broker(1)
+            assert node is not None
+            assert node.in_controlled_shutdown
+
+    _run(main)
+
+
+def test_a_command_whose_leadership_is_lost_while_it_plans_is_not_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large command plans in steps with the loop running between them: meanwhile this node
+    may lose its leadership and apply the next leader's records (here: the next leader
+    creates the same topic). The plan, made against the old image, must end as
+    NOT_CONTROLLER, not be replayed against the new image (a MetadataError escaping to the
+    caller) nor read the replica index the new image carried on."""
+    config = _config(tmp_path)
+
+    async def main() -> None:
+        async with _open(config) as driver:
+            planning = driver._controller.create_topics_steps
+            raft = driver.raft
+
+            def deposed(*args: Any) -> Generator[None, None, Any]:
+                result = yield from planning(*args)
+                # what a leader change seen between two steps does: a newer epoch led by
+                # another node, whose CreateTopics of the same name this node then applies
+                monkeypatch.setattr(raft, "epoch", raft.epoch + 1)
+                monkeypatch.setattr(raft, "leader_id", 2)
+                other = CreateTopicsRequest(topics=[topic("big", 3)])
+                records = driver._controller.create_topics(other, 7).records
+                driver._controller.adopt(driver._controller.stage(records))
+                yield
+                return result
+
+            monkeypatch.setattr(driver._controller, "create_topics_steps", deposed)
+            request = CreateTopicsRequest(topics=[topic("big", 3 * PLAN_SLICE)])
+            created = await driver.create_topics(request, 7)
+            assert created.topics[0].error_code == ErrorCode.NOT_CONTROLLER
+            monkeypatch.undo()  # the driver closes as it runs
 
     _run(main)
