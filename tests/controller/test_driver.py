@@ -4,8 +4,8 @@ durability across restarts, listeners, snapshots, a metadata disk that fails."""
 from __future__ import annotations
 
 import errno
-import time
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager
