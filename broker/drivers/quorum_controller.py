@@ -618,7 +618,7 @@ class QuorumController:
         change nothing: the answer carries the error (`_unwritten`)."""
         self._check_open()
         deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000
-        with trio.move_on_at(deadline):
+        with trio.move_on_at(deadline) as waiting:
             if wait:
                 await self._await_catch_up()
             async with self._lock:
@@ -628,13 +628,22 @@ class QuorumController:
                     raise NotActiveController
                 core = self.raft.core
                 assert core is not None
+                # The deadline bounds the wait before and after, not the plan once begun (as
+                # Kafka's controller times out a queued event only): a plan in steps cut at
+                # every deadline would never be proposed (a heartbeat's controlled shutdown of
+                # a broker leading 100,000 partitions plans for longer than its deadline).
+                if not waiting.cancel_called:
+                    waiting.deadline = math.inf
                 planned = command(core.log.end_offset)
                 result = (
-                    planned if isinstance(planned, ControllerResult) else await _stepped(planned)
+                    planned
+                    if isinstance(planned, ControllerResult)
+                    else await self._stepped_as_leader(planned, epoch)
                 )
                 if not result.records:
                     return result.response
                 proposal = await self._propose(result.records, epoch)
+            waiting.deadline = deadline
             try:
                 await self._committed(proposal)
             except OSError as exc:
@@ -685,12 +694,13 @@ class QuorumController:
         and encoded PLAN_SLICE records at a time, the event loop running between slices: the
         10,001 records of a CreateTopics of 10,000 partitions take a good part of a second,
         which this leader's Raft replica (its followers' fetches) must not wait for."""
-        await _stepped(self._controller.stage_steps(records))
+        await self._stepped_as_leader(self._controller.stage_steps(records), epoch)
         timestamp = self._clock()
         entries: list[bytes] = []
         for start in range(0, len(records), PLAN_SLICE):
             if start:
                 await trio.lowlevel.checkpoint()
+                self._check_leading(epoch)
             chunk = records[start : start + PLAN_SLICE]
             entries += encode_entries(chunk, timestamp, after=len(records) - start - len(chunk))
         if self.raft.epoch != epoch or self.raft.leader_id != self.node_id:
@@ -701,6 +711,26 @@ class QuorumController:
             raise NotActiveController
         self._proposal = _Proposal(epoch, first + len(entries) - 1, entries[-1], failed_before)
         return self._proposal
+
+    def _check_leading(self, epoch: int) -> None:
+        """NotActiveController unless this node still leads `epoch`: then the image is the
+        one the command began with (only this node's own commands change it, one at a time);
+        else the next leader's records may have been applied meanwhile, and a plan made
+        against the old image (and the replica index the new one carried on) is stale."""
+        if self.raft.epoch != epoch or self.raft.leader_id != self.node_id or self._closed:
+            raise NotActiveController
+
+    async def _stepped_as_leader(self, steps: Generator[None, None, T], epoch: int) -> T:
+        """`_stepped`, NotActiveController as soon as this node no longer leads `epoch`
+        (checked after each step's checkpoint, before the plan reads the image again)."""
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            await trio.lowlevel.checkpoint()
+            self._check_leading(epoch)
 
     def _dropped(self, proposal: _Proposal) -> WriteFailure | None:
         """The write failure that dropped `proposal`'s entries, if one did."""
