@@ -254,7 +254,8 @@ async def test_a_partition_whose_epoch_moved_on_while_another_was_handled_is_ign
     leader.append(batch([b"a"]), 1, T0)
     logs = {KEY: open_log(tmp_path / "t-0"), ("t", 1): open_log(tmp_path / "t-1")}
     fetcher = _fetcher(logs[KEY])
-    fetcher.broker.logs = SimpleNamespace(get=lambda topic, index: logs.get((topic, index)))
+    broker: Any = fetcher.broker
+    broker.logs = SimpleNamespace(get=lambda topic, index: logs.get((topic, index)))
     manager: Any = fetcher.manager
     manager.targets = {KEY: FetchTarget(TOPIC_ID, 1, 1), ("t", 1): FetchTarget(TOPIC_ID, 1, 1)}
     sent = fetcher._mine()
@@ -271,9 +272,8 @@ async def test_a_partition_whose_epoch_moved_on_while_another_was_handled_is_ign
                 partitions=[
                     FetchResponse.PartitionData(0, ErrorCode.OFFSET_OUT_OF_RANGE),
                     FetchResponse.PartitionData(
-                        1, ErrorCode.NONE, high_watermark=1,
-                        records=leader.read(0, 1 << 20).read_bytes(),
-                    ),  # fmt: skip
+                        1, ErrorCode.NONE, high_watermark=1, records=leader.read(0, 1 << 20).read_bytes()
+                    ),
                 ],
             )
         ]
