@@ -195,11 +195,15 @@ class Server:
     async def _reap_idle(self) -> None:
         """Close connections that waited `connections.max.idle.ms` for a request (looked for
         every tenth of it, so one closes after 1-1.1 times it). One task for the server, not a
-        deadline per request: a cancel scope's deadline costs each request several µs."""
+        deadline per request: a cancel scope's deadline costs each request several µs.
+        A negative value turns idle expiry off, as in Kafka's Selector."""
         idle = self.state.config.connections_max_idle_ms / 1000
+        if idle < 0:
+            return
+        period = max(idle / 10, 0.001)  # 0 closes any idle connection, without a busy loop
         try:
             while True:
-                await trio.sleep(idle / 10)
+                await trio.sleep(period)
                 now = trio.current_time()
                 for scope, since in list(self._waiting.items()):
                     if now - since >= idle:

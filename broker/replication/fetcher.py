@@ -379,7 +379,6 @@ class LeaderFetcher:
     ) -> None:
         backoff_s = self.broker.config.replica_fetch_backoff_ms / 1000
         owed: list[PartitionLog] = []
-        targets = self.manager.targets
         for topic in response.responses:
             # `_names` is of this leader's partitions now: `sent` may name fewer (not more)
             name = topic.topic or self._names.get(topic.topic_id, "")
@@ -388,7 +387,8 @@ class LeaderFetcher:
                 target = sent.get(key)
                 if target is None:
                     continue
-                current = targets.get(key)
+                # the image as it is now: an out-of-range partition above waited for its leader
+                current = self.manager.targets.get(key)
                 if current is not target and current != target:
                     continue  # no longer followed from this leader in this epoch
                 plog = self.broker.logs.get(*key)

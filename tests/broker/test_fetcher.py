@@ -241,3 +241,42 @@ async def test_a_backing_off_fetcher_sleeps_past_a_forgotten_partitions_delay(
     with trio.move_on_after(0.3):
         await fetcher.run()
     assert rounds < 10, f"{rounds} rounds of the fetch loop in 0.3 s while every partition waits"
+
+
+async def test_a_partition_whose_epoch_moved_on_while_another_was_handled_is_ignored(
+    tmp_path: Path,
+) -> None:
+    """One answer, two partitions: the first is out of range (the follower asks the leader for
+    its offsets: the fetcher waits), and while it waits the image moves the second one on to a
+    new leader epoch. The second partition's records, fetched in the old epoch, are not
+    appended (as when the image had moved on before the answer came)."""
+    leader = open_log(tmp_path / "leader" / "t-1")
+    leader.append(batch([b"a"]), 1, T0)
+    logs = {KEY: open_log(tmp_path / "t-0"), ("t", 1): open_log(tmp_path / "t-1")}
+    fetcher = _fetcher(logs[KEY])
+    broker: Any = fetcher.broker
+    broker.logs = SimpleNamespace(get=lambda topic, index: logs.get((topic, index)))
+    manager: Any = fetcher.manager
+    manager.targets = {KEY: FetchTarget(TOPIC_ID, 1, 1), ("t", 1): FetchTarget(TOPIC_ID, 1, 1)}
+    sent = fetcher._mine()
+
+    async def out_of_range(key: Any, target: Any, address: Any) -> None:
+        await trio.lowlevel.checkpoint()  # ListOffsets to the leader
+        manager.targets = {**manager.targets, ("t", 1): FetchTarget(TOPIC_ID, 1, 2)}
+
+    fetcher._out_of_range = out_of_range  # type: ignore[method-assign]
+    answer = FetchResponse(
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic_id=TOPIC_ID,
+                partitions=[
+                    FetchResponse.PartitionData(0, ErrorCode.OFFSET_OUT_OF_RANGE),
+                    FetchResponse.PartitionData(
+                        1, ErrorCode.NONE, high_watermark=1, records=leader.read(0, 1 << 20).read_bytes()
+                    ),
+                ],
+            )
+        ]
+    )
+    await fetcher._apply(sent, answer, Address("127.0.0.1", 1))
+    assert logs[("t", 1)].log_end_offset == 0

@@ -240,3 +240,19 @@ async def test_a_connection_idle_for_connections_max_idle_ms_is_closed(tmp_path:
         await busy.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)  # still open
         await idle.aclose()
         await busy.aclose()
+
+
+async def test_a_negative_connections_max_idle_ms_closes_no_idle_connection(tmp_path: Path) -> None:
+    """Kafka's Selector: connections.max.idle.ms < 0 turns idle expiry off (no
+    IdleExpiryManager). The broker starts and serves, and an idle connection stays open."""
+    with trio.fail_after(10):
+        async with open_broker(tmp_path, {"connections.max.idle.ms": "-1"}) as broker:
+            idle = await raw_connect(broker)
+            kafka = await KafkaClient.connect(broker.bootstrap)
+            await kafka.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
+            with trio.move_on_after(0.3) as still_open:
+                await read_frame(idle)
+            assert still_open.cancelled_caught  # nothing came, not even the end of the stream
+            await kafka.request(ApiVersionsRequest("a", "1"), 3, ApiVersionsResponse)
+            await idle.aclose()
+            await kafka.aclose()
