@@ -718,6 +718,10 @@ def run_one(
             result.figures["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
         finally:
             result.figures["snapshots"] = snapshot_lines(cluster)
+            if profile is not None:  # each controller's log beside its stacks
+                for node in cluster.controllers:
+                    out = profile / f"b{n_brokers}-p{n_partitions}-controller-{node.node_id}.log"
+                    out.write_text("\n".join(node.output) + "\n")
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
@@ -784,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, help="one run: this many partitions")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--profile", type=Path, default=None,
-                        help="py-spy every controller for the whole run, raw stacks into DIR")  # fmt: skip
+                        help="py-spy every controller for the whole run: raw stacks and its log into DIR")  # fmt: skip
     args = parser.parse_args(argv)
     if args.brokers or args.partitions:
         grid = [(args.brokers or 30, args.partitions or 10_000)]
