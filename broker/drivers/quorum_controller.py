@@ -723,14 +723,7 @@ class QuorumController:
     async def _stepped_as_leader(self, steps: Generator[None, None, T], epoch: int) -> T:
         """`_stepped`, NotActiveController as soon as this node no longer leads `epoch`
         (checked after each step's checkpoint, before the plan reads the image again)."""
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                result: T = done.value
-                return result
-            await trio.lowlevel.checkpoint()
-            self._check_leading(epoch)
+        return await _stepped(steps, lambda: self._check_leading(epoch))
 
     def _dropped(self, proposal: _Proposal) -> WriteFailure | None:
         """The write failure that dropped `proposal`'s entries, if one did."""
@@ -1132,9 +1125,11 @@ class QuorumController:
             self._notify()
 
 
-async def _stepped(steps: Generator[None, None, T]) -> T:
+async def _stepped(
+    steps: Generator[None, None, T], between: Callable[[], None] | None = None
+) -> T:
     """Run work done in steps (`Planning`, `Controller.stage_steps`) to its end, letting the
-    event loop run between steps."""
+    event loop run between steps, and then `between` (which may raise to end the work)."""
     while True:
         try:
             next(steps)
@@ -1142,6 +1137,8 @@ async def _stepped(steps: Generator[None, None, T]) -> T:
             result: T = done.value
             return result
         await trio.lowlevel.checkpoint()
+        if between is not None:
+            between()
 
 
 class QuorumChannel:
