@@ -555,7 +555,12 @@ async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], 
         others = [v for v in sorted(voters) if v != old_leader]
         with trio.fail_after(60):
             while True:
+                asked_at = time.perf_counter()
                 found = await describe_quorum(fleet, others)
+                if time.perf_counter() - asked_at > 1:  # a voter slow to answer: when, who
+                    log(f"  failover: DescribeQuorum took {time.perf_counter() - asked_at:.2f} s "
+                        f"at {asked_at - killed_at:.2f} s after the kill; leader: "
+                        f"{found.leader_id if found else None}")  # fmt: skip
                 if found is not None and found.leader_id != old_leader:
                     break
                 await trio.sleep(0.02)
