@@ -28,6 +28,7 @@ class KafkaClient:
         self.stream = stream
         self.conn = ClientConnection(client_id)
         self._lock = trio.Lock()
+        self._interrupted = False
 
     @classmethod
     async def connect(
@@ -46,24 +47,39 @@ class KafkaClient:
         return cls(await trio.open_tcp_stream(host, int(port)), client_id)
 
     async def request(self, body: Message, version: int, response_type: type[R]) -> R:
-        """Send `body` at `version` and return the decoded response."""
+        """Send `body` at `version` and return the decoded response.
+
+        A request interrupted before its response was read (cancelled, timed out) leaves the
+        connection unusable, as Kafka's clients close theirs: its response may still come, and
+        the next request would read it as its own. Later requests raise BrokenResourceError
+        (the caller closes the stream; a request waiting for the lock meanwhile must not send)."""
         async with self._lock:
-            await self.stream.send_all(self.conn.send_request(body, version))
-            while True:
-                event = self.conn.next_response()
-                if event is NEED_DATA:
-                    data = await self.stream.receive_some(256 * 1024)
-                    self.conn.receive_data(data)
-                    continue
-                if event is CLOSED:
-                    raise ProtocolError("broker closed the connection", ErrorCode.NETWORK_EXCEPTION)
-                assert isinstance(event, tuple)
-                response = event[1]
-                if not isinstance(response, response_type):
-                    raise TypeError(
-                        f"expected {response_type.__name__}, got {type(response).__name__}"
-                    )
-                return response
+            if self._interrupted:
+                raise trio.BrokenResourceError("an earlier request on this connection was cut off")
+            answered = False
+            try:
+                await self.stream.send_all(self.conn.send_request(body, version))
+                while True:
+                    event = self.conn.next_response()
+                    if event is NEED_DATA:
+                        data = await self.stream.receive_some(256 * 1024)
+                        self.conn.receive_data(data)
+                        continue
+                    answered = True
+                    if event is CLOSED:
+                        raise ProtocolError(
+                            "broker closed the connection", ErrorCode.NETWORK_EXCEPTION
+                        )
+                    assert isinstance(event, tuple)
+                    response = event[1]
+                    if not isinstance(response, response_type):
+                        raise TypeError(
+                            f"expected {response_type.__name__}, got {type(response).__name__}"
+                        )
+                    return response
+            finally:
+                if not answered:
+                    self._interrupted = True
 
     async def login(self, client: SaslClient) -> int:
         """Authenticate this connection (SaslHandshake v1, SaslAuthenticate v2); returns the
