@@ -8,6 +8,7 @@ client keeps it simple; open more clients for concurrency.
 from __future__ import annotations
 
 import ssl
+import struct
 from typing import TypeVar
 
 import trio
@@ -21,6 +22,7 @@ from strom.wire.messages.sasl_authenticate import SaslAuthenticateResponse
 from strom.wire.messages.sasl_handshake import SaslHandshakeResponse
 
 R = TypeVar("R", bound=Message)
+_CORRELATION = struct.Struct(">i")
 
 
 class KafkaClient:
@@ -46,9 +48,16 @@ class KafkaClient:
         return cls(await trio.open_tcp_stream(host, int(port)), client_id)
 
     async def request(self, body: Message, version: int, response_type: type[R]) -> R:
-        """Send `body` at `version` and return the decoded response."""
+        """Send `body` at `version` and return the decoded response.
+
+        Answers to earlier requests that were cut off before reading theirs (cancelled, timed
+        out) are skipped: the broker still sends them, first, and each request reads only its
+        own (found by simulation seed 5692, where a Fetch read the ProduceResponse of a
+        Produce that had timed out while the Fetch waited for the connection)."""
         async with self._lock:
-            await self.stream.send_all(self.conn.send_request(body, version))
+            frame = self.conn.send_request(body, version)
+            mine = _CORRELATION.unpack_from(frame, 8)[0]  # size, api key, version, then it
+            await self.stream.send_all(frame)
             while True:
                 event = self.conn.next_response()
                 if event is NEED_DATA:
@@ -58,7 +67,9 @@ class KafkaClient:
                 if event is CLOSED:
                     raise ProtocolError("broker closed the connection", ErrorCode.NETWORK_EXCEPTION)
                 assert isinstance(event, tuple)
-                response = event[1]
+                correlation, response = event
+                if correlation != mine:
+                    continue
                 if not isinstance(response, response_type):
                     raise TypeError(
                         f"expected {response_type.__name__}, got {type(response).__name__}"
