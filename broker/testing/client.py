@@ -8,13 +8,12 @@ client keeps it simple; open more clients for concurrency.
 from __future__ import annotations
 
 import ssl
-import struct
 from typing import TypeVar
 
 import trio
 
 from strom.broker.security.sasl_client import SaslClient, login
-from strom.wire.connection import CLOSED, NEED_DATA, ClientConnection
+from strom.wire.connection import CLOSED, NEED_DATA, ClientConnection, decode_request_header
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.message import Message
 from strom.wire.messages.describe_quorum import DescribeQuorumRequest, DescribeQuorumResponse
@@ -22,7 +21,6 @@ from strom.wire.messages.sasl_authenticate import SaslAuthenticateResponse
 from strom.wire.messages.sasl_handshake import SaslHandshakeResponse
 
 R = TypeVar("R", bound=Message)
-_CORRELATION = struct.Struct(">i")
 
 
 class KafkaClient:
@@ -56,7 +54,7 @@ class KafkaClient:
         Produce that had timed out while the Fetch waited for the connection)."""
         async with self._lock:
             frame = self.conn.send_request(body, version)
-            mine = _CORRELATION.unpack_from(frame, 8)[0]  # size, api key, version, then it
+            mine = decode_request_header(memoryview(frame)[4:])[0].correlation_id
             await self.stream.send_all(frame)
             while True:
                 event = self.conn.next_response()

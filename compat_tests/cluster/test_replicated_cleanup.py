@@ -180,9 +180,12 @@ def test_retention_deletes_old_segments_on_the_followers(strom_cluster: StartClu
             bases = segment_bases(node, topic)
             if start is None or start <= 0 or log_start(node, topic) != start:
                 return None
-            # the segment files below the log start are gone from its disk: the first one
-            # left holds the log start (a deletion under way: look again)
-            if not bases or not bases[0] <= start < (bases[1] if len(bases) > 1 else 81):
+            # the segment files below the log start are gone from its disk (the first one
+            # among them too): the first one left holds the log start (a deletion under
+            # way: look again)
+            if not bases or 0 in bases or bases[0] > start:
+                return None
+            if len(bases) > 1 and bases[1] <= start:
                 return None
             found[node.node_id] = (start, bases)
         if min(start for start, _ in found.values()) < found[leader][0]:
