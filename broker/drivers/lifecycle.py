@@ -234,6 +234,10 @@ class BrokerLifecycle:
             if code == ErrorCode.STALE_BROKER_EPOCH:
                 log.warning("broker %d: registration %d is stale; registering again",
                             self.node_id, self.broker_epoch)  # fmt: skip
+                # the controller holds a newer registration (a repeated request of this
+                # incarnation, delivered late, makes one): that one is fenced, so this is too,
+                # and `register` must not take the old one for current
+                self.fenced = True
                 await self.register(self.endpoints)
             elif code != ErrorCode.NONE:
                 log.warning("broker %d heartbeat failed: %s", self.node_id, code.name)

@@ -16,7 +16,10 @@ Behavior:
   it: if the transaction's marker reaches the partition between the answer and the append
   (a late request, answered by a coordinator that had not yet heard), the append is
   INVALID_TXN_STATE instead of opening a transaction nobody will end, which would hold the
-  partition's last stable offset (and `require_stable` offset fetches) back forever.
+  partition's last stable offset (and `require_stable` offset fetches) back forever. When the
+  transaction already has offsets on the partition, the coordinator is not asked (as Kafka
+  skips a partition whose transaction is ongoing), and the append is refused the same way
+  should the marker come first.
 - Authorization first, as Kafka: WRITE on the transactional id
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (GROUP_AUTHORIZATION_FAILED) and
   on each topic (TOPIC_AUTHORIZATION_FAILED). Partitions of unknown topics are
@@ -44,7 +47,7 @@ from strom.broker.security.authorization import allowed
 from strom.coordinator.groups.api import CommitPartition, TxnCommitRequest
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.storage import LogAppendError
-from strom.storage.log.producer_state import VerificationGuard
+from strom.storage.log.producer_state import SENTINEL, VerificationGuard
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from strom.wire.records import NO_SEQUENCE
@@ -148,6 +151,8 @@ async def _verify(
             if exc.error == ErrorCode.INVALID_PRODUCER_EPOCH:
                 return exc.error, None
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if guard is None:  # its transaction is ongoing here: nothing to ask, as for a produce,
+            return ErrorCode.NONE, SENTINEL  # but the append must still find it ongoing
     answer = await broker.txn_verifier.verify(
         body.transactional_id,
         body.producer_id,

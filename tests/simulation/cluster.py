@@ -107,6 +107,8 @@ class SimCluster:
         self._nursery: trio.Nursery | None = None
 
     def node(self, node_id: int) -> SimNode:
+        if not 1 <= node_id <= len(self.nodes):  # e.g. leader -1: not the list's last nodes
+            raise KeyError(f"no node {node_id}")
         return self.nodes[node_id - 1]
 
     def config(self, node: SimNode) -> BrokerConfig:

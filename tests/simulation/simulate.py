@@ -417,6 +417,8 @@ class Simulation:
         return out
 
     def _state(self, node_id: int) -> BrokerState | None:
+        if node_id < 0:  # no leader
+            return None
         node = self.cluster.node(node_id)
         return node.broker.state if node.broker is not None and node.up else None
 

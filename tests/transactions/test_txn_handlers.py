@@ -347,6 +347,71 @@ async def test_a_late_offset_commit_cannot_follow_its_transactions_marker(
     assert await _fetched(client) == (0, -1)
 
 
+async def test_a_second_offset_commit_cannot_follow_its_transactions_marker(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """The same race once the transaction has offsets on the group's partition (the
+    simulation, seed 1284 on perf22): a second TxnOffsetCommit used to be verified with no
+    guard, so one whose answer came after the marker was appended unverified, and the
+    partition's last stable offset stopped below its end for good. Now it is not verified
+    at all (the transaction is ongoing there) and is appended under the sentinel guard."""
+    await create_topic(broker, "t")
+    ids = await init(client)
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    offsets = AddOffsetsToTxnRequest(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
+    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+    commit = TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="g",
+        producer_id=pid,
+        producer_epoch=epoch,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "")])],
+    )
+    first = await client.request(commit, 3, TxnOffsetCommitResponse)
+    assert first.topics[0].partitions[0].error_code == ErrorCode.NONE
+    state = broker.broker.state
+    assert state is not None
+    verifier = state.txn_verifier
+    real = verifier.verify
+    arrived, release = trio.Event(), trio.Event()
+
+    async def answered_late(*args: Any, **kwargs: Any) -> dict[tuple[str, int], ErrorCode]:
+        answer = await real(*args, **kwargs)
+        arrived.set()
+        await release.wait()  # heard only after the transaction ended
+        return answer
+
+    verifier.verify = answered_late  # type: ignore[method-assign]
+    late = await KafkaClient.connect(broker.bootstrap)
+    codes: list[int] = []
+
+    async def send_late() -> None:
+        response = await late.request(commit, 3, TxnOffsetCommitResponse)
+        codes.append(response.topics[0].partitions[0].error_code)
+        arrived.set()
+
+    group_log = state.logs.get("__consumer_offsets", partition_for("g", 3))
+    assert group_log is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_late)
+            await arrived.wait()  # verified and held, or (not verified) answered
+            verifier.verify = real  # type: ignore[method-assign]
+            assert (await end(client, pid, epoch, False)).error_code == 0
+            await wait_for(
+                lambda: group_log.last_stable_offset == group_log.log_end_offset,
+                what="the ABORT marker",
+            )
+            release.set()
+    finally:
+        await late.aclose()
+    assert codes in ([ErrorCode.NONE], [ErrorCode.INVALID_TXN_STATE])
+    assert group_log.last_stable_offset == group_log.high_watermark == group_log.log_end_offset
+
+
 async def _fetched(client: KafkaClient) -> tuple[int, int]:
     request = OffsetFetchRequest(
         groups=[
