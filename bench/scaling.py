@@ -476,7 +476,8 @@ def report(doc: dict[str, Any]) -> str:
              for r in doc["hosted"]],
         ), ""]  # fmt: skip
     if "connections" in doc:
-        out += ["## Concurrent producer connections (100-record batches, acks=1)\n", table(
+        acks = "all" if doc["meta"].get("cluster") else "1"
+        out += [f"## Concurrent producer connections (100-record batches, acks={acks})\n", table(
             ["connections", "records", "msgs/s", "broker µs/msg", "request p50 ms",
              "request p99 ms", "RSS after MB"],
             [[f"{r['connections']:,}", f"{r['records']:,}", f"{r['msgs_per_s']:,}",
