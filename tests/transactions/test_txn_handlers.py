@@ -295,13 +295,7 @@ async def test_a_late_offset_commit_cannot_follow_its_transactions_marker(
     transaction's marker reached the group's partition would open a transaction there that
     nobody ends (the partition's last stable offset, and every require_stable OffsetFetch
     of its groups, held back for good). It is refused with INVALID_TXN_STATE instead."""
-    await create_topic(broker, "t")
-    ids = await init(client)
-    pid, epoch = ids.producer_id, ids.producer_epoch
-    offsets = AddOffsetsToTxnRequest(
-        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
-    )
-    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
+    pid, epoch, commit = await _offsets_in_a_transaction(broker, client)
     state = broker.broker.state
     assert state is not None
     verifier = state.txn_verifier
@@ -315,14 +309,6 @@ async def test_a_late_offset_commit_cannot_follow_its_transactions_marker(
         return answer
 
     verifier.verify = answered_late  # type: ignore[method-assign]
-    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-    commit = TxnOffsetCommitRequest(
-        transactional_id="tx",
-        group_id="g",
-        producer_id=pid,
-        producer_epoch=epoch,
-        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "")])],
-    )
     late = await KafkaClient.connect(broker.bootstrap)
     codes: list[int] = []
 
@@ -355,21 +341,7 @@ async def test_a_second_offset_commit_cannot_follow_its_transactions_marker(
     guard, so one whose answer came after the marker was appended unverified, and the
     partition's last stable offset stopped below its end for good. Now it is not verified
     at all (the transaction is ongoing there) and is appended under the sentinel guard."""
-    await create_topic(broker, "t")
-    ids = await init(client)
-    pid, epoch = ids.producer_id, ids.producer_epoch
-    offsets = AddOffsetsToTxnRequest(
-        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
-    )
-    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
-    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-    commit = TxnOffsetCommitRequest(
-        transactional_id="tx",
-        group_id="g",
-        producer_id=pid,
-        producer_epoch=epoch,
-        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "")])],
-    )
+    pid, epoch, commit = await _offsets_in_a_transaction(broker, client)
     first = await client.request(commit, 3, TxnOffsetCommitResponse)
     assert first.topics[0].partitions[0].error_code == ErrorCode.NONE
     state = broker.broker.state
@@ -410,6 +382,29 @@ async def test_a_second_offset_commit_cannot_follow_its_transactions_marker(
         await late.aclose()
     assert codes in ([ErrorCode.NONE], [ErrorCode.INVALID_TXN_STATE])
     assert group_log.last_stable_offset == group_log.high_watermark == group_log.log_end_offset
+
+
+async def _offsets_in_a_transaction(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> tuple[int, int, TxnOffsetCommitRequest]:
+    """Topic "t", producer "tx" initialised with group "g" added to its transaction: its id,
+    its epoch, and a TxnOffsetCommit of offset 42 for t-0."""
+    await create_topic(broker, "t")
+    ids = await init(client)
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    offsets = AddOffsetsToTxnRequest(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
+    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
+    commit = TxnOffsetCommitRequest(
+        transactional_id="tx",
+        group_id="g",
+        producer_id=pid,
+        producer_epoch=epoch,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "")])],
+    )
+    return pid, epoch, commit
 
 
 async def _fetched(client: KafkaClient) -> tuple[int, int]:
