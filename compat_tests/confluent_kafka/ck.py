@@ -9,7 +9,8 @@ silently jumping.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import (
@@ -89,6 +90,23 @@ def create_topic(
     new = NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))
     futures = client.create_topics([new], operation_timeout=TIMEOUT, request_timeout=TIMEOUT)
     assert result(futures[name]) is None
+
+
+@contextmanager
+def fatal_unmasked() -> Iterator[None]:
+    """Raise a producer's fatal error as the KafkaException it is.
+
+    confluent-kafka 2.16's error callback raises a fatal error as a KafkaException but leaves it
+    pending while the same poll, flush or transactional call goes on serving delivery reports.
+    The next report's first call into C then fails with a SystemError whose cause is that
+    KafkaException; this unwraps it, so callers handle one kind of fatal error.
+    """
+    try:
+        yield
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
 
 
 def error_code(exc: BaseException) -> int:

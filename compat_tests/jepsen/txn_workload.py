@@ -201,8 +201,9 @@ class _TxnWorker(_Worker):
 
     def _drop(self, producer: Producer) -> None:
         try:
-            producer.purge()
-            producer.flush(1)
+            with ck.fatal_unmasked():
+                producer.purge()
+                producer.flush(1)
         except KafkaException as exc:
             self.fatal_errors.append(f"purge: {_name(exc.args[0])}")
 
@@ -233,7 +234,11 @@ class _TxnWorker(_Worker):
                                      on_delivery=_on_delivery(send))  # fmt: skip
                     break
                 except BufferError:
-                    producer.poll(0.1)
+                    try:
+                        with ck.fatal_unmasked():
+                            producer.poll(0.1)
+                    except KafkaException as exc:
+                        return self._failed(txn, exc, committing=False, producer=producer)
                 except KafkaException as exc:
                     return self._failed(txn, exc, committing=False, producer=producer)
         try:
@@ -259,7 +264,8 @@ class _TxnWorker(_Worker):
         self.doing = f"{what} since t+{self.now():.1f}s"
         while True:
             try:
-                call()
+                with ck.fatal_unmasked():
+                    call()
                 self.doing = ""
                 return
             except KafkaException as exc:

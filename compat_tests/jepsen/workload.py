@@ -198,9 +198,10 @@ class _Producer(_Worker):
             next_at = max(next_at + interval, time.monotonic() - 1.0)  # no catch-up bursts
             # serves delivery reports and paces the load (a rate, not a synchronisation)
             try:
-                producer.poll(0)
-                while (wait := next_at - time.monotonic()) > 0:
-                    producer.poll(wait)  # returns early when it served a delivery report
+                with ck.fatal_unmasked():
+                    producer.poll(0)
+                    while (wait := next_at - time.monotonic()) > 0:
+                        producer.poll(wait)  # returns early when it served a delivery report
             except KafkaException as exc:  # a fatal error raised from poll()
                 self.fatal = self.fatal or _name(exc.args[0])
             if self.fatal:  # a fatal idempotence error: a new producer (and producer id)
@@ -214,7 +215,8 @@ class _Producer(_Worker):
         """Wait for outstanding delivery reports; after a fatal error some never come (those
         values stay pending, then count as indeterminate)."""
         try:
-            producer.flush(self.opts.message_timeout_ms / 1000 + 5)
+            with ck.fatal_unmasked():
+                producer.flush(self.opts.message_timeout_ms / 1000 + 5)
         except KafkaException as exc:
             self.fatal_errors.append(str(exc.args[0]))
 
@@ -239,10 +241,11 @@ def _name(error: Any) -> str:
 def _on_delivery(send: Send, began: float) -> Callable[[KafkaError | None, Message], None]:
     def report(err: KafkaError | None, msg: Message) -> None:
         if err is None:
-            partition, offset = msg.partition(), msg.offset()
+            # everything read before anything is set: a report that fails part way (see
+            # ck.fatal_unmasked) leaves its value pending, so indeterminate
+            at, partition, offset = time.monotonic() - began, msg.partition(), msg.offset()
             assert partition == send.partition, (partition, send)
-            send.outcome, send.offset = "acked", offset
-            send.acked_at = time.monotonic() - began
+            send.outcome, send.offset, send.acked_at = "acked", offset, at
             return
         outcome: Outcome = "failed" if err.code() in DEFINITE_FAILURES else "indeterminate"
         send.outcome, send.error = outcome, err.name()
