@@ -88,18 +88,25 @@ class FetchSession:
     follower: object | None = None
     """A follower's session: what the leader keeps to read only the partitions with news
     (`strom.broker.data.follower_sessions.FollowerSession`); None for consumers."""
+    membership: dict[PartitionKey, None] | None = None
+    """Partitions added or dropped since the follower's state last looked (it drains this,
+    so a fetch costs what changed, not the session's size); None: not tracked (consumers)."""
 
     def update(self, wanted: list[CachedPartition], forgotten: list[PartitionKey]) -> None:
         """Add or update the named partitions, then drop the forgotten ones."""
+        membership = self.membership
         for part in wanted:
             key = partition_key(part, self.uses_topic_ids)
             cached = self.partitions.get(key)
             if cached is None:
                 self.partitions[key] = part
+                if membership is not None:
+                    membership[key] = None
             else:
                 cached.update_request(part)
         for key in forgotten:
-            self.partitions.pop(key, None)
+            if self.partitions.pop(key, None) is not None and membership is not None:
+                membership[key] = None
 
     def move_to_end(self, key: PartitionKey) -> None:
         """Kafka rotates partitions that got data to the end, so the next fetch starts elsewhere."""
@@ -207,7 +214,8 @@ class FetchContext:
 
     kind: "error" (answer `error` with no partitions), "sessionless", "full"
     (create a session after reading) or "incremental" (`session` is set and
-    its epoch already advanced).
+    its epoch already advanced; `partitions` is empty: the session's are in `session`, and a
+    follower's fetch reads only some of them).
     """
 
     kind: str
@@ -248,9 +256,4 @@ def new_context(
         return FetchContext("sessionless", wanted)
     cache.touch(session, now_ms)
     session.epoch = next_epoch(session.epoch)
-    return FetchContext(
-        "incremental",
-        list(session.partitions.values()),
-        session=session,
-        expected_epoch=session.epoch,
-    )
+    return FetchContext("incremental", [], session=session, expected_epoch=session.epoch)

@@ -17,6 +17,10 @@ collects the partitions that changed, and a fetch reads only:
   ran out;
 - everything, on the session's first incremental fetch and after a metadata change.
 
+The watch follows the session's membership without walking it: the session notes the
+partitions its requests add or forget (`FetchSession.membership`), and each fetch (un)watches
+only those, so a fetch costs what changed, not the number of partitions in the session.
+
 Any other partition is quiet: the follower's fetch offset is the log end (it was at the last
 read, and nothing was appended since), so reading it would only tell the `ReplicaSet` that
 the follower is still caught up. That is what `quiet_since_ms` says instead when the
@@ -42,7 +46,7 @@ from strom.broker.data.waiters import ALL, DataWaiters, Watch
 from strom.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Set
+    from collections.abc import Callable, Iterable, Set
 
     from strom.broker.core_state import BrokerCore
     from strom.broker.replication.replication_manager import ReplicationManager
@@ -59,6 +63,9 @@ class FollowerSession:
     watched: dict[PartitionKey, Key] = field(default_factory=dict)
     """Session partition -> the (topic, partition) registered with `DataWaiters`."""
     by_key: dict[Key, PartitionKey] = field(default_factory=dict)
+    unresolved: set[PartitionKey] = field(default_factory=set)
+    """Session partitions of a topic id the image does not know (yet): not watched, looked up
+    again at every fetch."""
     pending: dict[PartitionKey, None] = field(default_factory=dict)
     """Partitions with records left unsent for want of response bytes, oldest first."""
     fetched_ms: int = -1
@@ -69,6 +76,7 @@ class FollowerSession:
         waiters.unwatch(self.watch, self.by_key.keys())
         self.watched.clear()
         self.by_key.clear()
+        self.unresolved.clear()
 
 
 def forget_session(waiters: DataWaiters, session: FetchSession) -> None:
@@ -78,38 +86,74 @@ def forget_session(waiters: DataWaiters, session: FetchSession) -> None:
 
 
 def _follower(session: FetchSession) -> tuple[FollowerSession, bool]:
-    """The session's follower state, and whether it was just made."""
+    """The session's follower state, and whether it was just made (the session tracks its
+    membership changes from then on)."""
     if isinstance(session.follower, FollowerSession):
         return session.follower, False
     session.follower = FollowerSession()
+    session.membership = {}
     return session.follower, True
 
 
 def _sync_watch(
-    waiters: DataWaiters, image: MetadataImage, session: FetchSession, follower: FollowerSession
+    waiters: DataWaiters,
+    image: MetadataImage,
+    session: FetchSession,
+    follower: FollowerSession,
+    new: bool,
 ) -> None:
-    """Watch every partition of the session and nothing else (partitions come and go with the
-    requests' wanted and forgotten lists)."""
-    gone = [k for k in follower.watched if k not in session.partitions]
-    for key in gone:
-        name = follower.watched.pop(key)
-        follower.by_key.pop(name, None)
-        waiters.unwatch(follower.watch, [name])
-    if len(follower.watched) == len(session.partitions):
+    """Watch every partition of the session and nothing else: all of them when the follower
+    state is `new`, then only the partitions the requests added or forgot since (the session's
+    `membership`) and those whose topic id was unknown."""
+    if new:
+        keys: Iterable[PartitionKey] = list(session.partitions)
+    else:
+        membership = session.membership
+        assert membership is not None  # tracked since the follower state was made
+        if not membership and not follower.unresolved:
+            return
+        keys = [*membership, *follower.unresolved]
+    if session.membership:
+        session.membership = {}
+    for key in keys:
+        part = session.partitions.get(key)
+        if part is None:
+            _unwatch(waiters, follower, key)
+        elif key not in follower.watched:
+            _watch(waiters, image, session, follower, key, part)
+
+
+def _watch(
+    waiters: DataWaiters,
+    image: MetadataImage,
+    session: FetchSession,
+    follower: FollowerSession,
+    key: PartitionKey,
+    part: CachedPartition,
+) -> None:
+    topic_name = part.topic
+    if session.uses_topic_ids:
+        topic = image.topic_by_id(part.topic_id)
+        topic_name = None if topic is None else topic.name
+    if topic_name is None:  # read (and refused) whenever the request names it
+        follower.unresolved.add(key)
         return
-    for key, part in session.partitions.items():
-        if key in follower.watched:
-            continue
-        topic_name = part.topic
-        if session.uses_topic_ids:
-            topic = image.topic_by_id(part.topic_id)
-            topic_name = None if topic is None else topic.name
-        if topic_name is None:
-            continue  # an unknown topic id: read (and refused) whenever the request names it
-        watched = (topic_name, part.partition)
-        follower.watched[key] = watched
-        follower.by_key[watched] = key
-        waiters.watch(follower.watch, [watched])
+    follower.unresolved.discard(key)
+    watched = (topic_name, part.partition)
+    follower.watched[key] = watched
+    follower.by_key[watched] = key
+    waiters.watch(follower.watch, [watched])
+
+
+def _unwatch(waiters: DataWaiters, follower: FollowerSession, key: PartitionKey) -> None:
+    follower.unresolved.discard(key)
+    follower.pending.pop(key, None)
+    name = follower.watched.pop(key, None)
+    if name is None:
+        return
+    if follower.by_key.get(name) == key:  # else another key (a topic id since) watches it
+        del follower.by_key[name]
+        waiters.unwatch(follower.watch, [name])
 
 
 def _selected(
@@ -147,7 +191,7 @@ async def read_follower_session(
     docstring); if `ready` says that is not enough, park on the session's watch until an
     append or `max_wait_ms`, reading what changed."""
     follower, new = _follower(session)
-    _sync_watch(waiters, broker.image, session, follower)
+    _sync_watch(waiters, broker.image, session, follower, new)
     started = broker.clock()
     changed = follower.watch.take()
     previous, follower.fetched_ms = follower.fetched_ms, started

@@ -223,12 +223,15 @@ async def _read_until_ready(
 ) -> list[PartitionRead]:
     """Read now; if Kafka would delay this fetch, park until it has enough or times out."""
 
+    session = context.session
+    parts = context.partitions if session is None else list(session.partitions.values())
+
     def read() -> list[PartitionRead]:
         return read_partitions(
             broker,
             broker.replication,
             broker.image,
-            context.partitions,
+            parts,
             uses_ids,
             max_bytes,
             body.isolation_level,

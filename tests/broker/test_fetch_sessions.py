@@ -158,3 +158,20 @@ async def test_eviction_rules() -> None:
     # after the eviction time, an idle session makes room for anyone
     assert cache.maybe_create(5000, False, False, _parts(1))
     assert len(cache.sessions) == 2
+
+
+async def test_a_tracked_session_notes_the_partitions_added_and_dropped() -> None:
+    """A follower's session notes membership changes (the leader's watch follows them without
+    walking the session); a consumer's does not track them."""
+    cache = FetchSessionCache(2)
+    consumer = cache.sessions[cache.maybe_create(0, False, False, _parts(2))]
+    consumer.update([CachedPartition("t", uuid.UUID(int=0), 5, 0, 100)], [("t", 0)])
+    assert consumer.membership is None
+    follower = cache.sessions[cache.maybe_create(0, True, False, _parts(3))]
+    follower.membership = {}
+    moved = CachedPartition("t", uuid.UUID(int=0), 1, 7, 100)  # already there: not a change
+    added = CachedPartition("t", uuid.UUID(int=0), 4, 0, 100)
+    follower.update([moved, added], [("t", 0), ("t", 9)])  # ("t", 9) was never there
+    assert list(follower.membership) == [("t", 4), ("t", 0)]
+    assert follower.partitions[("t", 1)].fetch_offset == 7
+    assert set(follower.partitions) == {("t", 1), ("t", 2), ("t", 4)}

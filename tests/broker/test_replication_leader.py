@@ -504,3 +504,128 @@ async def test_a_closed_follower_session_stops_watching(
     close = _session_fetch(cluster, created.session_id, -1, offset=0)
     await client.request(close, 15, FetchResponse)
     assert cluster.waiters.parked() == 0
+
+
+WIDE = "wide"
+THREE = "three"
+
+
+def _follower_fetch(
+    state: BrokerState,
+    topic: str,
+    session_id: int,
+    epoch: int,
+    named: dict[int, int] | None = None,
+    forgotten: tuple[int, ...] = (),
+    *,
+    replica: int = 2,
+) -> FetchRequest:
+    """`replica`'s Fetch v15 in a session naming `named` (partition -> fetch offset) of `topic`
+    and forgetting `forgotten`; max_wait_ms 0."""
+    image = state.image.topic(topic)
+    assert image is not None
+    named = named or {}
+    return FetchRequest(
+        replica_state=FetchRequest.ReplicaState(replica, _epoch(state, replica)),
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                topic_id=image.topic_id,
+                partitions=[
+                    FetchRequest.FetchPartition(
+                        partition=p, fetch_offset=offset, partition_max_bytes=1 << 20
+                    )
+                    for p, offset in named.items()
+                ],
+            )
+        ]
+        if named
+        else [],
+        forgotten_topics_data=[FetchRequest.ForgottenTopic(topic, image.topic_id, list(forgotten))]
+        if forgotten
+        else [],
+    )
+
+
+def _answered(response: FetchResponse) -> dict[int, FetchResponse.PartitionData]:
+    assert response.error_code == ErrorCode.NONE
+    return {p.partition_index: p for t in response.responses for p in t.partitions}
+
+
+async def test_a_follower_session_watches_the_partitions_its_fetches_add_and_forget(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """The leader's watch follows the session's membership as incremental fetches add and
+    forget partitions: an append to an added partition rides on the next answer, one to a
+    forgotten partition does not, and a partition added again is watched again."""
+    await create_placed(cluster, WIDE, [[1, 2], [1, 2]])
+
+    async def fetch(request: FetchRequest) -> dict[int, FetchResponse.PartitionData]:
+        return _answered(await client.request(request, 15, FetchResponse))
+
+    created = await client.request(_follower_fetch(cluster, WIDE, 0, 0, {0: 0}), 15, FetchResponse)
+    session = created.session_id
+    assert session != 0
+    assert await fetch(_follower_fetch(cluster, WIDE, session, 1)) == {}
+    assert cluster.waiters.parked() == 1  # partition 0
+    await fetch(_follower_fetch(cluster, WIDE, session, 2, {1: 0}))
+    assert cluster.waiters.parked() == 2  # and partition 1, added
+    assert (await produce(client, WIDE, batch(), partition=1, acks=1)).error_code == ErrorCode.NONE
+    news = await fetch(_follower_fetch(cluster, WIDE, session, 3))
+    assert news.keys() == {1}
+    assert len(news[1].records or b"") > 0
+    assert await fetch(_follower_fetch(cluster, WIDE, session, 4, forgotten=(0,))) == {}
+    assert cluster.waiters.parked() == 1  # partition 0 forgotten: no longer watched
+    assert (await produce(client, WIDE, batch(), partition=0, acks=1)).error_code == ErrorCode.NONE
+    assert await fetch(_follower_fetch(cluster, WIDE, session, 5)) == {}
+    again = await fetch(_follower_fetch(cluster, WIDE, session, 6, {0: 0}))
+    assert again.keys() == {0}
+    assert cluster.waiters.parked() == 2
+    assert (await produce(client, WIDE, batch(), partition=0, acks=1)).error_code == ErrorCode.NONE
+    assert (await fetch(_follower_fetch(cluster, WIDE, session, 7, {0: 1}))).keys() == {0}
+
+
+async def test_an_idle_partitions_new_high_watermark_rides_on_the_next_answer(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """KIP-227: broker 2's session names nothing, yet its next answer carries the partition
+    whose high watermark broker 3's fetch moved."""
+    await create_placed(cluster, THREE, [[1, 2, 3]])
+    assert (await produce(client, THREE, batch(), acks=1)).error_code == ErrorCode.NONE
+    created = await client.request(_follower_fetch(cluster, THREE, 0, 0, {0: 0}), 15, FetchResponse)
+    session = created.session_id
+    caught_up = _answered(
+        await client.request(_follower_fetch(cluster, THREE, session, 1, {0: 1}), 15, FetchResponse)
+    )
+    assert all(p.high_watermark == 0 for p in caught_up.values())  # broker 3 is still at 0
+    idle = await client.request(_follower_fetch(cluster, THREE, session, 2), 15, FetchResponse)
+    assert _answered(idle) == {}
+    three = _follower_fetch(cluster, THREE, 0, -1, {0: 1}, replica=3)  # sessionless
+    assert _answered(await client.request(three, 15, FetchResponse))[0].high_watermark == 1
+    news = await client.request(_follower_fetch(cluster, THREE, session, 3), 15, FetchResponse)
+    answered = _answered(news)
+    assert answered.keys() == {0}
+    assert (answered[0].high_watermark, answered[0].records or b"") == (1, b"")
+
+
+async def test_an_idle_partitions_new_log_start_rides_on_the_next_answer(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """KIP-227: DeleteRecords moves the leader's log start of a partition the follower's
+    session has left quiet; the next incremental answer carries it."""
+    await _replicated(cluster, client, 3)
+    created = await client.request(_follower_fetch(cluster, TOPIC, 0, 0, {0: 3}), 15, FetchResponse)
+    session = created.session_id
+    idle = await client.request(_follower_fetch(cluster, TOPIC, session, 1), 15, FetchResponse)
+    assert _answered(idle) == {}
+    result = await delete_records(client, TOPIC, 2, timeout_ms=50)  # the follower starts at 0
+    assert result.error_code == ErrorCode.REQUEST_TIMED_OUT
+    news = await client.request(_follower_fetch(cluster, TOPIC, session, 2), 15, FetchResponse)
+    answered = _answered(news)
+    assert answered.keys() == {0}
+    assert (answered[0].log_start_offset, answered[0].high_watermark) == (2, 3)
