@@ -20,7 +20,7 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
   away) -> SHUTDOWN_NOW (`should_shut_down`) once it leads none and every active broker has
   seen the change; `want_fence` fences it. A heartbeat with another epoch is STALE_BROKER_EPOCH.
 - Leases: a broker that has not heartbeated for `broker.session.timeout.ms` is fenced
-  (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`). A heartbeat
+  (`fence_stale_broker_steps`, one per call, as Kafka's `maybeFenceOneStaleBroker`). A heartbeat
   renews the lease when it arrives (`BrokerLeases.touch`), not when its turn comes: a
   controller busy with a long queue of commands does not fence the brokers waiting in it.
 - Fencing (or controlled shutdown) takes the broker out of every ISR it is in and re-elects
@@ -60,7 +60,6 @@ from strom.coordinator.controller.result import (
     ControllerError,
     ControllerResult,
     Planning,
-    finish,
 )
 from strom.coordinator.metadata.image import (
     METADATA_VERSION,
@@ -94,7 +93,7 @@ MinIsr = Callable[[TopicImage], "int | None"]
 def _no_elr(_topic: TopicImage) -> int | None:
     return None
 
-NO_LEADER_CHANGE = -2
+
 FENCE, UNFENCE = 1, -1
 """BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
 MINIMUM_KRAFT_METADATA_VERSION = 1
@@ -200,25 +199,6 @@ class BrokerLeases:
 
 
 # --- BrokerRegistration -------------------------------------------------------------------------
-
-
-def register_broker(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    request: BrokerRegistrationRequest,
-    *,
-    cluster_id: str,
-    broker_epoch: int,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[BrokerRegistrationResponse]:
-    """`register_broker_steps` at once."""
-    steps = register_broker_steps(
-        image, leases, request, cluster_id=cluster_id, broker_epoch=broker_epoch,
-        now_ms=now_ms, unclean=unclean, elr=elr,
-    )  # fmt: skip
-    return finish(steps)
 
 
 def register_broker_steps(
@@ -347,24 +327,6 @@ def _registration_record(
 # --- BrokerHeartbeat ----------------------------------------------------------------------------
 
 
-def broker_heartbeat(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    request: BrokerHeartbeatRequest,
-    *,
-    next_offset: int,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[BrokerHeartbeatResponse]:
-    """`broker_heartbeat_steps` at once."""
-    steps = broker_heartbeat_steps(
-        image, leases, request, next_offset=next_offset, now_ms=now_ms, unclean=unclean,
-        elr=elr,
-    )  # fmt: skip
-    return finish(steps)
-
-
 def broker_heartbeat_steps(
     image: MetadataImage,
     leases: BrokerLeases,
@@ -465,17 +427,6 @@ def _next_state(
 
 
 # --- leases -------------------------------------------------------------------------------------
-
-
-def fence_stale_broker(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[int | None]:
-    """`fence_stale_broker_steps` at once."""
-    return finish(fence_stale_broker_steps(image, leases, now_ms, unclean, elr))
 
 
 def fence_stale_broker_steps(
