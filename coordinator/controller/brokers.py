@@ -54,7 +54,8 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from strom.config.planted import planted
-from strom.coordinator.controller.election import Election, plan_change
+from strom.config.values import LONG_MAX
+from strom.coordinator.controller.election import Election, is_active, plan_change
 from strom.coordinator.controller.result import (
     PLAN_SLICE,
     ControllerError,
@@ -98,7 +99,6 @@ FENCE, UNFENCE = 1, -1
 """BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
 MINIMUM_KRAFT_METADATA_VERSION = 1
 """What a broker that names no metadata.version range is assumed to support (Kafka's rule)."""
-LONG_MAX = 2**63 - 1
 
 
 class BrokerState(Enum):
@@ -495,7 +495,7 @@ def _unfence(
     records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
 
     def usable(b: int) -> bool:
-        return b == broker_id or _is_active(image, b)
+        return b == broker_id or is_active(image, b)
 
     index = yield from replica_index_steps(image)
     for seen, (topic, p) in enumerate(index.without_leader(image), 1):
@@ -527,7 +527,7 @@ def _remove_from_isrs(
     `shared_only`: also those whose only ISR member it is (a planted bug, for tests)."""
 
     def usable(b: int) -> bool:
-        return b != broker_id and _is_active(image, b)
+        return b != broker_id and is_active(image, b)
 
     records: list[Message] = []
     index = yield from replica_index_steps(image)
@@ -555,8 +555,3 @@ def _remove_from_isrs(
         if change is not None:
             records.append(change)
     return records
-
-
-def _is_active(image: MetadataImage, broker_id: int) -> bool:
-    registration = image.broker(broker_id)
-    return registration is not None and registration.active
