@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strom.broker import runtime
+from strom.config import LONG_MAX
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -35,7 +36,6 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 Result = DescribeLogDirsResponse.DescribeLogDirsResult
-LONG_MAX = 2**63 - 1
 
 
 async def handle(

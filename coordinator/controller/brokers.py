@@ -20,7 +20,7 @@ Kafka's `ClusterControlManager`, `BrokerHeartbeatManager` and the broker half of
   away) -> SHUTDOWN_NOW (`should_shut_down`) once it leads none and every active broker has
   seen the change; `want_fence` fences it. A heartbeat with another epoch is STALE_BROKER_EPOCH.
 - Leases: a broker that has not heartbeated for `broker.session.timeout.ms` is fenced
-  (`fence_stale_broker`, one per call, as Kafka's `maybeFenceOneStaleBroker`). A heartbeat
+  (`fence_stale_broker_steps`, one per call, as Kafka's `maybeFenceOneStaleBroker`). A heartbeat
   renews the lease when it arrives (`BrokerLeases.touch`), not when its turn comes: a
   controller busy with a long queue of commands does not fence the brokers waiting in it.
 - Fencing (or controlled shutdown) takes the broker out of every ISR it is in and re-elects
@@ -54,13 +54,13 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from strom.config.planted import planted
-from strom.coordinator.controller.election import Election, plan_change
+from strom.config.values import LONG_MAX
+from strom.coordinator.controller.election import Election, is_active, plan_change
 from strom.coordinator.controller.result import (
     PLAN_SLICE,
     ControllerError,
     ControllerResult,
     Planning,
-    finish,
 )
 from strom.coordinator.metadata.image import (
     METADATA_VERSION,
@@ -94,12 +94,11 @@ MinIsr = Callable[[TopicImage], "int | None"]
 def _no_elr(_topic: TopicImage) -> int | None:
     return None
 
-NO_LEADER_CHANGE = -2
+
 FENCE, UNFENCE = 1, -1
 """BrokerRegistrationChangeRecord's fenced / inControlledShutdown values (0: no change)."""
 MINIMUM_KRAFT_METADATA_VERSION = 1
 """What a broker that names no metadata.version range is assumed to support (Kafka's rule)."""
-LONG_MAX = 2**63 - 1
 
 
 class BrokerState(Enum):
@@ -200,25 +199,6 @@ class BrokerLeases:
 
 
 # --- BrokerRegistration -------------------------------------------------------------------------
-
-
-def register_broker(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    request: BrokerRegistrationRequest,
-    *,
-    cluster_id: str,
-    broker_epoch: int,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[BrokerRegistrationResponse]:
-    """`register_broker_steps` at once."""
-    steps = register_broker_steps(
-        image, leases, request, cluster_id=cluster_id, broker_epoch=broker_epoch,
-        now_ms=now_ms, unclean=unclean, elr=elr,
-    )  # fmt: skip
-    return finish(steps)
 
 
 def register_broker_steps(
@@ -347,24 +327,6 @@ def _registration_record(
 # --- BrokerHeartbeat ----------------------------------------------------------------------------
 
 
-def broker_heartbeat(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    request: BrokerHeartbeatRequest,
-    *,
-    next_offset: int,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[BrokerHeartbeatResponse]:
-    """`broker_heartbeat_steps` at once."""
-    steps = broker_heartbeat_steps(
-        image, leases, request, next_offset=next_offset, now_ms=now_ms, unclean=unclean,
-        elr=elr,
-    )  # fmt: skip
-    return finish(steps)
-
-
 def broker_heartbeat_steps(
     image: MetadataImage,
     leases: BrokerLeases,
@@ -467,17 +429,6 @@ def _next_state(
 # --- leases -------------------------------------------------------------------------------------
 
 
-def fence_stale_broker(
-    image: MetadataImage,
-    leases: BrokerLeases,
-    now_ms: int,
-    unclean: Unclean = lambda _topic: False,
-    elr: MinIsr = _no_elr,
-) -> ControllerResult[int | None]:
-    """`fence_stale_broker_steps` at once."""
-    return finish(fence_stale_broker_steps(image, leases, now_ms, unclean, elr))
-
-
 def fence_stale_broker_steps(
     image: MetadataImage,
     leases: BrokerLeases,
@@ -544,7 +495,7 @@ def _unfence(
     records: list[Message] = [BrokerRegistrationChangeRecord(broker_id, epoch, fenced=UNFENCE)]
 
     def usable(b: int) -> bool:
-        return b == broker_id or _is_active(image, b)
+        return b == broker_id or is_active(image, b)
 
     index = yield from replica_index_steps(image)
     for seen, (topic, p) in enumerate(index.without_leader(image), 1):
@@ -576,7 +527,7 @@ def _remove_from_isrs(
     `shared_only`: also those whose only ISR member it is (a planted bug, for tests)."""
 
     def usable(b: int) -> bool:
-        return b != broker_id and _is_active(image, b)
+        return b != broker_id and is_active(image, b)
 
     records: list[Message] = []
     index = yield from replica_index_steps(image)
@@ -604,8 +555,3 @@ def _remove_from_isrs(
         if change is not None:
             records.append(change)
     return records
-
-
-def _is_active(image: MetadataImage, broker_id: int) -> bool:
-    registration = image.broker(broker_id)
-    return registration is not None and registration.active

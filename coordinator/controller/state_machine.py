@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from strom.config import BrokerConfig, Listener
+from strom.config import LONG_MAX, BrokerConfig, Listener
 from strom.coordinator.controller.brokers import (
     BrokerLeases,
     broker_heartbeat_steps,
@@ -103,7 +103,6 @@ eligible.leader.replicas.version=1` enables it). transaction.version: 1 flexible
 state records, 2 transactions v2 (KIP-890 part 2); a new cluster finalizes 2, as Kafka 4.0's
 format does (`--feature transaction.version=0` keeps transactions v1)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
-LONG_MAX = 2**63 - 1
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
