@@ -25,7 +25,11 @@ Any other partition is quiet: the follower's fetch offset is the log end (it was
 read, and nothing was appended since), so reading it would only tell the `ReplicaSet` that
 the follower is still caught up. That is what `quiet_since_ms` says instead when the
 partition is next read: the follower was caught up at the start of the previous fetch
-(`ReplicaSet.follower_fetched`), which keeps Kafka's lastCaughtUpTimeMs for the ISR.
+(`ReplicaSet.follower_fetched`), which keeps Kafka's lastCaughtUpTimeMs for the ISR. Until
+then the ISR check asks the session (`FollowerSession.quiet_since`, registered with the
+`ReplicationManager`): a follower caught up at its last read was caught up when the
+session's latest fetch started, so an append to a long-idle partition does not shrink the
+ISR of a follower that kept fetching before its next fetch reads the append.
 """
 
 from __future__ import annotations
@@ -69,7 +73,22 @@ class FollowerSession:
     pending: dict[PartitionKey, None] = field(default_factory=dict)
     """Partitions with records left unsent for want of response bytes, oldest first."""
     fetched_ms: int = -1
-    """When the session's previous fetch started (-1: none yet)."""
+    """When the session's latest fetch started (-1: none yet)."""
+    replica_id: int = -1
+    broker_epoch: int = -1
+    """The follower and the broker epoch its latest fetch named."""
+
+    def quiet_since(self, key: Key, replica_id: int, broker_epoch: int | None) -> int:
+        """`ReplicationManager`'s ISR check: when the latest fetch started, if `replica_id` in
+        `broker_epoch` made it and `key` is watched (a fetch reads every watched partition
+        that changed, so one it left unread was quiet when it started); else -1."""
+        if (
+            replica_id != self.replica_id
+            or broker_epoch != self.broker_epoch
+            or key not in self.by_key
+        ):
+            return -1
+        return self.fetched_ms
 
     def forget(self, waiters: DataWaiters) -> None:
         """Stop watching (the session left the cache)."""
@@ -79,20 +98,26 @@ class FollowerSession:
         self.unresolved.clear()
 
 
-def forget_session(waiters: DataWaiters, session: FetchSession) -> None:
+def forget_session(
+    waiters: DataWaiters, replication: ReplicationManager, session: FetchSession
+) -> None:
     """`FetchSessionCache.on_remove`: a follower's session stops watching its partitions."""
     if isinstance(session.follower, FollowerSession):
         session.follower.forget(waiters)
+        replication.follower_sessions.discard(session.follower)
 
 
-def _follower(session: FetchSession) -> tuple[FollowerSession, bool]:
+def _follower(
+    session: FetchSession, replication: ReplicationManager
+) -> tuple[FollowerSession, bool]:
     """The session's follower state, and whether it was just made (the session tracks its
-    membership changes from then on)."""
+    membership changes from then on, and the ISR check sees its fetches)."""
     if isinstance(session.follower, FollowerSession):
         return session.follower, False
-    session.follower = FollowerSession()
+    follower = session.follower = FollowerSession()
     session.membership = {}
-    return session.follower, True
+    replication.follower_sessions.add(follower)
+    return follower, True
 
 
 def _sync_watch(
@@ -190,11 +215,12 @@ async def read_follower_session(
     """An incremental fetch of a follower's session: read the partitions with news (module
     docstring); if `ready` says that is not enough, park on the session's watch until an
     append or `max_wait_ms`, reading what changed."""
-    follower, new = _follower(session)
+    follower, new = _follower(session, replication)
     _sync_watch(waiters, broker.image, session, follower, new)
     started = broker.clock()
     changed = follower.watch.take()
     previous, follower.fetched_ms = follower.fetched_ms, started
+    follower.replica_id, follower.broker_epoch = replica.replica_id, replica.broker_epoch
     everything = new or changed is ALL or previous < 0
     parts = list(session.partitions.values()) if everything else _selected(
         session, follower, wanted, changed

@@ -368,7 +368,9 @@ def build_services(state: BrokerState) -> None:
     state.waiters = DataWaiters()
     state.replication.high_watermark_listeners.append(state.waiters.high_watermark_moved)
     state.fetch_sessions = FetchSessionCache(state.config.max_incremental_fetch_session_cache_slots)
-    state.fetch_sessions.on_remove = functools.partial(forget_session, state.waiters)
+    state.fetch_sessions.on_remove = functools.partial(
+        forget_session, state.waiters, state.replication
+    )
     state.min_isr = MinIsrCache()
     state.producer_ids = ProducerIdManager(state)
     state.txn_verification = TransactionVerification()

@@ -22,7 +22,11 @@ Kafka's `Partition` does, and nothing here touches a log, a socket or a clock of
   leader's log end offset as it was at the previous fetch (Kafka's lastCaughtUpTimeMs rule:
   a follower that keeps up with a busy leader is never more than one fetch behind).
 - **Shrink**: an ISR follower not caught up for more than `replica.lag.time.max.ms` (and not
-  at the leader's log end offset) leaves the ISR.
+  at the leader's log end offset) leaves the ISR. A partition the follower's fetch session
+  leaves quiet is not read by its fetches (nothing appended, the follower still at its last
+  offset), so its caught-up time is not written on each fetch; it is derived when needed
+  (`quiet_since`): a follower caught up at its last read was caught up when its session's
+  latest fetch started, as Kafka's read of every partition on every fetch would have said.
 - **Expand**: a follower outside the ISR joins once its log end offset reaches the high
   watermark and the start of the leader's epoch (so it holds this leader's history), and its
   fetches carried the broker epoch its broker is registered with now (KIP-903): a log end
@@ -48,7 +52,7 @@ metadata image, sends the AlterPartition it proposes, and completes waiting prod
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from strom.config.planted import planted
@@ -76,6 +80,24 @@ class Proposal:
     """An ISR change sent to the controller; identity tells one proposal from the next."""
 
     isr: frozenset[int]
+
+
+QuietSince = Callable[[int, "int | None"], int]
+"""(follower id, the broker epoch its fetches named) -> when its fetch session's latest fetch
+in that epoch started with this partition quiet (-1: no such session)."""
+
+
+def _quiet_caught_up(replica: int, follower: Follower, quiet_since: QuietSince | None) -> int:
+    """When the follower was last caught up as its session's quiet fetches say: at its
+    session's latest fetch, if it was caught up at its last read of the partition (its offset
+    then the leader's log end; nothing appended until that fetch, which left it unread)."""
+    if (
+        quiet_since is None
+        or follower.log_end_offset < 0
+        or follower.log_end_offset != follower.leader_end_at_last_fetch
+    ):
+        return -1
+    return quiet_since(replica, follower.broker_epoch)
 
 
 class StaleFetch(Exception):
@@ -236,12 +258,15 @@ class ReplicaSet:
         eligible: Mapping[int, int],
         *,
         check_epochs: bool = True,
+        quiet_since: QuietSince | None = None,
     ) -> Proposal | None:
         """The ISR change to propose now (None: keep the ISR, or a change is in flight).
 
         `eligible` maps the brokers that may join (registered, unfenced, not shutting down) to
         their registered broker epochs: a follower joins only if its fetches named that epoch
-        (`check_epochs` False: whatever they named, a planted bug for tests).
+        (`check_epochs` False: whatever they named, a planted bug for tests). `quiet_since`:
+        when a follower's fetch session last fetched with this partition quiet (see Shrink in
+        the module docstring).
         """
         if self.pending is not None:
             return None
@@ -249,7 +274,12 @@ class ReplicaSet:
         for replica, follower in self.followers.items():
             if replica in isr:
                 behind = follower.log_end_offset != leader_end
-                if behind and now_ms - follower.last_caught_up_ms > self.lag_time_max_ms:
+                if (
+                    behind
+                    and now_ms - follower.last_caught_up_ms > self.lag_time_max_ms
+                    and now_ms - _quiet_caught_up(replica, follower, quiet_since)
+                    > self.lag_time_max_ms
+                ):
                     isr.discard(replica)
             elif (
                 replica in eligible

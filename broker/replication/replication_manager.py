@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -102,6 +102,15 @@ class Leadership:
     replica_set: ReplicaSet
 
 
+class QuietFetches(Protocol):
+    """A follower's fetch session on this leader, as the ISR check sees it."""
+
+    def quiet_since(self, key: Key, replica_id: int, broker_epoch: int | None) -> int:
+        """When the session's latest fetch started, if `replica_id` in `broker_epoch` made it
+        and the session watches `key` (so an unread `key` was quiet then); else -1."""
+        ...
+
+
 @dataclass
 class _Outbox:
     """ISR proposals waiting for the sender: key -> (leadership, proposal)."""
@@ -129,6 +138,9 @@ class ReplicationManager:
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
         """Told when a led partition's high watermark or a follower's log start moved
         (DataWaiters wakes parked fetches, acks=all produces and DeleteRecords)."""
+        self.follower_sessions: set[QuietFetches] = set()
+        """The followers' fetch sessions on this leader, for the ISR check of the partitions
+        they leave quiet (`strom.broker.data.follower_sessions`)."""
 
     # --- transitions -------------------------------------------------------------------------
 
@@ -364,6 +376,7 @@ class ReplicationManager:
         proposed = leadership.replica_set.proposal(
             leadership.log.log_end_offset, now, eligible,
             check_epochs=not planted("isr-trusts-old-incarnation"),
+            quiet_since=lambda replica, epoch: self._quiet_since(key, replica, epoch),
         )  # fmt: skip
         if proposed is None:
             return
@@ -372,6 +385,14 @@ class ReplicationManager:
             leadership.log.name, sorted(proposed.isr), sorted(leadership.replica_set.isr),
         )  # fmt: skip
         self._queue(key, leadership, proposed)
+
+    def _quiet_since(self, key: Key, replica_id: int, broker_epoch: int | None) -> int:
+        """When the latest fetch of `replica_id`'s sessions (in `broker_epoch`) that watch
+        `key` started (-1: none): `ReplicaSet.proposal`'s `quiet_since`."""
+        return max(
+            (s.quiet_since(key, replica_id, broker_epoch) for s in self.follower_sessions),
+            default=-1,
+        )
 
     def _queue(self, key: Key, leadership: Leadership, proposal: Proposal) -> None:
         self._outbox.proposals[key] = (leadership, proposal)

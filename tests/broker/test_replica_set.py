@@ -110,6 +110,44 @@ def test_a_quiet_partition_of_a_fetch_session_stays_caught_up() -> None:
     assert behind.followers[2].last_caught_up_ms < 2_000
 
 
+def test_the_isr_check_asks_the_session_about_a_partition_it_left_quiet() -> None:
+    """Caught up at its last read (t=1s), then quiet in its session, whose latest fetch started
+    at t=99.5s: an append at t=100s finds the follower caught up as of 99.5s, until the lag
+    time has passed since then. A follower behind at its last read gets no such credit."""
+    asked: list[tuple[int, int | None]] = []
+
+    def quiet_since(replica: int, epoch: int | None) -> int:
+        asked.append((replica, epoch))
+        return 99_500 if replica == 2 else -1
+
+    replicas = _set()
+    replicas.follower_fetched(2, 10, leader_end=10, now_ms=1_000)
+    replicas.follower_fetched(3, 10, leader_end=10, now_ms=1_000)
+    # the leader appended (log end 11); broker 3's session has not fetched since t=1s
+    proposal = replicas.proposal(11, 100_100, LIVE, quiet_since=quiet_since)
+    assert proposal is not None
+    assert proposal.isr == {1, 2}
+    assert asked == [(2, -1), (3, -1)]
+    later = _set()
+    later.follower_fetched(2, 10, leader_end=10, now_ms=1_000)
+    later.follower_fetched(3, 10, leader_end=10, now_ms=1_000)
+    shrink = later.proposal(11, 99_500 + LAG_MS + 1, LIVE, quiet_since=quiet_since)
+    assert shrink is not None
+    assert shrink.isr == {1}
+    behind = _set((1, 2))
+    behind.follower_fetched(2, 5, leader_end=10, now_ms=1_000)
+    shrink = behind.proposal(11, 100_100, LIVE, quiet_since=quiet_since)
+    assert shrink is not None
+    assert shrink.isr == {1}
+    # the session is only asked when the follower would otherwise leave
+    asked.clear()
+    idle = _set()
+    idle.follower_fetched(2, 10, leader_end=10, now_ms=1_000)
+    idle.follower_fetched(3, 10, leader_end=10, now_ms=1_000)
+    assert idle.proposal(10, 100_100, LIVE, quiet_since=quiet_since) is None  # at the log end
+    assert asked == []
+
+
 def test_a_follower_rejoins_once_at_the_high_watermark_and_in_the_leaders_epoch() -> None:
     replicas = _set((1, 2), hw=0, epoch_start=8)
     replicas.follower_fetched(2, 10, leader_end=10, now_ms=1)

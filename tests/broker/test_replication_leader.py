@@ -629,3 +629,29 @@ async def test_an_idle_partitions_new_log_start_rides_on_the_next_answer(
     answered = _answered(news)
     assert answered.keys() == {0}
     assert (answered[0].log_start_offset, answered[0].high_watermark) == (2, 3)
+
+
+async def test_an_idle_follower_stays_in_the_isr_while_its_session_fetches(
+    cluster: BrokerState, client: KafkaClient
+) -> None:
+    """Kafka's lastCaughtUpTimeMs for a partition a follower's session leaves quiet: a follower
+    caught up at its last read of the partition, whose session kept fetching, was caught up
+    when its latest fetch started. An append then finds it in the ISR until
+    replica.lag.time.max.ms (1 s here) after that fetch, and out once that has passed."""
+    manager = cluster.replication
+    replicas = manager.leaders[(TOPIC, 0)].replica_set
+    created = await client.request(_follower_fetch(cluster, TOPIC, 0, 0, {0: 0}), 15, FetchResponse)
+    session = created.session_id
+    start = cluster.clock()
+    await client.request(_follower_fetch(cluster, TOPIC, session, 1), 15, FetchResponse)
+    cluster.clock = lambda: start + 5_000  # the partition stays idle; the session fetches on
+    quiet = await client.request(_follower_fetch(cluster, TOPIC, session, 2), 15, FetchResponse)
+    assert _answered(quiet) == {}
+    assert (await produce(client, TOPIC, batch(), acks=1)).error_code == ErrorCode.NONE
+    cluster.clock = lambda: start + 5_900  # the follower has not fetched the append yet
+    manager.check_isr()
+    assert replicas.pending is None
+    assert replicas.isr == {1, 2}
+    cluster.clock = lambda: start + 6_100  # and never does
+    manager.check_isr()
+    await _until(lambda: (p := cluster.image.partition(TOPIC, 0)) is not None and p.isr == (1,))
