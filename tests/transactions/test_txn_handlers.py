@@ -252,21 +252,7 @@ async def test_add_partitions_v4_batched_and_verify_only(broker: EmbeddedBroker,
 
 
 async def test_offsets_in_a_transaction(broker: EmbeddedBroker, client: KafkaClient) -> None:
-    await create_topic(broker, "t")
-    ids = await init(client)
-    pid, epoch = ids.producer_id, ids.producer_epoch
-    offsets = AddOffsetsToTxnRequest(
-        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"
-    )
-    assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
-    Part = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
-    commit = TxnOffsetCommitRequest(
-        transactional_id="tx",
-        group_id="g",
-        producer_id=pid,
-        producer_epoch=epoch,
-        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic("t", [Part(0, 42, -1, "md")])],
-    )
+    pid, epoch, commit = await _offsets_in_a_transaction(broker, client)
     response = await client.request(commit, 3, TxnOffsetCommitResponse)
     assert response.topics[0].partitions[0].error_code == 0
     assert await _fetched(client) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
@@ -280,7 +266,10 @@ async def test_offsets_in_a_transaction(broker: EmbeddedBroker, client: KafkaCli
     response = await client.request(commit, 3, TxnOffsetCommitResponse)
     assert response.topics[0].partitions[0].error_code == ErrorCode.INVALID_TXN_STATE
     # in one, a generation of a group that has none is ILLEGAL_GENERATION
-    offsets.group_id = commit.group_id = "g2"
+    commit.group_id = "g2"
+    offsets = AddOffsetsToTxnRequest(
+        transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g2"
+    )
     assert (await client.request(offsets, 3, AddOffsetsToTxnResponse)).error_code == 0
     commit.generation_id, commit.member_id = 5, "m"
     response = await client.request(commit, 3, TxnOffsetCommitResponse)
