@@ -160,14 +160,22 @@ def free_port() -> int:
         return port
 
 
-def metadata_once(host: str, port: int, timeout: float) -> MetadataResponse:
-    """Connect, send one Metadata request (all topics), return the decoded response."""
+def metadata_once(
+    host: str, port: int, timeout: float, topics: list[str] | None = None
+) -> MetadataResponse:
+    """Connect, send one Metadata request (all topics, or the named ones without creating any),
+    return the decoded response."""
     sock = socket.create_connection((host, port), timeout=timeout)
     try:
         if sock.getsockname() == sock.getpeername():  # TCP self-connect to a free port
             raise ConnectionRefusedError("connected to itself")
         conn = ClientConnection(client_id="strom-bench")
-        sock.sendall(conn.send_request(MetadataRequest(topics=None), METADATA_VERSION))
+        request = MetadataRequest(
+            topics=None if topics is None else [MetadataRequest.MetadataRequestTopic(name=n)
+                                                for n in topics],
+            allow_auto_topic_creation=False,
+        )  # fmt: skip
+        sock.sendall(conn.send_request(request, METADATA_VERSION))
         while True:
             data = sock.recv(65536)
             conn.receive_data(data)
