@@ -3,7 +3,8 @@
 The production client a node uses to talk to its peers (the Raft driver to the other voters).
 It connects on first use and after any failure; every failure (refused, reset, timed out,
 malformed) closes the connection and is raised as `PeerUnavailable`, so the caller decides
-whether and when to retry. Requests carry the caller's correlation id. Concurrent callers
+whether and when to retry. A caller cancelled from outside mid-request closes it too: the
+answer it leaves behind must not reach the next caller. Requests carry the caller's correlation id. Concurrent callers
 (several admin requests forwarded to the controller at once) take turns: a lock keeps one
 request on the wire at a time, and only the time on the wire counts against `timeout_s`.
 
@@ -59,6 +60,14 @@ class PeerConnection:
             await lock.acquire()
         try:
             return await self._request(body, version, correlation_id, timeout_s)
+        except BaseException:
+            # Cancelled from outside (or anything `_request` lets through) with the request
+            # perhaps on the wire: its answer would come to the next caller, so the
+            # connection goes (a shielded close is immediate: no close_notify is waited for).
+            if self._stream is not None:
+                with trio.CancelScope(shield=True):
+                    await self.aclose()
+            raise
         finally:
             lock.release()
 
@@ -110,6 +119,8 @@ class PeerConnection:
                     raise PeerUnavailable(f"{self.address} closed the connection")
                 self._conn.receive_data(data)
                 continue
+            if event[0] != correlation_id:  # never another request's answer as this one's
+                raise ProtocolError(f"expected correlation id {correlation_id}, got {event[0]}")
             return event[1]
 
     async def _login(self, correlation_id: int) -> None:
