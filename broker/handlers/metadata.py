@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from strom.broker.admin.authz import authorized
 from strom.broker.admin.broker_nodes import broker_nodes, controller_id
-from strom.broker.admin.partition_leadership import leadership
+from strom.broker.admin.partition_leadership import Leaderships
 from strom.broker.drivers.topics import auto_create_topics, is_internal_topic
 from strom.broker.security.authorization import allowed
 from strom.coordinator.controller.names import invalid_topic_name
@@ -46,9 +46,12 @@ from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from strom.broker.admin.broker_nodes import BrokerNode
     from strom.broker.handlers.request import RequestContext
     from strom.broker.state import BrokerState
-    from strom.coordinator.metadata.image import MetadataImage, TopicImage
+    from strom.coordinator.metadata.image import MetadataImage, PartitionImage, TopicImage
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -71,7 +74,8 @@ async def handle(
     topics: list[Topic] = []
     if wanted is None:
         image = broker.image
-        ctx = _Context(broker, image, body, request)
+        nodes = broker_nodes(broker, image, request.listener)
+        ctx = _Context(broker, image, body, request, _leaderships(broker, nodes))
         topics = [
             _topic(ctx, image.topics_by_name[n])
             for n in image.topic_names()
@@ -97,9 +101,9 @@ async def handle(
             if missing:
                 created.update(await auto_create_topics(broker.topics, missing))
         image = broker.image
-        ctx = _Context(broker, image, body, request)
+        nodes = broker_nodes(broker, image, request.listener)
+        ctx = _Context(broker, image, body, request, _leaderships(broker, nodes))
         topics = [_requested(ctx, t, created, version) for t in wanted]
-    nodes = broker_nodes(broker, image, request.listener)
     return MetadataResponse(
         brokers=[MetadataResponse.MetadataResponseBroker(*n[:4]) for n in nodes],
         cluster_id=broker.cluster_id,
@@ -112,11 +116,17 @@ async def handle(
     )
 
 
+def _leaderships(broker: BrokerState, nodes: list[BrokerNode]) -> Leaderships:
+    """The listed brokers are the reachable ones (registered, unfenced, on this listener)."""
+    return Leaderships(frozenset(n.broker_id for n in nodes), broker.offline_replicas)
+
+
 class _Context(NamedTuple):
     broker: BrokerState
     image: MetadataImage
     body: MetadataRequest
     request: RequestContext
+    leaderships: Leaderships
 
     def may_describe(self, topic: str) -> bool:
         return allowed(self.broker, self.request, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
@@ -161,20 +171,23 @@ def _requested(
 
 
 def _topic(ctx: _Context, topic: TopicImage) -> Topic:
+    # the hot loop of an answer for every topic (a million partitions): names bound once,
+    # fields given by position (the generated class's order)
+    leadership, topic_id = ctx.leaderships.of, topic.topic_id
+    none, not_available = ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE
     partitions = []
-    for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
-        leader, offline = leadership(
-            ctx.broker, ctx.image, topic.topic_id, p, ctx.request.listener
-        )
-        partitions.append(
+    append = partitions.append
+    for p in _by_index(topic.partitions):
+        leader, offline = leadership(topic_id, p)
+        append(
             Partition(
-                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-                partition_index=p.partition_id,
-                leader_id=leader,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=list(p.replicas),
-                isr_nodes=list(p.isr),
-                offline_replicas=offline,
+                none if leader >= 0 else not_available,  # error_code
+                p.partition_id,  # partition_index
+                leader,  # leader_id
+                p.leader_epoch,  # leader_epoch
+                list(p.replicas),  # replica_nodes
+                list(p.isr),  # isr_nodes
+                offline,  # offline_replicas
             )
         )
     return Topic(
@@ -188,3 +201,12 @@ def _topic(ctx: _Context, topic: TopicImage) -> Topic:
             ResourceType.TOPIC, topic.name,
         ),
     )
+
+
+def _by_index(partitions: Mapping[int, PartitionImage]) -> Collection[PartitionImage]:
+    """The partitions by index: the map's own order when it is that already, as the
+    controller's records leave it, without sorting a million of them by a key function."""
+    indexes = list(partitions)
+    if indexes == sorted(indexes):
+        return partitions.values()
+    return [partitions[i] for i in sorted(indexes)]
