@@ -140,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         encoded = time.process_time()
         del response
         released = time.process_time()
-        took = (handled - began, encoded - handled, released - encoded, released - began)
-        for name, t in zip(phases, took, strict=False):
-            best[name] = min(best[name], t)
+        spans = (handled - began, encoded - handled, released - encoded, released - began)
+        for name, span in zip(phases, spans, strict=False):
+            best[name] = min(best[name], span)
         body = memoryview(data)[8 if args.version < 9 else 9 :]
         took_decode, decoded = _timed(partial(MetadataResponse.decode, body, args.version))
         best["decode"] = min(best["decode"], took_decode)

@@ -196,7 +196,7 @@ def _topic(ctx: _Context, topic: TopicImage) -> Topic:
     # fields given by position (the generated class's order)
     leadership, topic_id = ctx.leaderships.of, topic.topic_id
     none, not_available = ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE
-    partitions = []
+    partitions: list[Partition] = []
     append = partitions.append
     for p in _by_index(topic.partitions):
         leader, offline = leadership(topic_id, p)
