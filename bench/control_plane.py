@@ -576,10 +576,7 @@ async def _run(cluster: ClusterProcess, result: RunResult, log: Callable[[str], 
         fig["brokers_fenced_after_failover"] = fenced
         if fig["failover_new_leader_s"] > SLOW_FAILOVER_S:  # keep the evidence before it scrolls
             keep = RESULTS / "logs"
-            keep.mkdir(parents=True, exist_ok=True)
-            for node in cluster.controllers:
-                name = f"failover-b{len(fleet.brokers)}-{int(time.time())}-controller-{node.node_id}.log"
-                (keep / name).write_text("\n".join(node.output) + "\n")
+            write_controller_logs(cluster, keep, f"failover-b{len(fleet.brokers)}-{int(time.time())}")
             log(f"  failover slower than {SLOW_FAILOVER_S} s: the controllers' logs are in {keep}")
         log(f"  failover: leader in {fig['failover_new_leader_s']} s, every broker's heartbeat "
             f"answered in {fig['failover_heartbeats_answered_s']} s, {fenced} fenced")  # fmt: skip
@@ -721,6 +718,13 @@ SLOW_FAILOVER_S = 4.0
 """A failover slower than this keeps the controllers' logs (in RESULTS/logs, git-ignored)."""
 
 
+def write_controller_logs(cluster: ClusterProcess, directory: Path, prefix: str) -> None:
+    """Each controller's last log lines as `<prefix>-controller-<id>.log` in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for node in cluster.controllers:
+        (directory / f"{prefix}-controller-{node.node_id}.log").write_text("\n".join(node.output) + "\n")
+
+
 def run_one(
     n_brokers: int, n_partitions: int, log: Callable[[str], None], profile: Path | None = None
 ) -> RunResult:
@@ -751,9 +755,7 @@ def run_one(
         finally:
             result.figures["snapshots"] = snapshot_lines(cluster)
             if profile is not None:  # each controller's log beside its stacks
-                for node in cluster.controllers:
-                    out = profile / f"b{n_brokers}-p{n_partitions}-controller-{node.node_id}.log"
-                    out.write_text("\n".join(node.output) + "\n")
+                write_controller_logs(cluster, profile, f"b{n_brokers}-p{n_partitions}")
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)

@@ -4,9 +4,10 @@ The production client a node uses to talk to its peers (the Raft driver to the o
 It connects on first use and after any failure; every failure (refused, reset, timed out,
 malformed) closes the connection and is raised as `PeerUnavailable`, so the caller decides
 whether and when to retry. A caller cancelled from outside mid-request closes it too: the
-answer it leaves behind must not reach the next caller. Requests carry the caller's correlation id. Concurrent callers
-(several admin requests forwarded to the controller at once) take turns: a lock keeps one
-request on the wire at a time, and only the time on the wire counts against `timeout_s`.
+answer it leaves behind must not reach the next caller. Requests carry the caller's
+correlation id. Concurrent callers (several admin requests forwarded to the controller at
+once) take turns: a lock keeps one request on the wire at a time, and only the time on the
+wire counts against `timeout_s`.
 
 It lives beside the drivers that use it, not in `strom.broker.network`: the server there
 imports the handlers, which import the drivers.
