@@ -781,9 +781,11 @@ class ClusterProcess:
         controlled shutdown through the active controller, which needs a quorum of voters still
         running. Stopped all at once, the first nodes out take the quorum with them and the
         others wait for a controller that is gone (bounded, but seconds each); stopped in turn,
-        each finds a controller, and the last, with no other broker left to lead, skips it."""
+        each finds a controller, and the last, with no other broker left to lead, skips it.
+        Brokers go before the controllers of a split cluster: a broker whose quorum is gone
+        would wait out the whole grace period for an answer."""
         try:
-            for node in self.nodes:
+            for node in sorted(self.nodes, key=lambda n: n.is_controller):
                 if node.alive:
                     self._terminate([node.process], grace)
         finally:
