@@ -39,6 +39,10 @@ Behavior:
 - acks=0 gets no response; if any partition failed the connection is closed
   instead, as Kafka does, so the producer notices and refreshes metadata.
 - Successful appends wake long-polling fetches on that partition.
+- Pipelining: when the connection loop allows it (`RequestContext.may_defer`), a Produce that
+  must wait for its replicas returns a `Deferred` once its records are appended, so the next
+  Produce on the connection is appended while this one waits; the answers still go out in the
+  requests' order. Kafka appends a connection's requests in the same order, one at a time.
 
 Version notes: v3 baseline (transactional id, message format v2); v4
 KAFKA_STORAGE_ERROR; v5 log_start_offset; v7 zstd; v8 record_errors and
@@ -61,6 +65,7 @@ from strom.broker.data.append import (
     first_batch,
 )
 from strom.broker.data.txn_verify import Refused, verify_partitions
+from strom.broker.handlers.request import Deferred
 from strom.broker.security.authorization import allowed
 from strom.coordinator.metadata.acls import AclOperation, ResourceType
 from strom.storage.log.producer_state import VerificationGuard
@@ -94,7 +99,7 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 
 async def handle(
     broker: BrokerState, request: RequestContext, body: ProduceRequest
-) -> ProduceResponse | None:
+) -> ProduceResponse | Deferred | None:
     version = request.api_version
     acks = body.acks
     transactional = {
@@ -141,10 +146,29 @@ async def handle(
             )
         appended.append((topic.name, outcomes))
     pending = [(name, o) for name, outcomes in appended for o in outcomes if o.awaiting]
-    if pending:
+    if not pending:
+        return _answer(broker, request, body, appended)
+
+    async def replicated() -> ProduceResponse | None:
         await await_replication(
             broker, broker.replication, broker.waiters, broker.min_isr, pending, body.timeout_ms
         )
+        return _answer(broker, request, body, appended)
+
+    if request.may_defer:  # appended: the connection may go on to its next Produce
+        return Deferred(replicated)
+    return await replicated()
+
+
+def _answer(
+    broker: BrokerState,
+    request: RequestContext,
+    body: ProduceRequest,
+    appended: list[tuple[str, list[AppendOutcome]]],
+) -> ProduceResponse | None:
+    """The response once every partition is settled; None for acks=0, whose failures close
+    the connection instead."""
+    version, acks = request.api_version, body.acks
     responses = [
         TopicResponse(name, [o.response() for o in outcomes]) for name, outcomes in appended
     ]

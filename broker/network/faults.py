@@ -38,6 +38,7 @@ from typing import Any
 
 import trio
 
+from strom.broker.handlers.request import Deferred
 from strom.broker.network.error_response import error_response
 from strom.wire.errors import ErrorCode, ProtocolError
 
@@ -146,6 +147,7 @@ class FaultInjector:
         rule = self._match(key, body, topic_of_id)
         if rule is None:
             return await run(body)
+        run = _answered(run)  # a rule sees and changes the whole answer, never a deferred one
         if rule.delay_ms:
             await trio.sleep(rule.delay_ms / 1000)
         if not rule.error:
@@ -208,6 +210,16 @@ class FaultInjector:
                 ProduceResponse.PartitionProduceResponse(i, rule.error, base_offset=-1) for i in indexes
             ]))  # fmt: skip
         return response
+
+
+def _answered(run: Run) -> Run:
+    """`run`, with a deferred answer (`Deferred`, a pipelined Produce) waited for."""
+
+    async def answered(body: Any) -> Any:
+        response = await run(body)
+        return await response.finish() if isinstance(response, Deferred) else response
+
+    return answered
 
 
 def _hits(rule: Rule, topic: str, partition: int) -> bool:

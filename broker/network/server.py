@@ -18,6 +18,7 @@ import errno
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from strom.broker import runtime
 from strom.broker.handlers import HANDLERS, listener_type
 from strom.broker.handlers.api_versions import API_KEY as API_VERSIONS_KEY
 from strom.broker.handlers.api_versions import supported_versions
-from strom.broker.handlers.request import RequestContext
+from strom.broker.handlers.request import Deferred, RequestContext
 from strom.broker.network.error_response import error_response
 from strom.broker.network.faults import FaultInjector
 from strom.broker.network.loop_time import LoopTime
@@ -254,11 +255,34 @@ class Server:
         listener: str,
         principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
+        """Serve the connection's requests; Produce answers deferred by their handlers are
+        sent by tasks of `answers`, in the requests' order. The connection ends once the last
+        of them is sent (at once, cancelling them, if the loop failed)."""
+        failure: Exception | None = None
+        async with trio.open_nursery() as answers:
+            try:
+                await self._requests(stream, host, conn_id, listener, principal, answers)
+            except Exception as exc:  # raised from here, not from the nursery (no group)
+                failure = exc
+                answers.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _requests(
+        self,
+        stream: trio.abc.Stream,
+        host: str,
+        conn_id: int,
+        listener: str,
+        principal: KafkaPrincipal,
+        answers: trio.Nursery,
+    ) -> None:
         config = self.state.config
         conn = Connection(max_frame_size=config.socket_request_max_bytes)
         waiting = trio.CancelScope()
         reserved = 0  # of self.memory, for the frame being read; given back once it is answered
         received = time.perf_counter()  # when the last bytes arrived: requests in them queue from then
+        deferred: deque[trio.Event] = deque()  # set once each deferred answer is sent, in order
         auth = None if self.sasl is None else self.sasl.authenticator(listener)
         if auth is not None:  # Kafka's bound on what an unauthenticated client may send
             conn.max_frame_size = min(conn.max_frame_size, config.sasl_server_max_receive_size)
@@ -300,10 +324,26 @@ class Server:
                                 self.loop_time.take()  # authentication is charged to no one, as in Kafka
                             continue
                     assert isinstance(event, Request | UnsupportedRequest)
+                    while deferred and deferred[0].is_set():
+                        deferred.popleft()
+                    produce = event.header.request_api_key == PRODUCE_KEY
+                    if deferred and (not produce or len(deferred) >= MAX_DEFERRED_ANSWERS):
+                        await deferred[-1].wait()  # any other request waits for the answers before it
+                        deferred.clear()
                     throttled: list[int] = []
                     chunks = await self.dispatch(
-                        event, host, conn_id, listener, principal, throttled, received
+                        event, host, conn_id, listener, principal, throttled, received, produce
                     )
+                    if isinstance(chunks, _Later):
+                        sent = trio.Event()
+                        previous = deferred[-1] if deferred else None
+                        answers.start_soon(self._answer_later, stream, chunks, previous, sent, reserved)
+                        deferred.append(sent)
+                        reserved = 0  # given back by the answer's task
+                        continue
+                    if deferred:
+                        await deferred[-1].wait()
+                        deferred.clear()
                     if chunks is not None:
                         if not has_file_chunks(chunks):
                             if conn.buffered:  # pipelined requests: yield to others between them
@@ -380,8 +420,11 @@ class Server:
         principal: KafkaPrincipal = ANONYMOUS,
         throttled: list[int] | None = None,
         received: float | None = None,
-    ) -> list[Any] | None:
+        deferrable: bool = False,
+    ) -> list[Any] | _Later | None:
         """Run the request's handler; return the response chunks, or None for no response.
+        With `deferrable` (a Produce on a client connection without quotas), a handler may
+        defer its answer: then a `_Later` that `_answer_later` completes.
         A client over a quota (produce or fetch bytes, request time, controller mutations: the
         handler's `request.throttle_ms`) gets the longest throttle in `throttle_time_ms`, and
         the milliseconds are appended to `throttled` (the caller mutes the connection).
@@ -418,9 +461,29 @@ class Server:
         if self.state.authorizer is not None and key not in EXEMPT_APIS:
             response = self._refusal(key, version, request)
             refused = response is not None
+        if deferrable and kind == "broker":
+            request.may_defer = not self.state.image.client_quotas
         started = time.perf_counter()
         if not refused:
             response = await self._handle(handler, key, version, event.body, request)
+        if isinstance(response, Deferred):
+            return _Later(event, kind, request, response, started, received)
+        return self._complete(event, kind, request, response, started, received, throttled)
+
+    def _complete(
+        self,
+        event: Request,
+        kind: str,
+        request: RequestContext,
+        response: Any,
+        started: float,
+        received: float | None,
+        throttled: list[int] | None,
+    ) -> list[Any] | None:
+        """The handler's response recorded in the metrics, encoded, and throttled by the
+        client's quotas."""
+        header = event.header
+        key, version = header.request_api_key, header.request_api_version
         if self.recording:
             self.state.metrics.record_request(
                 key, version, event.body, response,
@@ -429,7 +492,7 @@ class Server:
                 self._topic_of_id,
             )  # fmt: skip
         chunks = None if response is None else encode_response(key, version, header.correlation_id, response)
-        if kind != "broker" or not isinstance(event, Request):
+        if kind != "broker":
             return chunks  # quotas are clients'; a controller listener's requests are the cluster's
         quotas = self.state.image.client_quotas
         if quotas is not self._quotas_seen:
@@ -463,17 +526,43 @@ class Server:
         except ProtocolError:
             raise
         except Exception as exc:
-            response = error_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
-            log.error(
-                "handler for API key %d v%d failed (%s; %s): %s: %s",
-                key, version, _raised_at(exc),
-                "answered UNKNOWN_SERVER_ERROR" if response is not None else "closing the connection",
-                type(exc).__name__, exc,
-            )  # fmt: skip
-            log.debug("handler failure", exc_info=exc)
-            if response is None:
-                raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
-            return response
+            return _handler_failed(key, version, exc)
+
+    async def _answer_later(
+        self,
+        stream: trio.abc.Stream,
+        later: _Later,
+        previous: trio.Event | None,
+        sent: trio.Event,
+        reserved: int,
+    ) -> None:
+        """Finish a deferred answer and send it after the answer before it (`previous`). A
+        failure closes the connection, so no answer after it goes out of order."""
+        request = later.request
+        try:
+            try:
+                response = await later.deferred.finish()
+            except ProtocolError:
+                raise
+            except Exception as exc:
+                response = _handler_failed(request.api_key, request.api_version, exc)
+            chunks = self._complete(
+                later.event, later.kind, request, response, later.started, later.received, None
+            )
+            if previous is not None:
+                await previous.wait()
+            if chunks is not None:
+                await stream.send_all(b"".join(chunks))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.debug("connection %d went away before a deferred answer", request.connection_id)
+            await trio.aclose_forcefully(stream)
+        except ProtocolError as exc:
+            log.info("closing connection %d from %s: %s", request.connection_id,
+                     request.client_host, exc)  # fmt: skip
+            await trio.aclose_forcefully(stream)
+        finally:
+            self.memory.release(reserved)
+            sent.set()
 
     def _fetch_quota(self, request: RequestContext) -> FetchQuota:
         quotas = self.state.image.client_quotas
@@ -524,6 +613,45 @@ class Server:
     def _topic_of_id(self, topic_id: Any) -> str | None:
         topic = self.state.image.topic_by_id(topic_id)
         return None if topic is None else topic.name
+
+
+MAX_DEFERRED_ANSWERS = 64
+"""Produce answers a connection may owe while it reads on; past it, it waits for them (their
+request bytes stay reserved in `Server.memory` until each is sent, which bounds the rest)."""
+
+
+class _Later:
+    """A request whose handler deferred its answer, with what completing it needs."""
+
+    __slots__ = ("deferred", "event", "kind", "received", "request", "started")
+
+    def __init__(
+        self,
+        event: Request,
+        kind: str,
+        request: RequestContext,
+        deferred: Deferred,
+        started: float,
+        received: float | None,
+    ) -> None:
+        self.event, self.kind, self.request = event, kind, request
+        self.deferred, self.started, self.received = deferred, started, received
+
+
+def _handler_failed(key: int, version: int, exc: Exception) -> Any:
+    """A handler raised: UNKNOWN_SERVER_ERROR where the response has an error code (logged
+    in one line), else a ProtocolError that closes the connection."""
+    response = error_response(key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+    log.error(
+        "handler for API key %d v%d failed (%s; %s): %s: %s",
+        key, version, _raised_at(exc),
+        "answered UNKNOWN_SERVER_ERROR" if response is not None else "closing the connection",
+        type(exc).__name__, exc,
+    )  # fmt: skip
+    log.debug("handler failure", exc_info=exc)
+    if response is None:
+        raise ProtocolError(f"internal error: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR) from exc
+    return response
 
 
 async def _close_after(stream: trio.abc.Stream, delay: float) -> None:
