@@ -8,8 +8,16 @@ connection. A malformed request closes that connection alone; a handler that
 fails answers UNKNOWN_SERVER_ERROR where the response has a top-level error
 code (`error_response`), else closes the connection, and logs one line.
 
+One exception, for throughput: an acks=all Produce that has appended its records and waits
+for its replicas defers its answer (`Deferred`), and the loop reads on. A Produce after it is
+appended at once, so one replication round carries both (Kafka would append it only after the
+first is answered: a round per request). Answers go out in the requests' order, from a task
+per deferred answer; any other request is handled only after every answer before it is sent,
+so what it sees is what it would see on Kafka. At most `MAX_DEFERRED_ANSWERS` per
+connection; none while client quotas exist (they throttle by the answer).
+
 Shutdown: connections waiting for a request stop at once; one in the middle
-of a request finishes it and sends the response, then stops.
+of a request finishes it and sends the response (and every deferred answer), then stops.
 """
 
 from __future__ import annotations
@@ -559,6 +567,11 @@ class Server:
         except ProtocolError as exc:
             log.info("closing connection %d from %s: %s", request.connection_id,
                      request.client_host, exc)  # fmt: skip
+            await trio.aclose_forcefully(stream)
+        except Exception as exc:  # one connection's failure, never the server's
+            log.error("closing connection %d from %s: a deferred answer failed (%s): %s: %s",
+                      request.connection_id, request.client_host, _raised_at(exc),
+                      type(exc).__name__, exc)  # fmt: skip
             await trio.aclose_forcefully(stream)
         finally:
             self.memory.release(reserved)
