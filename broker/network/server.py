@@ -28,6 +28,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -636,22 +637,16 @@ partitions of one leader needs that many: with 1,000 partitions over three nodes
 (`bench/scaling.py --cluster`), 64 gave 3,800 msg/s, 256 gave 4,700 and 1,024 gave 7,700."""
 
 
+@dataclass(slots=True, frozen=True)
 class _Later:
     """A request whose handler deferred its answer, with what completing it needs."""
 
-    __slots__ = ("deferred", "event", "kind", "received", "request", "started")
-
-    def __init__(
-        self,
-        event: Request,
-        kind: str,
-        request: RequestContext,
-        deferred: Deferred,
-        started: float,
-        received: float | None,
-    ) -> None:
-        self.event, self.kind, self.request = event, kind, request
-        self.deferred, self.started, self.received = deferred, started, received
+    event: Request
+    kind: str
+    request: RequestContext
+    deferred: Deferred
+    started: float
+    received: float | None
 
 
 def _handler_failed(key: int, version: int, exc: Exception) -> Any:
