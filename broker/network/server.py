@@ -12,8 +12,8 @@ One exception, for throughput: an acks=all Produce that has appended its records
 for its replicas defers its answer (`Deferred`), and the loop reads on. A Produce after it is
 appended at once, so one replication round carries both (Kafka would append it only after the
 first is answered: a round per request). Answers go out in the requests' order, from a task
-per deferred answer; any other request is handled only after every answer before it is sent,
-so what it sees is what it would see on Kafka. At most `MAX_DEFERRED_ANSWERS` per
+per deferred answer; any other request (a SASL re-authentication too) is handled only after
+every answer before it is sent, so what it sees is what it would see on Kafka. At most `MAX_DEFERRED_ANSWERS` per
 connection; none while client quotas exist (they throttle by the answer).
 
 Shutdown: connections waiting for a request stop at once; one in the middle
@@ -320,6 +320,11 @@ class Server:
                     if event is CLOSED:
                         return
                     if auth is not None:
+                        if deferred and not _is_produce(event):
+                            # the authenticator sends its own answers (re-authentication,
+                            # KIP-368): after every deferred answer before them
+                            await deferred[-1].wait()
+                            deferred.clear()
                         if not await self._authenticate(auth, event, stream, host, conn_id):
                             return
                         if auth.authenticated:
@@ -335,7 +340,7 @@ class Server:
                     assert isinstance(event, Request | UnsupportedRequest)
                     while deferred and deferred[0].is_set():
                         deferred.popleft()
-                    produce = event.header.request_api_key == PRODUCE_KEY
+                    produce = _is_produce(event)
                     if deferred and (not produce or len(deferred) >= MAX_DEFERRED_ANSWERS):
                         await deferred[-1].wait()  # any other request waits for the answers before it
                         deferred.clear()
@@ -647,6 +652,10 @@ class _Later:
     deferred: Deferred
     started: float
     received: float | None
+
+
+def _is_produce(event: object) -> bool:
+    return isinstance(event, Request) and event.header.request_api_key == PRODUCE_KEY
 
 
 def _handler_failed(key: int, version: int, exc: Exception) -> Any:

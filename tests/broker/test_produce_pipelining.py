@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+from strom.broker.security.sasl_client import SaslClient, login
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker
@@ -24,9 +25,11 @@ from strom.wire.errors import ErrorCode
 from strom.wire.message import Message
 from strom.wire.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from strom.wire.messages.produce import ProduceResponse
+from strom.wire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from tests.broker.cluster_helpers import CLUSTER_OVERRIDES, create_placed, register, state_of
 from tests.broker.test_produce_helpers import batch, produce_request
 from tests.broker.test_replication_leader import fetch_one, replica_fetch
+from tests.broker.test_sasl import ALICE_SECRET, SASL, sasl_address, sender
 
 pytestmark = pytest.mark.trio
 
@@ -147,3 +150,29 @@ async def test_a_client_gone_with_answers_owed_harms_no_one(
         assert produced.responses[0].partition_responses[0].base_offset == 2
     finally:
         await other.aclose()
+
+
+REAUTH = {**CLUSTER_OVERRIDES, **SASL, "connections.max.reauth.ms": "60000"}
+
+
+@pytest.mark.parametrize("broker_overrides", [REAUTH])
+async def test_a_reauthentication_is_answered_after_the_deferred_answers(
+    cluster: BrokerState, broker: EmbeddedBroker
+) -> None:
+    """KIP-368: the authenticator answers a SaslHandshake itself; pipelined after two waiting
+    Produces, its answer still comes third (librdkafka re-authenticates with requests in
+    flight)."""
+    client = await KafkaClient.connect(sasl_address(broker))
+    try:
+        await login(sender(client), SaslClient("PLAIN", "alice", ALICE_SECRET))
+        first, second = produce_request(TOPIC, batch([b"a"])), produce_request(TOPIC, batch([b"b"]))
+        first.timeout_ms = second.timeout_ms = 200  # broker 2 never fetches: both time out
+        ids = await _send(
+            client, (first, 9), (second, 9), (SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        )
+        answers = await _answers(client, 3)
+        assert [correlation for correlation, _ in answers] == ids
+        assert isinstance(answers[2][1], SaslHandshakeResponse)
+        assert answers[2][1].error_code == ErrorCode.NONE
+    finally:
+        await client.aclose()
