@@ -12,6 +12,7 @@ herder's and the group coordinator's INFO lines, which say which worker leads th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -82,6 +83,7 @@ class ConnectWorker:
         self.port = free_port()
         self.process: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=3000)
+        self.received = 0  # lines read so far (`output` keeps the last of them)
 
     @property
     def url(self) -> str:
@@ -128,6 +130,7 @@ class ConnectWorker:
         assert process.stdout is not None
         for line in process.stdout:
             self.output.append(line.rstrip("\n"))
+            self.received += 1
         process.stdout.close()
 
     def _ready(self) -> bool:
@@ -151,10 +154,28 @@ class ConnectWorker:
         try:
             return process.wait(timeout)
         except subprocess.TimeoutExpired:
+            dump = self.thread_dump(process)
             process.kill()
             process.wait()
             raise AssertionError(f"the Connect worker ignored SIGTERM for {timeout}s:\n"
-                                 f"{self.tail()}") from None  # fmt: skip
+                                 f"{self.tail()}\n--- its threads ---\n{dump}") from None  # fmt: skip
+
+    def thread_dump(self, process: subprocess.Popen[str], timeout: float = 10.0) -> str:
+        """SIGQUIT: the JVM prints every thread's stack to its stdout (what a hung shutdown
+        waits for); the lines from "Full thread dump" on, once the dump's last line is read."""
+        start = self.received
+        process.send_signal(signal.SIGQUIT)
+        with contextlib.suppress(AssertionError):  # whatever arrived is still worth showing
+            wait_until(lambda: any("JNI global refs" in line for line in self._since(start)),
+                       timeout=timeout, what="the JVM's thread dump", interval=0.1)  # fmt: skip
+        lines = self._since(start)
+        begun = next((i for i, line in enumerate(lines) if "Full thread dump" in line), 0)
+        return "\n".join(lines[begun:])
+
+    def _since(self, count: int) -> list[str]:
+        """The lines read after the first `count` (as many as `output` still holds)."""
+        new = self.received - count
+        return list(self.output)[-new:] if new > 0 else []
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
