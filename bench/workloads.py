@@ -375,9 +375,11 @@ def latency(
         send, poll, clock = producer.produce, producer.poll, time.perf_counter
         start = clock()
         for i in range(count):
-            # poll() returns once it has run a delivery callback (or at the send time)
+            # poll() returns once it has run a delivery callback, or after its timeout in
+            # whole milliseconds (rounded up: a shorter one would spin at 0 ms, on a CPU the
+            # brokers share; a send is late by under a millisecond, and the schedule holds)
             while (wait := start + i * interval - clock()) > 0:
-                poll(wait)
+                poll(max(wait, 0.001))
             send(topic, pool[i & (POOL - 1)], partition=0, on_delivery=on_delivery)
             poll(0)
         sent = clock()
