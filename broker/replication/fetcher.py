@@ -379,6 +379,7 @@ class LeaderFetcher:
     ) -> None:
         backoff_s = self.broker.config.replica_fetch_backoff_ms / 1000
         owed: list[PartitionLog] = []
+        cut: list[Key] = []  # truncated, their directories' checkpoints owed (one write for all)
         for topic in response.responses:
             # `_names` is of this leader's partitions now: `sent` may name fewer (not more)
             name = topic.topic or self._names.get(topic.topic_id, "")
@@ -397,6 +398,7 @@ class LeaderFetcher:
                 self._session.changed.add(key)  # its fetch state may move below
                 try:
                     if p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                        self._checkpoint_cuts(cut)  # before anything else may run
                         await self._out_of_range(key, target, address)
                     elif p.error_code != ErrorCode.NONE:
                         if p.error_code not in _RETRIABLE:
@@ -406,15 +408,16 @@ class LeaderFetcher:
                             )  # fmt: skip
                         self._delayed[key] = trio.current_time() + backoff_s
                     elif p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
-                        cut = truncation_point(
+                        point = truncation_point(
                             plog, p.diverging_epoch.epoch, p.diverging_epoch.end_offset
                         )
                         log.info(
                             "%s diverges from leader %d (epoch %d ends at %d): truncating to %d",
                             plog.name, self.leader, p.diverging_epoch.epoch,
-                            p.diverging_epoch.end_offset, cut.offset,
+                            p.diverging_epoch.end_offset, point.offset,
                         )  # fmt: skip
-                        self.broker.logs.truncate_to(*key, cut.offset)
+                        self.broker.logs.truncate_to(*key, point.offset, checkpoint=False)
+                        cut.append(key)
                     else:
                         before = (plog.high_watermark, plog.log_start_offset)
                         records = p.records
@@ -431,6 +434,7 @@ class LeaderFetcher:
                 except (LogError, OSError) as exc:
                     log.warning("replicating %s from broker %d: %s", plog.name, self.leader, exc)
                     self._delayed[key] = trio.current_time() + backoff_s
+        self._checkpoint_cuts(cut)
         # flush.messages: flushed before the next fetch tells the leader this replica holds
         # them (so acks=all with flush.messages=1 means synced on every ISR member, as Kafka)
         for plog in owed:
@@ -438,6 +442,21 @@ class LeaderFetcher:
                 await runtime.to_thread(plog.flush)
             except KafkaStorageError as exc:  # offline now; the storage heartbeat reports it
                 log.warning("flushing %s: %s", plog.name, exc)
+
+    def _checkpoint_cuts(self, cut: list[Key]) -> None:
+        """Persist the checkpoints that truncations in `cut` owe, once per directory, and empty
+        it; before the next schedule point (nothing may be written past a new end first)."""
+        if not cut:
+            return
+        try:
+            self.broker.logs.checkpoint_partitions(cut)
+        except OSError as exc:
+            log.warning("checkpointing %d truncated partitions from broker %d: %s",
+                        len(cut), self.leader, exc)  # fmt: skip
+            retry = trio.current_time() + self.broker.config.replica_fetch_backoff_ms / 1000
+            for key in cut:
+                self._delayed[key] = retry
+        cut.clear()
 
     def _follow_log_start(self, plog: PartitionLog, leader_start: int) -> None:
         """Advance the local log start to the leader's (DeleteRecords, retention there), never

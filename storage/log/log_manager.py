@@ -353,20 +353,34 @@ class LogManager:
             directory / HIGH_WATERMARK_FILE, {tp: p.high_watermark for tp, p in logs.items()}
         )
 
-    def truncate_to(self, topic: str, partition: int, offset: int) -> None:
+    def truncate_to(
+        self, topic: str, partition: int, offset: int, *, checkpoint: bool = True
+    ) -> None:
         """Truncate a log and persist its checkpoints at once.
 
         Truncating below the log start offset lowers it; the log-start checkpoint
         must say so before anything is written past the new end, or recovery after
         a crash would take the stale, higher start and hide those records.
+
+        A checkpoint rewrites every partition of the directory, so one per truncated log is
+        quadratic when many are cut together (a follower's first fetch after a failover).
+        Such a caller passes `checkpoint=False` and calls `checkpoint_partitions` once for
+        all of them before its next schedule point, as Kafka's LogManager.truncateTo takes a
+        map of partitions and checkpoints each directory once.
         """
         found = self._logs.get((topic, partition))
         if found is None:
             raise KeyError(f"no log for {topic}-{partition}")
         found.truncate_to(offset)
-        directory = self._dir_of.get((topic, partition))
-        if directory is not None and directory not in self.offline_dirs:
-            self._checkpoint_dir(directory)
+        if checkpoint:
+            self.checkpoint_partitions([(topic, partition)])
+
+    def checkpoint_partitions(self, keys: Iterable[TopicPartition]) -> None:
+        """Persist the checkpoints of each directory that holds one of `keys`, once."""
+        directories = {self._dir_of.get(key) for key in keys}
+        for directory in directories:
+            if directory is not None and directory not in self.offline_dirs:
+                self._checkpoint_dir(directory)
 
     def checkpoint_cleaner(self, partition: PartitionLog) -> None:
         """Rewrite the cleaner-offset-checkpoint of the partition's directory (cleaner thread)."""

@@ -19,12 +19,13 @@ from strom.storage import LogConfig
 from strom.storage.log.partition import PartitionLog
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.fetch import FetchResponse
-from tests.log.helpers import T0, batch, open_log, read_everything
+from tests.log.helpers import T0, batch, get_log, manager, open_log, read_everything
 
 pytestmark = pytest.mark.trio
 
 TOPIC_ID = uuid.UUID(int=7)
-KEY = ("t", 0)
+Key = tuple[str, int]
+KEY: Key = ("t", 0)
 
 
 class _Logs:
@@ -34,22 +35,27 @@ class _Logs:
     def get(self, topic: str, index: int) -> PartitionLog | None:
         return self.log if (topic, index) == KEY else None
 
-    def truncate_to(self, topic: str, index: int, offset: int) -> None:
+    def truncate_to(self, topic: str, index: int, offset: int, *, checkpoint: bool = True) -> None:
         assert (topic, index) == KEY
         self.log.truncate_to(offset)
 
+    def checkpoint_partitions(self, keys: list[tuple[str, int]]) -> None:
+        assert set(keys) <= {KEY}
 
-def _fetcher(log: PartitionLog, leader_epoch: int = 1) -> LeaderFetcher:
+
+def _fetcher(
+    log: PartitionLog, leader_epoch: int = 1, logs: Any = None, keys: tuple[Key, ...] = (KEY,)
+) -> LeaderFetcher:
     broker: Any = SimpleNamespace(
         node_id=2,
         config=BrokerConfig.from_properties({}),
-        logs=_Logs(log),
+        logs=_Logs(log) if logs is None else logs,
         clock=lambda: T0,
         controller=SimpleNamespace(broker_epoch=42),
     )
     manager: Any = SimpleNamespace(
         broker=broker,
-        targets={KEY: FetchTarget(TOPIC_ID, 1, leader_epoch)},
+        targets={key: FetchTarget(TOPIC_ID, 1, leader_epoch) for key in keys},
         targets_changed=trio.Event(),
         high_watermark_listeners=[],
     )
@@ -193,6 +199,36 @@ async def test_a_diverging_epoch_truncates(tmp_path: Path) -> None:
     await fetcher._apply(fetcher._mine(), _answer(partition), Address("127.0.0.1", 1))
     assert follower.log_end_offset == 2
     assert follower.latest_epoch() == 0
+
+
+async def test_partitions_cut_in_one_answer_share_one_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failover cuts many partitions in one answer: each truncation is on disk at once, but
+    the directory's checkpoints (every partition's offsets) are written once for all of them,
+    not once each (quadratic in the partitions a broker follows)."""
+    logs = manager([tmp_path])
+    keys = tuple(("t", index) for index in range(3))
+    for _topic, index in keys:
+        follower = logs.create("t", index, LogConfig())
+        for epoch in (0, 0, 1, 1):
+            follower.append(batch([b"x"]), epoch, T0)
+    written: list[Path] = []
+    monkeypatch.setattr(logs, "_checkpoint_dir", written.append)
+    fetcher = _fetcher(get_log(logs, "t", 0), leader_epoch=2, logs=logs, keys=keys)
+    diverged = FetchResponse.EpochEndOffset(epoch=0, end_offset=2)
+    partitions = [
+        FetchResponse.PartitionData(
+            index, ErrorCode.NONE, high_watermark=2, diverging_epoch=diverged
+        )
+        for _topic, index in keys
+    ]
+    answer = FetchResponse(responses=[
+        FetchResponse.FetchableTopicResponse(topic="t", topic_id=TOPIC_ID, partitions=partitions)
+    ])  # fmt: skip
+    await fetcher._apply(fetcher._mine(), answer, Address("127.0.0.1", 1))
+    assert [get_log(logs, *key).log_end_offset for key in keys] == [2, 2, 2]
+    assert written == [tmp_path]
 
 
 async def test_an_error_backs_the_partition_off(tmp_path: Path) -> None:
