@@ -13,8 +13,9 @@ for its replicas defers its answer (`Deferred`), and the loop reads on. A Produc
 appended at once, so one replication round carries both (Kafka would append it only after the
 first is answered: a round per request). Answers go out in the requests' order, from a task
 per deferred answer; any other request (a SASL re-authentication too) is handled only after
-every answer before it is sent, so what it sees is what it would see on Kafka. At most `MAX_DEFERRED_ANSWERS` per
-connection; none while client quotas exist (they throttle by the answer).
+every answer before it is sent, so what it sees is what it would see on Kafka. At most
+`MAX_DEFERRED_ANSWERS` per connection; none while client quotas exist (they throttle by the
+answer).
 
 Shutdown: connections waiting for a request stop at once; one in the middle
 of a request finishes it and sends the response (and every deferred answer), then stops.
@@ -319,12 +320,15 @@ class Server:
                         continue
                     if event is CLOSED:
                         return
+                    while deferred and deferred[0].is_set():
+                        deferred.popleft()
+                    produce = _is_produce(event)
+                    if deferred and (not produce or len(deferred) >= MAX_DEFERRED_ANSWERS):
+                        # any other request (a SASL re-authentication too, which the
+                        # authenticator answers itself) waits for the answers before it
+                        await deferred[-1].wait()
+                        deferred.clear()
                     if auth is not None:
-                        if deferred and not _is_produce(event):
-                            # the authenticator sends its own answers (re-authentication,
-                            # KIP-368): after every deferred answer before them
-                            await deferred[-1].wait()
-                            deferred.clear()
                         if not await self._authenticate(auth, event, stream, host, conn_id):
                             return
                         if auth.authenticated:
@@ -338,12 +342,6 @@ class Server:
                                 self.loop_time.take()  # authentication is charged to no one, as in Kafka
                             continue
                     assert isinstance(event, Request | UnsupportedRequest)
-                    while deferred and deferred[0].is_set():
-                        deferred.popleft()
-                    produce = _is_produce(event)
-                    if deferred and (not produce or len(deferred) >= MAX_DEFERRED_ANSWERS):
-                        await deferred[-1].wait()  # any other request waits for the answers before it
-                        deferred.clear()
                     throttled: list[int] = []
                     chunks = await self.dispatch(
                         event, host, conn_id, listener, principal, throttled, received, produce
