@@ -324,11 +324,12 @@ class Script:
             part: FetchResponse.PartitionData = response.responses[0].partitions[0]
             return part
 
-        for _ in range(600):
+        for _ in range(600):  # a reference broker under load may answer a retriable error
             part = await fetch(0)
-            if part.last_stable_offset == part.high_watermark:
+            if part.error_code == ErrorCode.NONE and part.last_stable_offset == part.high_watermark:
                 break
             await trio.sleep(0.05)
+        waited = ErrorCode(part.error_code).name
         answers: list[Step] = []
         offset = 0
         while offset < part.high_watermark and len(answers) < 20:
@@ -345,7 +346,9 @@ class Script:
             if not batches:
                 break
             offset = batches[-1][0] + batches[-1][1] + 1
-        self.note("read_committed", topic, part.high_watermark, part.last_stable_offset, answers)
+        self.note(
+            "read_committed", topic, waited, part.high_watermark, part.last_stable_offset, answers
+        )
 
     async def marker(
         self, pid: int, epoch: int, commit: bool, coordinator_epoch: int, *parts: tuple[str, int]
