@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import trio
 
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import BrokerProcess
@@ -40,6 +41,17 @@ def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+async def _output_lines(broker: BrokerProcess, text: str) -> list[str]:
+    """The broker's output lines holding `text`, once there is one: a thread drains the
+    child's pipe, so a line logged before an answer may reach `output` after it."""
+    for _ in range(1000):
+        found = [line for line in broker.output if text in line]
+        if found:
+            return found
+        await trio.sleep(0.01)
+    raise AssertionError(f"no output line holds {text!r}")
+
+
 async def test_partitions_beyond_the_file_limit_are_offline_not_led(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data") as broker:
         assert broker.process is not None
@@ -62,7 +74,8 @@ async def test_partitions_beyond_the_file_limit_are_offline_not_led(tmp_path: Pa
             first_offline = offline[0][0]
             refused = await produce(client, "many", batch([b"x"]), partition=first_offline)
             assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-            [line] = [line for line in broker.output if "cannot open the logs" in line]
+            lines = await _output_lines(broker, "cannot open the logs")
+            [line] = lines
             assert "Too many open files" in line  # one line, not one per partition
             _set_soft_nofile(pid, normal)
             await create(client, topic("next"))  # a metadata change retries the opens
