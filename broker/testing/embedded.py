@@ -91,10 +91,28 @@ async def open_broker(
 
 
 def child_environment() -> dict[str, str]:
-    """The environment of a `strom` child: it imports the same `strom` as this process."""
+    """The environment of a `strom` child: it imports the same `strom` as this process.
+
+    Where PYTHONDONTWRITEBYTECODE keeps `.pyc` files out of the source tree (a checkout, as on
+    the project's machines), the children keep their bytecode in a cache of their own
+    (PYTHONPYCACHEPREFIX, `bytecode_cache()`) instead of compiling all of Strom at every start:
+    about 0.3 s of CPU per child, which a test of three nodes, or of a CLI run after another,
+    pays many times. Python checks each cached file against its source, so an edited module is
+    compiled again."""
     home = str(Path(strom.__file__).resolve().parent.parent)
     path = [home, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(path)}
+    if env.get("PYTHONDONTWRITEBYTECODE") and not env.get("PYTHONPYCACHEPREFIX"):
+        env["PYTHONDONTWRITEBYTECODE"] = ""
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode_cache())
+    return env
+
+
+def bytecode_cache() -> Path:
+    """The test children's bytecode: under the user's cache directory (not a shared /tmp path
+    that another user could fill first)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "strom" / "bytecode"
 
 
 class BrokerProcess:
