@@ -74,8 +74,7 @@ async def test_partitions_beyond_the_file_limit_are_offline_not_led(tmp_path: Pa
             first_offline = offline[0][0]
             refused = await produce(client, "many", batch([b"x"]), partition=first_offline)
             assert refused.error_code == ErrorCode.KAFKA_STORAGE_ERROR
-            lines = await _output_lines(broker, "cannot open the logs")
-            [line] = lines
+            [line] = await _output_lines(broker, "cannot open the logs")
             assert "Too many open files" in line  # one line, not one per partition
             _set_soft_nofile(pid, normal)
             await create(client, topic("next"))  # a metadata change retries the opens
