@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import subprocess
 import sys
@@ -52,6 +53,27 @@ def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
     result = run_cli("serve", "--config", str(tmp_path / "nope.properties"))
     assert result.returncode == 2
     assert "nope.properties" in result.stderr
+
+
+def test_serve_runs_with_the_collector_on_and_its_loaded_modules_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from strom.broker.process import cli, serve
+
+    seen: list[tuple[bool, int]] = []
+
+    def run(args: object) -> int:
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        return 0
+
+    monkeypatch.setattr(serve, "run", run)
+    try:
+        assert cli.main(["serve"]) == 0
+    finally:
+        gc.unfreeze()
+    [(enabled, frozen)] = seen
+    assert enabled
+    assert frozen > 0
 
 
 def test_version() -> None:
