@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from strom.broker.metrics.recorder import BrokerMetrics
 from strom.broker.runtime import wall_clock_ms
@@ -32,6 +32,16 @@ if TYPE_CHECKING:
     from strom.storage.log.log_manager import LogManager
 
 
+class CoordinatorStarter(Protocol):
+    """Starts the coordinators on first need (`strom.broker.data.coordinator_start`)."""
+
+    def groups(self) -> GroupDriver | None: ...
+
+    def transactions(self) -> TransactionDriver | None: ...
+
+    def follow(self) -> None: ...
+
+
 @dataclass
 class BrokerCore:
     config: BrokerConfig
@@ -48,9 +58,11 @@ class BrokerCore:
     (`strom.broker.admin.forwarding`)."""
     clock: Callable[[], int] = field(default=wall_clock_ms)
     groups: GroupDriver | None = None
-    """The group coordinator (set by the broker once it has loaded __consumer_offsets)."""
+    """The group coordinator, once started (`group_coordinator` starts it)."""
     transactions: TransactionDriver | None = None
-    """The transaction coordinator (set by the broker once it has loaded __transaction_state)."""
+    """The transaction coordinator, once started (`transaction_coordinator` starts it)."""
+    coordinators: CoordinatorStarter | None = None
+    """Starts the coordinators on first need, once the broker serves (None before)."""
     raft: RaftDriver | None = None
     """The Raft replica of the metadata log (`controller.raft`; None only in handler tests)."""
     topic_creator: TopicController | None = None
@@ -62,6 +74,20 @@ class BrokerCore:
     """An image was followed (`strom.broker.replication.partitions.follow_image`): until then
     this broker leads nothing (a quorum member follows only once caught up with the metadata
     log, see `strom.broker.process.app`)."""
+
+    def group_coordinator(self) -> GroupDriver | None:
+        """The group coordinator, started if this is its first need; None before the broker
+        serves."""
+        if self.groups is None and self.coordinators is not None:
+            return self.coordinators.groups()
+        return self.groups
+
+    def transaction_coordinator(self) -> TransactionDriver | None:
+        """The transaction coordinator, started if this is its first need; None before the
+        broker serves."""
+        if self.transactions is None and self.coordinators is not None:
+            return self.coordinators.transactions()
+        return self.transactions
 
     @property
     def topics(self) -> TopicController:

@@ -32,7 +32,6 @@ from strom.broker.data.inter_broker import BrokerPeers, by_topic
 from strom.broker.data.txn_verify import VerifyRequest
 from strom.broker.drivers.peer import PeerUnavailable
 from strom.broker.drivers.topics import TRANSACTION_STATE
-from strom.coordinator.transactions.txn_state_manager import partition_for
 from strom.wire.errors import ErrorCode
 from strom.wire.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -105,10 +104,13 @@ class CoordinatorVerifier:
         add: bool,
     ) -> dict[Key, ErrorCode]:
         state = self._state
-        driver = state.transactions
+        driver = state.transaction_coordinator()
         topic = state.image.topic(TRANSACTION_STATE)
         if driver is None or topic is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        # the transaction coordinator's modules load with it, on first need (coordinator_start)
+        from strom.coordinator.transactions.txn_state_manager import partition_for
+
         index = partition_for(transactional_id, len(topic.partitions))
         leader = state.image.partition(TRANSACTION_STATE, index)
         if leader is None or leader.leader < 0:

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 
 def group_driver(broker: BrokerState) -> GroupDriver | None:
-    """The coordinator, or None before it has loaded (answer COORDINATOR_NOT_AVAILABLE)."""
-    return broker.groups
+    """The coordinator (started on first need), or None before the broker serves (answer
+    COORDINATOR_NOT_AVAILABLE)."""
+    return broker.group_coordinator()
 
 
 def client_host(request: RequestContext) -> str:

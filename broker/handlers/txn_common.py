@@ -17,8 +17,9 @@ INVALID_PRODUCER_EPOCH, which their clients handle the same way, as Kafka answer
 
 
 def txn_driver(broker: BrokerState) -> TransactionDriver | None:
-    """The coordinator, or None before it has loaded (answer COORDINATOR_NOT_AVAILABLE)."""
-    return broker.transactions
+    """The coordinator (started on first need), or None before the broker serves (answer
+    COORDINATOR_NOT_AVAILABLE)."""
+    return broker.transaction_coordinator()
 
 
 def for_version(error: ErrorCode, api_key: int, version: int) -> ErrorCode:

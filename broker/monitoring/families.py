@@ -318,17 +318,15 @@ class BrokerCollector(Collector):
     # --- groups ------------------------------------------------------------------------------
 
     def _groups(self) -> Iterator[Metric]:
-        driver = self.state.groups
-        if driver is None:
-            return
-        machine = driver.machine
+        driver = self.state.groups  # not started yet (it starts on first need): no groups
+        groups = [] if driver is None else list(driver.machine.groups.values())
         counts = dict.fromkeys((s for s, _ in _GROUP_STATES), 0)
-        for group in machine.groups.values():
+        for group in groups:
             counts[group.state.value] = counts.get(group.state.value, 0) + 1
         yield GaugeMetricFamily(
             "kafka_coordinator_group_groupmetadatamanager_numgroups",
             "Groups this broker coordinates",
-            value=len(machine.groups),
+            value=len(groups),
         )
         for state, name in _GROUP_STATES:
             yield GaugeMetricFamily(
@@ -341,12 +339,12 @@ class BrokerCollector(Collector):
             "Groups this broker coordinates, per rebalance protocol",
             labels=["protocol"],
         )
-        by_protocol.add_metric(["classic"], len(machine.groups))
+        by_protocol.add_metric(["classic"], len(groups))
         yield by_protocol
         yield CounterMetricFamily(
             "kafka_server_group_coordinator_metrics_group_rebalance",
             "Rebalances started (groups entering PreparingRebalance)",
-            value=machine.membership.rebalances,
+            value=0 if driver is None else driver.machine.membership.rebalances,
         )
 
     # --- kafka.log:type=Log ------------------------------------------------------------------

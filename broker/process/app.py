@@ -24,7 +24,7 @@ import trio
 from strom.broker import runtime
 from strom.broker.admin.forwarding import ForwardingTopicCreator
 from strom.broker.core_state import wall_clock_ms
-from strom.broker.data.coordinator_topics import group_driver, transaction_driver
+from strom.broker.data.coordinator_start import Coordinators
 from strom.broker.data.fetch_sessions import FetchSessionCache
 from strom.broker.data.follower_sessions import forget_session
 from strom.broker.data.lookup import MinIsrCache
@@ -260,17 +260,15 @@ class Broker:
                 else:  # unfenced: caught up with the metadata log
                     if "broker" in config.roles:  # a controller alone hosts no partition
                         await _follow(state, controller)
-                # the coordinators of the partitions led here (groups of __consumer_offsets,
-                # transactions of __transaction_state), loaded before clients come in
-                groups = state.groups = group_driver(
-                    state, state.replication, state.waiters, state.min_isr
-                )
-                transactions = state.transactions = transaction_driver(
-                    state, state.replication, state.waiters, state.min_isr, state.producer_ids
-                )
                 if failure is None:
-                    await groups.load()
-                    await transactions.load()
+                    # the coordinators of the partitions led here (groups of __consumer_offsets,
+                    # transactions of __transaction_state) are loaded before clients come in;
+                    # any other starts on first need (strom.broker.data.coordinator_start)
+                    coordinators = state.coordinators = Coordinators(
+                        state, state.replication, state.waiters, state.min_isr,
+                        state.producer_ids, accepting,
+                    )  # fmt: skip
+                    await coordinators.start_led()
                     state.txn_verification.verifier = state.txn_verifier  # the coordinator answers now
                     serve(controller_listeners=False)  # see _serve's docstring
                     if endpoint is not None:
@@ -288,8 +286,6 @@ class Broker:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
-                    accepting.start_soon(groups.run)
-                    accepting.start_soon(transactions.run)
                     accepting.start_soon(_maintenance_loop, config, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)

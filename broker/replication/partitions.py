@@ -203,10 +203,8 @@ async def follow_image(
     _finish(state, plan, outcome, first=first)
     replication.follow(image, topics)
     report_storage(state)
-    if state.groups is not None:  # coordinate the groups of the offsets partitions led here
-        state.groups.follow()
-    if state.transactions is not None:  # and the transactions of the transaction-state ones
-        state.transactions.follow()
+    if state.coordinators is not None:  # coordinate the groups of the offsets partitions led
+        state.coordinators.follow()  # here, and the transactions of the transaction-state ones
 
 
 class ImageFollower:
