@@ -159,29 +159,34 @@ async def test_second_member_is_parked_until_the_first_rejoins(broker: EmbeddedB
     await b.aclose()
 
 
+def _started(broker: EmbeddedBroker) -> tuple[bool, bool]:
+    """Whether the broker's group and transaction coordinators have started."""
+    state = broker.broker.state
+    assert state is not None
+    return state.groups is not None, state.transactions is not None
+
+
 async def test_the_coordinators_start_on_first_need_and_before_serving_after_a_restart(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
     async with open_broker(data) as broker:
-        state = broker.broker.state
-        assert state is not None
-        assert (state.groups, state.transactions) == (None, None)  # a fresh node starts neither
+        assert _started(broker) == (False, False)  # a fresh node starts neither
         client = await KafkaClient.connect(broker.bootstrap)
         await create_topic(client, "t")
-        assert state.groups is None  # a topic of its own needs no coordinator
+        assert _started(broker) == (False, False)  # a topic of its own needs no coordinator
         found = await client.request(FindCoordinatorRequest(key="g"), 3, FindCoordinatorResponse)
         assert found.error_code == ErrorCode.NONE
-        assert state.groups is not None  # the first request that asks for one starts it
+        assert _started(broker) == (True, False)  # the first request that asks starts it
         assert await commit(client, "g", "t", 5) == [0, 0]
-        assert state.transactions is None
         await client.aclose()
     async with open_broker(data) as broker:
+        # it leads __consumer_offsets: started, and every partition loaded, before serving
+        assert _started(broker) == (True, False)
         state = broker.broker.state
         assert state is not None
-        assert state.groups is not None  # it leads __consumer_offsets: loaded before serving
-        assert state.groups.owned  # every partition led here, before the first request
-        assert state.transactions is None
+        assert state.groups is not None
+        assert state.groups.owned
 
 
 async def test_groups_and_offsets_survive_a_restart(tmp_path: Path) -> None:
