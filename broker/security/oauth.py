@@ -29,7 +29,6 @@ import json
 import logging
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,13 +49,15 @@ class JwksError(Exception):
 
 def fetch_jwks(url: str) -> Mapping[str, Any]:
     """The JWKS document at `url` (https: or file:), parsed."""
+    from urllib.request import url2pathname, urlopen  # loaded only where a JWKS is read
+
     parsed = urllib.parse.urlparse(url)
     try:
         if parsed.scheme == "file":
-            with open(urllib.request.url2pathname(parsed.path), "rb") as f:
+            with open(url2pathname(parsed.path), "rb") as f:
                 data = f.read(MAX_JWKS_BYTES + 1)
         elif parsed.scheme == "https":
-            with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
+            with urlopen(url, timeout=FETCH_TIMEOUT_S) as response:
                 data = response.read(MAX_JWKS_BYTES + 1)
         else:
             raise JwksError(f"the JWKS URL {url} is neither https: nor file:")
