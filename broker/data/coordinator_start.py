@@ -59,38 +59,23 @@ class Coordinators:
         (before the broker serves clients)."""
         core = self._core
         if core.groups is None and self._leads(CONSUMER_OFFSETS):
-            groups = self._new_groups()
-            await groups.load()
-            self._nursery.start_soon(groups.run)
+            await self._loaded(self._new_groups())
         if core.transactions is None and self._leads(TRANSACTION_STATE):
-            transactions = self._new_transactions()
-            await transactions.load()
-            self._nursery.start_soon(transactions.run)
+            await self._loaded(self._new_transactions())
 
     def groups(self) -> GroupDriver | None:
         """The group driver, started now if it has not been (None once the broker is
         shutting down: the request answers COORDINATOR_NOT_AVAILABLE)."""
-        driver = self._core.groups
-        if driver is None and not self._stopping:
-            driver = self._new_groups()
-            driver.follow()
-            self._nursery.start_soon(driver.run)
-        return driver
+        if self._core.groups is None and not self._stopping:
+            self._following(self._new_groups())
+        return self._core.groups
 
     def transactions(self) -> TransactionDriver | None:
         """The transaction driver, started now if it has not been (None once the broker is
         shutting down)."""
-        driver = self._core.transactions
-        if driver is None and not self._stopping:
-            driver = self._new_transactions()
-            driver.follow()
-            self._nursery.start_soon(driver.run)
-        return driver
-
-    @property
-    def _stopping(self) -> bool:
-        """The broker's background tasks are being cancelled: none may start."""
-        return self._nursery.cancel_scope.cancel_called
+        if self._core.transactions is None and not self._stopping:
+            self._following(self._new_transactions())
+        return self._core.transactions
 
     def follow(self) -> None:
         """After each metadata change: the started coordinators follow their topics'
@@ -105,6 +90,21 @@ class Coordinators:
             core.transactions.follow()
         elif self._leads(TRANSACTION_STATE):
             self.transactions()
+
+    @property
+    def _stopping(self) -> bool:
+        """The broker's background tasks are being cancelled: none may start."""
+        return self._nursery.cancel_scope.cancel_called
+
+    async def _loaded(self, driver: GroupDriver | TransactionDriver) -> None:
+        """Run `driver` once it has loaded every partition led here."""
+        await driver.load()
+        self._nursery.start_soon(driver.run)
+
+    def _following(self, driver: GroupDriver | TransactionDriver) -> None:
+        """Run `driver` now; the partitions led here load in its background."""
+        driver.follow()
+        self._nursery.start_soon(driver.run)
 
     def _leads(self, topic: str) -> bool:
         found = self._core.image.topic(topic)
