@@ -18,6 +18,7 @@ them (34 modules, about a tenth of the imports before its first request).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import trio
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     from strom.broker.drivers.groups import GroupDriver
     from strom.broker.drivers.transactions import TransactionDriver
     from strom.broker.replication.replication_manager import ReplicationManager
+
+
+LOGGERS = ("strom.groups", "strom.transactions")
+"""The coordinators' loggers, which exist from start-up, before their modules load: an operator
+may set their levels (broker-logger configs, which refuse a logger that does not exist) before
+the first group or transaction."""
 
 
 class Coordinators:
@@ -53,6 +60,8 @@ class Coordinators:
         self._min_isr = min_isr
         self._producer_ids = producer_ids
         self._nursery = nursery
+        for name in LOGGERS:
+            logging.getLogger(name)
 
     async def start_led(self) -> None:
         """Start, with its state loaded, each coordinator whose topic has a partition led here
