@@ -319,9 +319,9 @@ class BrokerCollector(Collector):
 
     def _groups(self) -> Iterator[Metric]:
         driver = self.state.groups  # not started yet (it starts on first need): no groups
-        groups = [] if driver is None else list(driver.machine.groups.values())
+        groups = {} if driver is None else driver.machine.groups
         counts = dict.fromkeys((s for s, _ in _GROUP_STATES), 0)
-        for group in groups:
+        for group in groups.values():
             counts[group.state.value] = counts.get(group.state.value, 0) + 1
         yield GaugeMetricFamily(
             "kafka_coordinator_group_groupmetadatamanager_numgroups",

@@ -38,6 +38,11 @@ def test_metrics_after_produce_and_consume(tmp_path: Path) -> None:
     overrides = {"metrics.listener": "http://127.0.0.1:0", "num.partitions": "2"}
     with BrokerProcess(tmp_path / "data", overrides) as broker:
         assert broker.metrics_address
+        # the group coordinator starts on first need; until then its series report none
+        status, text = _get(broker.metrics_address, "/metrics")
+        assert status == 200
+        assert _value(text, "kafka_coordinator_group_groupmetadatamanager_numgroups") == 0
+        assert _value(text, "kafka_server_group_coordinator_metrics_group_rebalance_total") == 0
         producer = Producer({"bootstrap.servers": broker.bootstrap})
         for i in range(10):
             producer.produce("orders", key=str(i % 2).encode(), value=b"x" * 100)
