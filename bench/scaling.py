@@ -48,7 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,7 @@ from bench.wireclient import (  # noqa: E402
     latest_offset,
     list_offsets_request,
     produce_error,
+    produce_many,
     produce_request,
     record_batch,
 )
@@ -316,6 +317,148 @@ def connections_series(counts: list[int], records: int, log: Log) -> list[dict[s
     return rows
 
 
+# --- partitions written, several in each request -----------------------------------------
+
+SPREAD_PER_REQUEST = 10
+"""Partitions in each Produce of the spread series, one 100-record batch each."""
+SPREAD_CONNECTIONS = 16
+
+
+def create_led_by_node_one(broker: RunningBroker, topics: list[str], per_topic: int,
+                           timeout: float = 600) -> str:  # fmt: skip
+    """`topics` of `per_topic` partitions, every one led by node 1 (replicas 1, 2, 3 on a
+    cluster; the only node otherwise); node 1's address, which the wire client talks to."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    replicas = [[1, 2, 3]] * per_topic if CLUSTER["on"] else [[1]] * per_topic
+    config = {"min.insync.replicas": "2"} if CLUSTER["on"] else {}
+    for i in range(0, len(topics), 100):
+        chunk = [NewTopic(t, num_partitions=per_topic, replica_assignment=replicas, config=config)
+                 for t in topics[i : i + 100]]
+        for future in admin.create_topics(chunk, operation_timeout=timeout,
+                                          request_timeout=timeout).values():  # fmt: skip
+            future.result(timeout)
+    deadline = time.monotonic() + timeout
+    wanted = set(topics)
+    while True:
+        meta = admin.list_topics(timeout=timeout)
+        ready = {name for name, t in meta.topics.items()
+                 if name in wanted and t.error is None and len(t.partitions) == per_topic
+                 and all(p.leader == 1 and len(p.isrs) == len(replicas[0])
+                         for p in t.partitions.values())}  # fmt: skip
+        if ready == wanted:
+            node = meta.brokers[1]
+            return f"{node.host}:{node.port}"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(wanted - ready)} topics not led by node 1 with a full ISR")
+        time.sleep(0.2)
+
+
+RETRIABLE = {6, 19, 20}
+"""NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND): a partition whose leader or
+ISR news has not reached node 1 yet, though the metadata another node answered shows it."""
+
+
+async def _spread(leader: str, slots: list[tuple[str, int]], requests: int, batch: bytes,
+                  acks: int, retry: bool = False) -> list[float]:  # fmt: skip
+    """`requests` Produces over SPREAD_CONNECTIONS connections, each one request at a time;
+    request j carries the batch for SPREAD_PER_REQUEST consecutive slots from j * that. With
+    `retry`, a request answered with a RETRIABLE error is sent again (the first pass, which
+    also waits out each partition's first leadership news)."""
+    clients = [await AsyncWireClient.connect(leader) for _ in range(SPREAD_CONNECTIONS)]
+    latencies: list[float] = []
+    errors: list[int] = []
+    taken = [0]
+
+    async def one(client: AsyncWireClient) -> None:
+        while taken[0] < requests:
+            j = taken[0]
+            taken[0] += 1
+            first = j * SPREAD_PER_REQUEST % len(slots)
+            body = produce_many(slots[first : first + SPREAD_PER_REQUEST], batch, acks)
+            deadline = time.monotonic() + 60
+            while True:
+                t = time.perf_counter()
+                response = await client.call(body, PRODUCE_VERSION)
+                latencies.append(time.perf_counter() - t)
+                code = produce_error(response)
+                if not (retry and code in RETRIABLE and time.monotonic() < deadline):
+                    break
+                await trio.sleep(0.05)
+            if code:
+                errors.append(code)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for client in clients:
+                nursery.start_soon(one, client)
+    finally:
+        for client in clients:
+            await client.aclose()
+    if errors:
+        raise RuntimeError(f"{len(errors)} produce errors, e.g. code {errors[0]}")
+    return latencies
+
+
+def spread_series(counts: list[int], records: int, log: Log,
+                  brokers: Mapping[str, Callable[[str], contextlib.AbstractContextManager[RunningBroker]]],
+                  ) -> list[dict[str, Any]]:  # fmt: skip
+    """The same records and the same request shape (SPREAD_PER_REQUEST partitions of one
+    100-record batch each) over more and more partitions, all led by one node: what a record
+    costs must not depend on how many partitions the writes are spread over. A first pass
+    writes one batch to every partition and is reported apart (per partition): a partition's
+    first write is a cost per partition, not per record."""
+    per_batch = 100
+    batch = record_batch(per_batch, 100)
+    acks = -1 if CLUSTER["on"] else 1
+    requests = records // (per_batch * SPREAD_PER_REQUEST)
+    rows = []
+    for total in counts:
+        for name, start in brokers.items():
+            row: dict[str, Any] = {"broker": name, "partitions": total}
+            try:
+                with start(f"s{total}") as broker:
+                    topics = [topic_name(f"s{i}") for i in range(total // 10)]
+                    t0 = time.perf_counter()
+                    leader = create_led_by_node_one(broker, topics, 10)
+                    row["create_s"] = round(time.perf_counter() - t0, 2)
+                    slots = [(t, p) for t in topics for p in range(10)]
+                    first = broker.sample()  # one batch to each partition: its first write
+                    trio.run(_spread, leader, slots, total // SPREAD_PER_REQUEST, batch, acks, True)
+                    before = broker.sample()
+                    row["first_write_us_per_partition"] = round(
+                        (before.cpu_s - first.cpu_s) * 1e6 / total, 1)
+                    started = time.perf_counter()
+                    lat = trio.run(_spread, leader, slots, requests, batch, acks)
+                    seconds = time.perf_counter() - started
+                    after = broker.sample()
+                sent = requests * per_batch * SPREAD_PER_REQUEST
+                ms = sorted(x * 1000 for x in lat)
+                row |= {
+                    "records": sent, "msgs_per_s": round(sent / seconds),
+                    "broker_cpu_us_per_msg": round((after.cpu_s - before.cpu_s) * 1e6 / sent, 2),
+                    "latency_p50_ms": round(percentile(ms, 50), 2),
+                    "latency_p99_ms": round(percentile(ms, 99), 2),
+                }  # fmt: skip
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"spread {name} {total}: {row}")
+            rows.append(row)
+    return rows
+
+
+@contextlib.contextmanager
+def _kafka(label: str) -> Iterator[RunningBroker]:
+    """The peer for --kafka: three Apache Kafka combined KRaft nodes (`bench/replication.py`)."""
+    from bench.replication import KafkaCluster
+
+    with tempfile.TemporaryDirectory(prefix=f"strom-bench-kafka-{label}-") as tmp:
+        cluster = KafkaCluster(Path(tmp))
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+
+
 # --- filling a log, fetch by position, recovery -------------------------------------------
 
 
@@ -484,6 +627,20 @@ def report(doc: dict[str, Any]) -> str:
               f"{r['broker_cpu_us_per_msg']}", f"{r['latency_p50_ms']}", f"{r['latency_p99_ms']}",
               f"{r['rss_after_mb']}"] for r in doc["connections"]],
         ), ""]  # fmt: skip
+    if "spread" in doc:
+        acks = "all" if doc["meta"].get("cluster") else "1"
+        out += [f"## Partitions written, {SPREAD_PER_REQUEST} in each Produce (one 100-record "
+                f"batch each, {SPREAD_CONNECTIONS} connections to the leader, acks={acks})\n", table(
+            ["broker", "partitions", "create s", "first write µs/partition", "records", "msgs/s",
+             "broker µs/msg", "request p50 ms", "request p99 ms"],
+            [[r["broker"], f"{r['partitions']:,}", f"{r['create_s']}",
+              f"{r['first_write_us_per_partition']}", f"{r['records']:,}",
+              f"{r['msgs_per_s']:,}", f"{r['broker_cpu_us_per_msg']}", f"{r['latency_p50_ms']}",
+              f"{r['latency_p99_ms']}"] if "error" not in r else
+             [r["broker"], f"{r['partitions']:,}", *["n/a"] * 7] for r in doc["spread"]],
+        ), ""]  # fmt: skip
+        out += [f"- {r['broker']}, {r['partitions']:,} partitions: n/a: {r['error']}"
+                for r in doc["spread"] if "error" in r]
     if "fetch" in doc:
         f = doc["fetch"]
         out += [f"## Fetch latency by position in a {f['log_bytes'] / 1e9:.2f} GB log "
@@ -504,7 +661,7 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-SERIES = ("partitions", "hosted", "connections", "fetch", "recovery")
+SERIES = ("partitions", "hosted", "connections", "spread", "fetch", "recovery")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -517,11 +674,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="where to write the JSON results")
     parser.add_argument("--cluster", action="store_true",
                         help="three combined nodes, replication factor 3 (see the docstring)")  # fmt: skip
+    parser.add_argument("--kafka", action="store_true",
+                        help="with --cluster: the spread series on Apache Kafka's 3 nodes too")  # fmt: skip
     args = parser.parse_args(argv)
     CLUSTER["on"] = args.cluster
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     if args.cluster:
         only.discard("recovery")
+    if args.kafka and not args.cluster:
+        parser.error("--kafka needs --cluster (the peer is a three-node cluster)")
     if only - set(SERIES):
         parser.error(f"unknown series: {', '.join(only - set(SERIES))}")
 
@@ -545,6 +706,12 @@ def main(argv: list[str] | None = None) -> int:
         doc["connections"] = connections_series(
             [1, 10, 50] if q else [1, 10, 100, 1_000], 5_000 if q else 1_000_000, log
         )
+    if "spread" in only:
+        brokers = {"strom": _broker} | ({"kafka": _kafka} if args.kafka else {})
+        counts = [10, 100] if q else [10, 100, 1_000, 10_000]
+        if args.partitions:
+            counts = [int(x) for x in args.partitions.split(",")]
+        doc["spread"] = spread_series(counts, 10_000 if q else 1_000_000, log, brokers)
     if "fetch" in only:
         doc["fetch"] = fetch_series(8 * MIB if q else 2048 * MIB, 5 if q else 50, log)
     if "recovery" in only:

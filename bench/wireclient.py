@@ -46,6 +46,20 @@ def produce_request(topic: str, partition: int, batch: bytes, acks: int = 1) -> 
     )  # fmt: skip
 
 
+def produce_many(parts: list[tuple[str, int]], batch: bytes, acks: int = 1) -> ProduceRequest:
+    """One Produce carrying `batch` for each (topic, partition) of `parts`, as the Java client
+    sends one request per broker with every partition it has a batch for."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in parts:
+        by_topic.setdefault(topic, []).append(partition)
+    return ProduceRequest(
+        transactional_id=None, acks=acks, timeout_ms=30_000,
+        topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.PartitionProduceData(partition, batch) for partition in partitions
+        ]) for topic, partitions in by_topic.items()],
+    )  # fmt: skip
+
+
 def fetch_request(topic: str, partition: int, offset: int, max_bytes: int) -> FetchRequest:
     return FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
