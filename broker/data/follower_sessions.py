@@ -12,7 +12,8 @@ collects the partitions that changed, and a fetch reads only:
   added them);
 - the partitions the watch saw change: appends, which also wake a parked fetch, and high
   watermark or log start moves, which do not (the new high watermark rides on the next
-  answer);
+  answer). A move this session's own read caused is already in its answer and is dropped,
+  so each acknowledgement costs the acknowledging follower one read, not two;
 - `pending`: partitions that had records left unsent because the response's byte budget
   ran out;
 - everything, on the session's first incremental fetch and after a metadata change.
@@ -255,8 +256,27 @@ async def read_follower_session(
             if trio.current_time() >= deadline or ready(reads):
                 break
         refresh_offsets(reads)  # the high watermark as it is now rides on the answer
+    _forget_answered_moves(follower, reads)
     _note_pending(session, follower, reads)
     return reads
+
+
+def _forget_answered_moves(follower: FollowerSession, reads: list[PartitionRead]) -> None:
+    """Drop the high watermark moves noted for partitions this answer carries as they are now.
+
+    A follower's read of a partition records its fetch offset, which may move the high
+    watermark; the watch notes that move for every session on the partition, this one too.
+    This answer already carries the new high watermark (it is taken after the record, and a
+    parked fetch's answer is refreshed), so the note would only make the next fetch read the
+    partition again and leave it out of the answer (nothing changed since). Only marks are
+    dropped: a set event means an append or a metadata change was noted, and then nothing is.
+    """
+    watch = follower.watch
+    if not watch.keys or watch.event.is_set() or watch.everything:
+        return
+    for read in reads:
+        if read.error == ErrorCode.NONE and read.diverging is None and read.topic is not None:
+            watch.keys.discard((read.topic, read.part.partition))
 
 
 def _read(

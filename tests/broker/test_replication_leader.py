@@ -10,12 +10,15 @@ replicas [1, 2]; "single" has one replica, here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 
+from strom.broker.data import fetch_read, follower_sessions
+from strom.broker.data.fetch_read import PartitionRead
 from strom.broker.data.txn_markers import write_txn_markers
 from strom.broker.state import BrokerState
 from strom.broker.testing.client import KafkaClient
@@ -611,6 +614,46 @@ async def test_an_idle_partitions_new_high_watermark_rides_on_the_next_answer(
     answered = _answered(news)
     assert answered.keys() == {0}
     assert (answered[0].high_watermark, answered[0].records or b"") == (1, b"")
+
+
+async def test_a_session_does_not_read_again_the_high_watermark_its_own_fetch_moved(
+    cluster: BrokerState, client: KafkaClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fetch whose acknowledgement moves the high watermark carries the new one, so its
+    session's next fetch does not read the partition again for that move (the read would be
+    left out of the answer); the other follower's session reads it and gets the move."""
+    await create_placed(cluster, THREE, [[1, 2, 3]])
+    assert (await produce(client, THREE, batch(), acks=1)).error_code == ErrorCode.NONE
+    sessions = {}
+    for replica in (2, 3):
+        created = await client.request(
+            _follower_fetch(cluster, THREE, 0, 0, {0: 0}, replica=replica), 15, FetchResponse
+        )
+        sessions[replica] = created.session_id
+    acked = await client.request(
+        _follower_fetch(cluster, THREE, sessions[3], 1, {0: 1}, replica=3), 15, FetchResponse
+    )
+    assert _answered(acked) == {}  # broker 2 is still at 0: no move, nothing new to answer
+    moved = await client.request(
+        _follower_fetch(cluster, THREE, sessions[2], 1, {0: 1}), 15, FetchResponse
+    )
+    assert _answered(moved)[0].high_watermark == 1  # broker 2's ack moved it
+    reads: list[list[int]] = []
+    real = fetch_read.read_partitions
+
+    def counted(*args: Any, **kwargs: Any) -> list[PartitionRead]:
+        found = real(*args, **kwargs)
+        reads.append([r.part.partition for r in found])
+        return found
+
+    monkeypatch.setattr(follower_sessions, "read_partitions", counted)
+    idle = await client.request(_follower_fetch(cluster, THREE, sessions[2], 2), 15, FetchResponse)
+    assert (_answered(idle), reads) == ({}, [])  # its own move: already answered, not read
+    news = await client.request(
+        _follower_fetch(cluster, THREE, sessions[3], 2, replica=3), 15, FetchResponse
+    )
+    assert _answered(news)[0].high_watermark == 1  # broker 3 has not been told yet
+    assert reads == [[0]]
 
 
 async def test_an_idle_partitions_new_log_start_rides_on_the_next_answer(
