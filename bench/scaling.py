@@ -26,6 +26,12 @@ Four series, each on fresh `strom serve` processes (`bench/harness.py`):
 - hosted partitions: 500,000 x 100 B produced round-robin over 10 partitions while the
   broker hosts 10, 1,000 or 10,000 more (idle ones): what the records cost must not depend on
   how many partitions sit beside them (no work per hosted partition on the data path).
+- spread: 1,000,000 x 100 B over 10 to 10,000 partitions, all led by one node, in Produce
+  requests of the same shape whatever the count (10 partitions of one 100-record batch each,
+  as the Java client puts several partitions in a request; 16 connections, `bench/wireclient.py`):
+  what a record costs when only the number of partitions written changes. A first pass writes
+  one batch to each partition and is reported per partition. With `--cluster --kafka` every
+  row also runs on Apache Kafka's three nodes (`bench/replication.py`'s `KafkaCluster`).
 
 `--cluster` runs the same series on three combined nodes (`ClusterProcess`, every topic with
 replication factor 3 and min.insync.replicas=2, produced with acks=all; broker CPU summed over
