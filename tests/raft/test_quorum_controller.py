@@ -9,6 +9,7 @@ cancels a node's tasks; a restart opens the same directories and rebinds the sam
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -32,6 +33,7 @@ from strom.coordinator.controller.result import ControllerResult
 from strom.coordinator.metadata.kraft_checkpoint import encode_bootstrap
 from strom.coordinator.metadata.metadata_records import MetadataError, encode_batch
 from strom.coordinator.metadata.raft_entries import (
+    SnapshotLoader,
     decode_entry,
     decode_snapshot,
     encode_entries,
@@ -437,6 +439,37 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
         unfenced = active.image.broker(4)
         assert unfenced is not None
         assert not unfenced.fenced
+
+
+async def test_a_snapshot_loads_with_the_collector_paused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a snapshot builds its whole image (a million partitions: a million objects),
+    so the cyclic collector is paused while it loads (`strom.broker.collector`) and is back
+    on once it is loaded."""
+    paused: list[bool] = []
+    step = SnapshotLoader.step
+
+    def stepping(self: SnapshotLoader, budget: int) -> bool:
+        paused.append(not gc.isenabled())
+        return step(self, budget)
+
+    monkeypatch.setattr(SnapshotLoader, "step", stepping)
+    async with cluster(tmp_path, observers=1, snapshot_interval=1) as c:
+        active = await c.active()
+        observer = c.nodes[4]
+        observer.crash()  # it joins after the snapshot, and loads it
+        for i in (1, 2, 3):
+            await c.nodes[i].register()
+        created = await active.create_topics(_create("s1"), 7)
+        assert created.topics[0].error_code == ErrorCode.NONE
+        await active.snapshot()
+        await observer.start(c.nursery, None)
+        joining = observer.running
+        await c.until(lambda: joining.image.topic("s1") is not None)
+    assert paused  # it loaded a snapshot
+    assert all(paused)
+    assert gc.isenabled()
 
 
 async def test_the_first_leader_bootstraps_with_what_strom_format_chose(tmp_path: Path) -> None:
