@@ -54,7 +54,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +283,17 @@ async def _connections(
             if code:
                 errors.append(code)
 
+    await _drive(clients, one, errors)
+    return latencies
+
+
+async def _drive(
+    clients: list[AsyncWireClient],
+    one: Callable[[int, AsyncWireClient], Awaitable[None]],
+    errors: list[int],
+) -> None:
+    """Run `one(k, client)` on every connection at once, then close them all; any produce
+    error `one` noted fails the run."""
     try:
         async with trio.open_nursery() as nursery:
             for k, client in enumerate(clients):
@@ -292,7 +303,6 @@ async def _connections(
             await client.aclose()
     if errors:
         raise RuntimeError(f"{len(errors)} produce errors, e.g. code {errors[0]}")
-    return latencies
 
 
 def connections_series(counts: list[int], records: int, log: Log) -> list[dict[str, Any]]:
@@ -375,7 +385,7 @@ async def _spread(leader: str, slots: list[tuple[str, int]], requests: int, batc
     errors: list[int] = []
     taken = [0]
 
-    async def one(client: AsyncWireClient) -> None:
+    async def one(_k: int, client: AsyncWireClient) -> None:
         while taken[0] < requests:
             j = taken[0]
             taken[0] += 1
@@ -393,15 +403,7 @@ async def _spread(leader: str, slots: list[tuple[str, int]], requests: int, batc
             if code:
                 errors.append(code)
 
-    try:
-        async with trio.open_nursery() as nursery:
-            for client in clients:
-                nursery.start_soon(one, client)
-    finally:
-        for client in clients:
-            await client.aclose()
-    if errors:
-        raise RuntimeError(f"{len(errors)} produce errors, e.g. code {errors[0]}")
+    await _drive(clients, one, errors)
     return latencies
 
 
