@@ -109,7 +109,7 @@ class CoordinatorVerifier:
         if driver is None or topic is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         # the transaction coordinator's modules load with it, on first need (coordinator_start)
-        from strom.coordinator.transactions.txn_state_manager import partition_for
+        from strom.coordinator.groups.records import partition_for
 
         index = partition_for(transactional_id, len(topic.partitions))
         leader = state.image.partition(TRANSACTION_STATE, index)

@@ -49,9 +49,12 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions."""
-    h = java_string_hash(group_id)
+def partition_for(key: str, partitions: int) -> int:
+    """The partition of an internal topic that holds `key`: Kafka's
+    Utils.abs(key.hashCode()) % partitions, for a group id in __consumer_offsets
+    (offsets.topic.num.partitions) and a transactional id in __transaction_state
+    (transaction.state.log.num.partitions) alike."""
+    h = java_string_hash(key)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from strom.coordinator.groups.records import java_string_hash
+from strom.coordinator.groups.records import partition_for
 from strom.coordinator.transactions import txn_log_records
 from strom.coordinator.transactions.txn_api import (
     ListedTxn,
@@ -40,12 +40,6 @@ log = logging.getLogger("strom.transactions")
 
 OnWritten = Callable[[int, ErrorCode], None]
 """Called with (now, error) once a transition's write is done: NONE if it is now current."""
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs(transactionalId.hashCode()) % transaction.state.log.num.partitions."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 def append_error(error: ErrorCode) -> ErrorCode:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from strom.coordinator.groups.records import partition_for
 from strom.coordinator.transactions.txn_api import EndResult, InitResult
 from strom.coordinator.transactions.txn_log_records import parse_txn_record, txn_record
 from strom.coordinator.transactions.txn_metadata import SHORT_MAX, TxnState
-from strom.coordinator.transactions.txn_state_manager import partition_for
 from strom.wire.errors import ErrorCode
 from tests.transactions.txn_sim import TxnSim
 
