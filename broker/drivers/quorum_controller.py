@@ -566,11 +566,30 @@ class QuorumController:
     async def start(self, endpoints: Sequence[Listener] | None = None) -> None:
         """(Re-)register this node's broker (broker role only) with `endpoints` (default: the
         configured advertised endpoints) unless it is already registered with exactly those,
-        and wait until it is unfenced."""
+        and wait until it is unfenced and this node's own image says so.
+
+        The heartbeat that unfences a broker is answered once its record is committed, which
+        this node (a follower of the quorum) may not have applied yet; the broker serves
+        clients after this returns, and its first Metadata answer must list itself. The wait
+        for the image is bounded by half the session timeout: nothing heartbeats meanwhile."""
         if "broker" not in self._config.roles:
             return
         wanted = list(endpoints if endpoints is not None else self._config.advertised_endpoints)
         await self.local_broker.register(wanted)
+        with trio.move_on_after(self._config.broker_session_timeout_ms / 2000):
+            while True:
+                changed = self.next_change()
+                if self._unfenced_in_image():
+                    break
+                await changed.wait()
+
+    def _unfenced_in_image(self) -> bool:
+        registration = self.image.broker(self.node_id)
+        return (
+            registration is not None
+            and not registration.fenced
+            and registration.epoch == self.broker_epoch
+        )
 
     async def shutdown(self) -> None:
         """A clean stop: resign leadership so that another voter takes over at once."""

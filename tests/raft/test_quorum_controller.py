@@ -25,6 +25,7 @@ import trio.testing
 from strom.broker.drivers.controller_channel import RemoteControllerChannel
 from strom.broker.drivers.lifecycle import BrokerLifecycle
 from strom.broker.drivers.quorum_controller import NotActiveController, QuorumController
+from strom.broker.drivers.raft import RaftDriver
 from strom.broker.network.server import Server
 from strom.broker.state import BrokerState
 from strom.config import BrokerConfig, Listener
@@ -439,6 +440,49 @@ async def test_a_broker_registers_while_its_snapshot_loads_and_is_unfenced_once_
         unfenced = active.image.broker(4)
         assert unfenced is not None
         assert not unfenced.fenced
+
+
+async def test_start_returns_once_the_nodes_own_image_shows_it_unfenced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heartbeat that unfences a broker is answered once its record is committed, which a
+    follower voter may not have applied yet. `start` (after which the broker serves clients)
+    waits until the node's own image shows it unfenced, so that its first Metadata answer lists
+    itself (compat_tests/cluster/test_cluster.py saw an answer without it). Here the follower
+    applies nothing after its own registration until released."""
+    release = trio.Event()
+    apply_slice = RaftDriver._apply_slice
+    follower_id: list[int] = []
+
+    def held(self: RaftDriver, core: RaftCore) -> bool:
+        if [self.node_id] == follower_id and not release.is_set():
+            controller = next(n for n in c.nodes.values() if n.node_id == self.node_id).running
+            if controller.image.broker(self.node_id) is not None:
+                return False  # registered: the unfence that follows stays unapplied
+        return apply_slice(self, core)
+
+    monkeypatch.setattr(RaftDriver, "_apply_slice", held)
+    async with cluster(tmp_path) as c:
+        active = await c.active()
+        follower = next(n for n in c.nodes.values() if n.running is not active)
+        follower_id.append(follower.node_id)
+        started = trio.Event()
+
+        async def start() -> None:
+            await follower.register()
+            started.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(start)
+            await c.until(lambda: follower.running.image.broker(follower.node_id) is not None)
+            lifecycle = follower.running.local_broker
+            await c.until(lambda: not lifecycle.fenced)  # the heartbeat said unfenced
+            assert not started.is_set()  # its own image still has it fenced
+            release.set()
+            follower.running.raft._apply_ready.set()
+        registration = follower.running.image.broker(follower.node_id)
+        assert registration is not None
+        assert not registration.fenced
 
 
 async def test_a_snapshot_loads_with_the_collector_paused(
