@@ -16,18 +16,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 
+from strom.broker.collector import collector_paused
+
 
 @contextmanager
 def _loading_modules() -> Iterator[None]:
     """Imports without the cyclic collector. Loading the broker allocates some 70,000 objects
     and frees next to none, so collections during it only slow start-up (by 10-20 %); what it
     builds lives as long as the process, so it is frozen out of every later collection too."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
+    with collector_paused():
+        try:
+            yield
+        finally:
+            gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:
