@@ -132,19 +132,7 @@ def create_led_by_one(broker: RunningBroker, topic: str, partitions: int) -> str
     if not isinstance(broker, ClusterBroker):
         create_topic(broker.bootstrap, topic, partitions)
         return broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    new = NewTopic(topic, num_partitions=partitions, replica_assignment=[[1, 2, 3]] * partitions,
-                   config={"min.insync.replicas": "2"})  # fmt: skip
-    admin.create_topics([new], operation_timeout=60, request_timeout=60)[topic].result(60)
-    deadline = time.monotonic() + 60
-    while True:
-        found = admin.list_topics(topic, timeout=30).topics.get(topic)
-        if found is not None and found.error is None and len(found.partitions) == partitions \
-                and all(p.leader == 1 and len(p.isrs) == 3 for p in found.partitions.values()):
-            return broker.node_bootstrap(1)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{topic}: not led by node 1 with a full ISR after 60 s")
-        time.sleep(0.05)
+    return create_led_by_node_one(broker, [topic], partitions, timeout=60)
 
 
 def create_many(bootstrap: str, topics: list[str], partitions: int, timeout: float = 300) -> None:
