@@ -293,8 +293,11 @@ def uuid_of(raw: bytes) -> uuid.UUID:
     found = _UUIDS.get(raw)
     if found is None:
         found = uuid.UUID(bytes=raw)
-        if len(_UUIDS) < _UUIDS_MAX:  # bounded: a client sending random ids fills it once
-            _UUIDS[raw] = found
+        if len(_UUIDS) >= _UUIDS_MAX:
+            # bounded: full (a client sending random ids fills it), it starts over, so the ids
+            # that recur are shared again after a refill and a new topic's id is cached too
+            _UUIDS.clear()
+        _UUIDS[raw] = found
     return found
 
 
