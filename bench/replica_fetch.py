@@ -19,6 +19,11 @@ the broker runs, each piece timed alone with the process CPU clock:
 - follower `decode`: the response frame decoded;
 - follower `apply`: the replicated append and the high watermark.
 
+With `--partitions N --records R` each iteration appends one R-record batch to each of N
+partitions led by the node and followed by broker 2, and one round carries them all: the pieces
+are then per partition (what a round's cost grows by with each partition it carries, as at a
+thousand partitions written, where each partition has one batch a round).
+
 With several `--tree`s each round runs every tree's worker (a fresh process, rotating order),
 and the table gives per tree the median over rounds of each piece's median µs per call, and
 per later tree the median of per-round ratios to the first. Process CPU time: on a shared
@@ -48,8 +53,8 @@ LABELS = {
 }
 
 
-def worker(iterations: int, warmup: int) -> dict[str, float]:
-    """Run in the tree under test (its root first on sys.path); medians in µs."""
+def worker(iterations: int, warmup: int, partitions: int = 1, records: int = 1) -> dict[str, float]:
+    """Run in the tree under test (its root first on sys.path); medians in µs per partition."""
     import tempfile
     from types import SimpleNamespace
 
@@ -67,7 +72,7 @@ def worker(iterations: int, warmup: int) -> dict[str, float]:
 
     clock = time.process_time_ns
     samples: dict[str, list[int]] = {p: [] for p in PIECES}
-    key = ("rep", 0)
+    keys = [("rep", i) for i in range(partitions)]
 
     async def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -75,27 +80,30 @@ def worker(iterations: int, warmup: int) -> dict[str, float]:
                 state = state_of(broker)
                 epoch = await register(state, 2)
                 await register(state, 3)
-                await create_placed(state, "rep", [[1, 2]])
+                await create_placed(state, "rep", [[1, 2]] * partitions)
                 topic = state.image.topic("rep")
                 assert topic is not None
-                leader_log = state.logs.get(*key)
-                assert leader_log is not None
+                leader_logs = [state.logs.get(*key) for key in keys]
                 server = Server(state)
                 server.recording = True
                 listener = state.config.inter_broker_listener
-                follower_log = PartitionLog.open(
-                    Path(tmp) / "follower" / "rep-0", "rep", 0, LogConfig(), clock=state.clock
-                )
+                follower_logs = {
+                    key: PartitionLog.open(
+                        Path(tmp) / "follower" / f"rep-{key[1]}", *key, LogConfig(),
+                        clock=state.clock,
+                    )
+                    for key in keys
+                }  # fmt: skip
                 follower: Any = SimpleNamespace(
                     node_id=2,
                     config=BrokerConfig.from_properties({}),
-                    logs=SimpleNamespace(get=lambda t, i: follower_log if (t, i) == key else None),
+                    logs=SimpleNamespace(get=lambda t, i: follower_logs.get((t, i))),
                     clock=state.clock,
                     controller=SimpleNamespace(broker_epoch=epoch),
                 )
                 manager: Any = SimpleNamespace(
                     broker=follower,
-                    targets={key: FetchTarget(topic.topic_id, 1, 0)},
+                    targets={key: FetchTarget(topic.topic_id, 1, 0) for key in keys},
                     targets_changed=trio.Event(),
                     high_watermark_listeners=[],
                 )
@@ -103,13 +111,14 @@ def worker(iterations: int, warmup: int) -> dict[str, float]:
                 client = ClientConnection("broker-2-fetcher")
                 server_conn = Connection()
                 address = Address("127.0.0.1", 1)
-                record = Record(b"k", b"v" * 100, (), 1_700_000_000_000)
+                batch = bytes(build_batch([Record(b"k", b"v" * 100, (), 1_700_000_000_000)] * records))
                 for i in range(warmup + iterations):
                     timed = i >= warmup
-                    batch = build_batch([record])
-                    leader_log.append(batch, 0, state.clock())
-                    if state.replication.leader_appended(key) is not None:
-                        state.waiters.appended(*key)
+                    for key, leader_log in zip(keys, leader_logs, strict=True):
+                        assert leader_log is not None
+                        leader_log.append(bytearray(batch), 0, state.clock())
+                        if state.replication.leader_appended(key) is not None:
+                            state.waiters.appended(*key)
                     correlation = i + 1
                     now = trio.current_time()
                     t0 = clock()
@@ -124,7 +133,7 @@ def worker(iterations: int, warmup: int) -> dict[str, float]:
                     chunks = await server.dispatch(event, "127.0.0.1", 1, listener)
                     t4 = clock()
                     assert isinstance(chunks, list)  # a Fetch is never deferred
-                    raw = b"".join(bytes(c) if not isinstance(c, bytes) else c for c in chunks)
+                    raw = b"".join(_materialized(c) for c in chunks)
                     t5 = clock()
                     client.receive_data(raw)
                     answer = client.next_response()
@@ -142,15 +151,26 @@ def worker(iterations: int, warmup: int) -> dict[str, float]:
                             strict=True,
                         ):
                             samples[piece].append(spent)
-                assert follower_log.log_end_offset == leader_log.log_end_offset
-                assert leader_log.high_watermark == leader_log.log_end_offset - 1
-                follower_log.close()
+                for key, leader_log in zip(keys, leader_logs, strict=True):
+                    assert leader_log is not None
+                    assert follower_logs[key].log_end_offset == leader_log.log_end_offset
+                    assert leader_log.high_watermark == leader_log.log_end_offset - records
+                    follower_logs[key].close()
 
     import gc
 
     gc.collect()
     trio.run(main)
-    return {p: statistics.median(v) / 1000 for p, v in samples.items()}
+    return {p: statistics.median(v) / 1000 / partitions for p, v in samples.items()}
+
+
+def _materialized(chunk: Any) -> bytes:
+    """A response chunk's bytes; a records range of a segment file (sent by sendfile) read."""
+    from strom.broker.data.file_chunk import FileChunk
+
+    if type(chunk) is FileChunk:
+        return chunk.result.read_bytes()
+    return chunk if isinstance(chunk, bytes) else bytes(chunk)
 
 
 def loop_worker(records: int, rate: float) -> dict[str, float]:
@@ -233,7 +253,9 @@ def loop_worker(records: int, rate: float) -> dict[str, float]:
     return out
 
 
-def run_tree(path: Path, iterations: int, warmup: int, loop: float = 0) -> dict[str, float]:
+def run_tree(
+    path: Path, iterations: int, warmup: int, loop: float = 0, partitions: int = 1, records: int = 1
+) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(path)}
     code = (
         f"import sys; sys.path.insert(0, {str(path)!r}); "
@@ -243,7 +265,7 @@ def run_tree(path: Path, iterations: int, warmup: int, loop: float = 0) -> dict[
         f"spec = util.spec_from_file_location('replica_fetch_bench', {str(Path(__file__))!r}); "
         "mod = util.module_from_spec(spec); spec.loader.exec_module(mod); "
         + (f"print(json.dumps(mod.loop_worker({iterations}, {loop})))" if loop else
-           f"print(json.dumps(mod.worker({iterations}, {warmup})))")
+           f"print(json.dumps(mod.worker({iterations}, {warmup}, {partitions}, {records})))")
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=path, env=env, capture_output=True, text=True
@@ -264,7 +286,12 @@ def main() -> None:
         "--loop", type=float, default=0, metavar="RATE",
         help="the whole round over loopback at RATE records/s (--iterations records)",
     )  # fmt: skip
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="partitions carried by each round (pieces per partition)")  # fmt: skip
+    parser.add_argument("--records", type=int, default=1, help="records in each batch")
     args = parser.parse_args()
+    if args.loop and (args.partitions != 1 or args.records != 1):
+        parser.error("--loop runs one partition of single records")
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in args.tree]
     if not trees:
         trees = [("this", Path(__file__).resolve().parent.parent)]
@@ -272,7 +299,9 @@ def main() -> None:
     for r in range(args.rounds):
         order = trees[r % len(trees) :] + trees[: r % len(trees)]
         for name, path in order:
-            results[name].append(run_tree(path, args.iterations, args.warmup, args.loop))
+            results[name].append(run_tree(
+                path, args.iterations, args.warmup, args.loop, args.partitions, args.records
+            ))  # fmt: skip
             print(f"round {r + 1} {name}: " + ", ".join(
                 f"{p} {v:.1f}" for p, v in results[name][-1].items()), file=sys.stderr)  # fmt: skip
     first = trees[0][0]
