@@ -6,7 +6,10 @@ segment's file range (a `ReadResult`) instead of its bytes. `send_chunks`
 writes them in order to a plain socket: the bytes between file ranges go out with one `send`
 each (joined), and each file range goes
 straight from the page cache into the socket with `os.sendfile`, non-blocking,
-waiting with trio's `wait_writable` on EAGAIN and looping on partial sends.
+waiting with trio's `wait_writable` on EAGAIN and looping on partial sends. Neither yields to
+other tasks when the kernel takes everything at once (`runtime.send_all`): the caller reaches a
+schedule point soon after (its next receive, or a checkpoint of its own between pipelined
+requests).
 
 The frame's size prefix was computed from the ranges' sizes, so a range that
 cannot be sent whole (the file was truncated or closed at shutdown meanwhile)
@@ -33,18 +36,17 @@ def has_file_chunks(chunks: list[Any]) -> bool:
 
 async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
     """Write `chunks` in order; FileChunks by sendfile (see the module docstring)."""
-    sock = stream.socket
     pending: list[Any] = []
     for chunk in chunks:
         if type(chunk) is not FileChunk:
             pending.append(chunk)
             continue
         if pending:
-            await _send_bytes(sock, b"".join(pending))
+            await runtime.send_all(stream, b"".join(pending))
             pending = []
-        await _sendfile(sock, chunk.result)
+        await _sendfile(stream.socket, chunk.result)
     if pending:
-        await _send_bytes(sock, b"".join(pending))
+        await runtime.send_all(stream, b"".join(pending))
 
 
 COPY_SLICE = 1024 * 1024
@@ -91,16 +93,6 @@ def _read_range(result: ReadResult, position: int, size: int) -> bytes:
             raise trio.BrokenResourceError(f"segment file ended {size - len(out)} bytes short")
         out += data
     return bytes(out)
-
-
-async def _send_bytes(sock: trio.socket.SocketType, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            sent = await sock.send(view)
-        except OSError as exc:
-            raise trio.BrokenResourceError(exc) from exc
-        view = view[sent:]
 
 
 async def _sendfile(sock: trio.socket.SocketType, result: ReadResult) -> None:

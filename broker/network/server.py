@@ -364,6 +364,8 @@ class Server:
                                 await runtime.send_all(stream, b"".join(chunks))
                         elif isinstance(stream, trio.SocketStream):
                             await send_chunks(stream, chunks)
+                            if conn.buffered:  # pipelined requests: yield to others between them
+                                await trio.lowlevel.cancel_shielded_checkpoint()
                         else:  # TLS, in-memory: no sendfile; file ranges are read and sent piecewise
                             await send_copied(stream, chunks)
                     self.memory.release(reserved)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from strom.broker.data.fetch_read import SENDFILE_MIN_BYTES
 from strom.broker.handlers import HANDLERS
 from strom.broker.network.error_response import error_response
 from strom.broker.testing.client import KafkaClient
@@ -20,6 +21,7 @@ from strom.wire.messages.fetch import FetchRequest
 from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
+from tests.broker.test_produce_helpers import batch, create_topic, fetch_request, produce
 
 pytestmark = pytest.mark.trio
 
@@ -211,6 +213,50 @@ async def test_pipelined_requests_are_answered_in_order(broker: EmbeddedBroker) 
             buf = buf[4 + size :]
     assert seen == list(range(20))
     await stream.aclose()
+
+
+class _ConnectionSteps(trio.abc.Instrument):
+    """Counts the task steps of the server's connection tasks."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if "Server._connection" in task.name:
+            self.steps += 1
+
+
+async def test_pipelined_fetches_answered_by_sendfile_yield_between_them(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """A client that pipelines Fetches whose records go out by sendfile does not hold the
+    event loop for all of them: its connection yields after each answer, as it does for
+    answers sent as bytes, so one client's burst never stalls the others."""
+    await create_topic(broker, "piped")
+    records = batch([bytes(SENDFILE_MIN_BYTES)])
+    assert (await produce(client, "piped", records)).error_code == ErrorCode.NONE
+    count = 20
+    fetch = fetch_request("piped", 0).encode(12)
+    steps = _ConnectionSteps()
+    async with await raw_connect(broker) as stream:
+        await stream.send_all(
+            b"".join(
+                frame(RequestHeader(1, 12, corr, "p").encode(2) + fetch) for corr in range(count)
+            )
+        )
+        trio.lowlevel.add_instrument(steps)
+        try:
+            answered, buf = 0, b""
+            while answered < count:
+                buf += await stream.receive_some(1 << 20)
+                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                    size = struct.unpack_from(">i", buf)[0]
+                    assert size > SENDFILE_MIN_BYTES  # the records were in the answer
+                    buf = buf[4 + size :]
+                    answered += 1
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+    assert steps.steps >= count - 1  # a step for each answer but the last (3 without the yields)
 
 
 async def test_shutdown_closes_idle_connections_promptly(tmp_path: Path) -> None:
