@@ -225,7 +225,7 @@ class BrokerConfig:
         "controller.quorum.append.linger.ms",
         ConfigType.INT,
         25,
-        "Time the leader lingers to batch metadata appends.",
+        "Accepted for compatibility; ignored (the metadata log's leader does not linger).",
         validator=at_least(0),
     )
     broker_heartbeat_interval_ms: int = setting(
@@ -307,14 +307,15 @@ class BrokerConfig:
     socket_send_buffer_bytes: int = setting(
         "socket.send.buffer.bytes",
         ConfigType.INT,
-        102400,
-        "SO_SNDBUF of client sockets; -1 = OS default.",
+        -1,
+        "SO_SNDBUF of accepted sockets; -1 = the OS's (autotuned). Kafka's default is 102400: "
+        "set it for Kafka's buffers (a fetch answer then leaves in more pieces).",
     )
     socket_receive_buffer_bytes: int = setting(
         "socket.receive.buffer.bytes",
         ConfigType.INT,
-        102400,
-        "SO_RCVBUF of client sockets; -1 = OS default.",
+        -1,
+        "SO_RCVBUF of accepted sockets; -1 = the OS's (autotuned). Kafka's default is 102400.",
     )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes",
@@ -327,7 +328,7 @@ class BrokerConfig:
         "socket.listen.backlog.size",
         ConfigType.INT,
         50,
-        "Listen backlog of server sockets.",
+        "Accepted for compatibility; ignored (listeners take the OS's largest backlog, somaxconn).",
         validator=at_least(1),
     )
     connections_max_idle_ms: int = setting(
@@ -380,7 +381,8 @@ class BrokerConfig:
         "queued.max.requests",
         ConfigType.INT,
         500,
-        "Requests queued before reading from sockets pauses.",
+        "Accepted for compatibility; ignored (no request queue: each connection's requests run "
+        "in order in its own task, and queued.max.request.bytes bounds their memory).",
         validator=at_least(1),
     )
     fetch_max_bytes: int = setting(
@@ -445,19 +447,23 @@ class BrokerConfig:
         validator=at_least(12),
     )
     metadata_log_segment_ms: int = setting(
-        "metadata.log.segment.ms", ConfigType.LONG, 604800000, "Roll time of metadata log segments."
+        "metadata.log.segment.ms",
+        ConfigType.LONG,
+        604800000,
+        "Accepted for compatibility; ignored (metadata log segments roll by size).",
     )
     metadata_max_retention_bytes: int = setting(
         "metadata.max.retention.bytes",
         ConfigType.LONG,
         104857600,
-        "Metadata log size kept before snapshots allow deleting; -1 = unlimited.",
+        "Accepted for compatibility; ignored (the metadata log keeps only what follows its newest "
+        "snapshot; a replica further behind fetches the snapshot).",
     )
     metadata_max_retention_ms: int = setting(
         "metadata.max.retention.ms",
         ConfigType.LONG,
         604800000,
-        "Metadata log age kept before snapshots allow deleting; -1 = unlimited.",
+        "Accepted for compatibility; ignored (as metadata.max.retention.bytes).",
     )
 
     # --- logs: data dirs, segments, rolling, flushing, retention ---------------------------------
@@ -594,7 +600,8 @@ class BrokerConfig:
         "log.flush.start.offset.checkpoint.interval.ms",
         ConfigType.INT,
         60000,
-        "How often the log start offset is checkpointed.",
+        "Accepted for compatibility; ignored (log start offsets are checkpointed with the "
+        "recovery points, every log.flush.offset.checkpoint.interval.ms).",
         validator=at_least(0),
     )
 
@@ -867,7 +874,7 @@ class BrokerConfig:
         "offsets.load.buffer.size",
         ConfigType.INT,
         5242880,
-        "Read size when loading offsets.",
+        "Accepted for compatibility; ignored.",
         validator=at_least(1),
     )
     offsets_retention_minutes: int = setting(
@@ -1520,6 +1527,15 @@ class BrokerConfig:
     def metadata_dir(self) -> str:
         """metadata.log.dir, defaulting to the first data directory as in Kafka."""
         return self.metadata_log_dir or self.data_dirs[0]
+
+    @cached_property
+    def connections_per_ip_overrides(self) -> Mapping[str, int]:
+        """max.connections.per.ip.overrides as host (an address or a name) -> limit."""
+        overrides: dict[str, int] = {}
+        for entry in split_list(self.max_connections_per_ip_overrides):
+            host, _, count = entry.rpartition(":")
+            overrides[host.strip()] = int(count)
+        return MappingProxyType(overrides)
 
     @cached_property
     def retention_ms(self) -> int:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import socket
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,7 @@ from strom.broker.security.quotas import (
 from strom.broker.security.sasl import SASL_AUTHENTICATE, Action, Authenticator, Verdict
 from strom.broker.security.sasl_listeners import SaslListeners
 from strom.broker.state import BrokerState
+from strom.config import BrokerConfig
 from strom.config.values import INT_MAX
 from strom.coordinator.metadata.acls import ResourceType
 from strom.wire.connection import (
@@ -132,6 +134,8 @@ class Server:
         """Connections waiting for a request: their scope, and trio time since when."""
         self._reaping = False
         self._per_ip: dict[str, int] = {}
+        self._limits_of: object = None  # the config `_limits` were resolved from
+        self._limits: Mapping[str, int] = {}
         self.ip_rates = IpConnectionQuotas(trio.current_time)
         """Connections made per address, against the ip entities' connection_creation_rate."""
         config = state.config
@@ -222,6 +226,17 @@ class Server:
         finally:
             self._reaping = False
 
+    async def _per_ip_limit(self, host: str) -> int:
+        """max.connections.per.ip, or `host`'s own limit from max.connections.per.ip.overrides
+        (a host name there stands for the addresses it resolves to when the setting takes
+        effect, as in Kafka)."""
+        config = self.state.config
+        if config is not self._limits_of:
+            overrides = config.connections_per_ip_overrides
+            limits = await runtime.to_thread(resolve_overrides, overrides) if overrides else {}
+            self._limits_of, self._limits = config, limits
+        return self._limits.get(host, config.max_connections_per_ip)
+
     def stop_accepting_requests(self) -> None:
         """Wake every connection that is waiting for a request so it closes."""
         self.stopping = True
@@ -230,12 +245,15 @@ class Server:
 
     async def handle_stream(self, stream: trio.abc.Stream, listener: str) -> None:
         host = runtime.current().network.peer_host(stream)
-        limit = self.state.config.max_connections_per_ip
+        limit = await self._per_ip_limit(host)
         if self._per_ip.get(host, 0) >= limit:
-            log.warning("refusing connection from %s: max.connections.per.ip=%d reached", host, limit)
+            log.warning("refusing connection from %s: its limit of %d connections is reached "
+                        "(max.connections.per.ip, max.connections.per.ip.overrides)", host, limit)  # fmt: skip
             await trio.aclose_forcefully(stream)
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
+        if isinstance(stream, trio.SocketStream):
+            set_buffer_sizes(stream.socket, self.state.config)
         conn_id = next(_connection_ids)
         served: trio.abc.Stream = stream
         try:
@@ -652,6 +670,31 @@ class _Later:
     deferred: Deferred
     started: float
     received: float | None
+
+
+def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """Per-host connection limits by address: each host as written, and the addresses a host
+    name resolves to (a name that does not resolve limits nothing, and is logged)."""
+    limits = dict(overrides)
+    for host, count in overrides.items():
+        try:
+            found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            log.warning("max.connections.per.ip.overrides: %s does not resolve (%s); it limits "
+                        "no connection", host, exc)  # fmt: skip
+            continue
+        for *_, address in found:
+            limits.setdefault(str(address[0]), count)
+    return limits
+
+
+def set_buffer_sizes(sock: trio.socket.SocketType, config: BrokerConfig) -> None:
+    """socket.send.buffer.bytes and socket.receive.buffer.bytes on an accepted socket, as
+    Kafka's acceptor sets them; -1 leaves the OS's autotuned buffers."""
+    if config.socket_send_buffer_bytes != -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.socket_send_buffer_bytes)
+    if config.socket_receive_buffer_bytes != -1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.socket_receive_buffer_bytes)
 
 
 def _is_produce(event: object) -> bool:

@@ -63,8 +63,8 @@ KAFKA_DEFAULTS: dict[str, object] = {
     "delete.topic.enable": True,
     "message.max.bytes": 1048588,
     "socket.request.max.bytes": 104857600,
-    "socket.send.buffer.bytes": 102400,
-    "socket.receive.buffer.bytes": 102400,
+    "socket.send.buffer.bytes": -1,  # Strom's: the OS's autotuned buffers (Kafka: 102400)
+    "socket.receive.buffer.bytes": -1,
     "log.segment.bytes": 1073741824,
     "log.roll.ms": None,
     "log.roll.hours": 168,

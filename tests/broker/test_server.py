@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import trio
 from strom.broker.data.fetch_read import SENDFILE_MIN_BYTES
 from strom.broker.handlers import HANDLERS
 from strom.broker.network.error_response import error_response
+from strom.broker.network.server import resolve_overrides, set_buffer_sizes
 from strom.broker.testing.client import KafkaClient
 from strom.broker.testing.embedded import EmbeddedBroker, open_broker
+from strom.config import BrokerConfig
 from strom.wire.errors import ErrorCode, ProtocolError
 from strom.wire.formats.protocol.request_header import RequestHeader
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -257,6 +260,69 @@ async def test_pipelined_fetches_answered_by_sendfile_yield_between_them(
         finally:
             trio.lowlevel.remove_instrument(steps)
     assert steps.steps >= count - 1  # a step for each answer but the last (3 without the yields)
+
+
+async def _served(broker: EmbeddedBroker) -> tuple[trio.SocketStream, bool]:
+    """A new raw connection, and whether the broker answers on it (False: it was closed)."""
+    stream = await raw_connect(broker)
+    request = RequestHeader(18, 3, 1, "limits").encode(2) + ApiVersionsRequest("p", "1").encode(3)
+    try:
+        await stream.send_all(frame(request))
+        return stream, await read_frame(stream) is not None
+    except trio.BrokenResourceError:
+        return stream, False
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_an_override_sets_one_hosts_connection_limit(tmp_path: Path, host: str) -> None:
+    """max.connections.per.ip.overrides gives one host its own limit, by address or by a name
+    that resolves to it; other hosts keep max.connections.per.ip."""
+    overrides = {"max.connections.per.ip": "1", "max.connections.per.ip.overrides": f"{host}:2"}
+    async with open_broker(tmp_path, overrides) as broker:
+        results = [await _served(broker) for _ in range(3)]
+        assert [ok for _, ok in results] == [True, True, False]
+        for stream, _ in results:
+            await stream.aclose()
+
+
+async def test_max_connections_per_ip_refuses_the_connection_over_it(tmp_path: Path) -> None:
+    async with open_broker(tmp_path, {"max.connections.per.ip": "1"}) as broker:
+        first, served = await _served(broker)
+        assert served
+        second, served = await _served(broker)
+        assert not served
+        await second.aclose()
+        await first.aclose()
+        third, served = await _served(broker)  # the first is gone: room again
+        assert served
+        await third.aclose()
+
+
+async def test_an_override_that_does_not_resolve_limits_nothing() -> None:
+    """An address limits itself; a name that does not resolve adds no address (it stays as
+    written, which no peer's address equals)."""
+    limits = resolve_overrides({"10.1.2.3": 5, "no-such-host.invalid": 7})
+    assert limits == {"10.1.2.3": 5, "no-such-host.invalid": 7}
+
+
+async def test_socket_buffer_sizes_are_set_when_configured() -> None:
+    """socket.send/receive.buffer.bytes reach an accepted socket (Linux doubles the value it
+    is given); -1 leaves the kernel's own sizes."""
+    default = BrokerConfig.from_properties({})
+    assert default.socket_send_buffer_bytes == default.socket_receive_buffer_bytes == -1
+    configured = BrokerConfig.from_properties(
+        {"socket.send.buffer.bytes": "65536", "socket.receive.buffer.bytes": "32768"}
+    )
+    a, b = trio.socket.socketpair()
+    with a, b:
+        before = (a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                  a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))  # fmt: skip
+        set_buffer_sizes(a, default)
+        assert (a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+                a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)) == before  # fmt: skip
+        set_buffer_sizes(a, configured)
+        assert a.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 2 * 65536
+        assert a.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 2 * 32768
 
 
 async def test_shutdown_closes_idle_connections_promptly(tmp_path: Path) -> None:
