@@ -17,14 +17,11 @@ IGNORED_KEYS = frozenset(
         "early.start.listeners",
         "unstable.api.versions.enable",
         "unstable.feature.versions.enable",
-        # Replication and leadership: a single node has no followers.
+        # Replication tuning Strom has no use for: one fetcher task per leader, the high
+        # watermark checkpointed with the other checkpoints (the replica.fetch.* settings
+        # that it does use are in `BrokerConfig`).
         "num.replica.fetchers",
         "num.replica.alter.log.dirs.threads",
-        "replica.fetch.max.bytes",
-        "replica.fetch.min.bytes",
-        "replica.fetch.wait.max.ms",
-        "replica.fetch.backoff.ms",
-        "replica.fetch.response.max.bytes",
         "replica.socket.timeout.ms",
         "replica.socket.receive.buffer.bytes",
         "replica.high.watermark.checkpoint.interval.ms",
