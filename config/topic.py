@@ -103,7 +103,8 @@ class TopicConfig:
         "file.delete.delay.ms",
         ConfigType.LONG,
         60000,
-        "Delay before deleting a dropped segment.",
+        "Accepted for compatibility; ignored (a dropped segment's file is deleted at once; a read "
+        "holding it keeps its open descriptor).",
         validator=at_least(0),
         synonyms=_same_name("log.segment.delete.delay.ms"),
     )
@@ -127,7 +128,8 @@ class TopicConfig:
         "follower.replication.throttled.replicas",
         ConfigType.LIST,
         (),
-        "Throttled follower replicas.",
+        "Accepted for compatibility; no effect (Strom has no replication quotas: the "
+        "*.replication.throttled.rate broker settings are refused).",
         validator=_THROTTLED,
     )
     index_interval_bytes: int = setting(
@@ -142,7 +144,7 @@ class TopicConfig:
         "leader.replication.throttled.replicas",
         ConfigType.LIST,
         (),
-        "Throttled leader replicas.",
+        "Accepted for compatibility; no effect (as follower.replication.throttled.replicas).",
         validator=_THROTTLED,
     )
     local_retention_bytes: int = setting(
