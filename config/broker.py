@@ -359,7 +359,8 @@ class BrokerConfig:
         "max.connections",
         ConfigType.INT,
         INT_MAX,
-        "Connection limit per broker.",
+        "Connection limit per broker, and per listener as listener.name.<l>.max.connections "
+        "(KIP-402); at a limit the listener stops accepting until a connection closes.",
         validator=at_least(0),
         dynamic=True,
     )

@@ -60,11 +60,13 @@ class ListenerKey(NamedTuple):
 
 
 def listener_overridable(key: str) -> bool:
-    """Base keys Strom accepts per listener: the security ones (`ssl.*`, `sasl.*`, ...)."""
+    """Base keys Strom accepts per listener: the security ones (`ssl.*`, `sasl.*`, ...) and
+    the connection limits."""
     return key.startswith(("ssl.", "sasl.")) or key in (
         "connections.max.reauth.ms",
         "principal.builder.class",
         "max.connection.creation.rate",
+        "max.connections",
     )
 
 

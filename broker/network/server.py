@@ -156,12 +156,12 @@ class Server:
     async def serve_listener(
         self, listener: StreamListener, name: str, connections: trio.Nursery
     ) -> None:
-        """Accept connections while fewer than `max.connections` are open.
+        """Accept connections while fewer than `max.connections` are open, on the broker and
+        on this listener (`listener.name.<l>.max.connections`).
 
-        At the limit the broker stops accepting (new clients wait in the listen backlog) until a
-        connection closes, as Kafka's acceptor waits for a connection slot.
+        At a limit the listener stops accepting (new clients wait in the listen backlog) until a
+        connection closes or the limit is raised, as Kafka's acceptor waits for a slot.
         """
-        limit = self.state.config.max_connections
         rate = self.state.config.listener_value(name, "max.connection.creation.rate")
         assert isinstance(rate, int)
         bucket = TokenBucket(rate, trio.current_time)
@@ -170,8 +170,9 @@ class Server:
                 self._reaping = True
                 own.start_soon(self._reap_idle)
             while True:
-                while self.connections >= limit:
-                    await self._slot_freed.park()
+                while self._at_connection_limit(name):
+                    with trio.move_on_after(1):  # and look again: a limit may be raised
+                        await self._slot_freed.park()
                 wait = bucket.take()
                 if wait > 0:  # KIP-612: the acceptor waits out a burst of new connections
                     await trio.sleep(wait)
@@ -193,17 +194,28 @@ class Server:
                     connections.start_soon(_close_after, stream, throttle_ms / 1000)
                     continue
                 self.connections += 1
+                by_listener = self.connections_by_listener
+                by_listener[name] = by_listener.get(name, 0) + 1
                 connections.start_soon(self._connection, stream, name)
 
+    def _at_connection_limit(self, listener: str) -> bool:
+        """Whether `max.connections` is reached, broker-wide or on `listener`
+        (`listener.name.<l>.max.connections`); read each time, as both may change."""
+        config = self.state.config
+        if self.connections >= config.max_connections:
+            return True
+        limit = config.listener_value(listener, "max.connections")
+        assert isinstance(limit, int)
+        return self.connections_by_listener.get(listener, 0) >= limit
+
     async def _connection(self, stream: trio.abc.Stream, name: str) -> None:
-        by_listener = self.connections_by_listener
-        by_listener[name] = by_listener.get(name, 0) + 1
+        """Serve an accepted connection (counted by the acceptor) and give its slot back."""
         self.state.metrics.connections_created += 1
         try:
             await self.handle_stream(stream, name)
         finally:
             self.connections -= 1
-            by_listener[name] -= 1
+            self.connections_by_listener[name] -= 1
             self.state.metrics.connections_closed += 1
             self._slot_freed.unpark_all()
 

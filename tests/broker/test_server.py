@@ -298,6 +298,28 @@ async def test_max_connections_per_ip_refuses_the_connection_over_it(tmp_path: P
         await third.aclose()
 
 
+async def _answered_within(stream: trio.SocketStream, seconds: float) -> bool:
+    with trio.move_on_after(seconds):
+        return await read_frame(stream) is not None
+    return False
+
+
+async def test_a_listeners_max_connections_holds_its_connections_in_the_backlog(
+    tmp_path: Path,
+) -> None:
+    """listener.name.<l>.max.connections (KIP-402): at the listener's limit a new connection
+    waits, unaccepted, until one closes; other listeners and the broker-wide limit are apart."""
+    async with open_broker(tmp_path, {"listener.name.plaintext.max.connections": "1"}) as broker:
+        first, served = await _served(broker)
+        assert served
+        request = RequestHeader(18, 3, 1, "held").encode(2) + ApiVersionsRequest("p", "1").encode(3)
+        async with await raw_connect(broker) as second:
+            await second.send_all(frame(request))
+            assert not await _answered_within(second, 0.5)  # not accepted: nobody reads it
+            await first.aclose()
+            assert await _answered_within(second, 30)  # accepted once the slot is free
+
+
 async def test_an_override_that_does_not_resolve_limits_nothing() -> None:
     """An address limits itself; a name that does not resolve adds no address (it stays as
     written, which no peer's address equals)."""
