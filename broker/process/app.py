@@ -147,7 +147,8 @@ class Broker:
             )
             await runtime.to_thread(logs.load)
             controller.local_broker.previous_broker_epoch = logs.previous_broker_epoch
-            self.cleaner = LogCleaner(logs, CleanerSettings.of(config), wall_clock_ms)
+            effective = controller.image.broker_config_layers(config).effective()
+            self.cleaner = LogCleaner(logs, CleanerSettings.of(effective), wall_clock_ms)
             self.cleaner.start()
             try:
                 await self._serve(config, logs, controller, task_status)
@@ -220,6 +221,8 @@ class Broker:
             )
         server = Server(state, tls, sasl)
         server.faults = faults
+        server.effective = controller.image.broker_config_layers(config).effective()
+        controller.subscribe_deltas(partial(_apply_broker_configs, state, server, self.cleaner))
         endpoint = None
         if metrics_sockets:
             from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
@@ -394,6 +397,23 @@ def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delt
     own = (BROKER_RESOURCE, str(state.node_id))
     if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
         tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
+
+
+def _apply_broker_configs(
+    state: BrokerState,
+    server: Server,
+    cleaner: LogCleaner | None,
+    image: MetadataImage,
+    delta: MetadataDelta,
+) -> None:
+    """After a dynamic change of this broker's configs (its own or the cluster default): the
+    connection limits and the log cleaner run with the new effective configuration."""
+    own = (BROKER_RESOURCE, str(state.node_id))
+    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+        effective = image.broker_config_layers(state.config).effective()
+        server.effective = effective
+        if cleaner is not None:
+            cleaner.reconfigure(CleanerSettings.of(effective))
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

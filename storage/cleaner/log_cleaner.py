@@ -63,7 +63,7 @@ class CleanerSettings:
 
     @classmethod
     def of(cls, config: BrokerConfig) -> CleanerSettings:
-        """From the broker's (static) config; log.cleaner.threads=0 disables cleaning."""
+        """From the broker's effective config; log.cleaner.threads=0 disables cleaning."""
         return cls(
             enabled=config.log_cleaner_enable and config.log_cleaner_threads > 0,
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
@@ -166,6 +166,13 @@ class LogCleaner:
             self._thread = threading.Thread(target=self._run, name="strom-log-cleaner", daemon=True)
             self._thread.start()
 
+    def reconfigure(self, settings: CleanerSettings) -> None:
+        """Run with `settings` from the next pass on (dynamic log.cleaner.* changes): started
+        if they enable cleaning, idle while they disable it."""
+        self.settings = settings
+        self.start()
+        self.wake()
+
     def wake(self) -> None:
         """Look for work now instead of at the end of the backoff."""
         self._wake.set()
@@ -181,7 +188,7 @@ class LogCleaner:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                cleaned = self.clean_once()
+                cleaned = self.settings.enabled and self.clean_once()
             except Exception:  # keep cleaning other logs; this one was marked uncleanable
                 log.exception("log cleaner pass failed")
                 cleaned = False

@@ -22,6 +22,8 @@ from strom.wire.formats.protocol.request_header import RequestHeader
 from strom.wire.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from strom.wire.messages.fetch import FetchRequest
 from strom.wire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsRequest as Alter
+from strom.wire.messages.incremental_alter_configs import IncrementalAlterConfigsResponse
 from strom.wire.messages.metadata import MetadataRequest, MetadataResponse
 from strom.wire.messages.produce import ProduceRequest, ProduceResponse
 from tests.broker.test_produce_helpers import batch, create_topic, fetch_request, produce
@@ -318,6 +320,38 @@ async def test_a_listeners_max_connections_holds_its_connections_in_the_backlog(
             assert not await _answered_within(second, 0.5)  # not accepted: nobody reads it
             await first.aclose()
             assert await _answered_within(second, 30)  # accepted once the slot is free
+
+
+async def test_dynamic_broker_configs_reach_the_connection_limits_and_the_cleaner(
+    tmp_path: Path,
+) -> None:
+    """max.connections.per.ip and log.cleaner.* set at runtime (kafka-configs --entity-type
+    brokers) take effect on the running node, as in Kafka, not at its next start."""
+    async with open_broker(tmp_path) as broker:
+        cleaner, state = broker.broker.cleaner, broker.broker.state
+        assert cleaner is not None
+        assert state is not None
+        applied = trio.Event()  # the node's subscribers run in order: its own change came first
+        state.controller.subscribe(
+            lambda _image: applied.set() if cleaner.settings.backoff_ms == 1234 else None
+        )
+        client = await KafkaClient.connect(broker.bootstrap)
+        changes = [
+            Alter.AlterableConfig(name="max.connections.per.ip", config_operation=0, value="1"),
+            Alter.AlterableConfig(name="log.cleaner.backoff.ms", config_operation=0, value="1234"),
+        ]
+        altered = await client.request(
+            Alter(resources=[Alter.AlterConfigsResource(4, "", configs=changes)]),
+            1,
+            IncrementalAlterConfigsResponse,
+        )
+        assert altered.responses[0].error_code == ErrorCode.NONE
+        with trio.fail_after(10):
+            await applied.wait()
+        stream, served = await _served(broker)  # the client's connection is the one allowed
+        assert not served
+        await stream.aclose()
+        await client.aclose()
 
 
 async def test_an_override_that_does_not_resolve_limits_nothing() -> None:
