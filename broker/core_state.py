@@ -74,6 +74,9 @@ class BrokerCore:
     """An image was followed (`strom.broker.replication.partitions.follow_image`): until then
     this broker leads nothing (a quorum member follows only once caught up with the metadata
     log, see `strom.broker.process.app`)."""
+    _effective: tuple[object, BrokerConfig] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def group_coordinator(self) -> GroupDriver | None:
         """The group coordinator, started if this is its first need; None before the broker
@@ -93,6 +96,17 @@ class BrokerCore:
     def topics(self) -> TopicController:
         """The controller the broker's own topic creations go to (see `topic_creator`)."""
         return self.topic_creator if self.topic_creator is not None else self.controller
+
+    @property
+    def effective_config(self) -> BrokerConfig:
+        """`config` with the dynamic broker configs stored in the metadata image (this node's,
+        then the cluster default), as of the latest image: what a setting Kafka lets
+        kafka-configs change at runtime is read from."""
+        image = self.image
+        cached = self._effective
+        if cached is None or cached[0] is not image:
+            cached = self._effective = (image, image.broker_config_layers(self.config).effective())
+        return cached[1]
 
     @property
     def image(self) -> MetadataImage:

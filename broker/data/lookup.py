@@ -88,6 +88,6 @@ class MinIsrCache:
         value = self._values.get(topic)
         if value is None:
             overrides = image.topic_config_overrides(topic)
-            value = topic_min_insync_replicas(broker.config, overrides)
+            value = topic_min_insync_replicas(broker.effective_config, overrides)
             self._values[topic] = value
         return value

@@ -118,7 +118,8 @@ async def handle(
         for t in body.topic_data
     }
     verify = (
-        version >= ALWAYS_VERIFY_VERSION or broker.config.transaction_partition_verification_enable
+        version >= ALWAYS_VERIFY_VERSION
+        or broker.effective_config.transaction_partition_verification_enable
     )
     verified: dict[tuple[str, int], VerificationGuard | Refused] = {}
     if verify and whole_error is None and transactional and body.transactional_id is not None:

@@ -137,7 +137,7 @@ async def _verify(
     """Ask the transaction coordinator about the group's partition (see the docstring):
     the error, or NONE and the guard to append under (None: nothing to guard)."""
     add = version >= ADDS_PARTITION_VERSION and transactions_v2(broker)
-    if not add and not broker.config.transaction_partition_verification_enable:
+    if not add and not broker.effective_config.transaction_partition_verification_enable:
         return ErrorCode.NONE, None
     key = (CONSUMER_OFFSETS, partition)
     guard = None

@@ -134,9 +134,6 @@ class Server:
         """Connections waiting for a request: their scope, and trio time since when."""
         self._reaping = False
         self._per_ip: dict[str, int] = {}
-        self.effective: BrokerConfig = state.config
-        """The node's configuration with its dynamic broker configs (the process sets it as
-        they change): what the connection limits and socket buffers are read from."""
         self._limits_of: object = None  # the config `_limits` were resolved from
         self._limits: Mapping[str, int] = {}
         self.ip_rates = IpConnectionQuotas(trio.current_time)
@@ -204,7 +201,7 @@ class Server:
     def _at_connection_limit(self, listener: str) -> bool:
         """Whether `max.connections` is reached, broker-wide or on `listener`
         (`listener.name.<l>.max.connections`); read each time, as both may change."""
-        config = self.effective
+        config = self.state.effective_config
         if self.connections >= config.max_connections:
             return True
         limit = config.listener_value(listener, "max.connections")
@@ -245,7 +242,7 @@ class Server:
         """max.connections.per.ip, or `host`'s own limit from max.connections.per.ip.overrides
         (a host name there stands for the addresses it resolves to when the setting takes
         effect, as in Kafka)."""
-        config = self.effective
+        config = self.state.effective_config
         if config is not self._limits_of:
             overrides = config.connections_per_ip_overrides
             limits = await runtime.to_thread(resolve_overrides, overrides) if overrides else {}
@@ -268,7 +265,7 @@ class Server:
             return
         self._per_ip[host] = self._per_ip.get(host, 0) + 1
         if isinstance(stream, trio.SocketStream):
-            set_buffer_sizes(stream.socket, self.effective)
+            set_buffer_sizes(stream.socket, self.state.effective_config)
         conn_id = next(_connection_ids)
         served: trio.abc.Stream = stream
         try:

@@ -221,8 +221,8 @@ class Broker:
             )
         server = Server(state, tls, sasl)
         server.faults = faults
-        server.effective = controller.image.broker_config_layers(config).effective()
-        controller.subscribe_deltas(partial(_apply_broker_configs, state, server, self.cleaner))
+        if self.cleaner is not None:
+            controller.subscribe_deltas(partial(_reconfigure_cleaner, state, self.cleaner))
         endpoint = None
         if metrics_sockets:
             from strom.broker.monitoring.endpoint import MetricsEndpoint  # only when it is on
@@ -399,21 +399,14 @@ def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delt
         tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
-def _apply_broker_configs(
-    state: BrokerState,
-    server: Server,
-    cleaner: LogCleaner | None,
-    image: MetadataImage,
-    delta: MetadataDelta,
+def _reconfigure_cleaner(
+    state: BrokerState, cleaner: LogCleaner, image: MetadataImage, delta: MetadataDelta
 ) -> None:
-    """After a dynamic change of this broker's configs (its own or the cluster default): the
-    connection limits and the log cleaner run with the new effective configuration."""
+    """After a dynamic change of this broker's configs (its own or the cluster default), the
+    log cleaner's thread runs with the new log.cleaner.* settings."""
     own = (BROKER_RESOURCE, str(state.node_id))
     if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
-        effective = image.broker_config_layers(state.config).effective()
-        server.effective = effective
-        if cleaner is not None:
-            cleaner.reconfigure(CleanerSettings.of(effective))
+        cleaner.reconfigure(CleanerSettings.of(image.broker_config_layers(state.config).effective()))
 
 
 async def _within(scope: trio.CancelScope, run: Callable[[], Awaitable[None]]) -> None:

@@ -354,6 +354,26 @@ async def test_dynamic_broker_configs_reach_the_connection_limits_and_the_cleane
         await client.aclose()
 
 
+async def test_a_dynamic_min_insync_replicas_holds_acks_all_produce(
+    broker: EmbeddedBroker, client: KafkaClient
+) -> None:
+    """min.insync.replicas raised as the cluster default at runtime refuses acks=all produce
+    to a partition with fewer in-sync replicas at once, as in Kafka (it was read from the
+    node's file only)."""
+    await create_topic(broker, "guarded")
+    assert (await produce(client, "guarded", batch())).error_code == ErrorCode.NONE
+    change = Alter.AlterableConfig(name="min.insync.replicas", config_operation=0, value="2")
+    altered = await client.request(
+        Alter(resources=[Alter.AlterConfigsResource(4, "", configs=[change])]),
+        1,
+        IncrementalAlterConfigsResponse,
+    )
+    assert altered.responses[0].error_code == ErrorCode.NONE
+    refused = await produce(client, "guarded", batch())
+    assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (await produce(client, "guarded", batch(), acks=1)).error_code == ErrorCode.NONE
+
+
 async def test_an_override_that_does_not_resolve_limits_nothing() -> None:
     """An address limits itself; a name that does not resolve adds no address (it stays as
     written, which no peer's address equals)."""
