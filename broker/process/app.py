@@ -289,7 +289,7 @@ class Broker:
                         accepting.start_soon(_within, heartbeats, controller.local_broker.run)
                     accepting.start_soon(controller.watch_leases)
                     accepting.start_soon(controller.watch_leadership)
-                    accepting.start_soon(_maintenance_loop, config, logs)
+                    accepting.start_soon(_maintenance_loop, state, logs)
                     accepting.start_soon(heartbeat_loop, state)
                     accepting.start_soon(state.replication.run)
                     task_status.started(self.endpoints)
@@ -509,8 +509,10 @@ async def _flush_loop(state: BrokerState) -> None:
                 report_storage(state)
 
 
-async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
-    """Periodic work: offset checkpoints, retention, expiry of idle producer ids."""
+async def _maintenance_loop(state: BrokerState, logs: LogManager) -> None:
+    """Periodic work: offset checkpoints, retention, expiry of idle producer ids (after
+    producer.id.expiration.ms, which may change at runtime)."""
+    config = state.config
     checkpoint_every = config.log_flush_offset_checkpoint_interval_ms
     retention_every = config.log_retention_check_interval_ms
     producers_every = config.producer_id_expiration_check_interval_ms
@@ -530,7 +532,7 @@ async def _maintenance_loop(config: BrokerConfig, logs: LogManager) -> None:
             next_retention = now + retention_every
         if now >= next_producers:
             for partition in logs.partitions():
-                partition.expire_producers(now, config.producer_id_expiration_ms)
+                partition.expire_producers(now, state.effective_config.producer_id_expiration_ms)
             next_producers = now + producers_every
         if now >= next_checkpoint:
             await runtime.to_thread(logs.checkpoint)
