@@ -134,7 +134,7 @@ class Server:
         """Connections waiting for a request: their scope, and trio time since when."""
         self._reaping = False
         self._per_ip: dict[str, int] = {}
-        self._limits_of: object = None  # the config `_limits` were resolved from
+        self._limits_of: Mapping[str, int] = {}  # the overrides `_limits` were resolved from
         self._limits: Mapping[str, int] = {}
         self.ip_rates = IpConnectionQuotas(trio.current_time)
         """Connections made per address, against the ip entities' connection_creation_rate."""
@@ -243,10 +243,10 @@ class Server:
         (a host name there stands for the addresses it resolves to when the setting takes
         effect, as in Kafka)."""
         config = self.state.effective_config
-        if config is not self._limits_of:
-            overrides = config.connections_per_ip_overrides
+        overrides = config.connections_per_ip_overrides
+        if overrides != self._limits_of:  # resolved again only when the setting changes
             limits = await runtime.to_thread(resolve_overrides, overrides) if overrides else {}
-            self._limits_of, self._limits = config, limits
+            self._limits_of, self._limits = overrides, limits
         return self._limits.get(host, config.max_connections_per_ip)
 
     def stop_accepting_requests(self) -> None:
