@@ -253,9 +253,9 @@ class BrokerConfig:
         "strom.log.level",
         ConfigType.STRING,
         "INFO",
-        "Strom's own: root log level (case-insensitive).",
+        "Strom's own: root log level at start (case-insensitive); at runtime, loggers' levels "
+        "change with kafka-configs --entity-type broker-loggers.",
         validator=one_of(*LOG_LEVELS, case_sensitive=False),
-        dynamic=True,
     )
     metrics_listener: str = setting(
         "metrics.listener",

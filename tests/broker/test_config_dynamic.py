@@ -61,6 +61,11 @@ def test_refusals_name_what_kafka_names() -> None:
     refusal = layers.refusal({"log.retention.ms": "x"}, per_broker=True)
     assert refusal is not None
     assert "log.retention.ms" in refusal
+    # read once at start (loggers change at runtime through broker-loggers), so refused rather
+    # than stored and never applied
+    assert layers.refusal({"strom.log.level": "DEBUG"}, per_broker=True) == (
+        "Cannot update these configs dynamically: Set(strom.log.level)"
+    )
 
 
 def test_a_change_is_vetted_with_the_other_layer_in_place() -> None:
