@@ -557,7 +557,11 @@ class BrokerConfig:
         dynamic=True,
     )
     log_preallocate: bool = setting(
-        "log.preallocate", ConfigType.BOOLEAN, False, "Preallocate segment files.", dynamic=True
+        "log.preallocate",
+        ConfigType.BOOLEAN,
+        False,
+        "Accepted for compatibility; ignored (segment files grow as they are written).",
+        dynamic=True,
     )
     log_segment_delete_delay_ms: int = setting(
         "log.segment.delete.delay.ms",

@@ -231,7 +231,7 @@ class TopicConfig:
         "preallocate",
         ConfigType.BOOLEAN,
         False,
-        "Preallocate segment files.",
+        "Accepted for compatibility; ignored (segment files grow as they are written).",
         synonyms=_same_name("log.preallocate"),
     )
     remote_log_copy_disable: bool = setting(
