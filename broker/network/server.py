@@ -691,7 +691,7 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     for host, count in overrides.items():
         try:
             found = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: not a valid name ("a..b")
             log.warning("max.connections.per.ip.overrides: %s does not resolve (%s); it limits "
                         "no connection", host, exc)  # fmt: skip
             continue
@@ -702,11 +702,17 @@ def resolve_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
 
 def set_buffer_sizes(sock: trio.socket.SocketType, config: BrokerConfig) -> None:
     """socket.send.buffer.bytes and socket.receive.buffer.bytes on an accepted socket, as
-    Kafka's acceptor sets them; -1 leaves the OS's autotuned buffers."""
-    if config.socket_send_buffer_bytes != -1:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.socket_send_buffer_bytes)
-    if config.socket_receive_buffer_bytes != -1:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, config.socket_receive_buffer_bytes)
+    Kafka's acceptor sets them; -1 leaves the OS's autotuned buffers. A socket that refuses
+    (gone already) is served as it is: its first read or write says so."""
+    try:
+        if config.socket_send_buffer_bytes != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.socket_send_buffer_bytes)
+        if config.socket_receive_buffer_bytes != -1:
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_RCVBUF, config.socket_receive_buffer_bytes
+            )
+    except OSError as exc:
+        log.debug("socket buffer sizes not set: %s", exc)
 
 
 def _is_produce(event: object) -> bool:

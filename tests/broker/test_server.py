@@ -377,8 +377,8 @@ async def test_a_dynamic_min_insync_replicas_holds_acks_all_produce(
 async def test_an_override_that_does_not_resolve_limits_nothing() -> None:
     """An address limits itself; a name that does not resolve adds no address (it stays as
     written, which no peer's address equals)."""
-    limits = resolve_overrides({"10.1.2.3": 5, "no-such-host.invalid": 7})
-    assert limits == {"10.1.2.3": 5, "no-such-host.invalid": 7}
+    limits = resolve_overrides({"10.1.2.3": 5, "no-such-host.invalid": 7, "a..b": 8})
+    assert limits == {"10.1.2.3": 5, "no-such-host.invalid": 7, "a..b": 8}
 
 
 async def test_socket_buffer_sizes_are_set_when_configured() -> None:
