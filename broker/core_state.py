@@ -102,7 +102,10 @@ class BrokerCore:
         """`config` with the dynamic broker configs stored in the metadata image (this node's,
         then the cluster default), as of the latest image: what a setting Kafka lets
         kafka-configs change at runtime is read from."""
-        image = self.image
+        controller: QuorumController | None = self.controller
+        if controller is None:  # a voter serving Raft before its controller runs (tests)
+            return self.config
+        image = controller.image
         cached = self._effective
         if cached is None or cached[0] is not image:
             cached = self._effective = (image, image.broker_config_layers(self.config).effective())
