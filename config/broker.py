@@ -312,14 +312,13 @@ class BrokerConfig:
         "socket.send.buffer.bytes",
         ConfigType.INT,
         -1,
-        "SO_SNDBUF of accepted sockets; -1 = the OS's (autotuned). Kafka's default is 102400: "
-        "set it for Kafka's buffers (a fetch answer then leaves in more pieces).",
+        "SO_SNDBUF of accepted sockets; -1 = the OS's (autotuned).",
     )
     socket_receive_buffer_bytes: int = setting(
         "socket.receive.buffer.bytes",
         ConfigType.INT,
         -1,
-        "SO_RCVBUF of accepted sockets; -1 = the OS's (autotuned). Kafka's default is 102400.",
+        "SO_RCVBUF of accepted sockets; -1 = the OS's (autotuned).",
     )
     socket_request_max_bytes: int = setting(
         "socket.request.max.bytes",

@@ -391,11 +391,16 @@ async def _follow(state: BrokerState, controller: QuorumController) -> None:
     controller.subscribe(lambda _image: state.waiters.wake_all())
 
 
+def _broker_configs_changed(state: BrokerState, delta: MetadataDelta) -> bool:
+    """Whether `delta` changed this broker's dynamic configs (its own or the cluster default)."""
+    changed = delta.changed_configs
+    return (BROKER_RESOURCE, str(state.node_id)) in changed or (BROKER_RESOURCE, "") in changed
+
+
 def _reload_tls(state: BrokerState, tls: ListenerTls, image: MetadataImage, delta: MetadataDelta) -> None:
     """Rebuild TLS contexts after a dynamic change of this broker's configs (even to the same
     value: that is how a key store rewritten in place is reloaded, `strom.broker.security.listeners`)."""
-    own = (BROKER_RESOURCE, str(state.node_id))
-    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+    if _broker_configs_changed(state, delta):
         tls.refresh(image.broker_config_layers(state.config).effective(), reload=True)
 
 
@@ -404,8 +409,7 @@ def _reconfigure_cleaner(
 ) -> None:
     """After a dynamic change of this broker's configs (its own or the cluster default), the
     log cleaner's thread runs with the new log.cleaner.* settings."""
-    own = (BROKER_RESOURCE, str(state.node_id))
-    if own in delta.changed_configs or (BROKER_RESOURCE, "") in delta.changed_configs:
+    if _broker_configs_changed(state, delta):
         cleaner.reconfigure(CleanerSettings.of(image.broker_config_layers(state.config).effective()))
 
 
